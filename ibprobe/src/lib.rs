@@ -1,0 +1,1 @@
+//! ibprobe library.

@@ -1,0 +1,11 @@
+//! ibtune: apply, verify, hold and revert a host latency profile for RDMA
+//! real-time work.
+//!
+//! The library is a map of the program:
+//! - [`host`]: discovery of the host through a root (`/` or a snapshot);
+//! - [`profile`]: profile files, parsed with spans and resolved against a host;
+//! - [`tune`]: the plan of changes, the journal, apply / verify / revert;
+//! - `sys`: the few raw syscalls (memory policy, scheduling), the crate's
+//!   only `unsafe`.
+
+pub mod host;
