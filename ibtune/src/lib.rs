@@ -5,7 +5,11 @@
 //! - [`host`]: discovery of the host through a root (`/` or a snapshot);
 //! - [`profile`]: profile files, parsed with spans and resolved against a host;
 //! - [`tune`]: the plan of changes, the journal, apply / verify / revert;
-//! - `sys`: the few raw syscalls (memory policy, scheduling), the crate's
+//! - [`sys`]: the few raw syscalls (memory policy, scheduling), the crate's
 //!   only `unsafe`.
 
+pub mod cli;
 pub mod host;
+pub mod profile;
+pub mod sys;
+pub mod tune;

@@ -1,3 +1,8 @@
+//! `ibtune`: see `ibtune --help` and the [`ibtune::cli`] module.
+
+use clap::Parser;
+
 fn main() {
-    println!("ibtune: under construction");
+    let cli = ibtune::cli::Cli::parse();
+    std::process::exit(ibtune::cli::main_with(cli));
 }

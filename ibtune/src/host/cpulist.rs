@@ -56,13 +56,19 @@ impl CpuSet {
                 Some((a, b)) => (a.trim(), b.trim()),
                 None => (part, part),
             };
-            let a: u32 = a.parse().map_err(|_| err(&format!("{a:?} is not a CPU number")))?;
-            let b: u32 = b.parse().map_err(|_| err(&format!("{b:?} is not a CPU number")))?;
+            let a: u32 = a
+                .parse()
+                .map_err(|_| err(&format!("{a:?} is not a CPU number")))?;
+            let b: u32 = b
+                .parse()
+                .map_err(|_| err(&format!("{b:?} is not a CPU number")))?;
             if a > b {
                 return Err(err(&format!("range {a}-{b} runs backwards")));
             }
             if b > MAX_CPU {
-                return Err(err(&format!("CPU {b} is beyond the supported maximum {MAX_CPU}")));
+                return Err(err(&format!(
+                    "CPU {b} is beyond the supported maximum {MAX_CPU}"
+                )));
             }
             set.extend(a..=b);
         }
@@ -86,7 +92,9 @@ impl CpuSet {
             return Err(err("mask is too long"));
         }
         for (i, c) in digits.chars().rev().enumerate() {
-            let v = c.to_digit(16).ok_or_else(|| err(&format!("{c:?} is not a hex digit")))?;
+            let v = c
+                .to_digit(16)
+                .ok_or_else(|| err(&format!("{c:?} is not a hex digit")))?;
             for bit in 0..4 {
                 if v & (1 << bit) != 0 {
                     set.insert(i as u32 * 4 + bit);
@@ -236,7 +244,10 @@ mod tests {
         assert_eq!(s.iter().collect::<Vec<_>>(), [0, 1, 2, 3, 8, 10, 11]);
         assert_eq!(s.to_list(), "0-3,8,10-11");
         assert!(CpuSet::parse_list("").unwrap().is_empty());
-        assert_eq!(CpuSet::parse_list("16,18,20,22").unwrap().to_list(), "16,18,20,22");
+        assert_eq!(
+            CpuSet::parse_list("16,18,20,22").unwrap().to_list(),
+            "16,18,20,22"
+        );
     }
 
     #[test]
@@ -252,7 +263,10 @@ mod tests {
         let s = CpuSet::parse_mask("00000000,0000000f\n").unwrap();
         assert_eq!(s.to_list(), "0-3");
         assert_eq!(CpuSet::parse_mask("1,00000000").unwrap().to_list(), "32");
-        assert_eq!(CpuSet::parse_list("0-3,33").unwrap().to_mask(), "00000002,0000000f");
+        assert_eq!(
+            CpuSet::parse_list("0-3,33").unwrap().to_mask(),
+            "00000002,0000000f"
+        );
         assert!(CpuSet::parse_mask("xyz").is_err());
     }
 

@@ -59,7 +59,10 @@ impl HostRoot {
         let canon = fs::canonicalize(dir).map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("host root {}: {e} (give --root an existing directory, or / for this machine)", dir.display()),
+                format!(
+                    "host root {}: {e} (give --root an existing directory, or / for this machine)",
+                    dir.display()
+                ),
             )
         })?;
         let live = canon == Path::new("/");
@@ -197,10 +200,17 @@ impl HostRoot {
     /// the root), e.g. `tuned-adm`. Snapshots may carry a placeholder file to
     /// say "this tool is installed".
     pub fn find_program(&self, name: &str) -> Option<String> {
-        ["/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin"]
-            .iter()
-            .map(|d| format!("{d}/{name}"))
-            .find(|p| self.path(p).is_file())
+        [
+            "/usr/sbin",
+            "/usr/bin",
+            "/sbin",
+            "/bin",
+            "/usr/local/sbin",
+            "/usr/local/bin",
+        ]
+        .iter()
+        .map(|d| format!("{d}/{name}"))
+        .find(|p| self.path(p).is_file())
     }
 }
 

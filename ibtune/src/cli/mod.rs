@@ -1,0 +1,357 @@
+//! The `ibtune` command line: argument definitions and one function per
+//! subcommand. Output formatting lives in [`output`].
+//!
+//! Why it exists: the binary (`main.rs`) stays a few lines; everything a
+//! user can type is defined and documented here, and tests can call
+//! [`main_with`] without spawning a process.
+
+pub mod output;
+
+use crate::host::{self, HostRoot};
+use crate::profile::{self, Profile};
+use crate::tune::engine::{self, ApplyError, ApplyOptions};
+use crate::tune::journal::Journal;
+use crate::tune::plan::{self, Plan};
+use crate::tune::{hold, run};
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Exit codes, for scripts.
+pub mod exit {
+    /// Success; for `verify`, the host matches the profile.
+    pub const OK: i32 = 0;
+    /// `verify`: the host drifted from the profile.
+    pub const DRIFT: i32 = 1;
+    /// Error: bad arguments or profile, missing privileges, unreadable host.
+    /// Nothing was changed.
+    pub const ERROR: i32 = 2;
+    /// `apply` failed part way and rolled back everything it had changed.
+    pub const ROLLED_BACK: i32 = 3;
+    /// `apply` or `revert` failed and could not restore everything; the
+    /// journal is kept: fix the cause and run `ibtune revert`.
+    pub const INCOMPLETE: i32 = 4;
+}
+
+const AFTER_HELP: &str = "\
+Workflow:
+  ibtune show                         what the host is, with warnings
+  ibtune plan thesis-2hca             what would change (no root needed)
+  sudo ibtune apply thesis-2hca       journal originals, then change
+  ibtune verify thesis-2hca           exit 0 = matches, 1 = drift, 2 = error
+  sudo ibtune run thesis-2hca --cpuset real-time-0 -- ./my-rt-app
+  sudo ibtune revert                  restore every journalled value
+
+PROFILE is a file, or a name from ./profiles or /etc/ibtune/profiles.
+Every host file is read and written under --root, so the same commands
+work on a captured snapshot (tests/fixtures/*).
+
+Exit codes: 0 ok; 1 drift (verify); 2 error, nothing changed;
+3 apply failed and rolled back; 4 apply/revert could not restore
+everything (journal kept, run `ibtune revert`).";
+
+/// Apply, verify, hold and revert a host latency profile for RDMA real-time work.
+#[derive(Debug, Parser)]
+#[command(name = "ibtune", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Host root: `/` for this machine, or a snapshot directory.
+    #[arg(long, global = true, default_value = "/", value_name = "DIR")]
+    pub root: PathBuf,
+    /// Where the journal and holder pidfile live.
+    #[arg(
+        long,
+        global = true,
+        default_value = "/var/lib/ibtune",
+        value_name = "DIR"
+    )]
+    pub state_dir: PathBuf,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// Output choice shared by the reporting commands.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct JsonFlag {
+    /// Print JSON (stable field names) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Show the host as discovered: CPUs, NUMA, RDMA devices, IRQs, cgroups,
+    /// irqbalance, tuned, cpu_dma_latency, and warnings (mlnx_tune style).
+    Show {
+        #[command(flatten)]
+        json: JsonFlag,
+        /// Check NUMA locality against this profile's cpusets.
+        #[arg(long, value_name = "PROFILE")]
+        profile: Option<PathBuf>,
+    },
+    /// Print every setting of PROFILE as current -> wanted; changes nothing.
+    Plan {
+        /// Profile file or name.
+        profile: PathBuf,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Apply PROFILE: journal each original value durably, then change it.
+    /// On any failure, roll back what this run did. Idempotent.
+    Apply {
+        /// Profile file or name.
+        profile: PathBuf,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Check the host against PROFILE: exit 0 if it matches, 1 on drift.
+    Verify {
+        /// Profile file or name.
+        profile: PathBuf,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Restore every journalled value, newest first (also after a crash in apply).
+    Revert {
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Hold /dev/cpu_dma_latency at N microseconds until SIGTERM or Ctrl-C.
+    /// The kernel drops the request when the holder exits, so it must keep
+    /// running; see systemd/ibtune-hold@.service.
+    Hold {
+        /// Maximum wake-up latency to request, in microseconds (0 = no deep C-states).
+        #[arg(long, value_name = "N")]
+        us: i32,
+        /// Write the holder's pid here once the value is in place.
+        #[arg(long, value_name = "FILE")]
+        pidfile: Option<PathBuf>,
+    },
+    /// Run CMD inside a cpuset of PROFILE, with its CPU affinity and NUMA
+    /// memory policy (and SCHED_FIFO with --fifo).
+    Run {
+        /// Profile file or name.
+        profile: PathBuf,
+        /// Name of the [[cpuset]] to run in.
+        #[arg(long, value_name = "NAME")]
+        cpuset: String,
+        /// Run under SCHED_FIFO at this priority (1-99).
+        #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
+        fifo: Option<i32>,
+        /// Command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main_with(cli: Cli) -> i32 {
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ibtune: {e:#}");
+            exit::ERROR
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
+    let root = HostRoot::new(&cli.root)?;
+    match cli.cmd {
+        Cmd::Show { json, profile } => {
+            let host = host::discover(&root)?;
+            let rt = match profile {
+                Some(p) => Some(load(&p, &host, &root)?.cpuset_cpus()),
+                None => (!host.cpus.isolated.is_empty()).then(|| host.cpus.isolated.clone()),
+            };
+            let warnings = host::warnings::host_warnings(&host, rt.as_ref());
+            if json.json {
+                output::json(&serde_json::json!({ "host": host, "warnings": warnings }))?;
+            } else {
+                print!("{}", output::show_text(&host, &warnings));
+            }
+            Ok(exit::OK)
+        }
+        Cmd::Plan { profile, json } => {
+            let (_, plan) = plan_for(&profile, &root)?;
+            if json.json {
+                output::json(&plan)?;
+            } else {
+                print!("{}", output::plan_text(&plan, "plan"));
+            }
+            Ok(exit::OK)
+        }
+        Cmd::Verify { profile, json } => {
+            let (_, plan) = plan_for(&profile, &root)?;
+            let drift = plan.summary.change > 0;
+            if json.json {
+                output::json(&serde_json::json!({
+                    "matches": !drift,
+                    "drifted": plan.items.iter().filter(|i| i.observed.status == crate::tune::item::Status::Change).collect::<Vec<_>>(),
+                    "plan": plan,
+                }))?;
+            } else {
+                print!("{}", output::plan_text(&plan, "verify"));
+                if drift {
+                    println!(
+                        "drift: {} setting(s) differ from profile {}",
+                        plan.summary.change, plan.profile
+                    );
+                } else {
+                    println!("ok: host matches profile {}", plan.profile);
+                }
+            }
+            Ok(if drift { exit::DRIFT } else { exit::OK })
+        }
+        Cmd::Apply { profile, json } => {
+            need_root(
+                &root,
+                "apply",
+                "it writes /proc/irq, cgroups, sysctls and /etc",
+            )?;
+            let (_, plan) = plan_for(&profile, &root)?;
+            let journal = Journal::open(&cli.state_dir)?;
+            let opts = ApplyOptions {
+                exe: std::env::current_exe().context("cannot find the ibtune executable")?,
+                fault: None,
+            };
+            match engine::apply(&plan, &root, &journal, &opts) {
+                Ok(rep) => {
+                    if json.json {
+                        output::json(&rep)?;
+                    } else if rep.changed.is_empty() {
+                        println!(
+                            "nothing to change: host already matches profile {}",
+                            plan.profile
+                        );
+                    } else {
+                        for k in &rep.changed {
+                            println!("changed {k}");
+                        }
+                        println!(
+                            "applied profile {}: {} changed, {} already as wanted; journal {}",
+                            plan.profile,
+                            rep.changed.len(),
+                            rep.unchanged,
+                            rep.journal
+                        );
+                    }
+                    Ok(exit::OK)
+                }
+                Err(e) => {
+                    eprintln!("ibtune apply: {e}");
+                    Ok(match e {
+                        ApplyError::RolledBack { .. } => exit::ROLLED_BACK,
+                        ApplyError::RollbackFailed { .. } => exit::INCOMPLETE,
+                        _ => exit::ERROR,
+                    })
+                }
+            }
+        }
+        Cmd::Revert { json } => {
+            need_root(
+                &root,
+                "revert",
+                "it writes /proc/irq, cgroups, sysctls and /etc",
+            )?;
+            let journal = Journal::open(&cli.state_dir)?;
+            match engine::revert(&root, &journal) {
+                Ok(rep) => {
+                    if json.json {
+                        output::json(&rep)?;
+                    } else if let Some(p) = &rep.profile {
+                        println!(
+                            "reverted profile {p}: {} value(s) restored{}; journal archived at {}",
+                            rep.undone,
+                            if rep.incomplete_apply {
+                                " (from an apply that did not finish)"
+                            } else {
+                                ""
+                            },
+                            rep.archived.as_deref().unwrap_or("-")
+                        );
+                    } else {
+                        println!(
+                            "nothing to revert: no journal in {}",
+                            cli.state_dir.display()
+                        );
+                    }
+                    Ok(exit::OK)
+                }
+                Err(e) => {
+                    eprintln!("ibtune revert: {e:#}; the journal is kept, fix the cause and run revert again");
+                    Ok(exit::INCOMPLETE)
+                }
+            }
+        }
+        Cmd::Hold { us, pidfile } => {
+            hold::hold(&root, us, pidfile.as_deref())?;
+            Ok(exit::OK)
+        }
+        Cmd::Run {
+            profile,
+            cpuset,
+            fifo,
+            cmd,
+        } => {
+            let host = host::discover(&root)?;
+            let r = load(&profile, &host, &root)?;
+            let cs = r.cpuset(&cpuset).ok_or_else(|| {
+                let names: Vec<&str> = r.cpusets.iter().map(|c| c.name.as_str()).collect();
+                anyhow!(
+                    "no cpuset {cpuset:?} in profile {}; cpusets: {}",
+                    r.name,
+                    names.join(", ")
+                )
+            })?;
+            let procs = plan::cgroup_procs_file(&host, cs);
+            let dir = plan::cgroup_dir(&host, cs);
+            let cgroup_procs = match (&procs, &dir) {
+                (Some(p), Some(d)) if root.is_dir(d) => Some(p.clone()),
+                _ => bail!(
+                    "cpuset {cpuset} is not applied on this host (no cgroup {}); run `ibtune apply {}` first",
+                    dir.unwrap_or_else(|| "-".into()),
+                    profile.display()
+                ),
+            };
+            if root.is_live() && !nix::unistd::geteuid().is_root() {
+                bail!(
+                    "ibtune run needs root: it joins a cgroup{}",
+                    if fifo.is_some() {
+                        " and sets SCHED_FIFO"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            let spec = run::RunSpec {
+                cgroup_procs,
+                cpus: cs.cpus.clone(),
+                mems: cs.mems.clone(),
+                mem_policy: r.mem_policy.unwrap_or(crate::sys::MemPolicy::Default),
+                fifo,
+            };
+            Err(run::exec(&root, &spec, &cmd))
+        }
+    }
+}
+
+fn need_root(root: &HostRoot, cmd: &str, why: &str) -> Result<()> {
+    if root.is_live() && !nix::unistd::geteuid().is_root() {
+        bail!("ibtune {cmd} needs root: {why} (run it with sudo; `ibtune plan` shows the changes without root)");
+    }
+    Ok(())
+}
+
+fn load(path: &std::path::Path, host: &host::Host, root: &HostRoot) -> Result<profile::Resolved> {
+    let p = Profile::load(path)?;
+    Ok(profile::resolve(&p, host, root)?)
+}
+
+fn plan_for(path: &std::path::Path, root: &HostRoot) -> Result<(profile::Resolved, Plan)> {
+    let host = host::discover(root)?;
+    let r = load(path, &host, root)?;
+    let plan = Plan::observe(&r, &host, root);
+    Ok((r, plan))
+}

@@ -1,0 +1,14 @@
+//! Tuning: from a resolved profile to changes on the host, and back.
+//!
+//! - [`plan`] orders the settings a profile asks for ([`item::Item`]s);
+//! - [`journal`] records each original value durably before it changes;
+//! - [`engine`] applies, rolls back and reverts;
+//! - [`hold`] keeps `/dev/cpu_dma_latency` held by a process;
+//! - [`run`] starts a command inside a cpuset with its memory policy.
+
+pub mod engine;
+pub mod hold;
+pub mod item;
+pub mod journal;
+pub mod plan;
+pub mod run;

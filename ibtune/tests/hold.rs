@@ -1,0 +1,204 @@
+//! The cpu_dma_latency holder as a real process: signals are process-wide,
+//! so `hold()` is exercised in a child, never in the test harness.
+//!
+//! The child is `ibtune --root DIR hold ...` once the CLI has that
+//! subcommand, and until then the `ibtune_hold` example, which has the same
+//! command line.
+
+use ibtune::host::HostRoot;
+use ibtune::tune::hold::{holder_alive, holder_log_path, spawn_holder, stop_holder};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const ORIGINAL: &[u8] = b"2000000000\n";
+
+/// The program to run as the holder (found or built once per test run).
+fn holder_exe() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(find_holder_exe).clone()
+}
+
+fn find_holder_exe() -> PathBuf {
+    let cli = PathBuf::from(env!("CARGO_BIN_EXE_ibtune"));
+    let help = Command::new(&cli).args(["hold", "--help"]).output();
+    if matches!(&help, Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).contains("--us"))
+    {
+        return cli;
+    }
+    // target/<profile>/deps/hold-HASH -> target/<profile>/examples/ibtune_hold
+    let me = std::env::current_exe().expect("test executable path");
+    let example = me
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("examples/ibtune_hold");
+    if !example.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-q", "-p", "ibtune", "--example", "ibtune_hold"])
+            .status()
+            .expect("running cargo to build the ibtune_hold example");
+        assert!(status.success(), "building the ibtune_hold example failed");
+    }
+    assert!(example.exists(), "{} was not built", example.display());
+    example
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A snapshot root holding only dev/cpu_dma_latency with the kernel default.
+fn snapshot() -> (tempfile::TempDir, HostRoot) {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("dev")).unwrap();
+    fs::write(dir.path().join("dev/cpu_dma_latency"), ORIGINAL).unwrap();
+    let root = HostRoot::new(dir.path()).unwrap();
+    (dir, root)
+}
+
+fn start_hold(root: &HostRoot, us: &str, pidfile: &Path) -> Child {
+    Command::new(holder_exe())
+        .arg("--root")
+        .arg(root.dir())
+        .args(["hold", "--us", us, "--pidfile"])
+        .arg(pidfile)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the holder")
+}
+
+fn held_by_signal(sig: Signal) {
+    let (dir, root) = snapshot();
+    let pidfile = dir.path().join("hold.pid");
+    let child = start_hold(&root, "7", &pidfile);
+    wait_until("the pidfile", || pidfile.exists());
+    // The pidfile appears only once the value is in place.
+    assert_eq!(root.read_bytes("/dev/cpu_dma_latency").unwrap(), b"7\n");
+    assert_eq!(
+        fs::read_to_string(&pidfile).unwrap(),
+        format!("{}\n", child.id())
+    );
+    assert!(holder_alive(&pidfile));
+
+    kill(Pid::from_raw(child.id() as i32), sig).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "holder failed: {stderr}");
+    assert!(
+        stderr.contains("holding cpu_dma_latency at 7 us")
+            && stderr.contains("SIGTERM or Ctrl-C releases it"),
+        "{stderr}"
+    );
+    assert_eq!(
+        root.read_bytes("/dev/cpu_dma_latency").unwrap(),
+        ORIGINAL,
+        "original bytes restored exactly"
+    );
+    assert!(!pidfile.exists(), "pidfile removed on exit");
+}
+
+#[test]
+fn snapshot_value_is_restored_after_sigterm() {
+    held_by_signal(Signal::SIGTERM);
+}
+
+#[test]
+fn snapshot_value_is_restored_after_sigint() {
+    held_by_signal(Signal::SIGINT);
+}
+
+#[test]
+fn snapshot_without_the_device_fails_and_writes_no_pidfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = HostRoot::new(dir.path()).unwrap();
+    let pidfile = dir.path().join("hold.pid");
+    let out = start_hold(&root, "7", &pidfile).wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PM QoS"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!pidfile.exists());
+}
+
+#[test]
+fn spawn_and_stop_round_trip() {
+    let (dir, root) = snapshot();
+    let pidfile = dir.path().join("hold.pid");
+    let exe = holder_exe();
+
+    let pid = spawn_holder(&exe, &root, 7, &pidfile).unwrap();
+    assert_eq!(fs::read_to_string(&pidfile).unwrap(), format!("{pid}\n"));
+    assert!(holder_alive(&pidfile));
+    assert_eq!(root.read_bytes("/dev/cpu_dma_latency").unwrap(), b"7\n");
+    // Detached: its own session.
+    let sid = nix::unistd::getsid(Some(Pid::from_raw(pid as i32))).unwrap();
+    assert_eq!(sid.as_raw(), pid as i32);
+
+    // A second holder on the same pidfile is refused.
+    let e = spawn_holder(&exe, &root, 3, &pidfile).unwrap_err();
+    assert!(e.to_string().contains("already running"), "{e}");
+
+    assert!(stop_holder(&pidfile).unwrap());
+    assert!(!holder_alive(&pidfile));
+    assert!(!pidfile.exists());
+    assert_eq!(root.read_bytes("/dev/cpu_dma_latency").unwrap(), ORIGINAL);
+    let log = fs::read_to_string(holder_log_path(&pidfile)).unwrap();
+    assert!(log.contains("holding cpu_dma_latency at 7 us"), "{log}");
+
+    // Nothing left to stop.
+    assert!(!stop_holder(&pidfile).unwrap());
+}
+
+#[test]
+fn spawn_reports_the_holders_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = HostRoot::new(dir.path()).unwrap();
+    let pidfile = dir.path().join("hold.pid");
+    let e = spawn_holder(&holder_exe(), &root, 7, &pidfile).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("before taking hold") && msg.contains("PM QoS"),
+        "{msg}"
+    );
+}
+
+fn read_live(root: &HostRoot) -> i32 {
+    let b = root.read_bytes("/dev/cpu_dma_latency").unwrap();
+    i32::from_ne_bytes(b[..4].try_into().unwrap())
+}
+
+#[test]
+#[ignore = "needs root: holds the real /dev/cpu_dma_latency"]
+fn live_kernel_request_is_held_and_dropped() {
+    let root = HostRoot::new("/").unwrap();
+    assert!(root.is_live());
+    let before = read_live(&root);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("hold.pid");
+
+    spawn_holder(&holder_exe(), &root, 7, &pidfile).unwrap();
+    assert_eq!(
+        read_live(&root),
+        7.min(before),
+        "request in force while held"
+    );
+    assert!(stop_holder(&pidfile).unwrap());
+    assert_eq!(
+        read_live(&root),
+        before,
+        "kernel restores the value on close"
+    );
+}
