@@ -1,9 +1,7 @@
 //! The cpu_dma_latency holder as a real process: signals are process-wide,
 //! so `hold()` is exercised in a child, never in the test harness.
 //!
-//! The child is `ibtune --root DIR hold ...` once the CLI has that
-//! subcommand, and until then the `ibtune_hold` example, which has the same
-//! command line.
+//! The child is the real CLI, `ibtune --root DIR hold --us N --pidfile P`.
 
 use ibtune::host::HostRoot;
 use ibtune::tune::hold::{holder_alive, holder_log_path, spawn_holder, stop_holder};
@@ -12,40 +10,13 @@ use nix::unistd::Pid;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const ORIGINAL: &[u8] = b"2000000000\n";
 
-/// The program to run as the holder (found or built once per test run).
+/// The program to run as the holder: the real CLI.
 fn holder_exe() -> PathBuf {
-    static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(find_holder_exe).clone()
-}
-
-fn find_holder_exe() -> PathBuf {
-    let cli = PathBuf::from(env!("CARGO_BIN_EXE_ibtune"));
-    let help = Command::new(&cli).args(["hold", "--help"]).output();
-    if matches!(&help, Ok(o) if o.status.success() && String::from_utf8_lossy(&o.stdout).contains("--us"))
-    {
-        return cli;
-    }
-    // target/<profile>/deps/hold-HASH -> target/<profile>/examples/ibtune_hold
-    let me = std::env::current_exe().expect("test executable path");
-    let example = me
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("examples/ibtune_hold");
-    if !example.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "ibtune", "--example", "ibtune_hold"])
-            .status()
-            .expect("running cargo to build the ibtune_hold example");
-        assert!(status.success(), "building the ibtune_hold example failed");
-    }
-    assert!(example.exists(), "{} was not built", example.display());
-    example
+    PathBuf::from(env!("CARGO_BIN_EXE_ibtune"))
 }
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

@@ -1,1 +1,137 @@
-//! Shared helpers for the integration tests (fixture copies, tree snapshots).
+//! Shared helpers for the workspace's integration tests: where the fixture
+//! host trees are, how to copy one, and how to snapshot a tree so a test
+//! can assert "byte-identical after revert".
+//!
+//! Why it exists: every tuning test works on a throw-away copy of a
+//! fixture and compares whole trees; doing that one way keeps the
+//! comparisons honest (symlinks, empty dirs and file bytes all count).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The fixture host trees under `tests/fixtures/`.
+pub const FIXTURES: &[&str] = &["this-host", "thesis-2s-mlx5", "roce-1s", "amd-4node"];
+
+/// Path of a fixture tree.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// Path of a shipped profile.
+pub fn profile(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../profiles")
+        .join(format!("{name}.toml"))
+}
+
+/// Copies a tree (files, directories, symlinks as links) to `to`, which must not exist.
+pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    fs::create_dir(to)?;
+    for e in fs::read_dir(from)? {
+        let e = e?;
+        let src = e.path();
+        let dst = to.join(e.file_name());
+        let ft = e.file_type()?;
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(&src)?, &dst)?;
+        } else if ft.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// A throw-away copy of a fixture; removed on drop.
+pub struct FixtureCopy {
+    _dir: tempfile::TempDir,
+    /// The copy's root.
+    pub root: PathBuf,
+    /// A state directory for the journal, outside the copy.
+    pub state: PathBuf,
+}
+
+/// Copies fixture `name` into a new temporary directory.
+pub fn fixture_copy(name: &str) -> FixtureCopy {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("root");
+    copy_tree(&fixture(name), &root).expect("copy fixture");
+    let state = dir.path().join("state");
+    FixtureCopy {
+        _dir: dir,
+        root,
+        state,
+    }
+}
+
+/// One entry of a tree snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A directory.
+    Dir,
+    /// A file and its bytes.
+    File(Vec<u8>),
+    /// A symlink and its target.
+    Link(PathBuf),
+}
+
+/// Every path under a root with its content.
+pub type Tree = BTreeMap<PathBuf, Entry>;
+
+/// Snapshots a tree.
+pub fn snapshot(root: &Path) -> Tree {
+    let mut t = Tree::new();
+    walk(root, root, &mut t);
+    t
+}
+
+fn walk(root: &Path, dir: &Path, t: &mut Tree) {
+    for e in fs::read_dir(dir).expect("read_dir") {
+        let e = e.expect("entry");
+        let p = e.path();
+        let rel = p.strip_prefix(root).expect("prefix").to_path_buf();
+        let ft = e.file_type().expect("file type");
+        if ft.is_symlink() {
+            t.insert(rel, Entry::Link(fs::read_link(&p).expect("readlink")));
+        } else if ft.is_dir() {
+            t.insert(rel, Entry::Dir);
+            walk(root, &p, t);
+        } else {
+            t.insert(rel, Entry::File(fs::read(&p).expect("read")));
+        }
+    }
+}
+
+/// Lists how two snapshots differ (empty when identical), for assert messages.
+pub fn diff(a: &Tree, b: &Tree) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in a {
+        match b.get(k) {
+            None => out.push(format!("removed {}", k.display())),
+            Some(w) if w != v => out.push(format!(
+                "changed {}: {:?} -> {:?}",
+                k.display(),
+                show(v),
+                show(w)
+            )),
+            _ => {}
+        }
+    }
+    for k in b.keys().filter(|k| !a.contains_key(*k)) {
+        out.push(format!("added {}", k.display()));
+    }
+    out
+}
+
+fn show(e: &Entry) -> String {
+    match e {
+        Entry::Dir => "dir".into(),
+        Entry::Link(p) => format!("-> {}", p.display()),
+        Entry::File(b) => String::from_utf8_lossy(b).chars().take(80).collect(),
+    }
+}

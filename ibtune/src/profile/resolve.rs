@@ -475,11 +475,9 @@ fn pick_local_cores(
         .filter(|(k, cpus)| Some(*k) != cpu0_core && !cpus.contains(0) && !cpus.intersects(taken))
         .map(|(_, cpus)| cpus)
         .collect();
-    // Cores the kernel already isolates (isolcpus) first, then the highest-numbered.
+    // Cores with CPUs the kernel already isolates (isolcpus) first, then the highest-numbered.
     let iso = &host.cpus.isolated;
-    free.sort_by_key(|c| {
-        std::cmp::Reverse((c.is_subset(iso) && !c.is_empty(), c.iter().next_back()))
-    });
+    free.sort_by_key(|c| std::cmp::Reverse((c.intersects(iso), c.iter().next_back())));
     if free.len() < n {
         return Err(format!(
             "{n} cores local to {} wanted, but only {} are free (local CPUs: {local}; already taken: {taken}; the core of CPU 0 is never taken)",

@@ -75,7 +75,9 @@ pub fn prepare_self(root: &HostRoot, spec: &RunSpec) -> anyhow::Result<()> {
 }
 
 /// Applies `spec` with [`prepare_self`] and then execs `cmd` (looked up on
-/// `PATH`). Only returns on failure, with the error.
+/// `PATH` unless it contains a `/`). Only returns on failure, with the
+/// error; a command that is not on `PATH` gives "command not found: CMD"
+/// before anything is changed.
 ///
 /// Why it exists: the body of `ibtune run -- CMD`; exec leaves no ibtune
 /// process between the user and their program.
@@ -86,15 +88,51 @@ pub fn exec(root: &HostRoot, spec: &RunSpec, cmd: &[String]) -> anyhow::Error {
             "no command given to run (usage: ibtune run [OPTIONS] -- COMMAND [ARGS...])"
         );
     };
+    // Resolve PATH ourselves: execvp(3) reports EACCES, not ENOENT, for a
+    // missing command when some PATH directory is unreadable, which would
+    // turn "not found" into a misleading "permission denied".
+    let path = if prog.contains('/') {
+        std::path::PathBuf::from(prog)
+    } else {
+        match find_in_path(prog) {
+            Some(p) => p,
+            None => return anyhow!("command not found: {prog}"),
+        }
+    };
     if let Err(e) = prepare_self(root, spec) {
         return e.context(format!("preparing to run {prog}"));
     }
-    let e = std::process::Command::new(prog).args(args).exec();
+    let e = std::process::Command::new(&path)
+        .arg0(prog)
+        .args(args)
+        .exec();
     match e.kind() {
         io::ErrorKind::NotFound => anyhow!("command not found: {prog}"),
         io::ErrorKind::PermissionDenied => anyhow!("{prog}: permission denied (not executable?)"),
         _ => anyhow!("executing {prog}: {e}"),
     }
+}
+
+/// The first `PATH` entry holding an executable regular file named `prog`.
+/// This is the calling process's own `PATH`, not a host setting, so it is
+/// looked up directly rather than through a [`HostRoot`].
+fn find_in_path(prog: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| {
+            // An empty entry means the current directory.
+            if dir.as_os_str().is_empty() {
+                std::path::PathBuf::from(".").join(prog)
+            } else {
+                dir.join(prog)
+            }
+        })
+        .find(|p| {
+            std::fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
 }
 
 #[cfg(test)]
@@ -170,6 +208,12 @@ mod tests {
             format!("{e:#}").contains("setting memory policy bind"),
             "{e:#}"
         );
+    }
+
+    #[test]
+    fn path_lookup_finds_executables_only() {
+        assert!(find_in_path("sh").is_some());
+        assert!(find_in_path("ibtune-no-such-command-xyz").is_none());
     }
 
     #[test]
