@@ -242,33 +242,32 @@ const SETTING_KEYS: &[&str] = &[
     "\"a.b.c\"",
 ];
 
-/// A value from `pool` most of the time, otherwise from [`ANY`].
+/// Keys that are not in the schema, or a duplicate key.
+const UNKNOWN: &[&str] = &["bogus = 1\n", "cpu = 2\n"];
+
+/// A value from `pool` almost always, otherwise from [`ANY`].
 fn value(pool: &'static [&'static str]) -> BoxedStrategy<String> {
     prop_oneof![
-        6 => prop::sample::select(pool).prop_map(String::from),
+        30 => prop::sample::select(pool).prop_map(String::from),
         1 => prop::sample::select(ANY).prop_map(String::from),
     ]
     .boxed()
 }
 
-/// `header` and each key with probability `p`, plus now and then an unknown key.
-fn table(
-    header: &'static str,
-    keys: &'static [(&'static str, &'static [&'static str])],
-    p: f64,
-) -> BoxedStrategy<String> {
+/// A key, its values, and the probability that it is written.
+type Key = (&'static str, &'static [&'static str], f64);
+
+/// `header` and each key with its probability, plus now and then an unknown key.
+fn table(header: &'static str, keys: &'static [Key]) -> BoxedStrategy<String> {
     let lines: Vec<BoxedStrategy<String>> = keys
         .iter()
-        .map(|&(k, pool)| {
+        .map(|&(k, pool, p)| {
             prop::option::weighted(p, value(pool))
                 .prop_map(move |v| v.map(|v| format!("{k} = {v}\n")).unwrap_or_default())
                 .boxed()
         })
         .collect();
-    let unknown = prop::option::weighted(
-        0.05,
-        prop::sample::select(&["bogus = 1\n", "name = 2\n"][..]),
-    );
+    let unknown = prop::option::weighted(0.02, prop::sample::select(UNKNOWN));
     (lines, unknown)
         .prop_map(move |(lines, unknown)| {
             format!("{header}\n{}{}\n", lines.concat(), unknown.unwrap_or(""))
@@ -282,43 +281,43 @@ fn optional(p: f64, s: BoxedStrategy<String>) -> BoxedStrategy<String> {
         .boxed()
 }
 
+const PROFILE_NAMES: &[&str] = &["\"x\"", "\"fuzz-1\"", "\"ok_2\"", "\"a b\"", "\"\""];
+const DESCRIPTIONS: &[&str] = &["\"d\"", "\"\""];
+
 fn structured_profile() -> impl Strategy<Value = String> {
     let meta = table(
         "[profile]",
         &[
-            (
-                "name",
-                &["\"x\"", "\"fuzz-1\"", "\"a b\"", "\"\"", "\"ok_2\""],
-            ),
-            ("description", &["\"d\"", "\"\""]),
+            ("name", PROFILE_NAMES, 0.98),
+            ("description", DESCRIPTIONS, 0.5),
         ],
-        0.95,
     );
     let cpuset = table(
         "[[cpuset]]",
         &[
-            ("name", NAMES),
-            ("cpus", CPUS),
-            ("mems", MEMS),
-            ("exclusive", BOOL),
-            ("isolated", BOOL),
+            ("name", NAMES, 0.98),
+            ("cpus", CPUS, 0.98),
+            ("mems", MEMS, 0.5),
+            ("exclusive", BOOL, 0.5),
+            ("isolated", BOOL, 0.5),
         ],
-        0.8,
     );
     let irq = table(
         "[[irq]]",
         &[
-            ("device", DEVICES),
-            ("cpus", CPUS),
-            ("mode", MODES),
-            ("ban_irqbalance", BOOL),
-            ("include_async", BOOL),
+            ("device", DEVICES, 0.98),
+            ("cpus", CPUS, 0.98),
+            ("mode", MODES, 0.5),
+            ("ban_irqbalance", BOOL, 0.5),
+            ("include_async", BOOL, 0.3),
         ],
-        0.8,
     );
-    let numa = table("[numa]", &[("policy", POLICIES)], 0.9);
+    let numa = table("[numa]", &[("policy", POLICIES, 0.98)]);
     let tuned = (
-        table("[tuned]", &[("base", TUNED_BASES), ("drop", DROPS)], 0.9),
+        table(
+            "[tuned]",
+            &[("base", TUNED_BASES, 0.98), ("drop", DROPS, 0.6)],
+        ),
         optional(
             0.4,
             prop::collection::vec(
@@ -332,7 +331,7 @@ fn structured_profile() -> impl Strategy<Value = String> {
     )
         .prop_map(|(t, s)| t + &s)
         .boxed();
-    let dma = table("[dma_latency]", &[("us", DMA_US)], 0.9);
+    let dma = table("[dma_latency]", &[("us", DMA_US, 0.98)]);
     let sysctl = prop::collection::btree_map(
         prop::sample::select(SYSCTL_KEYS),
         value(SYSCTL_VALUES),
@@ -346,24 +345,22 @@ fn structured_profile() -> impl Strategy<Value = String> {
     let cpu = table(
         "[cpu]",
         &[
-            ("governor", GOVERNORS),
-            ("max_cstate_latency_us", CSTATE),
-            ("thp", THP),
+            ("governor", GOVERNORS, 0.5),
+            ("max_cstate_latency_us", CSTATE, 0.5),
+            ("thp", THP, 0.5),
         ],
-        0.6,
     );
     let boot = table(
         "[boot]",
         &[
-            ("isolcpus", BOOL),
-            ("nohz_full", BOOL),
-            ("rcu_nocbs", BOOL),
-            ("required", BOOL),
+            ("isolcpus", BOOL, 0.6),
+            ("nohz_full", BOOL, 0.6),
+            ("rcu_nocbs", BOOL, 0.6),
+            ("required", BOOL, 0.6),
         ],
-        0.6,
     );
     (
-        optional(0.97, meta),
+        optional(0.98, meta),
         prop::collection::vec(cpuset, 0..4),
         prop::collection::vec(irq, 0..3),
         optional(0.3, numa),
