@@ -366,7 +366,7 @@ fn locate(p: &Path) -> PathBuf {
 
 fn toml_fix(msg: &str) -> String {
     if msg.contains("unknown field") {
-        "remove or rename the key; the schema is documented in `ibtune help profile` and profiles/README.md".into()
+        "remove or rename the key; the schema is in profiles/README.md".into()
     } else if msg.contains("missing field") {
         "add the missing key".into()
     } else {
