@@ -432,6 +432,25 @@ fn reject_cpu_that_does_not_exist() {
 }
 
 #[test]
+fn reject_cpu_and_node_at_the_top_of_u32() {
+    // Found by tests/profile_fuzz.rs: formatting the set {u32::MAX} for the
+    // message overflowed (`end + 1` in CpuSet::to_list) and the debug build
+    // panicked with exit 101 instead of refusing the profile.
+    rejected(
+        "[profile]\nname = \"x\"\n\n[[cpuset]]\nname = \"a\"\ncpus = [4294967295]\n",
+        6,
+        8,
+        &["CPUs 4294967295 do not exist", "online: 0-23"],
+    );
+    rejected(
+        "[profile]\nname = \"x\"\n\n[[cpuset]]\nname = \"a\"\ncpus = [2]\nmems = [4294967295]\n",
+        7,
+        8,
+        &["NUMA nodes 4294967295 do not exist", "nodes: 0-1"],
+    );
+}
+
+#[test]
 fn reject_numa_node_that_does_not_exist() {
     rejected(
         "[profile]\nname = \"x\"\n\n[[cpuset]]\nname = \"a\"\ncpus = [2]\nmems = [7]\n",
