@@ -98,43 +98,33 @@ pub fn discover_cpus(root: &HostRoot, nodes: &[NumaNode]) -> Cpus {
 mod tests {
     use super::*;
 
-    fn put(root: &HostRoot, p: &str, v: &str) {
-        if let Some((d, _)) = p.rsplit_once('/') {
-            root.mkdir_all(d).unwrap();
-        }
-        root.write(p, v.as_bytes()).unwrap();
-    }
-
     #[test]
     fn reads_topology() {
         let dir = tempfile::tempdir().unwrap();
         let root = HostRoot::new(dir.path()).unwrap();
-        put(&root, "/sys/devices/system/cpu/online", "0-3\n");
-        put(&root, "/sys/devices/system/cpu/isolated", "\n");
+        root.put("/sys/devices/system/cpu/online", "0-3\n");
+        root.put("/sys/devices/system/cpu/isolated", "\n");
         for c in 0..4u32 {
             let t = format!("/sys/devices/system/cpu/cpu{c}/topology");
-            put(&root, &format!("{t}/physical_package_id"), "0\n");
-            put(&root, &format!("{t}/core_id"), &format!("{}\n", c % 2));
-            put(
-                &root,
+            root.put(&format!("{t}/physical_package_id"), "0\n");
+            root.put(&format!("{t}/core_id"), &format!("{}\n", c % 2));
+            root.put(
                 &format!("{t}/thread_siblings_list"),
                 if c % 2 == 0 { "0,2\n" } else { "1,3\n" },
             );
         }
-        put(
-            &root,
+        root.put(
             "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
             "performance\n",
         );
         let idle = "/sys/devices/system/cpu/cpu1/cpuidle";
-        put(&root, &format!("{idle}/state0/name"), "POLL\n");
-        put(&root, &format!("{idle}/state0/latency"), "0\n");
-        put(&root, &format!("{idle}/state0/disable"), "0\n");
-        put(&root, &format!("{idle}/state1/name"), "C6\n");
-        put(&root, &format!("{idle}/state1/latency"), "133\n");
-        put(&root, &format!("{idle}/state1/disable"), "1\n");
-        put(
-            &root,
+        root.put(&format!("{idle}/state0/name"), "POLL\n");
+        root.put(&format!("{idle}/state0/latency"), "0\n");
+        root.put(&format!("{idle}/state0/disable"), "0\n");
+        root.put(&format!("{idle}/state1/name"), "C6\n");
+        root.put(&format!("{idle}/state1/latency"), "133\n");
+        root.put(&format!("{idle}/state1/disable"), "1\n");
+        root.put(
             "/sys/devices/system/cpu/cpu3/topology/physical_package_id",
             "-1\n",
         );

@@ -227,13 +227,6 @@ mod tests {
     use super::*;
     use crate::host::irq::parse_interrupts;
 
-    fn put(root: &HostRoot, p: &str, v: &str) {
-        if let Some((d, _)) = p.rsplit_once('/') {
-            root.mkdir_all(d).unwrap();
-        }
-        root.write(p, v.as_bytes()).unwrap();
-    }
-
     #[test]
     fn pci_addresses() {
         assert!(is_pci_addr("0000:41:00.0"));
@@ -265,58 +258,45 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = HostRoot::new(dir.path()).unwrap();
         let d = "/sys/class/infiniband/mlx5_0";
-        put(&root, &format!("{d}/hca_type"), "MT4123\n");
-        put(&root, &format!("{d}/fw_ver"), "20.31.1014\n");
-        put(&root, &format!("{d}/node_guid"), "b859:9f03:00d4:1e2a\n");
-        put(
-            &root,
+        root.put(&format!("{d}/hca_type"), "MT4123\n");
+        root.put(&format!("{d}/fw_ver"), "20.31.1014\n");
+        root.put(&format!("{d}/node_guid"), "b859:9f03:00d4:1e2a\n");
+        root.put(
             &format!("{d}/device/uevent"),
             "DRIVER=mlx5_core\nPCI_SLOT_NAME=0000:41:00.0\n",
         );
-        put(&root, &format!("{d}/device/numa_node"), "-1\n");
-        put(&root, &format!("{d}/device/local_cpulist"), "0-7\n");
-        put(
-            &root,
-            &format!("{d}/device/current_link_speed"),
-            "8.0 GT/s PCIe\n",
-        );
-        put(
-            &root,
-            &format!("{d}/device/max_link_speed"),
-            "16.0 GT/s PCIe\n",
-        );
-        put(&root, &format!("{d}/device/current_link_width"), "8\n");
-        put(&root, &format!("{d}/device/max_link_width"), "16\n");
+        root.put(&format!("{d}/device/numa_node"), "-1\n");
+        root.put(&format!("{d}/device/local_cpulist"), "0-7\n");
+        root.put(&format!("{d}/device/current_link_speed"), "8.0 GT/s PCIe\n");
+        root.put(&format!("{d}/device/max_link_speed"), "16.0 GT/s PCIe\n");
+        root.put(&format!("{d}/device/current_link_width"), "8\n");
+        root.put(&format!("{d}/device/max_link_width"), "16\n");
         root.mkdir_all(&format!("{d}/device/net/enp65s0f0np0"))
             .unwrap();
         let p = format!("{d}/ports/1");
-        put(&root, &format!("{p}/state"), "4: ACTIVE\n");
-        put(&root, &format!("{p}/link_layer"), "Ethernet\n");
-        put(
-            &root,
+        root.put(&format!("{p}/state"), "4: ACTIVE\n");
+        root.put(&format!("{p}/link_layer"), "Ethernet\n");
+        root.put(
             &format!("{p}/gids/0"),
             "fe80:0000:0000:0000:ba59:9fff:fed4:1e2a\n",
         );
-        put(
-            &root,
+        root.put(
             &format!("{p}/gids/1"),
             "fe80:0000:0000:0000:ba59:9fff:fed4:1e2a\n",
         );
-        put(
-            &root,
+        root.put(
             &format!("{p}/gids/3"),
             "0000:0000:0000:0000:0000:ffff:c0a8:0101\n",
         );
-        put(
-            &root,
+        root.put(
             &format!("{p}/gids/4"),
             "0000:0000:0000:0000:0000:0000:0000:0000\n",
         );
-        put(&root, &format!("{p}/gid_attrs/types/0"), "IB/RoCE v1\n");
-        put(&root, &format!("{p}/gid_attrs/types/1"), "RoCE v2\n");
-        put(&root, &format!("{p}/gid_attrs/types/3"), "RoCE v2\n");
-        put(&root, &format!("{p}/gid_attrs/ndevs/0"), "enp65s0f0np0\n");
-        put(&root, &format!("{p}/gid_attrs/ndevs/3"), "enp65s0f0np0\n");
+        root.put(&format!("{p}/gid_attrs/types/0"), "IB/RoCE v1\n");
+        root.put(&format!("{p}/gid_attrs/types/1"), "RoCE v2\n");
+        root.put(&format!("{p}/gid_attrs/types/3"), "RoCE v2\n");
+        root.put(&format!("{p}/gid_attrs/ndevs/0"), "enp65s0f0np0\n");
+        root.put(&format!("{p}/gid_attrs/ndevs/3"), "enp65s0f0np0\n");
         let lines = parse_interrupts(
             "  CPU0\n 90: 1 IR-PCI-MSIX-0000:41:00.0 0-edge mlx5_async0@pci:0000:41:00.0\n\
              91: 1 IR-PCI-MSIX-0000:41:00.0 1-edge mlx5_comp0@pci:0000:41:00.0\n",
@@ -351,8 +331,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = HostRoot::new(dir.path()).unwrap();
         let d = "/sys/class/infiniband/rxe0";
-        put(&root, &format!("{d}/parent"), "eth0\n");
-        put(&root, &format!("{d}/ports/1/gid_attrs/ndevs/0"), "eth0\n");
+        root.put(&format!("{d}/parent"), "eth0\n");
+        root.put(&format!("{d}/ports/1/gid_attrs/ndevs/0"), "eth0\n");
         let devs = discover_rdma(&root, &[]);
         assert_eq!(devs[0].name, "rxe0");
         assert_eq!(devs[0].pci_addr, None);

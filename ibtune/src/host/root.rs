@@ -214,6 +214,17 @@ impl HostRoot {
     }
 }
 
+#[cfg(test)]
+impl HostRoot {
+    /// Test helper: writes a file under the root, creating its folders.
+    pub(crate) fn put(&self, p: &str, v: &str) {
+        if let Some((d, _)) = p.rsplit_once('/') {
+            self.mkdir_all(d).expect("mkdir in test root");
+        }
+        self.write(p, v.as_bytes()).expect("write in test root");
+    }
+}
+
 /// Orders names so that `cpu2` sorts before `cpu10` and `24` before `100`.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn split(s: &str) -> (&str, Option<u64>) {

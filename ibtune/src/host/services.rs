@@ -347,25 +347,17 @@ ONESHOT=\"0\"\n";
         );
     }
 
-    fn put(root: &HostRoot, p: &str, v: &str) {
-        if let Some((d, _)) = p.rsplit_once('/') {
-            root.mkdir_all(d).unwrap();
-        }
-        root.write(p, v.as_bytes()).unwrap();
-    }
-
     #[test]
     fn irqbalance_discovery() {
         let dir = tempfile::tempdir().unwrap();
         let root = HostRoot::new(dir.path()).unwrap();
-        put(&root, "/proc/1/comm", "systemd\n");
-        put(&root, "/proc/self/comm", "irqbalance\n");
+        root.put("/proc/1/comm", "systemd\n");
+        root.put("/proc/self/comm", "irqbalance\n");
         let s = discover_irqbalance(&root);
         assert!(!s.running);
         assert_eq!(s.config_file, None);
-        put(&root, "/proc/812/comm", "irqbalance\n");
-        put(
-            &root,
+        root.put("/proc/812/comm", "irqbalance\n");
+        root.put(
             "/etc/sysconfig/irqbalance",
             "IRQBALANCE_BANNED_CPULIST=0,2\n",
         );
@@ -382,27 +374,20 @@ ONESHOT=\"0\"\n";
         let t = discover_tuned(&root);
         assert!(!t.installed);
         assert_eq!(t.active_profile, None);
-        put(
-            &root,
+        root.put(
             "/usr/lib/tuned/latency-performance/tuned.conf",
             "[main]\nsummary=x\n[cpu]\nforce_latency=cstate.id_no_zero:1|3\ngovernor=performance\n",
         );
-        put(
-            &root,
+        root.put(
             "/etc/tuned/mine/tuned.conf",
             "[main]\ninclude=latency-performance\n[sysctl]\nvm.swappiness=10\n",
         );
-        put(
-            &root,
+        root.put(
             "/etc/tuned/mine-dropped/tuned.conf",
             "[main]\ninclude=mine\n[cpu]\ndrop=force_latency\n",
         );
-        put(
-            &root,
-            "/etc/tuned/loop/tuned.conf",
-            "[main]\ninclude=loop\n",
-        );
-        put(&root, "/etc/tuned/active_profile", "mine\n");
+        root.put("/etc/tuned/loop/tuned.conf", "[main]\ninclude=loop\n");
+        root.put("/etc/tuned/active_profile", "mine\n");
         let t = discover_tuned(&root);
         assert!(t.installed);
         assert_eq!(t.active_profile.as_deref(), Some("mine"));
@@ -416,7 +401,7 @@ ONESHOT=\"0\"\n";
             Some("/usr/lib/tuned/latency-performance/tuned.conf")
         );
         assert_eq!(tuned_profile_conf_path(&root, ".."), None);
-        put(&root, "/etc/tuned/active_profile", "\n");
+        root.put("/etc/tuned/active_profile", "\n");
         assert_eq!(discover_tuned(&root).active_profile, None);
     }
 }

@@ -147,20 +147,14 @@ pub fn apply(
         })?;
     }
     let mut done: Vec<Record> = Vec::new();
+    let fresh = existing.is_empty();
+    let fail =
+        |done: &[Record], key: String, cause| rollback(root, journal, done, fresh, key, cause);
     for (n, it) in todo.iter().enumerate() {
         let key = it.item.key.clone();
         let record = match pre_image(&it.item.action, &key, root, journal.dir()) {
             Ok(r) => r,
-            Err(cause) => {
-                return Err(rollback(
-                    root,
-                    journal,
-                    &done,
-                    existing.is_empty(),
-                    key,
-                    cause,
-                ))
-            }
+            Err(cause) => return Err(fail(&done, key, cause)),
         };
         if !journalled.contains(&key) {
             journal.append(&record)?;
@@ -176,14 +170,7 @@ pub fn apply(
         // Undo this record too if the change failed half way.
         done.push(record);
         if let Err(cause) = res {
-            return Err(rollback(
-                root,
-                journal,
-                &done,
-                existing.is_empty(),
-                key,
-                cause,
-            ));
+            return Err(fail(&done, key, cause));
         }
         if opts.fault == Some(Fault::CrashAfterChange(n)) {
             return Err(ApplyError::Crashed(n));
