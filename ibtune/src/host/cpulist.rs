@@ -115,7 +115,7 @@ impl CpuSet {
         let mut it = self.0.iter().copied().peekable();
         while let Some(start) = it.next() {
             let mut end = start;
-            while it.peek() == Some(&(end + 1)) {
+            while end.checked_add(1).is_some_and(|n| it.peek() == Some(&n)) {
                 end = it.next().unwrap_or(end);
             }
             if !out.is_empty() {
@@ -256,6 +256,12 @@ mod tests {
             let e = CpuSet::parse_list(bad).unwrap_err();
             assert_eq!(e.input, bad);
         }
+    }
+
+    #[test]
+    fn formats_the_top_of_u32_without_overflow() {
+        let s = CpuSet::from_iter_u32([u32::MAX - 1, u32::MAX]);
+        assert_eq!(s.to_list(), format!("{}-{}", u32::MAX - 1, u32::MAX));
     }
 
     #[test]

@@ -285,13 +285,14 @@ impl Profile {
     pub fn parse(path: &Path, text: &str) -> Result<Profile, ProfileError> {
         let mut p: Profile = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            ProfileError::at(
-                path,
-                text,
-                span,
-                e.message().trim().to_string(),
-                toml_fix(e.message()),
-            )
+            let message = if e.message().contains("untagged enum CpuField") {
+                "not a CPU or node list".to_string()
+            } else if e.message().contains("untagged enum ScalarValue") {
+                "not a number, boolean or string".to_string()
+            } else {
+                e.message().trim().to_string()
+            };
+            ProfileError::at(path, text, span, message, toml_fix(e.message()))
         })?;
         p.source = Source {
             path: path.to_path_buf(),
@@ -369,6 +370,14 @@ fn toml_fix(msg: &str) -> String {
         "remove or rename the key; the schema is in profiles/README.md".into()
     } else if msg.contains("missing field") {
         "add the missing key".into()
+    } else if msg.contains("untagged enum CpuField") {
+        "write a CPU list as an array ([16, 18]), a string (\"16,18,20-22\"), or \"N cores local to <device>\"".into()
+    } else if msg.contains("untagged enum ScalarValue") {
+        "write a number, true/false, or a string".into()
+    } else if msg.contains("unknown variant") {
+        "use one of the values the message lists (they are lower case)".into()
+    } else if msg.contains("invalid type") || msg.contains("invalid value") {
+        "give a value of the type the message names; the schema is in profiles/README.md".into()
     } else {
         "fix the TOML syntax at this position".into()
     }

@@ -376,7 +376,11 @@ fn cpus_of(
                             format!(
                                 "no cpuset named {:?}; cpusets: {}",
                                 name.trim(),
-                                names.join(", ")
+                                if names.is_empty() {
+                                    "none defined".to_string()
+                                } else {
+                                    names.join(", ")
+                                }
                             ),
                             "name a [[cpuset]] defined in this profile",
                         )
@@ -509,8 +513,15 @@ fn nodes_of_field(
         })?,
     };
     let nodes = host.node_ids();
+    if set.is_empty() {
+        return Err(p.err(
+            f.span(),
+            "the NUMA node list is empty",
+            format!("use nodes from {nodes}, or \"local\""),
+        ));
+    }
     let missing = set.difference(&nodes);
-    if !missing.is_empty() || set.is_empty() {
+    if !missing.is_empty() {
         return Err(p.err(
             f.span(),
             format!("NUMA nodes {missing} do not exist on this host (nodes: {nodes})"),
