@@ -8,7 +8,6 @@ use assert_cmd::Command;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -20,17 +19,7 @@ const ROCE: &str = "roce-1s";
 const AMD: &str = "amd-4node";
 const THIS_HOST: &str = "this-host";
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures")
-        .join(name)
-}
-
-fn profile(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../profiles")
-        .join(format!("{name}.toml"))
-}
+use ibtools_tests::{assert_same_tree, copy_tree, fixture, profile, snapshot};
 
 fn ibtune() -> Command {
     Command::cargo_bin("ibtune").expect("the ibtune binary")
@@ -51,82 +40,12 @@ fn run(root: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Recursive copy of a fixture tree (plain files and directories only).
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let ty = e.file_type().unwrap();
-        let dest = to.join(e.file_name());
-        if ty.is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else {
-            assert!(ty.is_file(), "{} is not a plain file", e.path().display());
-            fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
 /// A temp copy of a fixture; the tree is at `.path().join("root")`.
 fn copy_fixture(name: &str) -> (TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    copy_tree(&fixture(name), &root);
+    copy_tree(&fixture(name), &root).unwrap();
     (tmp, root)
-}
-
-/// Every directory (as `None`) and file (its bytes) under `dir`, by relative path.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
-        for e in fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            let rel = p.strip_prefix(base).unwrap().to_path_buf();
-            if e.file_type().unwrap().is_dir() {
-                out.insert(rel, None);
-                walk(base, &p, out);
-            } else {
-                out.insert(rel, Some(fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
-/// Asserts two snapshots are equal, naming the first few differences.
-fn assert_same_tree(
-    before: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-    after: &BTreeMap<PathBuf, Option<Vec<u8>>>,
-    what: &str,
-) {
-    let diffs: Vec<String> = before
-        .keys()
-        .chain(after.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .filter(|k| before.get(*k) != after.get(*k))
-        .map(|k| {
-            let show = |v: Option<&Option<Vec<u8>>>| match v {
-                None => "(absent)".to_string(),
-                Some(None) => "(dir)".to_string(),
-                Some(Some(b)) => format!("{:?}", String::from_utf8_lossy(b)),
-            };
-            format!(
-                "{}: {} -> {}",
-                k.display(),
-                show(before.get(k)),
-                show(after.get(k))
-            )
-        })
-        .take(10)
-        .collect();
-    assert!(
-        diffs.is_empty(),
-        "{what}: tree changed:\n{}",
-        diffs.join("\n")
-    );
 }
 
 fn json(stdout: &str) -> Value {

@@ -128,6 +128,16 @@ pub fn diff(a: &Tree, b: &Tree) -> Vec<String> {
     out
 }
 
+/// Asserts two snapshots are equal, naming the first differences.
+pub fn assert_same_tree(before: &Tree, after: &Tree, what: &str) {
+    let d = diff(before, after);
+    assert!(
+        d.is_empty(),
+        "{what}: tree changed:\n{}",
+        d.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
 fn show(e: &Entry) -> String {
     match e {
         Entry::Dir => "dir".into(),
