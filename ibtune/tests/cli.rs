@@ -5,6 +5,7 @@
 //! so nothing here touches the machine running the tests.
 
 use assert_cmd::Command;
+use ibtools_tests::wait_until;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -50,14 +51,6 @@ fn copy_fixture(name: &str) -> (TempDir, PathBuf) {
 
 fn json(stdout: &str) -> Value {
     serde_json::from_str(stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}"))
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 // ---------------------------------------------------------------- help

@@ -3,6 +3,7 @@
 //!
 //! The child is the real CLI, `ibtune --root DIR hold --us N --pidfile P`.
 
+use ibtools_tests::wait_until;
 use ibtune::host::HostRoot;
 use ibtune::tune::hold::{holder_alive, holder_log_path, spawn_holder, stop_holder};
 use nix::sys::signal::{kill, Signal};
@@ -10,21 +11,12 @@ use nix::unistd::Pid;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const ORIGINAL: &[u8] = b"2000000000\n";
 
 /// The program to run as the holder: the real CLI.
 fn holder_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_ibtune"))
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A snapshot root holding only dev/cpu_dma_latency with the kernel default.

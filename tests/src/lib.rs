@@ -128,6 +128,18 @@ pub fn diff(a: &Tree, b: &Tree) -> Vec<String> {
     out
 }
 
+/// Polls `cond` every 10 ms until it holds; fails naming `what` after 10 s.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Asserts two snapshots are equal, naming the first differences.
 pub fn assert_same_tree(before: &Tree, after: &Tree, what: &str) {
     let d = diff(before, after);

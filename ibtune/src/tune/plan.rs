@@ -168,101 +168,71 @@ pub fn build(r: &Resolved, host: &Host, root: &HostRoot) -> Vec<Item> {
             continue;
         };
         let k = |s: &str| format!("cpuset/{}/{s}", cs.name);
-        let w = |s: &str| format!("cpuset {}: {s}", cs.name);
+        // cgroup v2 files always carry the "cpuset." prefix; v1 drops it under `noprefix`.
+        let pre = if host.cgroup.mode == CgroupMode::V1 && host.cgroup.v1_noprefix {
+            ""
+        } else {
+            "cpuset."
+        };
+        // One cpuset attribute file: key suffix, file name after the prefix, value, comparison.
+        let attr = |key: &str, name: &str, value: String, cmp: Cmp| {
+            file(
+                k(key),
+                format!("cpuset {}: {pre}{name}", cs.name),
+                format!("{dir}/{pre}{name}"),
+                value,
+                cmp,
+            )
+        };
+        items.push(Item {
+            key: k("cgroup"),
+            what: format!("cpuset {}: cgroup {dir}", cs.name),
+            action: Action::Dir {
+                path: dir.clone(),
+                cgroup: true,
+            },
+            blocked: None,
+        });
+        items.push(attr("cpus", "cpus", format!("{}\n", cs.cpus), Cmp::CpuList));
+        items.push(attr("mems", "mems", format!("{}\n", cs.mems), Cmp::CpuList));
         match host.cgroup.mode {
-            CgroupMode::V2 => {
-                items.push(Item {
-                    key: k("cgroup"),
-                    what: w(&format!("cgroup {dir}")),
-                    action: Action::Dir {
-                        path: dir.clone(),
-                        cgroup: true,
-                    },
-                    blocked: None,
-                });
-                items.push(file(
-                    k("cpus"),
-                    w("cpuset.cpus"),
-                    format!("{dir}/cpuset.cpus"),
-                    format!("{}\n", cs.cpus),
-                    Cmp::CpuList,
-                ));
-                items.push(file(
-                    k("mems"),
-                    w("cpuset.mems"),
-                    format!("{dir}/cpuset.mems"),
-                    format!("{}\n", cs.mems),
-                    Cmp::CpuList,
-                ));
-                if cs.exclusive {
-                    if host.cgroup.v2_has_exclusive {
-                        items.push(file(
-                            k("cpus.exclusive"),
-                            w("cpuset.cpus.exclusive"),
-                            format!("{dir}/cpuset.cpus.exclusive"),
-                            format!("{}\n", cs.cpus),
-                            Cmp::CpuList,
-                        ));
-                    }
-                    let part = if cs.isolated { "isolated" } else { "root" };
-                    items.push(file(
-                        k("partition"),
-                        w("cpuset.cpus.partition"),
-                        format!("{dir}/cpuset.cpus.partition"),
-                        format!("{part}\n"),
-                        Cmp::Partition,
+            CgroupMode::V2 if cs.exclusive => {
+                if host.cgroup.v2_has_exclusive {
+                    items.push(attr(
+                        "cpus.exclusive",
+                        "cpus.exclusive",
+                        format!("{}\n", cs.cpus),
+                        Cmp::CpuList,
                     ));
                 }
+                let part = if cs.isolated { "isolated" } else { "root" };
+                items.push(attr(
+                    "partition",
+                    "cpus.partition",
+                    format!("{part}\n"),
+                    Cmp::Partition,
+                ));
             }
             CgroupMode::V1 => {
-                let pre = if host.cgroup.v1_noprefix {
-                    ""
-                } else {
-                    "cpuset."
-                };
-                items.push(Item {
-                    key: k("cgroup"),
-                    what: w(&format!("cgroup {dir}")),
-                    action: Action::Dir {
-                        path: dir.clone(),
-                        cgroup: true,
-                    },
-                    blocked: None,
-                });
-                items.push(file(
-                    k("cpus"),
-                    w(&format!("{pre}cpus")),
-                    format!("{dir}/{pre}cpus"),
-                    format!("{}\n", cs.cpus),
-                    Cmp::CpuList,
-                ));
-                items.push(file(
-                    k("mems"),
-                    w(&format!("{pre}mems")),
-                    format!("{dir}/{pre}mems"),
-                    format!("{}\n", cs.mems),
-                    Cmp::CpuList,
-                ));
                 if cs.exclusive {
-                    items.push(file(
-                        k("cpu_exclusive"),
-                        w(&format!("{pre}cpu_exclusive")),
-                        format!("{dir}/{pre}cpu_exclusive"),
+                    items.push(attr(
+                        "cpu_exclusive",
+                        "cpu_exclusive",
                         "1\n".into(),
                         Cmp::Text,
                     ));
                 }
                 if cs.isolated {
-                    items.push(file(
-                        k("sched_load_balance"),
-                        w(&format!("{pre}sched_load_balance (v1 isolation)")),
-                        format!("{dir}/{pre}sched_load_balance"),
+                    // v1 has no partitions: isolation is "no load balancing inside".
+                    items.push(attr(
+                        "sched_load_balance",
+                        "sched_load_balance",
                         "0\n".into(),
                         Cmp::Text,
                     ));
                 }
             }
-            CgroupMode::None => {}
+            _ => {}
         }
     }
 
