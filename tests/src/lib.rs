@@ -6,6 +6,8 @@
 //! fixture and compares whole trees; doing that one way keeps the
 //! comparisons honest (symlinks, empty dirs and file bytes all count).
 
+pub mod lab;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;

@@ -1,0 +1,305 @@
+//! The lab's own tests: it boots, it has real verbs, perftest runs on it in
+//! every transport, both kernels and both topologies work, and it stays
+//! bounded (timeouts, cleanup, side-by-side labs, one-line failures).
+//!
+//! Runs with `--include-ignored` (scripts/test-all does); see
+//! `ibtools_tests::lab::harness` for why this is not libtest.
+
+use ibtools_tests::lab::harness::{self, Group};
+use ibtools_tests::lab::perftest::{parse_lat, run_pair};
+use ibtools_tests::lab::{qemu_processes, script, Lab, LabConfig, Node};
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+fn main() -> ExitCode {
+    harness::run(vec![
+        script_checks(),
+        standard_loopback(),
+        failures(),
+        rt_loopback(),
+        pair(),
+    ])
+}
+
+/// Counter of port 1 of rxe0, read in the guest.
+fn counter(lab: &Lab, node: Node, name: &str) -> u64 {
+    let o = lab
+        .sh_on(
+            node,
+            &format!("cat /sys/class/infiniband/rxe0/ports/1/hw_counters/{name}"),
+        )
+        .success();
+    o.stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("counter {name} unreadable: {o}"))
+}
+
+/// One perftest latency run on the loopback device; checks both sides and the row.
+fn loopback_lat(lab: &Lab, tool: &str, conn: &str) {
+    let sent = counter(lab, Node::A, "sent_pkts");
+    let iters = 500;
+    let run = run_pair(
+        lab,
+        Node::A,
+        Node::A,
+        tool,
+        &format!("-d rxe0 -x 1 -c {conn} -n {iters}"),
+        conn,
+    );
+    let client = run.client.success();
+    run.server.success();
+    let row = parse_lat(&client.stdout).unwrap_or_else(|| panic!("no result row: {client}"));
+    assert_eq!(row.iterations, iters, "{client}");
+    assert!(
+        row.t_min_us > 0.0 && row.t_min_us <= row.t_typical_us && row.t_typical_us <= row.t_max_us,
+        "implausible row {row:?}"
+    );
+    // The packets really went through rxe0: both sides sent `iters` messages.
+    let delta = counter(lab, Node::A, "sent_pkts") - sent;
+    assert!(
+        delta >= 2 * iters,
+        "rxe0 sent_pkts grew by {delta}, expected at least {}",
+        2 * iters
+    );
+}
+
+fn standard_loopback() -> Group {
+    Group::with_lab("standard_loopback", LabConfig::loopback())
+        .test("ibv_devices_lists_rxe0", |lab| {
+            let o = lab.sh("ibv_devices").success();
+            assert!(o.stdout.lines().any(|l| l.split_whitespace().next() == Some("rxe0")), "{o}");
+        })
+        .test("rxe0_port_is_active_roce", |lab| {
+            let o = lab.sh("ibv_devinfo -d rxe0").success();
+            assert!(o.stdout.contains("PORT_ACTIVE"), "{o}");
+            assert!(o.stdout.contains("link_layer:\t\tEthernet") || o.stdout.contains("Ethernet"), "{o}");
+            let gid = lab.sh("cat /sys/class/infiniband/rxe0/ports/1/gids/1").success();
+            // GID index 1 is the IPv4-mapped RoCE v2 GID of the dummy's 10.77.0.1.
+            assert_eq!(gid.stdout.trim(), "0000:0000:0000:0000:0000:ffff:0a4d:0001", "{gid}");
+        })
+        .test("kernel_is_debian_standard", |lab| {
+            let o = lab.sh("uname -r; uname -v").success();
+            assert!(o.stdout.lines().next().unwrap_or("").ends_with("-amd64"), "{o}");
+            assert!(!o.stdout.contains("PREEMPT_RT"), "{o}");
+        })
+        .test("ib_send_lat_rc_loopback", |lab| loopback_lat(lab, "ib_send_lat", "RC"))
+        .test("ib_send_lat_uc_loopback", |lab| loopback_lat(lab, "ib_send_lat", "UC"))
+        .test("ib_send_lat_ud_loopback", |lab| loopback_lat(lab, "ib_send_lat", "UD"))
+        .test("ib_write_lat_uc_loopback", |lab| loopback_lat(lab, "ib_write_lat", "UC"))
+        .test("host_tuning_interfaces_are_real", |lab| {
+            // What ibtune touches exists in the guest's own kernel: cgroup v2
+            // with cpuset, /proc/irq, /dev/cpu_dma_latency.
+            let o = lab
+                .sh("cat /sys/fs/cgroup/cgroup.controllers; ls /proc/irq | grep -c '^[0-9]'; test -c /dev/cpu_dma_latency && echo dma")
+                .success();
+            let lines: Vec<&str> = o.stdout.lines().collect();
+            assert!(lines[0].split_whitespace().any(|c| c == "cpuset"), "{o}");
+            assert!(lines[1].parse::<u32>().unwrap_or(0) > 0, "{o}");
+            assert_eq!(lines[2], "dma", "{o}");
+        })
+        .test("status_stdout_stderr_pass_through", |lab| {
+            let o = lab.sh("echo out; echo err >&2; exit 7");
+            assert_eq!((o.status, o.stdout.as_str(), o.stderr.as_str()), (7, "out\n", "err\n"));
+        })
+        .test("results_folder_comes_back", |lab| {
+            lab.sh("echo \"from $(hostname)\" > \"$LAB_RESULTS/hello.txt\"").success();
+            let got = std::fs::read_to_string(lab.results(Node::A).join("hello.txt")).unwrap();
+            assert_eq!(got, "from iblab-a\n");
+        })
+        .test("guest_timeout_kills_a_hung_command", |lab| {
+            let t0 = Instant::now();
+            let o = lab.exec(Node::A, "sleep 600", Duration::from_secs(2)).unwrap();
+            assert_eq!(o.status, 124, "timeout(1) status expected: {o}");
+            assert!(t0.elapsed() < Duration::from_secs(30), "took {:?}", t0.elapsed());
+            lab.sh("true").success(); // the lab still answers
+        })
+        .test("second_lab_runs_beside_this_one", |lab| {
+            // Two labs at once: separate folders, sockets and QEMUs.
+            let other = Lab::start(&LabConfig::loopback()).unwrap_or_else(|e| std::panic::panic_any(e));
+            assert_ne!(other.dir(), lab.dir());
+            lab.sh("echo one > \"$LAB_RESULTS/which\"").success();
+            other.sh("echo two > \"$LAB_RESULTS/which\"").success();
+            other.sh("ibv_devices | grep -q rxe0").success();
+            assert_eq!(std::fs::read_to_string(lab.results(Node::A).join("which")).unwrap(), "one\n");
+            assert_eq!(std::fs::read_to_string(other.results(Node::A).join("which")).unwrap(), "two\n");
+            let dir = other.dir().to_string_lossy().to_string();
+            assert!(!qemu_processes(&dir).is_empty());
+            other.stop().unwrap();
+            assert!(qemu_processes(&dir).is_empty(), "QEMU left running for {dir}");
+            assert!(!Path::new(&dir).exists(), "lab folder {dir} left behind");
+            lab.sh("ibv_devices | grep -q rxe0").success();
+        })
+        .test("hung_guest_is_killed_and_reported", |lab| {
+            // Freeze the guest (SIGSTOP its QEMU): the host-side hard timeout
+            // must kill QEMU and name the command. Last: it ends this lab.
+            let dir = lab.dir().to_string_lossy().to_string();
+            let pids = qemu_processes(&dir);
+            assert_eq!(pids.len(), 1, "{pids:?}");
+            let st = Command::new("kill").args(["-STOP", &pids[0].to_string()]).status().unwrap();
+            assert!(st.success());
+            let out = Command::new(script())
+                .args(["exec", &dir, "--timeout", "1", "--", "echo", "never"])
+                .env("IBLAB_HANG_GRACE", "2")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(5), "{stderr}");
+            assert!(stderr.contains("did not answer within 3s while running: echo never"), "{stderr}");
+            assert!(qemu_processes(&dir).is_empty(), "QEMU still running after the hard timeout");
+            assert!(!Path::new(&dir).exists(), "lab folder left behind");
+        })
+}
+
+/// Failures of the lab itself are one line that names the thing.
+fn failures() -> Group {
+    Group::standalone("lab_failures")
+        .check("boot_timeout_names_the_hung_step", || {
+            let before = qemu_processes("iblab.node=").len();
+            let cfg = LabConfig {
+                boot_timeout: Duration::from_secs(3),
+                ..LabConfig::loopback()
+            };
+            let err = match Lab::start(&cfg) {
+                Ok(_) => panic!("a guest cannot boot in 3 s under TCG"),
+                Err(e) => e,
+            };
+            assert_eq!(err.status, Some(4), "{err}");
+            let first = err.message.lines().next().unwrap();
+            assert!(first.starts_with("guest a not ready after 3s; hung at: "), "{first}");
+            assert_eq!(qemu_processes("iblab.node=").len(), before, "QEMU left running");
+        })
+        .check("module_that_fails_to_load_is_named", || {
+            // A cache whose kernel lacks rdma_rxe: the same kernel and
+            // initramfs (symlinks), its module tree without rdma_rxe.ko.
+            let real = Path::new("/var/cache/iblab/std");
+            let ver = std::fs::read_to_string(real.join("version")).expect("run tests/lab/lab setup first");
+            let ver = ver.trim();
+            let cache = tempfile::tempdir().unwrap();
+            let std_dir = cache.path().join("std");
+            std::fs::create_dir_all(std_dir.join("lib/modules")).unwrap();
+            for f in ["vmlinuz", "initramfs.cpio.gz", "initramfs.stamp", "version", "config"] {
+                std::os::unix::fs::symlink(real.join(f), std_dir.join(f)).unwrap();
+            }
+            let mods = std_dir.join("lib/modules").join(ver);
+            let sh = format!(
+                "cp -rs {src} {dst} && find {dst} -name rdma_rxe.ko -delete && depmod -b {base} {ver}",
+                src = real.join("lib/modules").join(ver).display(),
+                dst = mods.display(),
+                base = std_dir.display(),
+            );
+            assert!(Command::new("sh").args(["-c", &sh]).status().unwrap().success(), "{sh}");
+            let out = Command::new(script())
+                .args(["start", "--owner", &std::process::id().to_string()])
+                .env("IBLAB_CACHE", cache.path())
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(4), "{stderr}");
+            let last = stderr.lines().last().unwrap();
+            assert!(
+                last.starts_with("iblab: error: guest a (std kernel) failed: modprobe rdma_rxe failed: modprobe: FATAL: Module rdma_rxe not found"),
+                "{last}"
+            );
+        })
+}
+
+/// The script's own checks, which need no guest: these run under plain `cargo test`.
+fn script_checks() -> Group {
+    Group::offline("lab_script")
+        .check("unusable_cache_is_a_prerequisite_error", || {
+            let out = Command::new(script())
+                .args(["start"])
+                .env("IBLAB_CACHE", "/proc/iblab-cache")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{stderr}");
+            assert_eq!(
+                stderr.trim(),
+                "iblab: error: cannot create the lab cache /proc/iblab-cache (set IBLAB_CACHE to a writable folder)"
+            );
+        })
+        .check("bad_option_is_a_usage_error", || {
+            let out = Command::new(script()).args(["start", "--topology", "ring"]).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            assert_eq!(stderr.trim(), "iblab: error: unknown topology 'ring' (loopback|pair)");
+        })
+}
+
+fn rt_loopback() -> Group {
+    Group::with_lab("rt_loopback", LabConfig::loopback().rt())
+        .test("kernel_is_preempt_rt", |lab| {
+            let o = lab
+                .sh("uname -r; uname -v; cat /sys/kernel/realtime")
+                .success();
+            let lines: Vec<&str> = o.stdout.lines().collect();
+            assert!(lines[0].ends_with("-rt-amd64"), "{o}");
+            assert!(lines[1].contains("PREEMPT_RT"), "{o}");
+            assert_eq!(lines[2], "1", "{o}");
+        })
+        .test("ib_send_lat_rc_loopback", |lab| {
+            loopback_lat(lab, "ib_send_lat", "RC")
+        })
+        .test("cyclictest_runs_with_fifo_priority", |lab| {
+            let o = lab
+                .sh("cyclictest -m -p 80 -t 1 -i 1000 -l 300 -q")
+                .success();
+            let max = o
+                .stdout
+                .split("Max:")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|s| s.parse::<u64>().ok());
+            assert!(
+                max.is_some_and(|m| m > 0),
+                "no Max latency in cyclictest output: {o}"
+            );
+        })
+}
+
+fn pair() -> Group {
+    Group::with_lab("pair", LabConfig::pair())
+        .test("each_guest_has_its_own_rxe0", |lab| {
+            let guid = |n| {
+                lab.sh_on(n, "cat /sys/class/infiniband/rxe0/node_guid")
+                    .success()
+                    .stdout
+                    .trim()
+                    .to_string()
+            };
+            let (a, b) = (guid(Node::A), guid(Node::B));
+            assert!(!a.is_empty() && a != b, "node GUIDs {a} and {b}");
+            let ip = lab
+                .sh_on(Node::B, "echo $LAB_IP $LAB_PEER_IP $(hostname)")
+                .success();
+            assert_eq!(ip.stdout.trim(), "10.77.0.2 10.77.0.1 iblab-b");
+        })
+        .test("guests_reach_each_other", |lab| {
+            lab.sh_on(Node::A, "/run/busybox ping -c 2 -W 5 \"$LAB_PEER_IP\"")
+                .success();
+        })
+        .test("ib_send_lat_rc_between_guests", |lab| {
+            let before = counter(lab, Node::B, "rcvd_pkts");
+            let run = run_pair(
+                lab,
+                Node::B,
+                Node::A,
+                "ib_send_lat",
+                "-d rxe0 -x 1 -c RC -n 100",
+                "pair-rc",
+            );
+            let client = run.client.success();
+            run.server.success();
+            let row =
+                parse_lat(&client.stdout).unwrap_or_else(|| panic!("no result row: {client}"));
+            assert_eq!(row.iterations, 100);
+            let got = counter(lab, Node::B, "rcvd_pkts") - before;
+            assert!(
+                got >= 100,
+                "node b's rxe0 received {got} packets, expected at least 100"
+            );
+        })
+}
