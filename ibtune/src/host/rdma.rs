@@ -192,10 +192,12 @@ pub fn read_rdma_device(root: &HostRoot, name: &str, interrupts: &[InterruptLine
     let mut seen = std::collections::BTreeSet::new();
     netdevs.retain(|n| !n.is_empty() && seen.insert(n.clone()));
 
-    let hca_type = opt("hca_type").or_else(|| {
-        root.read_link(&format!("{dd}/device/driver"))
-            .and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
-    });
+    let hca_type = opt("hca_type")
+        .or_else(|| {
+            root.read_link(&format!("{dd}/device/driver"))
+                .and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
+        })
+        .or_else(|| software_kind(name, pci_addr.is_some()));
     let irqs = device_irqs(root, pci_addr.as_deref(), name, interrupts);
     RdmaDevice {
         name: name.to_string(),
@@ -209,6 +211,20 @@ pub fn read_rdma_device(root: &HostRoot, name: &str, interrupts: &[InterruptLine
         ports,
         netdevs,
         irqs,
+    }
+}
+
+/// The kind of a software RDMA device (no PCI function, no `hca_type`),
+/// told by the kernel's naming: `rxe*` is Soft-RoCE, `siw*` soft iWARP.
+fn software_kind(name: &str, has_pci: bool) -> Option<String> {
+    if has_pci {
+        None
+    } else if name.starts_with("rxe") {
+        Some("software RoCE (rxe)".into())
+    } else if name.starts_with("siw") {
+        Some("software iWARP (siw)".into())
+    } else {
+        None
     }
 }
 
@@ -339,6 +355,7 @@ mod tests {
         assert_eq!(devs[0].numa_node, None);
         assert!(devs[0].pcie.is_none());
         assert_eq!(devs[0].netdevs, ["eth0"]);
+        assert_eq!(devs[0].hca_type.as_deref(), Some("software RoCE (rxe)"));
         assert!(devs[0].irqs.is_empty());
     }
 

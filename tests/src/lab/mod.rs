@@ -203,6 +203,7 @@ pub struct GuestOutput {
 
 impl GuestOutput {
     /// Panics with the whole output unless the command exited 0.
+    #[track_caller]
     pub fn success(self) -> Self {
         assert_eq!(self.status, 0, "guest command failed: {self}");
         self
@@ -318,11 +319,13 @@ impl Lab {
 
     /// [`Lab::exec`] on guest `a` with a 120 s limit; a lab failure panics
     /// (the harness reports it as the lab's, not the test's).
+    #[track_caller]
     pub fn sh(&self, snippet: &str) -> GuestOutput {
         self.sh_on(Node::A, snippet)
     }
 
     /// [`Lab::sh`] on a given guest.
+    #[track_caller]
     pub fn sh_on(&self, node: Node, snippet: &str) -> GuestOutput {
         match self.exec(node, snippet, Duration::from_secs(120)) {
             Ok(o) => o,
