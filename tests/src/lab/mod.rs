@@ -168,8 +168,7 @@ impl LabError {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let reason = stderr
             .lines()
-            .filter(|l| l.starts_with("iblab: error:"))
-            .last()
+            .rfind(|l| l.starts_with("iblab: error:"))
             .map(|l| l.trim_start_matches("iblab: error:").trim().to_string())
             .unwrap_or_else(|| format!("{what} failed with {}: {}", out.status, stderr.trim()));
         let console: Vec<&str> = stderr
