@@ -1,3 +1,3 @@
-fn main() {
-    println!("ibprobe: under construction");
+fn main() -> std::process::ExitCode {
+    ibprobe::cli::main()
 }

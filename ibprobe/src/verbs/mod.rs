@@ -1,0 +1,1 @@
+//! (issue 4: in progress)
