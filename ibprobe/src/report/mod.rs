@@ -1,1 +1,1 @@
-//! (issue 4: in progress)
+//! Report and output formats (being built for issue 4).

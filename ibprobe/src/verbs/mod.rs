@@ -1,1 +1,4 @@
-//! (issue 4: in progress)
+//! Verbs transport: RC, UC and UD queue pairs over sideway +
+//! rdma-mummy-sys, and device listing. (Being built for issue 4.)
+
+pub mod args;
