@@ -230,19 +230,14 @@ impl Lab {
     /// Installs what is missing, boots the guest(s) and waits until rxe0 is
     /// ACTIVE in each. The lab dies with this process (watchdog).
     pub fn start(config: &LabConfig) -> Result<Lab, LabError> {
-        let out = Command::new(script())
-            .arg("start")
-            .args(config.start_args())
-            .arg("--owner")
-            .arg(std::process::id().to_string())
-            .output()
-            .map_err(|e| LabError {
-                status: None,
-                message: format!("cannot run {}: {e}", script().display()),
-            })?;
-        if !out.status.success() {
-            return Err(LabError::from_output("lab start", &out));
-        }
+        let out = run_script(
+            Command::new(script())
+                .arg("start")
+                .args(config.start_args())
+                .arg("--owner")
+                .arg(std::process::id().to_string()),
+            "lab start",
+        )?;
         let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if dir.is_empty() {
             return Err(LabError {
@@ -286,22 +281,17 @@ impl Lab {
             status: None,
             message: format!("cannot make a capture folder: {e}"),
         })?;
-        let out = Command::new(script())
-            .arg("exec")
-            .arg(&self.dir)
-            .args(["--node", node.name()])
-            .args(["--timeout", &timeout.as_secs().max(1).to_string()])
-            .arg("--capture")
-            .arg(capture.path())
-            .args(["--", "bash", "-c", snippet])
-            .output()
-            .map_err(|e| LabError {
-                status: None,
-                message: format!("cannot run {}: {e}", script().display()),
-            })?;
-        if !out.status.success() {
-            return Err(LabError::from_output("lab exec", &out));
-        }
+        run_script(
+            Command::new(script())
+                .arg("exec")
+                .arg(&self.dir)
+                .args(["--node", node.name()])
+                .args(["--timeout", &timeout.as_secs().max(1).to_string()])
+                .arg("--capture")
+                .arg(capture.path())
+                .args(["--", "bash", "-c", snippet]),
+            "lab exec",
+        )?;
         let read =
             |name: &str| std::fs::read_to_string(capture.path().join(name)).unwrap_or_default();
         let status = read("rc").trim().parse().map_err(|_| LabError {
@@ -342,19 +332,24 @@ impl Lab {
             return Ok(());
         }
         self.stopped = true;
-        let out = Command::new(script())
-            .arg("stop")
-            .arg(&self.dir)
-            .output()
-            .map_err(|e| LabError {
-                status: None,
-                message: format!("cannot run {}: {e}", script().display()),
-            })?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(LabError::from_output("lab stop", &out))
-        }
+        run_script(
+            Command::new(script()).arg("stop").arg(&self.dir),
+            "lab stop",
+        )
+        .map(|_| ())
+    }
+}
+
+/// Runs the lab script; a failure to spawn it or a non-zero exit is a [`LabError`].
+fn run_script(cmd: &mut Command, what: &str) -> Result<std::process::Output, LabError> {
+    let out = cmd.output().map_err(|e| LabError {
+        status: None,
+        message: format!("cannot run {}: {e}", script().display()),
+    })?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(LabError::from_output(what, &out))
     }
 }
 
