@@ -221,6 +221,32 @@ fn script_checks() -> Group {
                 "iblab: error: cannot create the lab cache /proc/iblab-cache (set IBLAB_CACHE to a writable folder)"
             );
         })
+        .check("missing_package_is_named_in_one_line", || {
+            // A PATH with every system command but qemu-system-x86_64.
+            let d = tempfile::tempdir().unwrap();
+            let bin = d.path().join("bin");
+            std::fs::create_dir(&bin).unwrap();
+            for dir in ["/usr/bin", "/usr/sbin"] {
+                for e in std::fs::read_dir(dir).unwrap().flatten() {
+                    let name = e.file_name();
+                    if name != "qemu-system-x86_64" && !bin.join(&name).exists() {
+                        std::os::unix::fs::symlink(e.path(), bin.join(&name)).unwrap();
+                    }
+                }
+            }
+            let out = Command::new("/usr/bin/bash")
+                .arg(script())
+                .args(["setup", "--check"])
+                .env("PATH", &bin)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{stderr}");
+            assert_eq!(
+                stderr.trim(),
+                "iblab: error: missing prerequisite package(s): qemu-system-x86 (setup --check installs nothing; run tests/lab/lab setup as root)"
+            );
+        })
         .check("bad_option_is_a_usage_error", || {
             let out = Command::new(script()).args(["start", "--topology", "ring"]).output().unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
