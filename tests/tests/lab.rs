@@ -99,6 +99,12 @@ fn standard_loopback() -> Group {
             assert!(lines[1].parse::<u32>().unwrap_or(0) > 0, "{o}");
             assert_eq!(lines[2], "dma", "{o}");
         })
+        .test("kernel_autoloads_its_modules", |lab| {
+            // veth and sch_netem are modules of the guest kernel that nothing
+            // loads up front: the kernel's autoloader must find them.
+            lab.sh("ip link add iblab-x type veth peer name iblab-y && tc qdisc add dev iblab-x root netem delay 1ms && ip link del iblab-x")
+                .success();
+        })
         .test("status_stdout_stderr_pass_through", |lab| {
             let o = lab.sh("echo out; echo err >&2; exit 7");
             assert_eq!((o.status, o.stdout.as_str(), o.stderr.as_str()), (7, "out\n", "err\n"));
