@@ -19,5 +19,6 @@ pub mod clock;
 pub mod probe;
 pub mod report;
 pub mod stats;
+pub mod sys;
 pub mod transport;
 pub mod verbs;

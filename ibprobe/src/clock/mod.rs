@@ -5,11 +5,31 @@
 //! measurement) and converted to nanoseconds with a calibrated factor,
 //! never with /proc/cpuinfo's MHz (perftest's flaw).
 //!
-//! This first version reads CLOCK_MONOTONIC_RAW; the TSC path (calibrated
-//! against it, checked for constant_tsc + nonstop_tsc) replaces it where
-//! the CPU allows.
+//! [`Clock::calibrate`] picks the time-stamp counter when /proc/cpuinfo's
+//! `flags` (never its `cpu MHz`) show both `constant_tsc` (the TSC ticks at
+//! a fixed rate whatever the P-state) and `nonstop_tsc` (it keeps ticking
+//! in deep C-states). It measures the TSC frequency against
+//! CLOCK_MONOTONIC_RAW over [`CALIBRATION_WINDOWS`] windows of
+//! [`CALIBRATION_WINDOW_MS`] ms, takes the median and requires the windows
+//! to agree within [`CALIBRATION_MAX_SPREAD_PPM`]; otherwise it falls back
+//! to CLOCK_MONOTONIC_RAW and says why ([`Clock::fallback`]).
+//!
+//! Conversions are fixed point: `ns = ticks * mult >> 32` (one 64x64->128
+//! multiply and a shift, no division in the hot path).
 
+use crate::sys::tsc;
 use serde::Serialize;
+
+/// Number of calibration windows; the median frequency is kept.
+pub const CALIBRATION_WINDOWS: usize = 5;
+/// Length of one calibration window, ms (5 x 20 ms = about 0.1 s at start-up).
+pub const CALIBRATION_WINDOW_MS: u64 = 20;
+/// Largest spread (max - min over median) of the per-window frequencies
+/// accepted, in parts per million (1000 ppm = 0.1%).
+pub const CALIBRATION_MAX_SPREAD_PPM: f64 = 1000.0;
+
+/// Fixed-point shift of the tick/ns conversion factors.
+const SHIFT: u32 = 32;
 
 /// Which clock a run used, for the report.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -24,23 +44,124 @@ pub enum ClockKind {
     MonotonicRaw,
 }
 
+/// How the TSC frequency was measured, so a report can state the clock's
+/// own uncertainty next to the latencies it produced.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Calibration {
+    /// Median of the per-window frequencies, Hz.
+    pub hz: f64,
+    /// Windows measured.
+    pub windows: u32,
+    /// Length of each window, ns (by CLOCK_MONOTONIC_RAW).
+    pub window_ns: u64,
+    /// Spread of the per-window frequencies, (max - min) / median, in ppm:
+    /// the calibration error estimate a report prints.
+    pub spread_ppm: f64,
+}
+
+/// Why [`Clock::calibrate`] did not use the TSC, for the report's warnings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Not an x86_64 build: there is no TSC to read.
+    NoTsc,
+    /// /proc/cpuinfo could not be read.
+    NoCpuinfo,
+    /// /proc/cpuinfo's flags lack `constant_tsc`.
+    NoConstantTsc,
+    /// /proc/cpuinfo's flags lack `nonstop_tsc`.
+    NoNonstopTsc,
+    /// The calibration windows disagreed by more than the accepted spread
+    /// (a migrating or throttled TSC, or a noisy VM).
+    UnstableCalibration,
+}
+
+impl Fallback {
+    /// One sentence naming what was wrong and what the user can do.
+    pub fn explain(&self) -> &'static str {
+        match self {
+            Fallback::NoTsc => "no TSC on this architecture; timestamps use clock_gettime(CLOCK_MONOTONIC_RAW) (~20-30 ns per read)",
+            Fallback::NoCpuinfo => "/proc/cpuinfo is unreadable, so the TSC cannot be checked; using clock_gettime(CLOCK_MONOTONIC_RAW)",
+            Fallback::NoConstantTsc => "CPU flags lack constant_tsc (TSC rate follows frequency scaling); using clock_gettime(CLOCK_MONOTONIC_RAW)",
+            Fallback::NoNonstopTsc => "CPU flags lack nonstop_tsc (TSC may stop in deep C-states); using clock_gettime(CLOCK_MONOTONIC_RAW)",
+            Fallback::UnstableCalibration => "TSC calibration windows disagreed by more than 0.1% (VM or throttling?); using clock_gettime(CLOCK_MONOTONIC_RAW)",
+        }
+    }
+}
+
 /// A calibrated clock. `now()` returns ticks; `ticks_to_ns` converts a
-/// difference of ticks.
+/// difference of ticks. Copy it freely: it is a few words.
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     kind: ClockKind,
+    /// True: `now()` reads the TSC; false: CLOCK_MONOTONIC_RAW.
+    tsc: bool,
+    /// ns = ticks * to_ns_mult >> SHIFT.
+    to_ns_mult: u64,
+    /// ticks = ns * to_ticks_mult >> SHIFT.
+    to_ticks_mult: u64,
+    calibration: Option<Calibration>,
+    fallback: Option<Fallback>,
 }
 
 impl Clock {
-    /// The best clock this machine offers.
+    /// The best clock this machine offers: the calibrated TSC when the CPU
+    /// flags allow it and calibration is stable, else CLOCK_MONOTONIC_RAW
+    /// (with [`Clock::fallback`] saying why). Takes about 0.1 s.
     pub fn calibrate() -> Clock {
-        Clock::monotonic()
+        if !tsc::TSC_AVAILABLE {
+            return Clock::monotonic_because(Fallback::NoTsc);
+        }
+        let cpuinfo = match std::fs::read_to_string("/proc/cpuinfo") {
+            Ok(s) => s,
+            Err(_) => return Clock::monotonic_because(Fallback::NoCpuinfo),
+        };
+        if let Err(why) = tsc_flags_ok(&cpuinfo) {
+            return Clock::monotonic_because(why);
+        }
+        // One retry: a single preemption during a window can spoil it.
+        for _ in 0..2 {
+            let cal = measure_tsc_hz(CALIBRATION_WINDOWS, CALIBRATION_WINDOW_MS);
+            if cal.spread_ppm <= CALIBRATION_MAX_SPREAD_PPM && cal.hz > 1e6 {
+                return Clock::tsc_with(cal);
+            }
+        }
+        Clock::monotonic_because(Fallback::UnstableCalibration)
     }
 
     /// clock_gettime(CLOCK_MONOTONIC_RAW), one tick per nanosecond.
     pub fn monotonic() -> Clock {
         Clock {
             kind: ClockKind::MonotonicRaw,
+            tsc: false,
+            to_ns_mult: 1 << SHIFT,
+            to_ticks_mult: 1 << SHIFT,
+            calibration: None,
+            fallback: None,
+        }
+    }
+
+    /// CLOCK_MONOTONIC_RAW, recording why the TSC was not used (for a
+    /// `--clock monotonic` option, or tests of the report's warning).
+    pub fn monotonic_because(why: Fallback) -> Clock {
+        Clock {
+            fallback: Some(why),
+            ..Clock::monotonic()
+        }
+    }
+
+    /// A TSC clock from a given calibration (tests and replays use it; the
+    /// probe uses [`Clock::calibrate`]).
+    pub fn tsc_with(cal: Calibration) -> Clock {
+        let to_ns = (1e9 * (1u64 << SHIFT) as f64 / cal.hz).round();
+        let to_ticks = (cal.hz * (1u64 << SHIFT) as f64 / 1e9).round();
+        Clock {
+            kind: ClockKind::Tsc { hz: cal.hz },
+            tsc: true,
+            to_ns_mult: to_ns.clamp(1.0, u64::MAX as f64) as u64,
+            to_ticks_mult: to_ticks.clamp(1.0, u64::MAX as f64) as u64,
+            calibration: Some(cal),
+            fallback: None,
         }
     }
 
@@ -49,21 +170,289 @@ impl Clock {
         self.kind
     }
 
+    /// How the TSC was calibrated (None for CLOCK_MONOTONIC_RAW).
+    pub fn calibration(&self) -> Option<Calibration> {
+        self.calibration
+    }
+
+    /// Calibration error estimate in ppm (0 for CLOCK_MONOTONIC_RAW, which
+    /// is the reference itself).
+    pub fn calibration_error_ppm(&self) -> f64 {
+        self.calibration.map_or(0.0, |c| c.spread_ppm)
+    }
+
+    /// Why the TSC was not used, when [`Clock::calibrate`] fell back.
+    pub fn fallback(&self) -> Option<Fallback> {
+        self.fallback
+    }
+
+    /// One line for the report, e.g. "TSC 2.995 GHz (calibrated against
+    /// CLOCK_MONOTONIC_RAW, 5 x 20 ms, spread 12 ppm)".
+    pub fn describe(&self) -> String {
+        match (self.kind, self.calibration) {
+            (ClockKind::Tsc { hz }, Some(c)) => format!(
+                "TSC {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW, {} x {} ms, spread {:.1} ppm)",
+                hz / 1e9,
+                c.windows,
+                c.window_ns / 1_000_000,
+                c.spread_ppm
+            ),
+            (ClockKind::Tsc { hz }, None) => format!("TSC {:.3} GHz", hz / 1e9),
+            (ClockKind::MonotonicRaw, _) => match self.fallback {
+                Some(f) => format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.explain()),
+                None => "CLOCK_MONOTONIC_RAW".to_string(),
+            },
+        }
+    }
+
     /// Current time in ticks.
     #[inline(always)]
     pub fn now(&self) -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes one timespec to a valid pointer.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        if self.tsc {
+            tsc::rdtsc()
+        } else {
+            tsc::monotonic_raw_ns()
+        }
     }
 
-    /// Nanoseconds in a difference of ticks.
+    /// Nanoseconds in a difference of ticks (fixed point, saturating).
     #[inline(always)]
     pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
-        match self.kind {
-            ClockKind::MonotonicRaw => ticks,
-            ClockKind::Tsc { hz } => (ticks as f64 * 1e9 / hz) as u64,
+        mul_shift(ticks, self.to_ns_mult)
+    }
+
+    /// Ticks in a number of nanoseconds (for pacing deadlines).
+    #[inline(always)]
+    pub fn ns_to_ticks(&self, ns: u64) -> u64 {
+        mul_shift(ns, self.to_ticks_mult)
+    }
+
+    /// Busy-waits until `now() >= deadline` (ticks of this clock) and
+    /// returns the `now()` that ended the wait. `--rate` pacing uses it: a
+    /// TSC-paced wait missed fewer steps than timerfd in the thesis. A
+    /// deadline already past returns at once (the caller counts a missed
+    /// step by comparing the return value with the deadline).
+    #[inline]
+    pub fn spin_until(&self, deadline: u64) -> u64 {
+        loop {
+            let t = self.now();
+            if t >= deadline {
+                return t;
+            }
+            core::hint::spin_loop();
         }
+    }
+}
+
+#[inline(always)]
+fn mul_shift(x: u64, mult: u64) -> u64 {
+    let r = (x as u128 * mult as u128) >> SHIFT;
+    if r > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        r as u64
+    }
+}
+
+/// Checks the first `flags` line of /proc/cpuinfo text for `constant_tsc`
+/// and `nonstop_tsc`. Only the flags are read: the `cpu MHz` field is the
+/// current (scaled) core frequency, not the TSC rate.
+pub fn tsc_flags_ok(cpuinfo: &str) -> Result<(), Fallback> {
+    let flags = cpuinfo
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "flags").then_some(v)
+        })
+        .ok_or(Fallback::NoConstantTsc)?;
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    if !has("constant_tsc") {
+        return Err(Fallback::NoConstantTsc);
+    }
+    if !has("nonstop_tsc") {
+        return Err(Fallback::NoNonstopTsc);
+    }
+    Ok(())
+}
+
+/// Reads (tsc, monotonic ns) as close together as possible: the pair with
+/// the shortest TSC bracket around the clock_gettime of a few tries.
+fn paired_read() -> (u64, u64) {
+    let mut best = (0u64, 0u64, u64::MAX);
+    for _ in 0..8 {
+        let a = tsc::rdtsc();
+        let m = tsc::monotonic_raw_ns();
+        let b = tsc::rdtsc();
+        let width = b.wrapping_sub(a);
+        if width < best.2 {
+            best = (a + width / 2, m, width);
+        }
+    }
+    (best.0, best.1)
+}
+
+/// Measures the TSC frequency against CLOCK_MONOTONIC_RAW over `windows`
+/// windows of `window_ms` ms; returns the median and the spread.
+fn measure_tsc_hz(windows: usize, window_ms: u64) -> Calibration {
+    let mut hz: Vec<f64> = Vec::with_capacity(windows);
+    let window_ns = window_ms * 1_000_000;
+    for _ in 0..windows {
+        let (t0, m0) = paired_read();
+        std::thread::sleep(std::time::Duration::from_millis(window_ms));
+        let (t1, m1) = paired_read();
+        let dm = m1.saturating_sub(m0);
+        if dm == 0 {
+            continue;
+        }
+        hz.push(t1.wrapping_sub(t0) as f64 * 1e9 / dm as f64);
+    }
+    hz.sort_by(|a, b| a.total_cmp(b));
+    if hz.is_empty() {
+        return Calibration {
+            hz: 0.0,
+            windows: 0,
+            window_ns,
+            spread_ppm: f64::INFINITY,
+        };
+    }
+    let median = hz[hz.len() / 2];
+    let spread = (hz[hz.len() - 1] - hz[0]) / median * 1e6;
+    Calibration {
+        hz: median,
+        windows: hz.len() as u32,
+        window_ns,
+        spread_ppm: spread,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CPUINFO_OK: &str = "processor\t: 0\ncpu MHz\t\t: 1200.000\nflags\t\t: fpu tsc constant_tsc rep_good nonstop_tsc\n";
+
+    #[test]
+    fn flags_decide_not_mhz() {
+        assert_eq!(tsc_flags_ok(CPUINFO_OK), Ok(()));
+        assert_eq!(
+            tsc_flags_ok("flags\t: fpu tsc nonstop_tsc\n"),
+            Err(Fallback::NoConstantTsc)
+        );
+        assert_eq!(
+            tsc_flags_ok("flags\t: fpu tsc constant_tsc\n"),
+            Err(Fallback::NoNonstopTsc)
+        );
+        // A flag that merely contains the name does not count.
+        assert_eq!(
+            tsc_flags_ok("flags\t: constant_tsc_x nonstop_tsc\n"),
+            Err(Fallback::NoConstantTsc)
+        );
+        assert_eq!(
+            tsc_flags_ok("cpu MHz : 3000\n"),
+            Err(Fallback::NoConstantTsc)
+        );
+    }
+
+    #[test]
+    fn calibrated_clock_agrees_with_monotonic_raw_over_100ms() {
+        let c = Clock::calibrate();
+        eprintln!("clock: {}", c.describe());
+        let (t0, m0) = (c.now(), tsc::monotonic_raw_ns());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (t1, m1) = (c.now(), tsc::monotonic_raw_ns());
+        let ns = c.ticks_to_ns(t1 - t0) as f64;
+        let reference = (m1 - m0) as f64;
+        let err = (ns - reference).abs() / reference;
+        assert!(
+            err < 0.02,
+            "clock {} measured {ns} ns where CLOCK_MONOTONIC_RAW measured {reference} ns ({:.3}% off)",
+            c.describe(),
+            err * 100.0
+        );
+    }
+
+    #[test]
+    fn tsc_is_used_when_flags_allow_and_calibration_is_tight() {
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let c = Clock::calibrate();
+        if tsc::TSC_AVAILABLE && tsc_flags_ok(&info).is_ok() {
+            match c.kind() {
+                ClockKind::Tsc { hz } => {
+                    assert!(hz > 1e8 && hz < 1e10, "implausible TSC frequency {hz} Hz");
+                    assert!(c.calibration_error_ppm() <= CALIBRATION_MAX_SPREAD_PPM);
+                }
+                ClockKind::MonotonicRaw => {
+                    assert_eq!(c.fallback(), Some(Fallback::UnstableCalibration))
+                }
+            }
+        } else {
+            assert_eq!(c.kind(), ClockKind::MonotonicRaw);
+            assert!(c.fallback().is_some());
+        }
+    }
+
+    #[test]
+    fn now_is_monotonic_non_decreasing() {
+        for c in [Clock::calibrate(), Clock::monotonic()] {
+            let mut prev = c.now();
+            for _ in 0..200_000 {
+                let t = c.now();
+                assert!(t >= prev, "{} went backwards: {prev} -> {t}", c.describe());
+                prev = t;
+            }
+        }
+    }
+
+    #[test]
+    fn conversion_round_trip() {
+        let cal = Calibration {
+            hz: 2_994_345_678.0,
+            windows: 5,
+            window_ns: 20_000_000,
+            spread_ppm: 3.0,
+        };
+        let c = Clock::tsc_with(cal);
+        for ns in [
+            0u64,
+            1,
+            37,
+            786,
+            1_000,
+            10_000,
+            999_999,
+            1_000_000_007,
+            3_600_000_000_000,
+        ] {
+            let back = c.ticks_to_ns(c.ns_to_ticks(ns));
+            let tol = 1 + ns / 1_000_000; // 1 ns + 1 ppm
+            assert!(back.abs_diff(ns) <= tol, "{ns} ns -> ticks -> {back} ns");
+        }
+        // Exact against the float formula.
+        let ticks = 2_994_345_678u64; // one second
+        assert!(c.ticks_to_ns(ticks).abs_diff(1_000_000_000) <= 1);
+        let m = Clock::monotonic();
+        assert_eq!(m.ticks_to_ns(123_456_789), 123_456_789);
+        assert_eq!(m.ns_to_ticks(123_456_789), 123_456_789);
+        // A slow counter (100 MHz: 10 ns per tick) saturates instead of wrapping.
+        let slow = Clock::tsc_with(Calibration { hz: 1e8, ..cal });
+        assert_eq!(slow.ticks_to_ns(u64::MAX), u64::MAX);
+        assert_eq!(slow.ticks_to_ns(1_000), 10_000);
+    }
+
+    #[test]
+    fn spin_until_waits_for_the_deadline() {
+        let c = Clock::calibrate();
+        let start = c.now();
+        let deadline = start + c.ns_to_ticks(2_000_000);
+        let end = c.spin_until(deadline);
+        assert!(end >= deadline);
+        let waited = c.ticks_to_ns(end - start);
+        assert!(
+            waited >= 1_900_000,
+            "spin_until returned after {waited} ns, wanted 2 ms"
+        );
+        // A past deadline returns at once.
+        let t = c.spin_until(start);
+        assert!(t >= start);
     }
 }

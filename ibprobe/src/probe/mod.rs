@@ -1,6 +1,18 @@
 //! Probe configuration, the measurement loop and the runner.
 //!
-//! (Being built for issue 4; `outcome.rs` is the contract between the
-//! runner, which fills it, and `crate::report`, which prints it.)
+//! - [`config`]: the typed [`config::ProbeConfig`] and its validation;
+//! - [`hot`]: the measurement loop (read it: it is short) and the
+//!   streaming [`hot::Sink`];
+//! - [`runner`]: placement, warm-up, measured run, Ctrl-C -> [`Outcome`];
+//! - [`oob`]: the out-of-band TCP handshake of server and client;
+//! - `outcome.rs`: the contract between the runner, which fills it, and
+//!   `crate::report`, which prints it.
 
+pub mod config;
+pub mod hot;
+pub mod oob;
 pub mod outcome;
+pub mod runner;
+
+pub use config::{Length, Mode, Poll, ProbeConfig};
+pub use outcome::Outcome;

@@ -30,4 +30,6 @@ pub struct Outcome {
     pub elapsed_ns: u64,
     /// True when Ctrl-C ended the run early (the statistics cover what ran).
     pub interrupted: bool,
+    /// Placement facts and warnings (pinned CPU, mlockall), for the report.
+    pub notes: Vec<String>,
 }

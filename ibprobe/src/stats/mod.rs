@@ -5,6 +5,23 @@
 //! run), drops the top two samples and computes stdev in integer
 //! microseconds. A histogram keeps memory constant for a run of any length,
 //! keeps the true max, and gives mean and stdev in floating point.
+//!
+//! # Definitions (what the numbers in a report mean)
+//!
+//! - **Percentile p** (nearest rank): the value of the sample of rank
+//!   `r = max(1, ceil(p * n))` (1-based) in the sorted samples, as the
+//!   histogram holds it: the highest value of that sample's bucket, so it
+//!   is at or above the exact value by at most 1/1024 of it (3 significant
+//!   digits, relative error <= 0.1%), then clamped into `[min, max]`.
+//!   Below 2048 ns buckets are 1 ns wide: percentiles are exact there.
+//! - **min / max**: exact (tracked beside the histogram, never bucketed,
+//!   never dropped).
+//! - **mean / stdev**: exact, from running integer sums of the samples and
+//!   of their squares; stdev is the *population* standard deviation
+//!   (divide by n, like perftest), since a run's samples are the
+//!   population the report describes. Samples above [`MAX_NS`] enter the
+//!   sums as [`MAX_NS`].
+//! - **over 10 us**: exact count of samples strictly above 10 000 ns.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -13,11 +30,81 @@ use serde::Serialize;
 /// to it (and still counted), so recording never fails or allocates.
 pub const MAX_NS: u64 = 100_000_000_000;
 
+/// The threshold of [`Summary::over_10us`], ns (the thesis's tail metric).
+pub const TAIL_NS: u64 = 10_000;
+
+/// Counts per bucket, in HdrHistogram's layout for 1 ns .. [`MAX_NS`] at 3
+/// significant digits: 2048 sub-buckets, the first bucket 1 ns wide and
+/// each next one twice as wide. Index math is HdrHistogram's
+/// (`counts_index`), so [`LatencyHistogram::to_hdr`] is an exact copy.
+const SUB_BUCKET_HALF_MAGNITUDE: u32 = 10;
+const SUB_BUCKET_HALF: usize = 1 << SUB_BUCKET_HALF_MAGNITUDE;
+const SUB_BUCKET_MASK: u64 = (2 << SUB_BUCKET_HALF_MAGNITUDE) - 1;
+const LEADING_ZERO_BASE: u32 = 64 - (SUB_BUCKET_HALF_MAGNITUDE + 1);
+
+/// Buckets HdrHistogram needs for [`MAX_NS`] (its `buckets_to_cover`).
+const fn buckets_to_cover(max: u64) -> usize {
+    let mut smallest_untrackable = 2u64 << SUB_BUCKET_HALF_MAGNITUDE;
+    let mut n = 1;
+    while smallest_untrackable <= max {
+        smallest_untrackable <<= 1;
+        n += 1;
+    }
+    n
+}
+
+/// Length of the counts array.
+const COUNTS_LEN: usize = (buckets_to_cover(MAX_NS) + 1) << SUB_BUCKET_HALF_MAGNITUDE;
+
+/// Bucket index of a value in 1..=MAX_NS (HdrHistogram's `index_for`).
+#[inline(always)]
+fn index_for(v: u64) -> usize {
+    let bucket = LEADING_ZERO_BASE - (v | SUB_BUCKET_MASK).leading_zeros();
+    let sub = (v >> bucket) as usize;
+    ((bucket as usize + 1) << SUB_BUCKET_HALF_MAGNITUDE) + sub - SUB_BUCKET_HALF
+}
+
+/// Lowest value of a bucket index (HdrHistogram's `value_for`).
+fn value_for(i: usize) -> u64 {
+    let mut bucket = (i >> SUB_BUCKET_HALF_MAGNITUDE) as i64 - 1;
+    let mut sub = (i & (SUB_BUCKET_HALF - 1)) + SUB_BUCKET_HALF;
+    if bucket < 0 {
+        sub -= SUB_BUCKET_HALF;
+        bucket = 0;
+    }
+    (sub as u64) << bucket
+}
+
 /// A latency distribution in nanoseconds.
-#[derive(Clone, Debug)]
+///
+/// Recording is a handful of instructions (an HDR bucket index, one
+/// increment, exact min/max/sum/tail counters): the bucket counts are kept
+/// here in HdrHistogram's layout and turned into an
+/// `hdrhistogram::Histogram` only when a summary, log or plot needs one.
+#[derive(Clone)]
 pub struct LatencyHistogram {
-    h: Histogram<u64>,
+    counts: Box<[u64]>,
+    total: u64,
     true_max: u64,
+    true_min: u64,
+    over_10us: u64,
+    over_20us: u64,
+    clamped: u64,
+    sum: u128,
+    sum_sq: u128,
+}
+
+/// Compact: the summary, not the 28 672 bucket counts.
+impl std::fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LatencyHistogram")
+            .field("count", &self.total)
+            .field("min_ns", &if self.total == 0 { 0 } else { self.true_min })
+            .field("max_ns", &self.true_max)
+            .field("mean_ns", &self.mean())
+            .field("over_10us", &self.over_10us)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for LatencyHistogram {
@@ -27,11 +114,18 @@ impl Default for LatencyHistogram {
 }
 
 impl LatencyHistogram {
-    /// 1 ns to 100 s, 3 significant digits; allocated once, here.
+    /// 1 ns to 100 s, 3 significant digits; allocated once, here (224 KiB).
     pub fn new() -> Self {
         LatencyHistogram {
-            h: Histogram::new_with_bounds(1, MAX_NS, 3).expect("static bounds are valid"),
+            counts: vec![0u64; COUNTS_LEN].into_boxed_slice(),
+            total: 0,
             true_max: 0,
+            true_min: u64::MAX,
+            over_10us: 0,
+            over_20us: 0,
+            clamped: 0,
+            sum: 0,
+            sum_sq: 0,
         }
     }
 
@@ -39,64 +133,198 @@ impl LatencyHistogram {
     #[inline]
     pub fn record(&mut self, ns: u64) {
         self.true_max = self.true_max.max(ns);
-        let v = ns.clamp(1, MAX_NS);
-        // Cannot fail: v is within the bounds given to new().
-        let _ = self.h.record(v);
+        self.true_min = self.true_min.min(ns);
+        // Tail counters behind one rarely-taken branch (the hot path is
+        // mostly below 10 us).
+        if ns > TAIL_NS {
+            self.count_tail(ns);
+        }
+        let s = ns.min(MAX_NS);
+        self.sum += s as u128;
+        self.sum_sq += s as u128 * s as u128;
+        self.total += 1;
+        // In range: s.max(1) is within 1..=MAX_NS, whose indexes all fit.
+        if let Some(c) = self.counts.get_mut(index_for(s.max(1))) {
+            *c += 1;
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn count_tail(&mut self, ns: u64) {
+        self.over_10us += 1;
+        self.over_20us += (ns > 2 * TAIL_NS) as u64;
+        self.clamped += (ns > MAX_NS) as u64;
+    }
+
+    /// Adds `count` samples of (bucketed) value `v` to the buckets and
+    /// sums only (for derived distributions).
+    fn record_bucketed(&mut self, v: u64, count: u64) {
+        let v = v.clamp(1, MAX_NS);
+        if let Some(c) = self.counts.get_mut(index_for(v)) {
+            *c += count;
+        }
+        self.total += count;
     }
 
     /// Number of samples.
     pub fn len(&self) -> u64 {
-        self.h.len()
+        self.total
     }
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.h.is_empty()
+        self.total == 0
     }
 
-    /// The underlying histogram (for HDR logs and plots).
-    pub fn histogram(&self) -> &Histogram<u64> {
-        &self.h
+    /// Samples above [`MAX_NS`] (recorded as [`MAX_NS`] in the buckets).
+    pub fn clamped(&self) -> u64 {
+        self.clamped
     }
 
-    /// Adds another distribution into this one.
+    /// The buckets as an `hdrhistogram::Histogram` (1 ns .. 100 s, 3
+    /// significant digits), for HDR logs, plots and percentiles. Allocates
+    /// (about 224 KiB): call it off the hot path.
+    pub fn to_hdr(&self) -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, MAX_NS, 3).expect("static bounds are valid");
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c > 0 {
+                // Cannot fail: value_for(i) of an index we filled is in bounds.
+                let _ = h.record_n(value_for(i), c);
+            }
+        }
+        h
+    }
+
+    /// Adds another distribution into this one (no allocation).
     pub fn merge(&mut self, other: &LatencyHistogram) {
         self.true_max = self.true_max.max(other.true_max);
-        let _ = self.h.add(&other.h);
+        self.true_min = self.true_min.min(other.true_min);
+        self.over_10us += other.over_10us;
+        self.over_20us += other.over_20us;
+        self.clamped += other.clamped;
+        self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
+        self.total += other.total;
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += *b;
+        }
     }
 
     /// Empties it, keeping its memory.
     pub fn reset(&mut self) {
-        self.h.reset();
+        self.counts.fill(0);
+        self.total = 0;
         self.true_max = 0;
+        self.true_min = u64::MAX;
+        self.over_10us = 0;
+        self.over_20us = 0;
+        self.clamped = 0;
+        self.sum = 0;
+        self.sum_sq = 0;
+    }
+
+    /// A percentile by the module's definition (0 when empty); `q` in
+    /// 0..=1. Builds the HDR histogram each call: use [`Self::summary`]
+    /// for several.
+    pub fn quantile(&self, q: f64) -> u64 {
+        self.quantile_in(&self.to_hdr(), q)
+    }
+
+    fn quantile_in(&self, h: &Histogram<u64>, q: f64) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        h.value_at_quantile(q).clamp(self.true_min, self.true_max)
+    }
+
+    /// Exact mean, ns (0 when empty).
+    pub fn mean(&self) -> f64 {
+        let n = self.total;
+        if n == 0 {
+            return 0.0;
+        }
+        self.sum as f64 / n as f64
+    }
+
+    /// Exact population standard deviation, ns (0 when empty).
+    pub fn stdev(&self) -> f64 {
+        let n = self.total as u128;
+        if n == 0 {
+            return 0.0;
+        }
+        // n^2 var = n * sum_sq - sum^2, exact in integers while it fits.
+        let exact = n
+            .checked_mul(self.sum_sq)
+            .and_then(|a| self.sum.checked_mul(self.sum).map(|b| a.saturating_sub(b)));
+        match exact {
+            Some(n2var) => (n2var as f64).sqrt() / n as f64,
+            None => {
+                let mean = self.sum as f64 / n as f64;
+                (self.sum_sq as f64 / n as f64 - mean * mean)
+                    .max(0.0)
+                    .sqrt()
+            }
+        }
     }
 
     /// The summary of what was recorded.
     pub fn summary(&self) -> Summary {
-        let q = |p: f64| if self.h.is_empty() { 0 } else { self.h.value_at_quantile(p) };
-        let over = if self.h.is_empty() {
-            0.0
-        } else {
-            self.h.count_between(10_001, MAX_NS) as f64 / self.h.len() as f64
-        };
+        let n = self.total;
+        let h = self.to_hdr();
+        let q = |p| self.quantile_in(&h, p);
         Summary {
-            count: self.h.len(),
-            min_ns: if self.h.is_empty() { 0 } else { self.h.min() },
+            count: n,
+            min_ns: if n == 0 { 0 } else { self.true_min },
             p50_ns: q(0.50),
             p90_ns: q(0.90),
             p99_ns: q(0.99),
             p999_ns: q(0.999),
             p9999_ns: q(0.9999),
             max_ns: self.true_max,
-            mean_ns: self.h.mean(),
-            stdev_ns: self.h.stdev(),
-            over_10us: over,
+            mean_ns: self.mean(),
+            stdev_ns: self.stdev(),
+            over_10us: if n == 0 {
+                0.0
+            } else {
+                self.over_10us as f64 / n as f64
+            },
+            over_10us_count: self.over_10us,
         }
+    }
+
+    /// The same distribution with every sample halved (RTT -> RTT/2, values
+    /// floored to whole ns): bucket values halved, exact min/max/sums
+    /// halved, so percentiles are those of RTT/2 within the histogram's
+    /// precision, mean/stdev/max/min and the > 10 us count exact. (Its own
+    /// > 20 us count is bucketed: do not halve twice.)
+    pub fn halved(&self) -> LatencyHistogram {
+        let mut out = LatencyHistogram::new();
+        let h = self.to_hdr();
+        for it in h.iter_recorded() {
+            let v = h.median_equivalent(it.value_iterated_to()) / 2;
+            out.record_bucketed(v, it.count_at_value());
+        }
+        out.true_max = self.true_max / 2;
+        out.true_min = if self.is_empty() {
+            u64::MAX
+        } else {
+            self.true_min / 2
+        };
+        out.sum = self.sum / 2;
+        out.sum_sq = self.sum_sq / 4;
+        out.clamped = self.clamped;
+        // RTT/2 > 10 us exactly when RTT > 20 us (on the real half, not
+        // the floored one): the exact count kept by record().
+        out.over_10us = self.over_20us;
+        out.over_20us = h.count_between(4 * TAIL_NS + 1, u64::MAX);
+        out
     }
 }
 
-/// What a report prints about one distribution. Percentiles are the
-/// histogram's (within 0.1%); `max_ns` is the exact largest sample.
+/// What a report prints about one distribution (definitions in the
+/// module docs). Percentiles are the histogram's (within 0.1%); min, max,
+/// mean, stdev and the >10 us count are exact.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Summary {
     /// Samples recorded.
@@ -117,8 +345,222 @@ pub struct Summary {
     pub max_ns: u64,
     /// Mean, floating point.
     pub mean_ns: f64,
-    /// Standard deviation, floating point.
+    /// Population standard deviation, floating point.
     pub stdev_ns: f64,
     /// Fraction of samples above 10 us (0..1).
     pub over_10us: f64,
+    /// Number of samples above 10 us.
+    pub over_10us_count: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Nearest-rank percentile on sorted samples (the module's definition).
+    fn exact_quantile(sorted: &[u64], q: f64) -> u64 {
+        let n = sorted.len();
+        let rank = ((q * n as f64).ceil() as usize).max(1);
+        sorted[rank - 1]
+    }
+
+    /// The highest value of exact's bucket: at or above it by at most
+    /// 0.1% (3 significant digits). A 0 ns sample is bucketed as 1 ns.
+    fn within_precision(got: u64, exact: u64) -> bool {
+        got >= exact && (got - exact) as f64 <= (exact as f64 * 0.001).max(1.0)
+    }
+
+    fn check(samples: &[u64]) -> Result<(), TestCaseError> {
+        let mut h = LatencyHistogram::new();
+        for &s in samples {
+            h.record(s);
+        }
+        let s = h.summary();
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let n = sorted.len();
+        prop_assert_eq!(s.count, n as u64);
+        prop_assert_eq!(s.max_ns, sorted[n - 1]);
+        prop_assert_eq!(s.min_ns, sorted[0]);
+        for (q, got) in [
+            (0.5, s.p50_ns),
+            (0.9, s.p90_ns),
+            (0.99, s.p99_ns),
+            (0.999, s.p999_ns),
+            (0.9999, s.p9999_ns),
+        ] {
+            let exact = exact_quantile(&sorted, q);
+            prop_assert!(
+                within_precision(got, exact),
+                "p{} = {} but exact nearest-rank value is {}",
+                q * 100.0,
+                got,
+                exact
+            );
+        }
+        let clamped: Vec<f64> = sorted.iter().map(|&v| v.min(MAX_NS) as f64).collect();
+        let mean = clamped.iter().sum::<f64>() / n as f64;
+        let var = clamped.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
+        let stdev = var.sqrt();
+        prop_assert!(
+            (s.mean_ns - mean).abs() <= mean.abs() * 1e-3 + 1e-9,
+            "mean {} vs exact {}",
+            s.mean_ns,
+            mean
+        );
+        prop_assert!(
+            (s.stdev_ns - stdev).abs() <= stdev * 1e-3 + 1e-6 * mean.max(1.0),
+            "stdev {} vs exact {}",
+            s.stdev_ns,
+            stdev
+        );
+        let over = sorted.iter().filter(|&&v| v > 10_000).count() as u64;
+        prop_assert_eq!(s.over_10us_count, over);
+        prop_assert_eq!(s.over_10us, over as f64 / n as f64);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn summary_matches_sorted_vector(samples in prop::collection::vec(0u64..5_000_000, 1..3000)) {
+            check(&samples)?;
+        }
+
+        #[test]
+        fn summary_matches_with_a_heavy_tail(
+            body in prop::collection::vec(500u64..3_000, 1..2000),
+            tail in prop::collection::vec(9_000u64..2_000_000_000, 0..40),
+        ) {
+            let mut v = body;
+            v.extend(tail);
+            check(&v)?;
+        }
+
+        #[test]
+        fn merge_equals_recording_everything(
+            a in prop::collection::vec(1u64..1_000_000, 1..500),
+            b in prop::collection::vec(1u64..1_000_000, 1..500),
+        ) {
+            let (mut ha, mut hb, mut all) = (LatencyHistogram::new(), LatencyHistogram::new(), LatencyHistogram::new());
+            for &x in &a { ha.record(x); all.record(x); }
+            for &x in &b { hb.record(x); all.record(x); }
+            ha.merge(&hb);
+            prop_assert_eq!(ha.summary(), all.summary());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn buckets_are_hdrhistograms(samples in prop::collection::vec(prop_oneof![0u64..5000, 0u64..u64::MAX, 0u64..2 * MAX_NS], 1..400)) {
+            let mut ours = LatencyHistogram::new();
+            let mut theirs = Histogram::<u64>::new_with_bounds(1, MAX_NS, 3).expect("bounds");
+            for &v in &samples {
+                ours.record(v);
+                theirs.record(v.clamp(1, MAX_NS)).expect("in bounds");
+            }
+            let a: Vec<(u64, u64)> = ours.to_hdr().iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+            let b: Vec<(u64, u64)> = theirs.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+            prop_assert_eq!(a, b);
+            prop_assert_eq!(ours.len(), theirs.len());
+        }
+    }
+
+    #[test]
+    fn layout_covers_the_range() {
+        assert!(index_for(MAX_NS) < COUNTS_LEN);
+        assert_eq!(index_for(1), 1);
+        assert_eq!(value_for(index_for(2047)), 2047);
+        assert_eq!(value_for(index_for(2049)), 2048);
+        for v in [1u64, 2047, 2048, 4095, 1 << 20, MAX_NS] {
+            let lo = value_for(index_for(v));
+            assert!(lo <= v && v - lo <= v / 1024, "{v} -> bucket at {lo}");
+        }
+    }
+
+    #[test]
+    fn empty() {
+        let h = LatencyHistogram::new();
+        let s = h.summary();
+        assert!(h.is_empty());
+        assert_eq!(s.count, 0);
+        assert_eq!((s.min_ns, s.p50_ns, s.p9999_ns, s.max_ns), (0, 0, 0, 0));
+        assert_eq!((s.mean_ns, s.stdev_ns, s.over_10us), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn one_sample() {
+        let mut h = LatencyHistogram::new();
+        h.record(786_123);
+        let s = h.summary();
+        assert_eq!(s.count, 1);
+        // Clamped into [min, max]: every percentile is the sample itself.
+        for p in [s.min_ns, s.p50_ns, s.p99_ns, s.p9999_ns, s.max_ns] {
+            assert_eq!(p, 786_123);
+        }
+        assert_eq!(s.mean_ns, 786_123.0);
+        assert_eq!(s.stdev_ns, 0.0);
+        assert_eq!(s.over_10us_count, 1);
+    }
+
+    #[test]
+    fn huge_values_are_clamped_but_max_is_exact() {
+        let mut h = LatencyHistogram::new();
+        h.record(1_000);
+        h.record(u64::MAX);
+        h.record(MAX_NS * 3);
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.clamped(), 2);
+        let s = h.summary();
+        assert_eq!(s.max_ns, u64::MAX);
+        assert_eq!(s.min_ns, 1_000);
+        assert!(s.p99_ns >= MAX_NS && s.p99_ns <= MAX_NS + MAX_NS / 1000);
+        let mean = (1_000.0 + 2.0 * MAX_NS as f64) / 3.0;
+        assert!((s.mean_ns - mean).abs() / mean < 1e-9);
+        assert_eq!(h.to_hdr().len(), 3);
+    }
+
+    #[test]
+    fn zero_ns_sample_counts() {
+        let mut h = LatencyHistogram::new();
+        h.record(0);
+        h.record(0);
+        assert_eq!(h.summary().min_ns, 0);
+        assert_eq!(h.summary().count, 2);
+        assert_eq!(h.summary().p50_ns, 0);
+    }
+
+    #[test]
+    fn reset_forgets_everything() {
+        let mut h = LatencyHistogram::new();
+        h.record(50_000);
+        h.reset();
+        assert_eq!(h.summary(), LatencyHistogram::new().summary());
+    }
+
+    #[test]
+    fn halved_is_rtt_over_two() {
+        let mut h = LatencyHistogram::new();
+        let mut exact = Vec::new();
+        for i in 0..10_000u64 {
+            let v = 1_500 + (i * 7919) % 30_000;
+            h.record(v);
+            exact.push(v / 2);
+        }
+        exact.sort_unstable();
+        let s = h.halved().summary();
+        assert_eq!(s.max_ns, exact[exact.len() - 1]);
+        assert_eq!(s.min_ns, exact[0]);
+        for (q, got) in [(0.5, s.p50_ns), (0.99, s.p99_ns)] {
+            let e = exact_quantile(&exact, q);
+            assert!(
+                got.abs_diff(e) as f64 <= e as f64 * 0.002 + 1.0,
+                "p{q}: {got} vs {e}"
+            );
+        }
+        let mean = exact.iter().sum::<u64>() as f64 / exact.len() as f64;
+        assert!((s.mean_ns - mean).abs() <= 0.5 + mean * 1e-3);
+    }
 }

@@ -13,6 +13,9 @@
 //! - in a round trip it is the local end of a connection to a peer: the
 //!   client posts and waits for the echo, the server echoes what arrives.
 
+pub mod shm;
+pub mod udp;
+
 use serde::Serialize;
 
 /// Why a transport call failed.
@@ -79,7 +82,11 @@ pub trait Channel {
     /// Blocks until a message arrives or `timeout_ns` passes (event
     /// polling). The default spins on `poll_recv`; the clock is only for
     /// the timeout.
-    fn wait_recv(&mut self, clock: &crate::clock::Clock, timeout_ns: u64) -> Result<Option<u64>, TransportError> {
+    fn wait_recv(
+        &mut self,
+        clock: &crate::clock::Clock,
+        timeout_ns: u64,
+    ) -> Result<Option<u64>, TransportError> {
         let t0 = clock.now();
         loop {
             if let Some(s) = self.poll_recv()? {

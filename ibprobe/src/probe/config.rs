@@ -1,0 +1,345 @@
+//! The typed probe configuration and its validation.
+//!
+//! Why it exists: the CLI, ibexporter and the tests all configure a probe;
+//! one typed struct with one `validate` gives them the same checks and the
+//! same one-line errors (what was wrong, with what input, what to do).
+//! [`Plan`] is the same configuration converted to clock ticks once, before
+//! the measurement loop, so the loop does no conversions.
+
+use std::time::Duration;
+
+use crate::clock::Clock;
+
+/// What is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One process owns both ends: t_recv - t_subm on one clock.
+    OneWay,
+    /// Post, wait for the peer's echo: the round trip time.
+    RoundTrip,
+}
+
+/// How the loop waits for an arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Poll {
+    /// Spin on `Channel::poll_recv` (lowest latency, one core at 100%).
+    Busy,
+    /// Block in `Channel::wait_recv` (completion channel for verbs).
+    Event,
+}
+
+/// When the measured part ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Length {
+    /// After this many measured messages.
+    Count(u64),
+    /// After this much wall time.
+    Duration(Duration),
+}
+
+/// Highest `--rate`: 10 MHz (a 100 ns period; no transport here is faster).
+pub const MAX_RATE_HZ: f64 = 10_000_000.0;
+
+/// A probe's configuration. Build it, call [`ProbeConfig::validate`], hand
+/// it to [`crate::probe::runner::run`].
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ProbeConfig {
+    /// Message size in bytes.
+    pub size: usize,
+    /// Count or duration of the measured part.
+    pub length: Length,
+    /// Messages sent before the measured part (excluded, max kept).
+    pub warmup: u64,
+    /// Messages per second, paced on the probe's clock; `None`: back to back.
+    pub rate_hz: Option<f64>,
+    /// Messages per burst (a pause follows each burst); `None`: no bursts.
+    pub burst: Option<u64>,
+    /// Pause after each burst (or after each message without `burst`).
+    pub pause: Option<Duration>,
+    /// CPU to pin the measuring thread to.
+    pub cpu: Option<usize>,
+    /// A message with no arrival after this long is counted lost.
+    pub timeout: Duration,
+    /// This many losses in a row mean the peer is gone: the run fails.
+    pub max_consecutive_lost: u32,
+    /// One-way loopback or round trip.
+    pub mode: Mode,
+    /// Busy or event polling.
+    pub poll: Poll,
+    /// mlockall before the run (a failure is reported, not fatal).
+    pub lock_memory: bool,
+    /// Deliver an interval histogram to the sink this often (`None`: never).
+    pub interval: Option<Duration>,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            size: 32,
+            length: Length::Count(10_000),
+            warmup: 100,
+            rate_hz: None,
+            burst: None,
+            pause: None,
+            cpu: None,
+            timeout: Duration::from_secs(1),
+            max_consecutive_lost: 3,
+            mode: Mode::OneWay,
+            poll: Poll::Busy,
+            lock_memory: true,
+            interval: None,
+        }
+    }
+}
+
+/// A configuration value that cannot work, as one line: what, which
+/// input, what to do instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl ProbeConfig {
+    /// Checks every field and their combinations.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |s: String| Err(ConfigError(s));
+        if self.size == 0 {
+            return bad(
+                "--size 0: a message needs at least 1 byte; pass --size N with N >= 1 (e.g. 32)"
+                    .into(),
+            );
+        }
+        match self.length {
+            Length::Count(0) => {
+                return bad(
+                    "--count 0: nothing to measure; pass --count N with N >= 1, or --duration"
+                        .into(),
+                )
+            }
+            Length::Duration(d) if d.is_zero() => {
+                return bad(
+                    "--duration 0: nothing to measure; pass a positive duration such as 10s".into(),
+                )
+            }
+            _ => {}
+        }
+        if let Some(r) = self.rate_hz {
+            if !r.is_finite() || r <= 0.0 {
+                return bad(format!(
+                    "--rate {r}: a rate must be a positive number of messages per second; e.g. --rate 10000, or omit it to send back to back"
+                ));
+            }
+            if r > MAX_RATE_HZ {
+                return bad(format!(
+                    "--rate {r}: above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); lower it, or omit --rate to send back to back"
+                ));
+            }
+        }
+        if let Some(0) = self.burst {
+            return bad(
+                "--burst 0: a burst needs at least 1 message; pass --burst N with N >= 1".into(),
+            );
+        }
+        if self.burst.is_some() && self.pause.is_none() {
+            return bad("--burst without --pause: bursts are separated by pauses; add --pause DUR (e.g. --pause 1ms)".into());
+        }
+        if self.timeout.is_zero() {
+            return bad(
+                "--timeout 0: every message would be lost; pass a positive timeout such as 1s"
+                    .into(),
+            );
+        }
+        if self.max_consecutive_lost == 0 {
+            return bad(
+                "max_consecutive_lost 0: the first loss would end the run; use 1 or more".into(),
+            );
+        }
+        if let Some(c) = self.cpu {
+            let allowed = crate::sys::host::allowed_cpus();
+            if !allowed.is_empty() && !allowed.contains(&c) {
+                return bad(format!(
+                    "--cpu {c}: this process may only run on CPUs {}; pick one of them",
+                    list(&allowed)
+                ));
+            }
+        }
+        if let Some(i) = self.interval {
+            if i < Duration::from_millis(1) {
+                return bad(format!(
+                    "interval {i:?}: shorter than 1 ms; use 1 ms or more"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The configuration in clock ticks, computed once before the loop.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Plan {
+    /// Measured messages, or `u64::MAX` in duration mode.
+    pub count: u64,
+    /// Ticks of the measured part in duration mode, else `u64::MAX`.
+    pub duration_ticks: u64,
+    /// Ticks between paced steps; 0: no pacing.
+    pub period_ticks: u64,
+    /// Messages per burst; 0: no pauses.
+    pub burst: u64,
+    /// Ticks of each pause.
+    pub pause_ticks: u64,
+    /// Ticks after which a message is lost.
+    pub timeout_ticks: u64,
+    /// The same timeout in ns (for `Channel::wait_recv`).
+    pub timeout_ns: u64,
+    /// Losses in a row that end the run.
+    pub max_consecutive_lost: u32,
+    /// Event polling.
+    pub event: bool,
+    /// Ticks between sink deliveries; 0: none.
+    pub interval_ticks: u64,
+}
+
+/// Nanoseconds to ticks of `clock` (kept as a function so the plan's
+/// conversions read the same as the runner's).
+pub fn ns_to_ticks(clock: &Clock, ns: u64) -> u64 {
+    clock.ns_to_ticks(ns)
+}
+
+fn dur_ns(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+impl Plan {
+    /// The measured part of `cfg` on `clock`.
+    pub fn measured(cfg: &ProbeConfig, clock: &Clock) -> Plan {
+        let t = |d: Duration| ns_to_ticks(clock, dur_ns(d));
+        let (count, duration_ticks) = match cfg.length {
+            Length::Count(n) => (n, u64::MAX),
+            Length::Duration(d) => (u64::MAX, t(d)),
+        };
+        Plan {
+            count,
+            duration_ticks,
+            period_ticks: cfg
+                .rate_hz
+                .map(|r| ns_to_ticks(clock, (1e9 / r) as u64).max(1))
+                .unwrap_or(0),
+            burst: if cfg.pause.is_some() {
+                cfg.burst.unwrap_or(1)
+            } else {
+                0
+            },
+            pause_ticks: cfg.pause.map(t).unwrap_or(0),
+            timeout_ticks: t(cfg.timeout),
+            timeout_ns: dur_ns(cfg.timeout),
+            max_consecutive_lost: cfg.max_consecutive_lost,
+            event: cfg.poll == Poll::Event,
+            interval_ticks: cfg.interval.map(t).unwrap_or(0),
+        }
+    }
+
+    /// The warm-up: `cfg.warmup` messages back to back, same timeout.
+    pub fn warmup(cfg: &ProbeConfig, clock: &Clock) -> Plan {
+        Plan {
+            count: cfg.warmup,
+            duration_ticks: u64::MAX,
+            period_ticks: 0,
+            burst: 0,
+            pause_ticks: 0,
+            interval_ticks: 0,
+            ..Plan::measured(cfg, clock)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(c: ProbeConfig) -> String {
+        c.validate().unwrap_err().0
+    }
+
+    #[test]
+    fn default_is_valid() {
+        ProbeConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_name_the_option_and_the_fix() {
+        let d = ProbeConfig::default;
+        assert!(err(ProbeConfig { size: 0, ..d() }).starts_with("--size 0:"));
+        assert!(err(ProbeConfig {
+            length: Length::Count(0),
+            ..d()
+        })
+        .starts_with("--count 0:"));
+        assert!(err(ProbeConfig {
+            length: Length::Duration(Duration::ZERO),
+            ..d()
+        })
+        .starts_with("--duration 0:"));
+        for r in [0.0, -5.0, f64::NAN, f64::INFINITY, 2e7] {
+            assert!(
+                err(ProbeConfig {
+                    rate_hz: Some(r),
+                    ..d()
+                })
+                .starts_with("--rate "),
+                "{r}"
+            );
+        }
+        assert!(err(ProbeConfig {
+            burst: Some(4),
+            ..d()
+        })
+        .contains("--pause"));
+        assert!(err(ProbeConfig {
+            burst: Some(0),
+            pause: Some(Duration::from_millis(1)),
+            ..d()
+        })
+        .starts_with("--burst 0"));
+        assert!(err(ProbeConfig {
+            timeout: Duration::ZERO,
+            ..d()
+        })
+        .starts_with("--timeout 0"));
+        assert!(err(ProbeConfig {
+            cpu: Some(100_000),
+            ..d()
+        })
+        .starts_with("--cpu 100000"));
+    }
+
+    #[test]
+    fn plan_converts_to_ticks() {
+        let clock = Clock::monotonic();
+        let cfg = ProbeConfig {
+            rate_hz: Some(1000.0),
+            pause: Some(Duration::from_micros(5)),
+            length: Length::Duration(Duration::from_secs(2)),
+            ..ProbeConfig::default()
+        };
+        let p = Plan::measured(&cfg, &clock);
+        assert_eq!(p.period_ticks, 1_000_000);
+        assert_eq!(
+            p.burst, 1,
+            "a pause without --burst pauses after every message"
+        );
+        assert_eq!(p.pause_ticks, 5_000);
+        assert_eq!(p.duration_ticks, 2_000_000_000);
+        assert_eq!(p.count, u64::MAX);
+        let w = Plan::warmup(&cfg, &clock);
+        assert_eq!((w.count, w.period_ticks, w.pause_ticks), (100, 0, 0));
+    }
+}

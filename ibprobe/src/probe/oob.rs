@@ -1,0 +1,472 @@
+//! The out-of-band exchange between `ibprobe server` and `ibprobe client`:
+//! a TCP connection carrying a versioned handshake before the run and a
+//! closing message after it.
+//!
+//! Why it exists: perftest's handshake has no timeout, so a dead peer hangs
+//! it forever, and a version mismatch gives garbage. Here every frame
+//! starts with a magic and the protocol version, every read and connect has
+//! a timeout, and every failure is one clear error.
+//!
+//! Frame: `b"IBPROBE\0"`, protocol version (u32, big endian), body length
+//! (u32, big endian, at most [`MAX_BODY`]), body (JSON). The bodies are
+//! [`Hello`] (client -> server), [`Reply`] (server -> client) and [`Done`]
+//! (client -> server, after the run). Transport endpoints (a UDP port, a
+//! shm file, verbs' `Endpoint`) travel as opaque JSON values, so a
+//! transport adds its own fields without changing this protocol.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// First bytes of every frame.
+pub const MAGIC: [u8; 8] = *b"IBPROBE\0";
+/// Version of this protocol; both ends must speak the same one.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest body accepted (a verbs endpoint is well under this).
+pub const MAX_BODY: u32 = 1 << 20;
+/// The default TCP port (perftest's, so firewall rules carry over).
+pub const DEFAULT_PORT: u16 = 18515;
+
+/// Why the out-of-band exchange failed. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OobError {
+    /// No TCP connection could be made.
+    #[error("cannot connect to ibprobe server at {addr}: {source}; is `ibprobe server` running there and the port open?")]
+    Connect {
+        /// Where.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The address did not resolve.
+    #[error("cannot resolve {addr}: {detail}; pass HOST or HOST:PORT")]
+    Resolve {
+        /// What was given.
+        addr: String,
+        /// Why.
+        detail: String,
+    },
+    /// The peer did not answer in time.
+    #[error("{peer} sent nothing for {secs} s while {what}; is it still running?")]
+    Timeout {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+        /// How long.
+        secs: u64,
+    },
+    /// The peer closed the connection.
+    #[error("{peer} closed the connection while {what}")]
+    Closed {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+    },
+    /// The peer is not an ibprobe (wrong magic).
+    #[error("{peer} is not an ibprobe peer (bad magic); check the host and port")]
+    BadMagic {
+        /// The peer.
+        peer: String,
+    },
+    /// The peer speaks another protocol version.
+    #[error("{peer} speaks ibprobe protocol v{theirs}, this ibprobe speaks v{ours}; run the same ibprobe version on both ends")]
+    Version {
+        /// The peer.
+        peer: String,
+        /// Our version.
+        ours: u32,
+        /// Theirs.
+        theirs: u32,
+    },
+    /// A body that is not the expected JSON, or too long.
+    #[error("{peer} sent a malformed {what}: {detail}")]
+    Malformed {
+        /// The peer.
+        peer: String,
+        /// What it should have been.
+        what: &'static str,
+        /// Why it is not.
+        detail: String,
+    },
+    /// The server refused the client's parameters.
+    #[error("server refused: {0}")]
+    Refused(String),
+    /// Another socket error.
+    #[error("{what} with {peer}: {source}")]
+    Io {
+        /// The peer.
+        peer: String,
+        /// The operation.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// The client's opening: what it wants to run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Hello {
+    /// "shm", "udp", "rc", "uc", "ud".
+    pub transport: String,
+    /// Message size in bytes.
+    pub size: usize,
+    /// The probe parameters, for the server's log and checks.
+    pub params: serde_json::Value,
+    /// The client's transport endpoint (UDP port, verbs `Endpoint`, ...).
+    pub endpoint: serde_json::Value,
+}
+
+/// The server's answer to a [`Hello`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// Accepted: the server's endpoint; the run may start.
+    Welcome {
+        /// The server's transport endpoint.
+        endpoint: serde_json::Value,
+    },
+    /// Refused, with the reason and what to change.
+    Refuse {
+        /// One line.
+        reason: String,
+    },
+}
+
+/// The client's closing message: the run is over.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Done {
+    /// Messages the client posted (warm-up included).
+    pub sent: u64,
+    /// Ctrl-C ended it.
+    pub interrupted: bool,
+}
+
+/// One end of the out-of-band connection.
+pub struct Oob {
+    stream: TcpStream,
+    peer: SocketAddr,
+    timeout: Duration,
+}
+
+/// What [`Oob::poll_closing`] saw.
+#[derive(Debug)]
+pub enum Closing {
+    /// Nothing yet: the session goes on.
+    Open,
+    /// The client said the run is over.
+    Done(Done),
+    /// The connection ended or broke without a `Done`.
+    Gone(OobError),
+}
+
+impl Oob {
+    /// Connects to `addr` ("HOST" or "HOST:PORT"; `default_port` when no
+    /// port), trying each resolved address with `timeout`, and sets the
+    /// same timeout on every later read and write.
+    pub fn connect(addr: &str, default_port: u16, timeout: Duration) -> Result<Oob, OobError> {
+        let with_port = if addr.parse::<SocketAddr>().is_ok() {
+            addr.to_string()
+        } else if let Ok(ip) = addr.parse::<std::net::IpAddr>() {
+            SocketAddr::new(ip, default_port).to_string()
+        } else if addr.matches(':').count() == 1 {
+            addr.to_string()
+        } else {
+            format!("{addr}:{default_port}")
+        };
+        let addrs: Vec<SocketAddr> = with_port
+            .to_socket_addrs()
+            .map_err(|e| OobError::Resolve {
+                addr: addr.into(),
+                detail: e.to_string(),
+            })?
+            .collect();
+        let mut last = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, timeout) {
+                Ok(s) => return Oob::from_stream(s, timeout),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(OobError::Connect {
+            addr: with_port,
+            source: last.unwrap_or_else(|| std::io::Error::new(ErrorKind::NotFound, "no address")),
+        })
+    }
+
+    /// Accepts one connection on `listener`.
+    pub fn accept(listener: &TcpListener, timeout: Duration) -> Result<Oob, OobError> {
+        let (s, _) = listener.accept().map_err(|source| OobError::Io {
+            peer: "listener".into(),
+            what: "accept",
+            source,
+        })?;
+        Oob::from_stream(s, timeout)
+    }
+
+    /// Wraps an accepted or connected stream: no Nagle, `timeout` on every
+    /// read and write.
+    pub fn from_stream(stream: TcpStream, timeout: Duration) -> Result<Oob, OobError> {
+        let peer = stream.peer_addr().map_err(|source| OobError::Io {
+            peer: "?".into(),
+            what: "getpeername",
+            source,
+        })?;
+        let io = |source| OobError::Io {
+            peer: peer.to_string(),
+            what: "set socket options",
+            source,
+        };
+        stream.set_nodelay(true).map_err(io)?;
+        stream.set_read_timeout(Some(timeout)).map_err(io)?;
+        stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        Ok(Oob {
+            stream,
+            peer,
+            timeout,
+        })
+    }
+
+    /// The peer's address (its IP is where the transport connects).
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Our address on this connection (the transport binds the same IP).
+    pub fn local_addr(&self) -> Result<SocketAddr, OobError> {
+        self.stream.local_addr().map_err(|source| OobError::Io {
+            peer: self.peer.to_string(),
+            what: "getsockname",
+            source,
+        })
+    }
+
+    /// Sends one frame.
+    pub fn send<T: Serialize>(&mut self, msg: &T) -> Result<(), OobError> {
+        let body = serde_json::to_vec(msg).expect("protocol messages serialize");
+        let mut frame = Vec::with_capacity(16 + body.len());
+        frame.extend_from_slice(&MAGIC);
+        frame.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&body);
+        self.stream
+            .write_all(&frame)
+            .map_err(|e| self.io_err(e, "sending"))
+    }
+
+    /// Receives one frame as a `T`; `what` names it in errors.
+    pub fn recv<T: DeserializeOwned>(&mut self, what: &'static str) -> Result<T, OobError> {
+        let mut head = [0u8; 16];
+        self.read_exact(&mut head, what)?;
+        let peer = self.peer.to_string();
+        if head[..8] != MAGIC {
+            return Err(OobError::BadMagic { peer });
+        }
+        let theirs = u32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
+        if theirs != PROTOCOL_VERSION {
+            return Err(OobError::Version {
+                peer,
+                ours: PROTOCOL_VERSION,
+                theirs,
+            });
+        }
+        let len = u32::from_be_bytes(head[12..16].try_into().expect("4 bytes"));
+        if len > MAX_BODY {
+            return Err(OobError::Malformed {
+                peer,
+                what,
+                detail: format!("body of {len} bytes (limit {MAX_BODY})"),
+            });
+        }
+        let mut body = vec![0u8; len as usize];
+        self.read_exact(&mut body, what)?;
+        serde_json::from_slice(&body).map_err(|e| OobError::Malformed {
+            peer,
+            what,
+            detail: e.to_string(),
+        })
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8], what: &'static str) -> Result<(), OobError> {
+        self.stream
+            .read_exact(buf)
+            .map_err(|e| self.io_err(e, what))
+    }
+
+    fn io_err(&self, e: std::io::Error, what: &'static str) -> OobError {
+        let peer = self.peer.to_string();
+        match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => OobError::Timeout {
+                peer,
+                what,
+                secs: self.timeout.as_secs().max(1),
+            },
+            ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
+                OobError::Closed { peer, what }
+            }
+            _ => OobError::Io {
+                peer,
+                what,
+                source: e,
+            },
+        }
+    }
+
+    /// Looks, without blocking, whether the client closed the session
+    /// (sent [`Done`] or went away). For the server's idle checks: a
+    /// syscall, never called from the measurement loop's fast path.
+    pub fn poll_closing(&mut self) -> Closing {
+        let mut b = [0u8; 1];
+        if let Err(e) = self.stream.set_nonblocking(true) {
+            return Closing::Gone(self.io_err(e, "waiting for the end of the run"));
+        }
+        let peeked = self.stream.peek(&mut b);
+        let _ = self.stream.set_nonblocking(false);
+        match peeked {
+            Ok(0) => Closing::Gone(OobError::Closed {
+                peer: self.peer.to_string(),
+                what: "the run was going on (no Done)",
+            }),
+            Ok(_) => match self.recv::<Done>("the end-of-run message") {
+                Ok(d) => Closing::Done(d),
+                Err(e) => Closing::Gone(e),
+            },
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Closing::Open,
+            Err(e) => Closing::Gone(self.io_err(e, "the run was going on")),
+        }
+    }
+
+    /// Client side: sends `hello`, waits for the server's reply; a refusal
+    /// becomes [`OobError::Refused`].
+    pub fn handshake(&mut self, hello: &Hello) -> Result<serde_json::Value, OobError> {
+        self.send(hello)?;
+        match self.recv::<Reply>("waiting for the server's reply")? {
+            Reply::Welcome { endpoint } => Ok(endpoint),
+            Reply::Refuse { reason } => Err(OobError::Refused(reason)),
+        }
+    }
+
+    /// Server side: reads the client's [`Hello`]. On a version mismatch the
+    /// client is told (a refusal framed in our version) before the error
+    /// is returned, so both ends print why.
+    pub fn read_hello(&mut self) -> Result<Hello, OobError> {
+        match self.recv::<Hello>("waiting for the client's hello") {
+            Err(OobError::Version { peer, ours, theirs }) => {
+                let reason = format!("server speaks ibprobe protocol v{ours}, client v{theirs}; run the same ibprobe version on both ends");
+                let _ = self.send(&Reply::Refuse { reason });
+                Err(OobError::Version { peer, ours, theirs })
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pair() -> (Oob, Oob) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let c = std::thread::spawn(move || {
+            Oob::connect(&format!("127.0.0.1:{port}"), 1, Duration::from_secs(2)).unwrap()
+        });
+        let s = Oob::accept(&l, Duration::from_millis(300)).unwrap();
+        (c.join().unwrap(), s)
+    }
+
+    #[test]
+    fn hello_welcome_done_round_trip() {
+        let (mut c, mut s) = pair();
+        let hello = Hello {
+            transport: "udp".into(),
+            size: 32,
+            params: json!({"count": 5}),
+            endpoint: json!({"port": 9}),
+        };
+        let srv = std::thread::spawn(move || {
+            let h = s.read_hello().unwrap();
+            s.send(&Reply::Welcome {
+                endpoint: json!({"port": 10}),
+            })
+            .unwrap();
+            assert!(matches!(s.poll_closing(), Closing::Open));
+            let t = std::time::Instant::now();
+            loop {
+                match s.poll_closing() {
+                    Closing::Open if t.elapsed() < Duration::from_secs(2) => continue,
+                    Closing::Done(d) => return (h, d),
+                    other => panic!("{other:?}"),
+                }
+            }
+        });
+        assert_eq!(c.handshake(&hello).unwrap(), json!({"port": 10}));
+        std::thread::sleep(Duration::from_millis(20));
+        c.send(&Done {
+            sent: 5,
+            interrupted: false,
+        })
+        .unwrap();
+        let (h, d) = srv.join().unwrap();
+        assert_eq!(h, hello);
+        assert_eq!(d.sent, 5);
+    }
+
+    #[test]
+    fn a_silent_peer_times_out_and_a_closed_one_is_gone() {
+        let (mut c, s) = pair();
+        let t = std::time::Instant::now();
+        let e = c
+            .recv::<Reply>("waiting for the server's reply")
+            .unwrap_err();
+        assert!(matches!(e, OobError::Timeout { .. }), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(3));
+        drop(s);
+        let mut c2 = c;
+        assert!(matches!(
+            c2.recv::<Reply>("x").unwrap_err(),
+            OobError::Closed { .. }
+        ));
+    }
+
+    #[test]
+    fn wrong_version_and_magic_are_named() {
+        let (c, mut s) = pair();
+        let mut raw = c.stream.try_clone().unwrap();
+        raw.write_all(b"IBPROBE\0\0\0\0\x09\0\0\0\x02{}").unwrap();
+        let e = s.read_hello().unwrap_err();
+        assert!(e.to_string().contains("protocol v9"), "{e}");
+        let mut c = c;
+        match c.recv::<Reply>("reply").unwrap() {
+            Reply::Refuse { reason } => assert!(reason.contains("client v9"), "{reason}"),
+            r => panic!("{r:?}"),
+        }
+        raw.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        assert!(matches!(
+            s.recv::<Hello>("hello").unwrap_err(),
+            OobError::BadMagic { .. }
+        ));
+    }
+
+    #[test]
+    fn nothing_listening_is_a_connect_error() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = Oob::connect("127.0.0.1", port, Duration::from_secs(1))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .starts_with("cannot connect to ibprobe server at 127.0.0.1:"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,333 @@
+//! The runner: places the measuring thread, runs the warm-up and the
+//! measured part through `hot.rs`, and returns an [`Outcome`].
+//!
+//! Why it exists: everything around the loop that must happen once per run
+//! (pinning, mlockall, pre-faulting, allocating the histograms, Ctrl-C)
+//! lives here, so the loop itself stays small and free of syscalls.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::config::{Mode, Plan, ProbeConfig};
+use super::hot::{self, EchoEnd, Histos, Sink};
+use super::outcome::Outcome;
+use crate::clock::Clock;
+use crate::sys::host;
+use crate::transport::{Channel, TransportError};
+
+/// A run that failed part-way: the transport's error and what was measured
+/// before it (so a caller can still print it).
+#[derive(Debug, thiserror::Error)]
+#[error("{error} (after {} samples)", .outcome.one_way.as_ref().or(.outcome.rtt.as_ref()).map_or(0, |h| h.len()))]
+pub struct RunError {
+    /// What went wrong.
+    pub error: TransportError,
+    /// The statistics up to the failure.
+    pub outcome: Box<Outcome>,
+}
+
+/// Pins to `cfg.cpu`, locks memory and pre-faults the stack. A pin failure
+/// is an error (the user asked for that CPU); an mlockall failure is a note
+/// (it needs CAP_IPC_LOCK; the run is still valid, with a warning).
+pub fn place(cfg: &ProbeConfig) -> Result<Vec<String>, TransportError> {
+    let mut notes = Vec::new();
+    if let Some(cpu) = cfg.cpu {
+        host::pin_to_cpu(cpu).map_err(|source| TransportError::Io {
+            what: "pin to --cpu (sched_setaffinity)",
+            source,
+        })?;
+        notes.push(format!("pinned to cpu {cpu}"));
+    }
+    if cfg.lock_memory {
+        match host::lock_memory() {
+            Ok(()) => notes.push("memory locked (mlockall)".into()),
+            Err(e) => notes.push(format!(
+                "warning: mlockall failed ({e}); page faults may show in the maxima (run as root or raise RLIMIT_MEMLOCK)"
+            )),
+        }
+    }
+    host::prefault_stack(256 * 1024);
+    Ok(notes)
+}
+
+/// Runs the probe described by `cfg` over `ch`: placement, warm-up, the
+/// measured part. `stop` (e.g. [`host::sigint_flag`]) ends the run early
+/// with `Outcome::interrupted` set. `sink` receives interval histograms
+/// every `cfg.interval`.
+pub fn run(
+    cfg: &ProbeConfig,
+    ch: &mut dyn Channel,
+    clock: &Clock,
+    stop: &AtomicBool,
+    sink: Option<&mut dyn Sink>,
+) -> Result<Outcome, RunError> {
+    let fail = |error, outcome| RunError {
+        error,
+        outcome: Box::new(outcome),
+    };
+    let mut out = Outcome::default();
+    match place(cfg) {
+        Ok(notes) => out.notes = notes,
+        Err(e) => return Err(fail(e, out)),
+    }
+    // Allocated here, once: the loop only records.
+    let (mut cur, mut total, mut warm) = (Histos::default(), Histos::default(), Histos::default());
+    let mut scratch = Histos::default();
+
+    let wplan = Plan::warmup(cfg, clock);
+    let w = match hot::measure(ch, clock, &wplan, 0, stop, &mut scratch, &mut warm, None) {
+        Ok(t) => t,
+        Err(e) => return Err(fail(e, out)),
+    };
+    out.warmup_count = w.sent;
+    out.warmup_max_ns = warm
+        .primary
+        .summary()
+        .max_ns
+        .max(warm.send_done.summary().max_ns);
+
+    let plan = Plan::measured(cfg, clock);
+    let result = if w.interrupted {
+        Ok(hot::Tally {
+            interrupted: true,
+            ..Default::default()
+        })
+    } else {
+        hot::measure(
+            ch, clock, &plan, w.next_seq, stop, &mut cur, &mut total, sink,
+        )
+    };
+    let has_comp = ch.has_send_completions();
+    let fill = |out: &mut Outcome, total: Histos| {
+        match cfg.mode {
+            Mode::OneWay => out.one_way = Some(total.primary),
+            Mode::RoundTrip => out.rtt = Some(total.primary),
+        }
+        if has_comp {
+            out.send_done = Some(total.send_done);
+        }
+    };
+    match result {
+        Ok(t) => {
+            out.sent = t.sent;
+            out.lost = t.lost;
+            out.missed_steps = t.missed_steps;
+            out.steps = if plan.period_ticks > 0 {
+                t.sent + t.missed_steps
+            } else {
+                0
+            };
+            out.elapsed_ns = clock.ticks_to_ns(t.elapsed_ticks);
+            out.interrupted = t.interrupted;
+            fill(&mut out, total);
+            Ok(out)
+        }
+        Err(e) => {
+            out.sent = total.primary.len();
+            fill(&mut out, total);
+            Err(fail(e, out))
+        }
+    }
+}
+
+/// An echo thread in this process (the peer of an in-process round trip):
+/// echoes every arrival until dropped.
+pub struct EchoThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Result<u64, TransportError>>>,
+}
+
+impl EchoThread {
+    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given.
+    pub fn spawn<C: Channel + Send + 'static>(
+        mut ch: C,
+        clock: Clock,
+        cpu: Option<usize>,
+    ) -> EchoThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("ibprobe-echo".into())
+            .spawn(move || {
+                if let Some(c) = cpu {
+                    host::pin_to_cpu(c).map_err(|source| TransportError::Io {
+                        what: "pin echo thread",
+                        source,
+                    })?;
+                }
+                let idle = super::config::ns_to_ticks(&clock, 10_000_000);
+                let (n, _) = hot::echo(&mut ch, &clock, &s, idle, || !s.load(Ordering::Relaxed))?;
+                Ok(n)
+            })
+            .expect("spawning a thread");
+        EchoThread {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the thread; returns how many messages it echoed.
+    pub fn finish(mut self) -> Result<u64, TransportError> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(TransportError::PeerLost("the echo thread panicked".into())),
+            None => Ok(0),
+        }
+    }
+}
+
+impl Drop for EchoThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// How long the server waits between looks at the out-of-band connection
+/// while no message arrives.
+pub const SERVER_IDLE_CHECK: Duration = Duration::from_millis(50);
+
+/// Runs the server's echo loop until `still_on` says the session ended
+/// (checked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set.
+pub fn serve(
+    ch: &mut dyn Channel,
+    clock: &Clock,
+    stop: &AtomicBool,
+    cpu: Option<usize>,
+    still_on: impl FnMut() -> bool,
+) -> Result<(u64, EchoEnd), TransportError> {
+    if let Some(c) = cpu {
+        host::pin_to_cpu(c).map_err(|source| TransportError::Io {
+            what: "pin to --cpu (sched_setaffinity)",
+            source,
+        })?;
+    }
+    let idle = super::config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
+    hot::echo(ch, clock, stop, idle, still_on)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::Length;
+    use crate::transport::shm::ShmChannel;
+
+    fn cfg(mode: Mode) -> ProbeConfig {
+        ProbeConfig {
+            length: Length::Count(2000),
+            warmup: 50,
+            mode,
+            lock_memory: false,
+            ..ProbeConfig::default()
+        }
+    }
+
+    #[test]
+    fn one_way_fills_the_one_way_distribution() {
+        let mut ch = ShmChannel::loopback(32).unwrap();
+        let stop = AtomicBool::new(false);
+        let o = run(
+            &cfg(Mode::OneWay),
+            &mut ch,
+            &Clock::monotonic(),
+            &stop,
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.sent, 2000);
+        assert_eq!(o.one_way.as_ref().unwrap().len(), 2000);
+        assert_eq!(o.warmup_count, 50);
+        assert!(o.warmup_max_ns > 0);
+        assert!(o.rtt.is_none() && o.send_done.is_none());
+        assert!(!o.interrupted);
+    }
+
+    #[test]
+    fn round_trip_through_an_echo_thread() {
+        let (mut c, s) = ShmChannel::pair(64).unwrap();
+        let clock = Clock::monotonic();
+        let echo = EchoThread::spawn(s, clock, None);
+        let stop = AtomicBool::new(false);
+        let o = run(&cfg(Mode::RoundTrip), &mut c, &clock, &stop, None).unwrap();
+        assert_eq!(o.rtt.as_ref().unwrap().len(), 2000);
+        assert_eq!(o.lost, 0);
+        assert_eq!(echo.finish().unwrap(), 2050);
+    }
+
+    #[test]
+    fn a_set_stop_flag_interrupts_with_what_ran() {
+        let mut ch = ShmChannel::loopback(32).unwrap();
+        let stop = AtomicBool::new(true);
+        let o = run(
+            &cfg(Mode::OneWay),
+            &mut ch,
+            &Clock::monotonic(),
+            &stop,
+            None,
+        )
+        .unwrap();
+        assert!(o.interrupted);
+        assert_eq!(o.sent, 0);
+    }
+
+    #[test]
+    fn a_silent_peer_is_lost_within_the_timeouts() {
+        // The server end exists but nobody echoes: every message is lost.
+        let (mut c, _s) = ShmChannel::pair(32).unwrap();
+        let c2 = ProbeConfig {
+            timeout: Duration::from_millis(20),
+            max_consecutive_lost: 3,
+            warmup: 0,
+            ..cfg(Mode::RoundTrip)
+        };
+        let t = std::time::Instant::now();
+        let e = run(
+            &c2,
+            &mut c,
+            &Clock::monotonic(),
+            &AtomicBool::new(false),
+            None,
+        )
+        .unwrap_err();
+        assert!(matches!(e.error, TransportError::PeerLost(_)), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    struct Collect(Vec<(u64, u64)>);
+    impl Sink for Collect {
+        fn interval(&mut self, iv: &hot::Interval<'_>) {
+            self.0.push((iv.sent, iv.primary.len()));
+        }
+    }
+
+    #[test]
+    fn sink_gets_intervals_that_add_up_to_the_total() {
+        let mut ch = ShmChannel::loopback(32).unwrap();
+        let c = ProbeConfig {
+            length: Length::Duration(Duration::from_millis(120)),
+            interval: Some(Duration::from_millis(20)),
+            rate_hz: Some(20_000.0),
+            ..cfg(Mode::OneWay)
+        };
+        let mut sink = Collect(Vec::new());
+        let o = run(
+            &c,
+            &mut ch,
+            &Clock::monotonic(),
+            &AtomicBool::new(false),
+            Some(&mut sink),
+        )
+        .unwrap();
+        assert!(sink.0.len() >= 3, "{:?}", sink.0);
+        let sum: u64 = sink.0.iter().map(|x| x.1).sum();
+        assert_eq!(sum, o.one_way.unwrap().len());
+        assert_eq!(sink.0.iter().map(|x| x.0).sum::<u64>(), o.sent);
+        // 20 kHz for 120 ms: 2400 steps planned (sent or missed).
+        assert!((2399..=2401).contains(&o.steps), "steps {}", o.steps);
+    }
+}

@@ -1,0 +1,137 @@
+//! `--plot FILE.svg`: the latency histogram as an SVG, like the thesis's
+//! figures: counts per latency bucket (log y axis, since the tail is
+//! thousands of times rarer than the body), with vertical markers at p50,
+//! p99, p99.9 and the max, titled with the transport and size.
+//!
+//! Why it exists: a picture shows a bimodal body or a lone far outlier
+//! that a row of percentiles hides.
+//!
+//! The x axis is linear in microseconds from the min to about 1.25 x p99.9
+//! (at least 2 x p50), so the body and the tail both get room; a max
+//! beyond that is drawn at the right edge, labelled "(off scale)".
+
+use super::{us, ReportError};
+use crate::stats::LatencyHistogram;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// Number of histogram bars.
+pub const BARS: usize = 120;
+
+/// Draws `hist` to the SVG file `path`; `title` is e.g. "shm loopback,
+/// 32 B, one-way". An empty histogram still produces a file (with a "no
+/// samples" title) so scripts do not trip on a missing plot.
+pub fn write_svg(path: &Path, title: &str, hist: &LatencyHistogram) -> Result<(), ReportError> {
+    let mut svg = String::new();
+    draw(&mut svg, title, hist).map_err(|message| ReportError::Plot {
+        path: path.display().to_string(),
+        message,
+    })?;
+    std::fs::write(path, svg).map_err(|source| ReportError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The SVG text of [`write_svg`] (for callers that embed it, e.g. an HTML
+/// page); errors name the title instead of a path.
+pub fn render_svg(title: &str, hist: &LatencyHistogram) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    draw(&mut svg, title, hist).map_err(|message| ReportError::Plot {
+        path: format!("(in memory: {title})"),
+        message,
+    })?;
+    Ok(svg)
+}
+
+fn draw(svg: &mut String, title: &str, hist: &LatencyHistogram) -> Result<(), String> {
+    let s = hist.summary();
+    let root = SVGBackend::with_string(svg, (1000, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    if s.count == 0 {
+        root.titled(&format!("{title}: no samples"), ("sans-serif", 22))
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    let to_us = |ns: u64| ns as f64 / 1000.0;
+    let lo_ns = s.min_ns;
+    let hi_ns = (s.p999_ns + s.p999_ns / 4)
+        .max(s.p50_ns * 2)
+        .max(lo_ns + 2)
+        .min(s.max_ns.max(lo_ns + 2));
+    let width_ns = ((hi_ns - lo_ns) as f64 / BARS as f64).max(1.0);
+    let mut bars = vec![0u64; BARS];
+    let hdr = hist.to_hdr();
+    for v in hdr.iter_recorded() {
+        let value = hdr.median_equivalent(v.value_iterated_to());
+        let value = value.clamp(lo_ns, hi_ns);
+        let i = (((value - lo_ns) as f64 / width_ns) as usize).min(BARS - 1);
+        bars[i] += v.count_at_value();
+    }
+    let ymax = bars.iter().copied().max().unwrap_or(1).max(1) as f64 * 3.0;
+    let x0 = to_us(lo_ns);
+    let x1 = to_us(hi_ns) + width_ns / 1000.0;
+
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x0..x1, (0.8f64..ymax).log_scale())
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("latency [us]")
+        .y_desc("samples")
+        .disable_x_mesh()
+        .draw()
+        .map_err(|e| e.to_string())?;
+    chart
+        .draw_series(
+            bars.iter()
+                .enumerate()
+                .filter(|(_, &c)| c > 0)
+                .map(|(i, &c)| {
+                    let a = x0 + i as f64 * width_ns / 1000.0;
+                    let b = a + width_ns / 1000.0;
+                    Rectangle::new([(a, 0.8), (b, c as f64)], BLUE.mix(0.6).filled())
+                }),
+        )
+        .map_err(|e| e.to_string())?;
+
+    let markers: [(&str, u64, RGBColor); 4] = [
+        ("p50", s.p50_ns, GREEN),
+        ("p99", s.p99_ns, RGBColor(230, 140, 0)),
+        ("p99.9", s.p999_ns, RED),
+        ("max", s.max_ns, BLACK),
+    ];
+    for (name, ns, color) in markers {
+        let off_scale = ns > hi_ns;
+        let x = if off_scale { x1 } else { to_us(ns) };
+        let label = if off_scale {
+            format!("{name} {} us (off scale)", us(ns))
+        } else {
+            format!("{name} {} us", us(ns))
+        };
+        chart
+            .draw_series(LineSeries::new(
+                vec![(x, 0.8), (x, ymax)],
+                color.stroke_width(2),
+            ))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(move |(lx, ly)| {
+                PathElement::new(vec![(lx, ly), (lx + 18, ly)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! Host placement and shared memory for the probe: CPU pinning, mlockall,
+//! pre-faulting, the Ctrl-C flag and shared mappings for the shm transport.
+//!
+//! Why it exists: the thesis measured maxima over 700 us from untouched
+//! pages and saw migrations between cores in the tail, so the runner pins,
+//! locks and pre-faults before the first message; and the shm transport
+//! needs memory shared between two threads or two processes. The `unsafe`
+//! these need lives here, and only here.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Pins the calling thread to one CPU, so the scheduler cannot migrate the
+/// measurement loop (a migration is a latency outlier and a cold cache).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu}: {e}")))?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(io::Error::from)
+}
+
+/// Number of CPUs the process may currently run on; `--cpu` is checked
+/// against it so a typo is a clear error, not an EINVAL deep in a run.
+pub fn allowed_cpus() -> Vec<usize> {
+    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        Ok(set) => (0..nix::sched::CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Locks every current and future page of the process in memory, so no
+/// page fault lands inside the measurement. Needs CAP_IPC_LOCK or a large
+/// enough RLIMIT_MEMLOCK; the runner reports a failure and carries on.
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only and touches no memory of ours.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Touches `bytes` of stack below the caller, so the loop's stack pages
+/// are resident before the first timestamp.
+#[inline(never)]
+pub fn prefault_stack(bytes: usize) {
+    const CHUNK: usize = 16 * 1024;
+    let buf = [0u8; CHUNK];
+    std::hint::black_box(&buf);
+    if bytes > CHUNK {
+        prefault_stack(bytes - CHUNK);
+    }
+}
+
+static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    SIGINT_SEEN.store(true, Ordering::Relaxed);
+}
+
+/// Installs a SIGINT handler that only sets a flag, and returns that flag.
+/// The measurement loop checks it between messages and stops, so Ctrl-C
+/// prints the statistics collected so far. The handler resets itself
+/// (SA_RESETHAND): a second Ctrl-C kills the process as usual.
+pub fn sigint_flag() -> io::Result<&'static AtomicBool> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let action = SigAction::new(
+        SigHandler::Handler(on_sigint),
+        SaFlags::SA_RESETHAND,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only stores to a static atomic, which is
+    // async-signal-safe; no other handler for SIGINT is relied upon.
+    unsafe { sigaction(Signal::SIGINT, &action) }.map_err(io::Error::from)?;
+    Ok(&SIGINT_SEEN)
+}
+
+/// A memory mapping shared between threads or processes, seen as 64-bit
+/// atomic words: the shm transport's rings live in one.
+///
+/// Why atomics only: two processes write the same bytes, so every access
+/// must be an atomic load or store; exposing `&[AtomicU64]` keeps the
+/// transport's code free of raw pointers.
+pub struct SharedMap {
+    ptr: *mut AtomicU64,
+    words: usize,
+}
+
+// SAFETY: the mapping is only accessed through atomic operations, which
+// are safe from any thread; the pointer stays valid until Drop.
+unsafe impl Send for SharedMap {}
+// SAFETY: as above: shared references only hand out atomics.
+unsafe impl Sync for SharedMap {}
+
+impl SharedMap {
+    /// An anonymous shared mapping of at least `bytes` (for two threads of
+    /// one process), zero-filled and pre-faulted.
+    pub fn anonymous(bytes: usize) -> io::Result<SharedMap> {
+        let len = round_to_page(bytes);
+        // SAFETY: a fresh anonymous mapping; no existing memory is aliased.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        Self::from_mmap(p, len)
+    }
+
+    /// Maps the file at `path` (created with `bytes` when `create`,
+    /// otherwise it must already be at least that long): the mapping two
+    /// processes share, e.g. under /dev/shm.
+    pub fn file(path: &Path, bytes: usize, create: bool) -> io::Result<SharedMap> {
+        let len = round_to_page(bytes);
+        let f = if create {
+            let f = File::options()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(path)?;
+            f.set_len(len as u64)?;
+            f
+        } else {
+            let f = File::options().read(true).write(true).open(path)?;
+            let have = f.metadata()?.len();
+            if have < len as u64 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: {} bytes, expected at least {}",
+                        path.display(),
+                        have,
+                        len
+                    ),
+                ));
+            }
+            f
+        };
+        // SAFETY: maps an open file we own for reading and writing; the
+        // kernel keeps the mapping valid after the file is closed.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        Self::from_mmap(p, len)
+    }
+
+    fn from_mmap(p: *mut libc::c_void, len: usize) -> io::Result<SharedMap> {
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let m = SharedMap {
+            ptr: p.cast::<AtomicU64>(),
+            words: len / 8,
+        };
+        // Pre-fault: read every page, so the first message faults nothing.
+        for w in m.words().iter().step_by(512) {
+            w.load(Ordering::Relaxed);
+        }
+        Ok(m)
+    }
+
+    /// The mapping as atomic words.
+    #[inline(always)]
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: ptr is page-aligned (so aligned for AtomicU64), valid for
+        // `words` words until Drop, and every bit pattern is a valid u64;
+        // all access goes through atomics, so sharing with another thread
+        // or process is not a data race.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.words) }
+    }
+}
+
+impl Drop for SharedMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the region mapped in from_mmap; no
+        // reference from words() outlives self.
+        unsafe { libc::munmap(self.ptr.cast(), self.words * 8) };
+    }
+}
+
+fn round_to_page(bytes: usize) -> usize {
+    bytes.max(1).div_ceil(4096) * 4096
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_map_is_zeroed_and_shared_between_threads() {
+        let m = std::sync::Arc::new(SharedMap::anonymous(100).unwrap());
+        assert_eq!(m.words().len(), 512);
+        assert!(m.words().iter().all(|w| w.load(Ordering::Relaxed) == 0));
+        let m2 = m.clone();
+        std::thread::spawn(move || m2.words()[7].store(42, Ordering::Release))
+            .join()
+            .unwrap();
+        assert_eq!(m.words()[7].load(Ordering::Acquire), 42);
+    }
+
+    #[test]
+    fn file_map_is_seen_by_a_second_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ring");
+        let a = SharedMap::file(&p, 8192, true).unwrap();
+        let b = SharedMap::file(&p, 8192, false).unwrap();
+        a.words()[3].store(9, Ordering::Release);
+        assert_eq!(b.words()[3].load(Ordering::Acquire), 9);
+        assert!(
+            SharedMap::file(&p, 1 << 20, false).is_err(),
+            "too short a file must be refused"
+        );
+    }
+}

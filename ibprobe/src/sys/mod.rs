@@ -1,0 +1,7 @@
+//! Every `unsafe` of the crate lives under this module, one file per
+//! foreign surface, each call with a SAFETY comment, so an audit reads
+//! one folder. The rest of the crate calls the safe wrappers.
+
+pub mod host;
+pub mod tsc;
+pub mod verbs;

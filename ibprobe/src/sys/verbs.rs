@@ -1,0 +1,590 @@
+//! Raw verbs calls: the data path (post, poll, CQ events), what sideway
+//! 0.4 lacks (UD address handles, the UD qkey at INIT) and the registered,
+//! pre-faulted buffers the HCA reads and writes.
+//!
+//! Why it exists: sideway's post guards allocate a `Vec` per post (and copy
+//! inline data into another), and its pollers allocate a `Vec<ibv_wc>` per
+//! poll; the hot loop must not allocate. So `crate::verbs` builds every
+//! resource with sideway's typed builders and keeps the per-message calls
+//! here: work requests are built once ([`SendTemplate`], [`RecvRing`]) and
+//! only patched and handed to `ibv_post_send`/`ibv_post_recv` per message.
+//! Every `unsafe` block below carries a `SAFETY:` comment; everything
+//! exported is safe to call.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::Ipv6Addr;
+use std::ptr::{null_mut, NonNull};
+use std::sync::Arc;
+
+use rdma_mummy_sys as ffi;
+use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
+use sideway::ibverbs::memory_region::MemoryRegion;
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
+use sideway::ibverbs::AccessFlags;
+
+/// Page-aligned anonymous memory, every page touched at creation (so no
+/// first-touch page fault lands inside a measurement) and shared with the
+/// HCA once registered. Reads and writes go through methods because the
+/// HCA changes it behind the compiler's back.
+pub struct PinnedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl PinnedBuf {
+    /// Maps `len` bytes (rounded up to a page, at least one page), zeroed,
+    /// and pre-faults every page by writing to it.
+    pub fn new(len: usize) -> io::Result<PinnedBuf> {
+        let page = page_size();
+        let len = len.max(1).div_ceil(page) * page;
+        // SAFETY: an anonymous private mapping with no address hint; the
+        // result is checked against MAP_FAILED before use.
+        let p = unsafe {
+            libc::mmap(
+                null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr =
+            NonNull::new(p as *mut u8).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let buf = PinnedBuf { ptr, len };
+        let mut off = 0;
+        while off < len {
+            buf.write_u8(off, 0);
+            off += page;
+        }
+        Ok(buf)
+    }
+
+    /// Start address, for SGEs and the peer's remote address.
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    /// Mapped length in bytes (a whole number of pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (a mapping has at least one page); for clippy's len rule.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes one byte at `off` (volatile: the HCA reads it).
+    #[inline(always)]
+    pub fn write_u8(&self, off: usize, v: u8) {
+        assert!(off < self.len);
+        // SAFETY: off < len, inside the mapping owned by self.
+        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off), v) }
+    }
+
+    /// Reads one byte at `off` (volatile: the HCA writes it, e.g. the last
+    /// byte of an RDMA write target).
+    #[inline(always)]
+    pub fn read_u8(&self, off: usize) -> u8 {
+        assert!(off < self.len);
+        // SAFETY: off < len, inside the mapping owned by self.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off)) }
+    }
+
+    /// Writes the low `n` (<= 8) bytes of `v`, little-endian, at `off`.
+    #[inline(always)]
+    pub fn write_le(&self, off: usize, v: u64, n: usize) {
+        assert!(n <= 8 && off + n <= self.len);
+        let b = v.to_le_bytes();
+        for (i, byte) in b.iter().take(n).enumerate() {
+            // SAFETY: off + i < off + n <= len, inside the mapping.
+            unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off + i), *byte) }
+        }
+    }
+
+    /// Reads `n` (<= 8) bytes little-endian at `off` into the low bytes of
+    /// a u64.
+    #[inline(always)]
+    pub fn read_le(&self, off: usize, n: usize) -> u64 {
+        assert!(n <= 8 && off + n <= self.len);
+        let mut b = [0u8; 8];
+        for (i, byte) in b.iter_mut().take(n).enumerate() {
+            // SAFETY: off + i < off + n <= len, inside the mapping.
+            *byte = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off + i)) };
+        }
+        u64::from_le_bytes(b)
+    }
+}
+
+impl Drop for PinnedBuf {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; no reference into
+        // the mapping outlives self (the MR owning struct drops first).
+        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// A [`PinnedBuf`] registered as one memory region. The MR is declared
+/// first so it is deregistered before the memory is unmapped.
+pub struct RegisteredBuf {
+    mr: Arc<MemoryRegion>,
+    /// The memory itself.
+    pub buf: PinnedBuf,
+}
+
+impl RegisteredBuf {
+    /// Maps `len` bytes (pre-faulted) and registers them with `access`.
+    pub fn new(
+        pd: &Arc<ProtectionDomain>,
+        len: usize,
+        access: AccessFlags,
+    ) -> io::Result<RegisteredBuf> {
+        let buf = PinnedBuf::new(len)?;
+        // SAFETY: buf is valid for buf.len() bytes and lives in the same
+        // struct as the MR, which is dropped (deregistered) before it.
+        let mr = unsafe { pd.reg_mr(buf.addr() as usize, buf.len(), access) }
+            .map_err(|e| io::Error::other(format!("ibv_reg_mr: {e}: {}", source_chain(&e))))?;
+        Ok(RegisteredBuf { mr, buf })
+    }
+
+    /// Local key for SGEs.
+    pub fn lkey(&self) -> u32 {
+        self.mr.lkey()
+    }
+
+    /// Remote key for the peer's RDMA writes.
+    pub fn rkey(&self) -> u32 {
+        self.mr.rkey()
+    }
+}
+
+/// Joins an error's source chain for one-line messages.
+pub fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut s = String::new();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        if !s.is_empty() {
+            s.push_str(": ");
+        }
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A sideway queue pair plus its raw pointer, for the data path. Owning
+/// the QP here ties the pointer's validity to this struct.
+pub struct OwnedQp {
+    ptr: NonNull<ffi::ibv_qp>,
+    /// The sideway QP (state transitions use its typed attributes).
+    pub qp: BasicQueuePair,
+}
+
+impl OwnedQp {
+    /// Wraps a QP built with sideway's `QueuePairBuilder::build`.
+    pub fn new(qp: BasicQueuePair) -> OwnedQp {
+        // SAFETY: the pointer is only used while `qp` (owned by self) lives.
+        let ptr = unsafe { qp.qp() };
+        OwnedQp { ptr, qp }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qp.qp_number()
+    }
+
+    /// RESET -> INIT for a UD QP (sideway's attribute type has no qkey).
+    pub fn modify_ud_init(&mut self, port: u8, qkey: u32) -> io::Result<()> {
+        // SAFETY: ibv_qp_attr is plain data; all-zero is a valid value.
+        let mut attr: ffi::ibv_qp_attr = unsafe { MaybeUninit::zeroed().assume_init() };
+        attr.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
+        attr.pkey_index = 0;
+        attr.port_num = port;
+        attr.qkey = qkey;
+        let mask = ffi::ibv_qp_attr_mask::IBV_QP_STATE.0
+            | ffi::ibv_qp_attr_mask::IBV_QP_PKEY_INDEX.0
+            | ffi::ibv_qp_attr_mask::IBV_QP_PORT.0
+            | ffi::ibv_qp_attr_mask::IBV_QP_QKEY.0;
+        // SAFETY: ptr is a live QP (owned by self); attr is a valid
+        // ibv_qp_attr on the stack for the duration of the call.
+        let rc = unsafe { ffi::ibv_modify_qp(self.ptr.as_ptr(), &mut attr, mask as i32) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+}
+
+/// A sideway CQ plus its raw pointer and optional completion channel.
+pub struct OwnedCq {
+    ptr: NonNull<ffi::ibv_cq>,
+    channel: Option<Arc<CompletionChannel>>,
+    /// The sideway CQ (handed to the QP builder).
+    pub cq: Arc<BasicCompletionQueue>,
+}
+
+/// One work completion, copied out of `ibv_wc`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Completion {
+    /// The wr_id the work request was posted with.
+    pub wr_id: u64,
+    /// ibv_wc_status (0 = success).
+    pub status: u32,
+    /// ibv_wc_opcode.
+    pub opcode: u32,
+    /// Bytes received (receives only; includes the 40 B GRH on UD).
+    pub byte_len: u32,
+    /// Immediate data (host order) when the completion carries one.
+    pub imm: Option<u32>,
+}
+
+impl OwnedCq {
+    /// Wraps a CQ built with sideway's builder; `channel` is the completion
+    /// channel it was built with, if any.
+    pub fn new(cq: Arc<BasicCompletionQueue>, channel: Option<Arc<CompletionChannel>>) -> OwnedCq {
+        // SAFETY: the pointer is only used while `cq` (owned by self) lives.
+        let ptr = unsafe { cq.cq() };
+        OwnedCq { ptr, channel, cq }
+    }
+
+    /// Polls at most one completion (ibv_poll_cq with one entry).
+    /// Ok(false): the CQ was empty. Err: the provider's negative status.
+    #[inline(always)]
+    pub fn poll_one(&self, out: &mut Completion) -> Result<bool, i32> {
+        let mut wc = MaybeUninit::<ffi::ibv_wc>::uninit();
+        // SAFETY: ptr is a live CQ owned by self; wc has room for one entry.
+        let n = unsafe { ffi::ibv_poll_cq(self.ptr.as_ptr(), 1, wc.as_mut_ptr()) };
+        if n == 0 {
+            return Ok(false);
+        }
+        if n < 0 {
+            return Err(n);
+        }
+        // SAFETY: ibv_poll_cq returned 1, so it filled the entry.
+        let wc = unsafe { wc.assume_init() };
+        out.wr_id = wc.wr_id;
+        out.status = wc.status;
+        out.opcode = wc.opcode;
+        out.byte_len = wc.byte_len;
+        out.imm = if wc.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
+            // SAFETY: IBV_WC_WITH_IMM says the union holds imm_data.
+            Some(u32::from_be(unsafe {
+                wc.imm_data_invalidated_rkey_union.imm_data
+            }))
+        } else {
+            None
+        };
+        Ok(true)
+    }
+
+    /// Arms the CQ: the next completion raises an event on its channel.
+    pub fn req_notify(&self) -> io::Result<()> {
+        // SAFETY: ptr is a live CQ owned by self.
+        let rc = unsafe { ffi::ibv_req_notify_cq(self.ptr.as_ptr(), 0) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+
+    /// Waits up to `timeout_ns` for a completion event on this CQ's
+    /// channel (poll(2) on the channel fd, then ibv_get_cq_event and
+    /// ibv_ack_cq_events). Ok(false) on timeout. The caller re-arms with
+    /// [`OwnedCq::req_notify`] and then polls the CQ.
+    pub fn wait_event(&self, timeout_ns: u64) -> io::Result<bool> {
+        let Some(ch) = &self.channel else {
+            return Err(io::Error::other("CQ has no completion channel"));
+        };
+        // SAFETY: the channel is alive (Arc held by self).
+        let chp = unsafe { ch.comp_channel() };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&**ch);
+        let ms = timeout_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd on the stack.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Ok(false);
+        }
+        let mut ev_cq: *mut ffi::ibv_cq = null_mut();
+        let mut ctx: *mut libc::c_void = null_mut();
+        // SAFETY: chp is a live channel; the out pointers are valid locals.
+        let rc = unsafe { ffi::ibv_get_cq_event(chp.as_ptr(), &mut ev_cq, &mut ctx) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: ev_cq was returned by ibv_get_cq_event for a CQ on this
+        // channel (only this CQ uses it); acking one event is required
+        // before the CQ can be destroyed.
+        unsafe { ffi::ibv_ack_cq_events(ev_cq, 1) };
+        Ok(true)
+    }
+}
+
+/// An address handle (UD: where a send goes). Holds the PD so the AH is
+/// destroyed before the PD.
+pub struct AddressHandle {
+    ptr: NonNull<ffi::ibv_ah>,
+    _pd: Arc<ProtectionDomain>,
+}
+
+impl AddressHandle {
+    /// Creates an AH on `port` to `dgid` (global route from `sgid_index`)
+    /// or, when `global` is false (InfiniBand without GRH), to `dlid`.
+    pub fn new(
+        pd: &Arc<ProtectionDomain>,
+        port: u8,
+        dgid: Ipv6Addr,
+        sgid_index: u8,
+        dlid: u16,
+        global: bool,
+    ) -> io::Result<AddressHandle> {
+        // SAFETY: ibv_ah_attr is plain data; all-zero is valid.
+        let mut attr: ffi::ibv_ah_attr = unsafe { MaybeUninit::zeroed().assume_init() };
+        attr.port_num = port;
+        attr.dlid = dlid;
+        if global {
+            attr.is_global = 1;
+            attr.grh.dgid = ffi::ibv_gid { raw: dgid.octets() };
+            attr.grh.sgid_index = sgid_index;
+            attr.grh.hop_limit = 64;
+        }
+        // SAFETY: the PD is alive (Arc); attr is valid for the call.
+        let ah = unsafe { ffi::ibv_create_ah(pd.pd().as_ptr(), &mut attr) };
+        let ptr = NonNull::new(ah).ok_or_else(io::Error::last_os_error)?;
+        Ok(AddressHandle {
+            ptr,
+            _pd: Arc::clone(pd),
+        })
+    }
+}
+
+impl Drop for AddressHandle {
+    fn drop(&mut self) {
+        // SAFETY: ptr came from ibv_create_ah and is destroyed once; the
+        // send template using it is dropped first (field order).
+        unsafe { ffi::ibv_destroy_ah(self.ptr.as_ptr()) };
+    }
+}
+
+/// The send opcodes the probe uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOpcode {
+    /// IBV_WR_SEND.
+    Send,
+    /// IBV_WR_SEND_WITH_IMM.
+    SendImm,
+    /// IBV_WR_RDMA_WRITE.
+    Write,
+    /// IBV_WR_RDMA_WRITE_WITH_IMM.
+    WriteImm,
+}
+
+/// A send work request built once and patched per message (wr_id, SGE
+/// address and length, immediate, flags). Both parts are boxed so the
+/// `sg_list` pointer stays valid when the template moves.
+pub struct SendTemplate {
+    wr: Box<ffi::ibv_send_wr>,
+    sge: Box<ffi::ibv_sge>,
+    inline: bool,
+}
+
+impl SendTemplate {
+    /// Builds the template. `rdma` is (rkey, remote address) for writes;
+    /// `ud` is (address handle, remote QPN, qkey) for UD sends; `inline`
+    /// posts every non-empty message with IBV_SEND_INLINE. The AH must
+    /// outlive the template (keep both in one struct, template first).
+    pub fn new(
+        opcode: SendOpcode,
+        lkey: u32,
+        rdma: Option<(u32, u64)>,
+        ud: Option<(&AddressHandle, u32, u32)>,
+        inline: bool,
+    ) -> SendTemplate {
+        // SAFETY: ibv_send_wr is plain data (pointers may be null); zeroed is valid.
+        let mut wr: Box<ffi::ibv_send_wr> =
+            Box::new(unsafe { MaybeUninit::zeroed().assume_init() });
+        let mut sge = Box::new(ffi::ibv_sge {
+            addr: 0,
+            length: 0,
+            lkey,
+        });
+        wr.opcode = match opcode {
+            SendOpcode::Send => ffi::ibv_wr_opcode::IBV_WR_SEND,
+            SendOpcode::SendImm => ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM,
+            SendOpcode::Write => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            SendOpcode::WriteImm => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+        };
+        wr.sg_list = &mut *sge;
+        wr.num_sge = 1;
+        if let Some((rkey, addr)) = rdma {
+            wr.wr.rdma = ffi::rdma_t {
+                remote_addr: addr,
+                rkey,
+            };
+        }
+        if let Some((ah, qpn, qkey)) = ud {
+            wr.wr.ud = ffi::ud_t {
+                ah: ah.ptr.as_ptr(),
+                remote_qpn: qpn,
+                remote_qkey: qkey,
+            };
+        }
+        SendTemplate { wr, sge, inline }
+    }
+
+    /// Posts one message of `len` bytes at `addr` (inside the registered
+    /// buffer whose lkey the template carries). `imm` is sent (network
+    /// order) for the *-imm opcodes. Err: the provider's errno.
+    #[inline(always)]
+    pub fn post(
+        &mut self,
+        qp: &OwnedQp,
+        wr_id: u64,
+        addr: u64,
+        len: u32,
+        imm: u32,
+        signaled: bool,
+    ) -> Result<(), i32> {
+        self.wr.wr_id = wr_id;
+        self.wr.next = null_mut();
+        self.sge.addr = addr;
+        self.sge.length = len;
+        self.wr.num_sge = if len == 0 { 0 } else { 1 };
+        self.wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        let mut flags = 0;
+        if signaled {
+            flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        }
+        if self.inline && len > 0 {
+            flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        self.wr.send_flags = flags;
+        let mut bad: *mut ffi::ibv_send_wr = null_mut();
+        // SAFETY: qp is live; wr and its sg_list (self.sge) are valid boxed
+        // structs; the SGE points into a registered buffer the caller owns
+        // (and inline data is copied during the call); the UD AH, if any,
+        // outlives the template (documented contract of `new`).
+        let rc = unsafe { ffi::ibv_post_send(qp.ptr.as_ptr(), &mut *self.wr, &mut bad) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(rc)
+        }
+    }
+}
+
+/// Receive work requests built once, one per slot of a receive ring
+/// (wr_id = slot index), re-posted one at a time.
+pub struct RecvRing {
+    wrs: Box<[ffi::ibv_recv_wr]>,
+    sges: Box<[ffi::ibv_sge]>,
+}
+
+impl RecvRing {
+    /// `n` slots of `slot_len` bytes, `stride` bytes apart, starting at
+    /// `base` in a registered buffer with `lkey`.
+    pub fn new(n: usize, base: u64, stride: u32, slot_len: u32, lkey: u32) -> RecvRing {
+        let mut sges: Box<[ffi::ibv_sge]> = (0..n)
+            .map(|i| ffi::ibv_sge {
+                addr: base + i as u64 * stride as u64,
+                length: slot_len,
+                lkey,
+            })
+            .collect();
+        let wrs: Box<[ffi::ibv_recv_wr]> = sges
+            .iter_mut()
+            .enumerate()
+            .map(|(i, s)| ffi::ibv_recv_wr {
+                wr_id: i as u64,
+                next: null_mut(),
+                sg_list: s,
+                num_sge: if slot_len == 0 { 0 } else { 1 },
+            })
+            .collect();
+        RecvRing { wrs, sges }
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.wrs.len()
+    }
+
+    /// True when the ring has no slot.
+    pub fn is_empty(&self) -> bool {
+        self.wrs.is_empty()
+    }
+
+    /// Address of slot `i`'s buffer.
+    pub fn slot_addr(&self, i: usize) -> u64 {
+        self.sges[i].addr
+    }
+
+    /// Posts slot `i`'s receive. Err: the provider's errno.
+    #[inline(always)]
+    pub fn post(&mut self, qp: &OwnedQp, i: usize) -> Result<(), i32> {
+        let wr = &mut self.wrs[i];
+        wr.next = null_mut();
+        let mut bad: *mut ffi::ibv_recv_wr = null_mut();
+        // SAFETY: qp is live; wr and its SGE (in self.sges, boxed, never
+        // moved) point into a registered buffer the caller owns.
+        let rc = unsafe { ffi::ibv_post_recv(qp.ptr.as_ptr(), wr, &mut bad) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(rc)
+        }
+    }
+}
+
+// SAFETY (all six impls): each type exclusively owns its verbs object or
+// mapping (no aliasing handle escapes), libibverbs objects may be used
+// from any thread, and every mutating call takes `&mut self`, so moving
+// one to another thread (e.g. a pinned measurement thread) is sound.
+unsafe impl Send for PinnedBuf {}
+unsafe impl Send for OwnedQp {}
+unsafe impl Send for OwnedCq {}
+unsafe impl Send for AddressHandle {}
+unsafe impl Send for SendTemplate {}
+unsafe impl Send for RecvRing {}
+
+/// ibv_wc_status_str: the library's name for a completion status.
+pub fn wc_status_str(status: u32) -> String {
+    // SAFETY: ibv_wc_status_str returns a static string or NULL.
+    let p = unsafe { ffi::ibv_wc_status_str(status) };
+    if p.is_null() {
+        return format!("status {status}");
+    }
+    // SAFETY: non-null, NUL-terminated static string.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}

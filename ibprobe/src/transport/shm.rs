@@ -1,0 +1,379 @@
+//! Shared-memory reference transport: single-producer/single-consumer rings
+//! of cache-line-aligned slots in a shared mapping.
+//!
+//! Why it exists: the thesis used a shared-memory node as the zero-latency
+//! reference (about 0.3 us); it shows what the probe itself costs (clock
+//! reads, histogram, loop) with no network at all, on any machine.
+//!
+//! Layout of the mapping, in 64-byte lines:
+//! - line 0: header: magic, slots per ring, words per slot, and one
+//!   "closed" word per side (set on drop, so the peer stops waiting);
+//! - ring 0 (client -> server, or the loopback ring), then ring 1
+//!   (server -> client): `SLOTS` slots of `slot_words` 8-byte words each.
+//!
+//! A slot's first word is its stamp: 0 when empty, `seq + 1` when full. The
+//! producer writes the payload words, then the stamp (Release); the
+//! consumer reads the stamp (Acquire), the payload, then stores 0
+//! (Release). A per-slot stamp means producer and consumer never share a
+//! head/tail line. Every access is an atomic, so the same code runs between
+//! two threads (anonymous mapping) and two processes (a /dev/shm file).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::Arc;
+
+use super::{Channel, TransportError, TransportInfo};
+use crate::sys::host::SharedMap;
+
+/// Slots per ring. More than the probe ever has in flight (one message,
+/// or a few after a timeout), so a full ring means the peer stopped.
+pub const SLOTS: usize = 64;
+
+/// Largest message the shm transport carries (1 MiB).
+pub const MAX_SIZE: usize = 1 << 20;
+
+const MAGIC: u64 = 0x4942_5052_4f42_4531; // "IBPROBE1"
+const H_MAGIC: usize = 0;
+const H_SLOTS: usize = 1;
+const H_SLOT_WORDS: usize = 2;
+const H_CLOSED: [usize; 2] = [3, 4];
+const LINE_WORDS: usize = 8;
+
+/// Which end of a two-ring mapping a channel is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Sends on ring 0, receives on ring 1.
+    Client,
+    /// Sends on ring 1, receives on ring 0 (the echo side).
+    Server,
+}
+
+/// One end of a shared-memory ring pair (or both ends of one ring, in
+/// one-way loopback).
+pub struct ShmChannel {
+    map: Arc<SharedMap>,
+    size: usize,
+    slot_words: usize,
+    tx_base: usize,
+    rx_base: usize,
+    head: u64,
+    tail: u64,
+    my_closed: Option<usize>,
+    peer_closed: Option<usize>,
+    path: Option<PathBuf>,
+    label: &'static str,
+}
+
+fn slot_words_for(size: usize) -> usize {
+    // stamp word + payload words, rounded up to whole cache lines.
+    (1 + size.div_ceil(8)).div_ceil(LINE_WORDS) * LINE_WORDS
+}
+
+fn map_bytes(slot_words: usize) -> usize {
+    (LINE_WORDS + 2 * SLOTS * slot_words) * 8
+}
+
+fn check_size(size: usize) -> Result<(), TransportError> {
+    if size == 0 || size > MAX_SIZE {
+        return Err(TransportError::Unsupported(format!(
+            "shm message size {size} is out of range 1..={MAX_SIZE} bytes; pick a --size in that range"
+        )));
+    }
+    Ok(())
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
+    move |source| TransportError::Io { what, source }
+}
+
+impl ShmChannel {
+    /// One-way loopback in one process: `post` writes ring 0 and
+    /// `poll_recv` reads it (one thread, one clock: the probe's floor).
+    pub fn loopback(size: usize) -> Result<ShmChannel, TransportError> {
+        check_size(size)?;
+        let sw = slot_words_for(size);
+        let map =
+            Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
+        init_header(&map, sw);
+        Ok(ShmChannel::new(
+            map, size, sw, LINE_WORDS, LINE_WORDS, None, None, None, "loopback",
+        ))
+    }
+
+    /// A connected pair in one process (client end, server end), for a
+    /// round trip with an echo thread.
+    pub fn pair(size: usize) -> Result<(ShmChannel, ShmChannel), TransportError> {
+        check_size(size)?;
+        let sw = slot_words_for(size);
+        let map =
+            Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
+        init_header(&map, sw);
+        Ok((
+            ShmChannel::on_side(map.clone(), size, sw, Side::Client, None),
+            ShmChannel::on_side(map, size, sw, Side::Server, None),
+        ))
+    }
+
+    /// Creates the shared file at `path` (server side of a two-process run);
+    /// the file is removed when this channel drops.
+    pub fn create(path: &Path, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
+        check_size(size)?;
+        let sw = slot_words_for(size);
+        let map = SharedMap::file(path, map_bytes(sw), true).map_err(io("create shm file"))?;
+        init_header(&map, sw);
+        Ok(ShmChannel::on_side(
+            Arc::new(map),
+            size,
+            sw,
+            side,
+            Some(path.to_path_buf()),
+        ))
+    }
+
+    /// Opens the shared file a peer created at `path` (client side).
+    pub fn open(path: &Path, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
+        check_size(size)?;
+        let sw = slot_words_for(size);
+        let map = SharedMap::file(path, map_bytes(sw), false).map_err(io("open shm file"))?;
+        let w = map.words();
+        let (magic, slots, words) = (
+            w[H_MAGIC].load(Acquire),
+            w[H_SLOTS].load(Relaxed),
+            w[H_SLOT_WORDS].load(Relaxed),
+        );
+        if magic != MAGIC || slots != SLOTS as u64 || words != sw as u64 {
+            return Err(TransportError::Unsupported(format!(
+                "{}: not an ibprobe shm ring for size {size} (magic {magic:#x}, {slots} slots of {words} words); \
+                 are client and server the same ibprobe version?",
+                path.display()
+            )));
+        }
+        Ok(ShmChannel::on_side(Arc::new(map), size, sw, side, None))
+    }
+
+    fn on_side(
+        map: Arc<SharedMap>,
+        size: usize,
+        sw: usize,
+        side: Side,
+        path: Option<PathBuf>,
+    ) -> ShmChannel {
+        let ring0 = LINE_WORDS;
+        let ring1 = LINE_WORDS + SLOTS * sw;
+        match side {
+            Side::Client => ShmChannel::new(
+                map,
+                size,
+                sw,
+                ring0,
+                ring1,
+                Some(H_CLOSED[0]),
+                Some(H_CLOSED[1]),
+                path,
+                "client",
+            ),
+            Side::Server => ShmChannel::new(
+                map,
+                size,
+                sw,
+                ring1,
+                ring0,
+                Some(H_CLOSED[1]),
+                Some(H_CLOSED[0]),
+                path,
+                "server",
+            ),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        map: Arc<SharedMap>,
+        size: usize,
+        slot_words: usize,
+        tx_base: usize,
+        rx_base: usize,
+        my_closed: Option<usize>,
+        peer_closed: Option<usize>,
+        path: Option<PathBuf>,
+        label: &'static str,
+    ) -> ShmChannel {
+        ShmChannel {
+            map,
+            size,
+            slot_words,
+            tx_base,
+            rx_base,
+            head: 0,
+            tail: 0,
+            my_closed,
+            peer_closed,
+            path,
+            label,
+        }
+    }
+
+    fn payload_words(&self) -> usize {
+        self.size.div_ceil(8)
+    }
+}
+
+fn init_header(map: &SharedMap, sw: usize) {
+    let w = map.words();
+    w[H_SLOTS].store(SLOTS as u64, Relaxed);
+    w[H_SLOT_WORDS].store(sw as u64, Relaxed);
+    w[H_MAGIC].store(MAGIC, Release);
+}
+
+impl Channel for ShmChannel {
+    #[inline]
+    fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+        let w = self.map.words();
+        let slot = self.tx_base + (self.head as usize % SLOTS) * self.slot_words;
+        if w[slot].load(Acquire) != 0 {
+            return Err(TransportError::PeerLost(format!(
+                "shm ring full ({SLOTS} messages unread): the {} peer stopped reading",
+                if self.label == "server" {
+                    "client"
+                } else {
+                    "server"
+                }
+            )));
+        }
+        for p in &w[slot + 1..slot + 1 + self.payload_words()] {
+            p.store(seq, Relaxed);
+        }
+        w[slot].store(seq + 1, Release);
+        self.head += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+        let w = self.map.words();
+        let slot = self.rx_base + (self.tail as usize % SLOTS) * self.slot_words;
+        let stamp = w[slot].load(Acquire);
+        if stamp == 0 {
+            if let Some(pc) = self.peer_closed {
+                if w[pc].load(Relaxed) != 0 {
+                    return Err(TransportError::PeerLost(
+                        "the peer closed the shm ring".into(),
+                    ));
+                }
+            }
+            return Ok(None);
+        }
+        let seq = stamp - 1;
+        // Read the payload as a receiver would (and check it).
+        let mut acc = 0u64;
+        for p in &w[slot + 1..slot + 1 + self.payload_words()] {
+            acc |= p.load(Relaxed) ^ seq;
+        }
+        w[slot].store(0, Release);
+        self.tail += 1;
+        if acc != 0 {
+            return Err(TransportError::Completion(format!(
+                "shm payload of message {seq} is corrupt"
+            )));
+        }
+        Ok(Some(seq))
+    }
+
+    fn info(&self) -> TransportInfo {
+        TransportInfo {
+            name: "shm".into(),
+            detail: format!(
+                "shared-memory SPSC ring ({}), {SLOTS} slots of {} B, message {} B",
+                self.label,
+                self.slot_words * 8,
+                self.size
+            ),
+            facts: vec![
+                ("slots".into(), SLOTS.to_string()),
+                ("slot_bytes".into(), (self.slot_words * 8).to_string()),
+                ("end".into(), self.label.into()),
+            ],
+        }
+    }
+}
+
+impl Drop for ShmChannel {
+    fn drop(&mut self) {
+        if let Some(c) = self.my_closed {
+            self.map.words()[c].store(1, Release);
+        }
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Where a server puts its shared file: /dev/shm when it exists (memory,
+/// not disk), else the temp dir. Unique per process and call.
+pub fn default_path() -> PathBuf {
+    use std::sync::atomic::AtomicU64;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!(
+        "ibprobe-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Relaxed)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_delivers_in_order_and_wraps() {
+        let mut ch = ShmChannel::loopback(100).unwrap();
+        assert_eq!(ch.poll_recv().unwrap(), None);
+        for seq in 0..(3 * SLOTS as u64) {
+            ch.post(seq).unwrap();
+            assert_eq!(ch.poll_recv().unwrap(), Some(seq));
+            assert_eq!(ch.poll_recv().unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn full_ring_is_an_error_not_an_overwrite() {
+        let mut ch = ShmChannel::loopback(8).unwrap();
+        for seq in 0..SLOTS as u64 {
+            ch.post(seq).unwrap();
+        }
+        assert!(matches!(ch.post(99), Err(TransportError::PeerLost(_))));
+        assert_eq!(ch.poll_recv().unwrap(), Some(0));
+    }
+
+    #[test]
+    fn pair_carries_both_ways_and_reports_a_closed_peer() {
+        let (mut c, mut s) = ShmChannel::pair(32).unwrap();
+        c.post(5).unwrap();
+        assert_eq!(
+            c.poll_recv().unwrap(),
+            None,
+            "client must not see its own message"
+        );
+        assert_eq!(s.poll_recv().unwrap(), Some(5));
+        s.post(5).unwrap();
+        assert_eq!(c.poll_recv().unwrap(), Some(5));
+        drop(c);
+        assert!(matches!(s.poll_recv(), Err(TransportError::PeerLost(_))));
+    }
+
+    #[test]
+    fn size_zero_and_mismatched_file_are_refused() {
+        assert!(ShmChannel::loopback(0).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r");
+        let _s = ShmChannel::create(&p, 64, Side::Server).unwrap();
+        assert!(ShmChannel::open(&p, 4096, Side::Client).is_err());
+        let mut c = ShmChannel::open(&p, 64, Side::Client).unwrap();
+        c.post(1).unwrap();
+    }
+}

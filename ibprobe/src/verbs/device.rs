@@ -1,0 +1,408 @@
+//! Device listing and the device-side helpers the channel setup shares:
+//! opening a device by name, picking the GID, probing the max inline size.
+//!
+//! Why it exists: `ibprobe devices` and every verbs run start here, and the
+//! run's report names what was picked (device, port, GID, inline).
+
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+
+use serde::Serialize;
+use sideway::ibverbs::address::GidType;
+use sideway::ibverbs::device::{DeviceInfo as _, DeviceList};
+use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState};
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::queue_pair::QueuePairType;
+
+use super::config::QpType;
+use super::VerbsError;
+use crate::sys::verbs::source_chain;
+
+/// One RDMA device, as `ibprobe devices` prints it.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceInfo {
+    /// Device name, e.g. "rxe0", "mlx5_0".
+    pub name: String,
+    /// Node GUID, "xxxx:xxxx:xxxx:xxxx" as ibv_devinfo prints it.
+    pub node_guid: String,
+    /// Physical ports.
+    pub ports: Vec<PortInfo>,
+    /// NUMA node of the device's PCI function (None: not reported, e.g. rxe).
+    pub numa_node: Option<i32>,
+    /// CPUs local to the device (sysfs local_cpulist; None for rxe).
+    pub local_cpus: Option<String>,
+    /// What the device can do that the probe cares about.
+    pub caps: DeviceCaps,
+}
+
+/// One port of a device.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortInfo {
+    /// Port number (1-based).
+    pub port: u8,
+    /// "down", "init", "armed", "active", "active_defer".
+    pub state: String,
+    /// "InfiniBand" or "Ethernet".
+    pub link_layer: String,
+    /// Active MTU in bytes.
+    pub active_mtu: u32,
+    /// Max MTU in bytes.
+    pub max_mtu: u32,
+    /// Port LID (InfiniBand; 0 on RoCE).
+    pub lid: u16,
+    /// GID table entries that are set.
+    pub gids: Vec<GidInfo>,
+}
+
+/// One GID table entry.
+#[derive(Clone, Debug, Serialize)]
+pub struct GidInfo {
+    /// GID index (what `--gid-index` takes).
+    pub index: u32,
+    /// The GID as an IPv6 address.
+    pub gid: String,
+    /// "IB", "RoCE v1" or "RoCE v2".
+    pub gid_type: String,
+    /// Whether the GID is an IPv4-mapped address (::ffff:a.b.c.d), the
+    /// usual RoCE v2 choice.
+    pub ipv4_mapped: bool,
+    /// Network device the GID belongs to (RoCE), if known.
+    pub netdev: Option<String>,
+}
+
+/// Device capabilities the probe checks or reports.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DeviceCaps {
+    /// Largest inline send on an RC QP, found by creating QPs with
+    /// increasing max_inline_data (devices do not report it).
+    pub max_inline_rc: u32,
+    /// Largest work-queue depth (max_qp_wr).
+    pub max_qp_wr: u32,
+    /// Largest CQ (max_cqe).
+    pub max_cqe: u32,
+    /// Whether completions can carry HCA timestamps (completion_timestamp_mask != 0).
+    pub completion_timestamps: bool,
+    /// HCA core clock in kHz (0 when not reported).
+    pub hca_core_clock_khz: u64,
+}
+
+/// Lists every RDMA device with its ports, GIDs, locality and capabilities.
+/// No libibverbs, or no device: a `NoDevice` error saying "no RDMA device".
+pub fn devices() -> Result<Vec<DeviceInfo>, VerbsError> {
+    let list = device_list()?;
+    let mut out = Vec::new();
+    for dev in list.iter() {
+        let name = dev.name();
+        let ctx = dev
+            .open()
+            .map_err(|e| VerbsError::verbs(&format!("ibv_open_device {name}"), chain(&e)))?;
+        out.push(describe(&name, &ctx, u64::from_be(dev.guid().as_u64()))?);
+    }
+    Ok(out)
+}
+
+fn device_list() -> Result<DeviceList, VerbsError> {
+    let list = DeviceList::new()
+        .map_err(|e| VerbsError::no_device(&format!("ibv_get_device_list: {}", chain(&e))))?;
+    if list.is_empty() {
+        return Err(VerbsError::no_device("libibverbs found no device"));
+    }
+    Ok(list)
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let c = source_chain(e);
+    if c.is_empty() {
+        e.to_string()
+    } else {
+        format!("{e}: {c}")
+    }
+}
+
+fn describe(name: &str, ctx: &Arc<DeviceContext>, guid: u64) -> Result<DeviceInfo, VerbsError> {
+    let attr = ctx
+        .query_device()
+        .map_err(|e| VerbsError::verbs("ibv_query_device_ex", chain(&e)))?;
+    let mut ports = Vec::new();
+    for p in 1..=attr.phys_port_cnt() {
+        ports.push(port_info(name, ctx, p)?);
+    }
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| VerbsError::verbs("ibv_alloc_pd", chain(&e)))?;
+    let max_inline_rc = probe_max_inline(ctx, &pd, QpType::Rc);
+    let sys = format!("/sys/class/infiniband/{name}/device");
+    let numa_node = std::fs::read_to_string(format!("{sys}/numa_node"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|n| *n >= 0);
+    let local_cpus = std::fs::read_to_string(format!("{sys}/local_cpulist"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    Ok(DeviceInfo {
+        name: name.to_string(),
+        node_guid: format!(
+            "{:04x}:{:04x}:{:04x}:{:04x}",
+            (guid >> 48) & 0xffff,
+            (guid >> 32) & 0xffff,
+            (guid >> 16) & 0xffff,
+            guid & 0xffff
+        ),
+        ports,
+        numa_node,
+        local_cpus,
+        caps: DeviceCaps {
+            max_inline_rc,
+            max_qp_wr: attr.max_qp_wr().max(0) as u32,
+            max_cqe: attr.max_cqe().max(0) as u32,
+            completion_timestamps: attr.completion_timestamp_mask() != 0,
+            hca_core_clock_khz: attr.hca_core_clock(),
+        },
+    })
+}
+
+pub(crate) fn mtu_bytes(m: Mtu) -> u32 {
+    match m {
+        Mtu::Mtu256 => 256,
+        Mtu::Mtu512 => 512,
+        Mtu::Mtu1024 => 1024,
+        Mtu::Mtu2048 => 2048,
+        Mtu::Mtu4096 => 4096,
+    }
+}
+
+pub(crate) fn mtu_from_bytes(b: u32) -> Option<Mtu> {
+    Some(match b {
+        256 => Mtu::Mtu256,
+        512 => Mtu::Mtu512,
+        1024 => Mtu::Mtu1024,
+        2048 => Mtu::Mtu2048,
+        4096 => Mtu::Mtu4096,
+        _ => return None,
+    })
+}
+
+fn state_name(s: PortState) -> &'static str {
+    match s {
+        PortState::Down => "down",
+        PortState::Initializing => "init",
+        PortState::Armed => "armed",
+        PortState::Active => "active",
+        PortState::ActiveDefer => "active_defer",
+        PortState::Nop => "nop",
+    }
+}
+
+fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo, VerbsError> {
+    let pa = ctx
+        .query_port(port)
+        .map_err(|e| VerbsError::verbs("ibv_query_port", chain(&e)))?;
+    let gids = gid_table(name, ctx, port)?;
+    Ok(PortInfo {
+        port,
+        state: state_name(pa.port_state()).to_string(),
+        link_layer: match pa.link_layer() {
+            LinkLayer::Ethernet => "Ethernet",
+            _ => "InfiniBand",
+        }
+        .to_string(),
+        active_mtu: mtu_bytes(pa.active_mtu()),
+        max_mtu: mtu_bytes(pa.max_mtu()),
+        lid: pa.lid(),
+        gids,
+    })
+}
+
+fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidInfo>, VerbsError> {
+    let table = ctx
+        .query_gid_table()
+        .map_err(|e| VerbsError::verbs("ibv_query_gid_table", chain(&e)))?;
+    let mut out = Vec::new();
+    for e in table.iter().filter(|e| e.port_num() == port as u32) {
+        let gid = e.gid();
+        if gid.is_zero() {
+            continue;
+        }
+        let raw = gid.raw;
+        let ipv4_mapped = raw[..10].iter().all(|b| *b == 0) && raw[10] == 0xff && raw[11] == 0xff;
+        let netdev = std::fs::read_to_string(format!(
+            "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
+            e.gid_index()
+        ))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+        out.push(GidInfo {
+            index: e.gid_index(),
+            gid: Ipv6Addr::from(raw).to_string(),
+            gid_type: match e.gid_type() {
+                GidType::InfiniBand => "IB",
+                GidType::RoceV1 => "RoCE v1",
+                GidType::RoceV2 => "RoCE v2",
+            }
+            .to_string(),
+            ipv4_mapped,
+            netdev,
+        });
+    }
+    Ok(out)
+}
+
+/// An opened device with the facts the setup needs.
+pub(crate) struct OpenedPort {
+    pub name: String,
+    pub ctx: Arc<DeviceContext>,
+    pub port: u8,
+    pub active_mtu: u32,
+    pub lid: u16,
+    pub ethernet: bool,
+    pub max_qp_wr: u32,
+    pub gids: Vec<GidInfo>,
+}
+
+/// Opens `want` (or the first device whose `port` is active) and checks
+/// the port is up.
+pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, VerbsError> {
+    let list = device_list()?;
+    let names: Vec<String> = list.iter().map(|d| d.name()).collect();
+    let mut chosen = None;
+    for dev in list.iter() {
+        let name = dev.name();
+        match want {
+            Some(w) if w != name => continue,
+            _ => {}
+        }
+        let ctx = dev
+            .open()
+            .map_err(|e| VerbsError::verbs(&format!("ibv_open_device {name}"), chain(&e)))?;
+        let attr = ctx
+            .query_device()
+            .map_err(|e| VerbsError::verbs("ibv_query_device_ex", chain(&e)))?;
+        if port == 0 || port > attr.phys_port_cnt() {
+            if want.is_some() {
+                return Err(VerbsError::config(format!(
+                    "port {port} not on {name} (ports 1..={})",
+                    attr.phys_port_cnt()
+                )));
+            }
+            continue;
+        }
+        let pa = ctx
+            .query_port(port)
+            .map_err(|e| VerbsError::verbs("ibv_query_port", chain(&e)))?;
+        let active = matches!(pa.port_state(), PortState::Active | PortState::ActiveDefer);
+        if !active {
+            if want.is_some() {
+                return Err(VerbsError::config(format!(
+                    "{name} port {port} is {} (not active)",
+                    state_name(pa.port_state())
+                )));
+            }
+            continue;
+        }
+        let gids = gid_table(&name, &ctx, port)?;
+        chosen = Some(OpenedPort {
+            name,
+            port,
+            active_mtu: mtu_bytes(pa.active_mtu()),
+            lid: pa.lid(),
+            ethernet: pa.link_layer() == LinkLayer::Ethernet,
+            max_qp_wr: attr.max_qp_wr().max(0) as u32,
+            gids,
+            ctx,
+        });
+        break;
+    }
+    chosen.ok_or_else(|| match want {
+        Some(w) => VerbsError::config(format!("{w} not found; devices: {}", names.join(", "))),
+        None => VerbsError::config(format!(
+            "no device with port {port} active; devices: {}",
+            names.join(", ")
+        )),
+    })
+}
+
+/// The GID a QP uses: an explicit index (checked), else on Ethernet the
+/// IPv4-mapped RoCE v2 GID, else any RoCE v2 GID; on InfiniBand none
+/// (LID routing) unless an index is given.
+pub(crate) fn pick_gid(p: &OpenedPort, want: Option<u32>) -> Result<Option<GidInfo>, VerbsError> {
+    if let Some(i) = want {
+        return p
+            .gids
+            .iter()
+            .find(|g| g.index == i)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| {
+                let have: Vec<String> = p.gids.iter().map(|g| g.index.to_string()).collect();
+                VerbsError::config(format!(
+                    "gid index {i} not set on {} port {} (set: {})",
+                    p.name,
+                    p.port,
+                    have.join(", ")
+                ))
+            });
+    }
+    if !p.ethernet {
+        return Ok(None);
+    }
+    let v2 = |g: &&GidInfo| g.gid_type == "RoCE v2";
+    p.gids
+        .iter()
+        .filter(v2)
+        .find(|g| g.ipv4_mapped)
+        .or_else(|| p.gids.iter().find(v2))
+        .cloned()
+        .map(Some)
+        .ok_or_else(|| {
+            VerbsError::config(format!(
+                "no RoCE v2 GID on {} port {}; pass --gid-index",
+                p.name, p.port
+            ))
+        })
+}
+
+pub(crate) fn to_sideway(t: QpType) -> QueuePairType {
+    match t {
+        QpType::Rc => QueuePairType::ReliableConnection,
+        QpType::Uc => QueuePairType::UnreliableConnection,
+        QpType::Ud => QueuePairType::UnreliableDatagram,
+    }
+}
+
+/// Largest max_inline_data a QP of type `t` can be created with: a binary
+/// search over QP creations (0..=8192), since devices do not report it.
+pub(crate) fn probe_max_inline(
+    ctx: &Arc<DeviceContext>,
+    pd: &Arc<ProtectionDomain>,
+    t: QpType,
+) -> u32 {
+    let Ok(cq) = ctx.create_cq_builder().setup_cqe(2).build() else {
+        return 0;
+    };
+    let try_create = |n: u32| {
+        pd.create_qp_builder()
+            .setup_qp_type(to_sideway(t))
+            .setup_max_send_wr(1)
+            .setup_max_recv_wr(1)
+            .setup_max_inline_data(n)
+            .setup_send_cq(Arc::clone(&cq))
+            .setup_recv_cq(Arc::clone(&cq))
+            .build()
+            .is_ok()
+    };
+    let (mut lo, mut hi) = (0u32, 8192u32);
+    if !try_create(0) {
+        return 0;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if try_create(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}

@@ -1,0 +1,206 @@
+//! ibprobe on a real verbs stack: the Soft-RoCE lab (tests/lab), rxe0.
+//! Runs with `--include-ignored` (scripts/test-all does); see
+//! `ibtools_tests::lab::harness` for why this is not libtest.
+//!
+//! - Every combination of transport x op x inline x signal x poll runs
+//!   through `ibprobe loopback` in one guest: the ones verbs allow deliver
+//!   every message and complete every signaled send; the ones they forbid
+//!   are refused with exit 2 and one line.
+//! - Client/server across two guests, and a server killed mid-run: the
+//!   client ends with an error within its timeout instead of hanging.
+
+use ibtools_tests::lab::harness::{self, Group};
+use ibtools_tests::lab::{Lab, LabConfig, Node};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+const IBPROBE: &str = env!("CARGO_BIN_EXE_ibprobe");
+const COUNT: u64 = 200;
+
+fn main() -> ExitCode {
+    harness::run(vec![loopback_guest(), pair()])
+}
+
+/// Why verbs forbid a combination, or None when it must run.
+fn forbidden(qp: &str, op: &str, poll: &str) -> Option<&'static str> {
+    if qp == "ud" && (op == "write" || op == "write-imm") {
+        Some("on UD: UD has no RDMA write")
+    } else if op == "write" && poll == "event" {
+        Some("plain RDMA write raises no receive completion")
+    } else {
+        None
+    }
+}
+
+fn distribution<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    v["distributions"]
+        .as_array()?
+        .iter()
+        .find(|d| d["name"] == name)
+}
+
+fn matrix(lab: &Lab) {
+    let mut combos = Vec::new();
+    for qp in ["rc", "uc", "ud"] {
+        for op in ["send", "send-imm", "write-imm", "write"] {
+            for inline in ["auto", "off"] {
+                for signal in ["every", "auto"] {
+                    for poll in ["busy", "event"] {
+                        combos.push((qp, op, inline, signal, poll));
+                    }
+                }
+            }
+        }
+    }
+    let mut script = String::from("mkdir -p $LAB_RESULTS/m; cd $LAB_RESULTS/m\n");
+    for (qp, op, inline, signal, poll) in &combos {
+        let name = format!("{qp}.{op}.{inline}.{signal}.{poll}");
+        script.push_str(&format!(
+            "timeout 60 {IBPROBE} loopback --transport {qp} --op {op} --inline {inline} --signal {signal} --poll {poll} --size 32 --count {COUNT} --warmup 20 --json > {name}.json 2> {name}.err; echo $? > {name}.rc\n"
+        ));
+    }
+    lab.exec(Node::A, &script, Duration::from_secs(900))
+        .unwrap_or_else(|e| std::panic::panic_any(e))
+        .success();
+    let dir = lab.results(Node::A).join("m");
+    let (mut ran, mut refused) = (0, 0);
+    for (qp, op, inline, signal, poll) in &combos {
+        let name = format!("{qp}.{op}.{inline}.{signal}.{poll}");
+        let read = |ext: &str| {
+            std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).unwrap_or_default()
+        };
+        let rc: i32 = read("rc").trim().parse().unwrap_or(-1);
+        let (out, err) = (read("json"), read("err"));
+        match forbidden(qp, op, poll) {
+            Some(why) => {
+                assert_eq!(rc, 2, "{name} must be refused ({why}): stderr {err}");
+                let lines: Vec<&str> = err.lines().collect();
+                assert_eq!(lines.len(), 1, "{name}: one line expected: {err}");
+                assert!(lines[0].contains(why), "{name}: {err}");
+                refused += 1;
+            }
+            None => {
+                assert_eq!(rc, 0, "{name} failed: {err}");
+                let v: serde_json::Value =
+                    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name}: {e}: {out}"));
+                assert_eq!(v["run"]["sent"], COUNT, "{name}");
+                assert_eq!(v["run"]["lost"], 0, "{name}");
+                let one_way = distribution(&v, "one_way")
+                    .unwrap_or_else(|| panic!("{name}: no one_way: {out}"));
+                assert_eq!(one_way["count"], COUNT, "{name}");
+                assert!(one_way["min_ns"].as_u64().unwrap() > 0, "{name}");
+                // Signaled sends complete: every one with --signal every, one per period with auto.
+                let done = distribution(&v, "send_completion")
+                    .map(|d| d["count"].as_u64().unwrap())
+                    .unwrap_or(0);
+                if *signal == "every" {
+                    assert_eq!(done, COUNT, "{name}: send completions");
+                } else {
+                    assert!(
+                        (1..COUNT).contains(&done),
+                        "{name}: {done} send completions with --signal auto"
+                    );
+                }
+                ran += 1;
+            }
+        }
+    }
+    eprintln!("verbs matrix: {ran} combinations ran with {COUNT} samples each, {refused} refused");
+    assert_eq!(ran + refused, combos.len());
+}
+
+fn bad_input(lab: &Lab) {
+    for (args, want) in [
+        (
+            "--transport rc --dev mlx5_1",
+            "mlx5_1 not found; devices: rxe0",
+        ),
+        (
+            "--transport rc --inline 1024",
+            "inline 1024 > rxe0 max inline",
+        ),
+        ("--transport ud --size 2048", "UD message 2048 B > path MTU"),
+        ("--transport rc --port 2", "port 2"),
+    ] {
+        let o = lab.sh(&format!("{IBPROBE} loopback {args} --count 10"));
+        assert_eq!(o.status, 2, "{args}: {o}");
+        assert_eq!(o.stderr.lines().count(), 1, "{args}: one line: {o}");
+        assert!(o.stderr.contains(want), "{args}: wanted '{want}': {o}");
+    }
+}
+
+fn devices(lab: &Lab) {
+    let o = lab.sh(&format!("{IBPROBE} devices --json")).success();
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o}"));
+    let rxe = v
+        .as_array()
+        .and_then(|a| a.iter().find(|d| d["name"] == "rxe0"))
+        .unwrap_or_else(|| panic!("{o}"));
+    let port = &rxe["ports"][0];
+    assert_eq!(port["link_layer"], "Ethernet", "{o}");
+    assert!(
+        port["gids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["ipv4_mapped"] == true),
+        "{o}"
+    );
+}
+
+fn loopback_guest() -> Group {
+    Group::with_lab("rxe_loopback", LabConfig::loopback())
+        .test("devices_lists_rxe0", devices)
+        .test("bad_input_is_one_line_exit_2", bad_input)
+        .test("every_verbs_combination_runs_or_is_refused", matrix)
+}
+
+fn client_server(lab: &Lab) {
+    lab.sh_on(
+        Node::B,
+        &format!("({IBPROBE} server --transport rc --forever > $LAB_RESULTS/server.log 2>&1 &); for i in $(seq 100); do ss -ltn | grep -q ':18515 ' && exit 0; sleep 0.1; done; exit 1"),
+    )
+    .success();
+    let o = lab
+        .sh_on(
+            Node::A,
+            &format!("{IBPROBE} client $LAB_PEER_IP --transport rc --count 100 --warmup 10 --json"),
+        )
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o}"));
+    let rtt = distribution(&v, "rtt").unwrap_or_else(|| panic!("no rtt: {o}"));
+    assert_eq!(rtt["count"], 100, "{o}");
+    assert_eq!(v["run"]["lost"], 0, "{o}");
+}
+
+fn pair() -> Group {
+    Group::with_lab("rxe_pair", LabConfig::pair())
+        .test("client_server_rc_across_guests", client_server)
+        .test("dead_peer_ends_the_client_with_an_error", dead_peer_test)
+}
+
+fn dead_peer_test(lab: &Lab) {
+    // Node b kills its server 4 s from now; node a's client asked for 60 s.
+    lab.sh_on(
+        Node::B,
+        "(sleep 4; pkill -KILL -x ibprobe) > /dev/null 2>&1 &",
+    )
+    .success();
+    let t0 = Instant::now();
+    let o = lab.sh_on(
+        Node::A,
+        &format!("{IBPROBE} client $LAB_PEER_IP --transport rc --duration 60s --timeout 1s"),
+    );
+    let took = t0.elapsed();
+    assert_eq!(o.status, 3, "a lost peer is a run failure (exit 3): {o}");
+    assert!(
+        took < Duration::from_secs(40),
+        "client took {took:?} to notice the dead peer"
+    );
+    assert!(
+        o.stderr.to_lowercase().contains("peer"),
+        "the error names the peer: {o}"
+    );
+}
