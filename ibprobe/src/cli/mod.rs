@@ -8,7 +8,9 @@
 //! Ctrl-C after printing the statistics collected so far.
 
 mod devices;
+mod host;
 mod run;
+mod sweep;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -79,6 +81,14 @@ pub enum Command {
         after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n  ibprobe client 10.0.0.1:18515 --transport udp --duration 30s --rate 1000 --json"
     )]
     Client(ClientArgs),
+    /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
+    #[command(
+        after_help = "Examples:\n  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,1000,10000\n  ibprobe sweep --transport udp --sizes 8,64,512 --rates 0,10k --count 2000 --format csv\n  ibprobe sweep --transport rc --dev rxe0 --sizes 8,64,512 --rates 0,1000 --plot grid.svg"
+    )]
+    Sweep(sweep::SweepArgs),
+    /// Wake-up latency of a SCHED_FIFO thread per CPU (cyclictest's method), per-CPU percentiles.
+    #[command(after_help = host::AFTER_HELP)]
+    Host(host::HostArgs),
 }
 
 /// Which transport carries the messages.
@@ -336,6 +346,8 @@ pub fn main() -> ExitCode {
         Command::Loopback(a) => run::loopback(&a),
         Command::Server(a) => run::server(&a),
         Command::Client(a) => run::client(&a),
+        Command::Sweep(a) => sweep::sweep(&a),
+        Command::Host(a) => host::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

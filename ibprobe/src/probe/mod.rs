@@ -13,6 +13,7 @@ pub mod hot;
 pub mod oob;
 pub mod outcome;
 pub mod runner;
+pub mod wakeup;
 
 pub use config::{Length, Mode, Poll, ProbeConfig};
 pub use outcome::Outcome;

@@ -24,6 +24,7 @@
 
 pub mod format;
 pub mod hdrlog;
+pub mod heatmap;
 pub mod plot;
 
 use crate::clock::{Clock, ClockKind};

@@ -3,5 +3,7 @@
 //! one folder. The rest of the crate calls the safe wrappers.
 
 pub mod host;
+pub mod mem;
+pub mod rt;
 pub mod tsc;
 pub mod verbs;

@@ -65,6 +65,13 @@ impl PinnedBuf {
         Ok(buf)
     }
 
+    /// Takes over a placed, pre-faulted [`crate::sys::mem::Region`] (huge
+    /// pages, a NUMA node): the buffer unmaps it on drop.
+    pub fn from_region(r: crate::sys::mem::Region) -> PinnedBuf {
+        let (ptr, len) = r.into_raw();
+        PinnedBuf { ptr, len }
+    }
+
     /// Start address, for SGEs and the peer's remote address.
     pub fn addr(&self) -> u64 {
         self.ptr.as_ptr() as u64
@@ -155,7 +162,15 @@ impl RegisteredBuf {
         len: usize,
         access: AccessFlags,
     ) -> io::Result<RegisteredBuf> {
-        let buf = PinnedBuf::new(len)?;
+        Self::register(pd, PinnedBuf::new(len)?, access)
+    }
+
+    /// Registers `buf` (e.g. from [`PinnedBuf::from_region`]) with `access`.
+    pub fn register(
+        pd: &Arc<ProtectionDomain>,
+        buf: PinnedBuf,
+        access: AccessFlags,
+    ) -> io::Result<RegisteredBuf> {
         // SAFETY: buf is valid for buf.len() bytes and lives in the same
         // struct as the MR, which is dropped (deregistered) before it.
         let mr = unsafe { pd.reg_mr(buf.addr() as usize, buf.len(), access) }

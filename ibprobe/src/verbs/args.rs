@@ -43,4 +43,7 @@ pub struct VerbsArgs {
     /// Path MTU: 256 | 512 | 1024 | 2048 | 4096 (default: the port's active MTU).
     #[arg(long)]
     pub mtu: Option<u32>,
+    /// Put the message buffers in huge pages (reserve them first in /proc/sys/vm/nr_hugepages).
+    #[arg(long)]
+    pub hugepages: bool,
 }

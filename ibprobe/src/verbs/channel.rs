@@ -19,8 +19,9 @@ use super::config::{InlineMode, Op, PollMode, QpType, VerbsConfig};
 use super::device::{self, GidInfo};
 use super::VerbsError;
 use crate::clock::Clock;
+use crate::sys::mem::{self, MemError, Placement, Region};
 use crate::sys::verbs::{
-    source_chain, wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, RecvRing,
+    source_chain, wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, PinnedBuf, RecvRing,
     RegisteredBuf, SendOpcode, SendTemplate,
 };
 use crate::transport::{Channel, TransportError, TransportInfo};
@@ -87,6 +88,8 @@ struct Setup {
     recv_stride: u32,
     target_off: u64,
     psn: u32,
+    /// How the buffers were placed (crate::sys::mem::Region::describe).
+    memory: String,
 }
 
 /// A QP created, in INIT, with its CQs and registered buffers, waiting for
@@ -123,6 +126,29 @@ fn verr(what: &str, e: &dyn std::error::Error) -> VerbsError {
 
 fn round_up(n: u64, a: u64) -> u64 {
     n.div_ceil(a) * a
+}
+
+/// The QP's buffers, pre-faulted, on the device's NUMA node when sysfs
+/// names one (a failed bind there falls back to the default policy: the
+/// user did not ask for it), in huge pages with `--hugepages` (whose
+/// refusals are input errors naming /proc/sys/vm/nr_hugepages).
+fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, VerbsError> {
+    let mut placement = Placement {
+        hugepages,
+        node: mem::rdma_device_numa_node(dev),
+        ..Placement::default()
+    };
+    let mut r = Region::new(len, &placement);
+    if let Err(MemError::Bind { .. } | MemError::NoSuchNode { .. }) = r {
+        placement.node = None;
+        r = Region::new(len, &placement);
+    }
+    r.map_err(|e| match e {
+        MemError::NoHugePages { .. } | MemError::NodeHugePages { .. } => {
+            VerbsError::config(e.to_string())
+        }
+        other => VerbsError::verbs("allocate buffers", other),
+    })
 }
 
 fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoint), VerbsError> {
@@ -234,9 +260,11 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     let recv_off = send_slots * send_stride;
     let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
     let total = target_off + round_up(size.max(8), 64);
-    let mem = RegisteredBuf::new(
+    let region = placed_buffers(total as usize, cfg.hugepages, &p.name)?;
+    let memory = region.describe();
+    let mem = RegisteredBuf::register(
         &pd,
-        total as usize,
+        PinnedBuf::from_region(region),
         AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
     )
     .map_err(|e| VerbsError::verbs("register buffers", e))?;
@@ -266,6 +294,7 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         recv_stride: recv_stride as u32,
         target_off,
         psn,
+        memory,
     };
     let ep = Endpoint {
         qp_type: cfg.qp_type,
@@ -517,6 +546,7 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
         f("inline_cap", s.inline_cap.to_string()),
         f("max_inline", s.max_inline.to_string()),
         f("signal_period", s.period.to_string()),
+        f("memory", s.memory.clone()),
         f(
             "poll",
             match s.poll {

@@ -147,6 +147,8 @@ pub struct VerbsConfig {
     pub rq_prepost: u32,
     /// Path MTU in bytes (None: the port's active MTU).
     pub mtu: Option<u32>,
+    /// Message buffers in huge pages (`--hugepages`).
+    pub hugepages: bool,
 }
 
 impl VerbsConfig {
@@ -203,6 +205,7 @@ impl VerbsConfig {
             rq_depth: a.rq_depth,
             rq_prepost: a.rq_prepost.unwrap_or(a.rq_depth),
             mtu: a.mtu,
+            hugepages: a.hugepages,
         };
         cfg.check()?;
         Ok(cfg)

@@ -1,0 +1,322 @@
+//! Wake-up latency of a SCHED_FIFO thread per CPU: cyclictest's
+//! measurement, recorded in the crate's streaming histograms.
+//!
+//! Why it exists: the verbs probe's tail is only as good as the cores it
+//! runs on. ibtune isolates cores, moves IRQs and timers away and turns
+//! off deep C-states; this measures what that bought: one thread per
+//! chosen CPU, pinned, SCHED_FIFO, sleeps with
+//! `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` to the next multiple
+//! of the interval and records how late it woke (now - deadline). Unlike
+//! cyclictest's default it does not write /dev/cpu_dma_latency, so it
+//! measures the C-state policy the host really has (ibtune's, or none).
+//!
+//! Memory is constant: one histogram per CPU, allocated before the
+//! threads start; the loop records, it never allocates.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::stats::LatencyHistogram;
+use crate::sys::{host, rt};
+
+/// How long the probe runs on each CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeupLength {
+    /// This many wake-ups per CPU.
+    Count(u64),
+    /// Until this much time has passed (deadlines after it are not slept to).
+    Duration(Duration),
+}
+
+/// What to measure: which CPUs, at which priority, how often, how long.
+#[derive(Clone, Debug)]
+pub struct WakeupConfig {
+    /// CPUs to measure, one thread each (already checked against the
+    /// process's affinity by the caller).
+    pub cpus: Vec<usize>,
+    /// SCHED_FIFO priority, 1..=99.
+    pub priority: i32,
+    /// Time between deadlines.
+    pub interval: Duration,
+    /// Count or duration.
+    pub length: WakeupLength,
+    /// mlockall before the threads start (a failure is a note).
+    pub lock_memory: bool,
+}
+
+/// One CPU's result.
+#[derive(Clone, Debug)]
+pub struct CpuWakeup {
+    /// The CPU the thread was pinned to.
+    pub cpu: usize,
+    /// How late each wake-up was, ns.
+    pub latency: LatencyHistogram,
+    /// Deadlines skipped because the thread woke after the following one
+    /// had already passed (a wake-up later than the interval).
+    pub missed: u64,
+}
+
+/// The run's result.
+#[derive(Clone, Debug, Default)]
+pub struct WakeupOutcome {
+    /// One entry per CPU, in the order of [`WakeupConfig::cpus`].
+    pub cpus: Vec<CpuWakeup>,
+    /// Placement facts (memory locked or not).
+    pub notes: Vec<String>,
+    /// The stop flag ended the run early.
+    pub interrupted: bool,
+    /// Wall time of the measured part, ns.
+    pub elapsed_ns: u64,
+}
+
+/// Why the probe could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum WakeupError {
+    /// SCHED_FIFO refused (no privilege, or an RT throttling cgroup).
+    #[error("cannot make a thread SCHED_FIFO at priority {priority} ({source}); run as root or with CAP_SYS_NICE (or an RLIMIT_RTPRIO of at least {priority}), e.g. `sudo ibprobe host`")]
+    Fifo {
+        /// The priority asked for.
+        priority: i32,
+        /// What sched_setscheduler said.
+        source: io::Error,
+    },
+    /// The thread could not be pinned to its CPU.
+    #[error("cannot pin the thread for cpu {cpu} (sched_setaffinity: {source}); pick CPUs this process may use (see `taskset -p $$`)")]
+    Pin {
+        /// The CPU.
+        cpu: usize,
+        /// What sched_setaffinity said.
+        source: io::Error,
+    },
+    /// clock_nanosleep failed with something other than EINTR.
+    #[error("clock_nanosleep on cpu {cpu} failed: {source}")]
+    Sleep {
+        /// The CPU.
+        cpu: usize,
+        /// What clock_nanosleep said.
+        source: io::Error,
+    },
+    /// A thread could not be started.
+    #[error("cannot start a measuring thread: {0}")]
+    Spawn(io::Error),
+}
+
+/// Checks that this process may make a thread SCHED_FIFO at `priority`,
+/// in a short-lived thread (the caller's own scheduling is untouched).
+pub fn check_fifo(priority: i32) -> Result<(), WakeupError> {
+    std::thread::Builder::new()
+        .name("ibprobe-rtcheck".into())
+        .spawn(move || {
+            rt::set_fifo(priority).map_err(|source| WakeupError::Fifo { priority, source })?;
+            let _ = rt::set_other();
+            Ok(())
+        })
+        .map_err(WakeupError::Spawn)?
+        .join()
+        .unwrap_or_else(|_| Err(WakeupError::Spawn(io::Error::other("the check panicked"))))
+}
+
+/// Runs the probe: one pinned SCHED_FIFO thread per CPU, started together,
+/// each recording its wake-up latencies until the count or duration is
+/// reached or `stop` is set.
+pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, WakeupError> {
+    check_fifo(cfg.priority)?;
+    let mut out = WakeupOutcome::default();
+    if cfg.lock_memory {
+        out.notes.push(match host::lock_memory() {
+            Ok(()) => "memory locked (mlockall)".into(),
+            Err(e) => format!("warning: mlockall failed ({e}); page faults may show in the maxima (run as root or raise RLIMIT_MEMLOCK)"),
+        });
+    }
+    out.notes.push(format!(
+        "SCHED_FIFO priority {}, clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), interval {:?}; /dev/cpu_dma_latency not written",
+        cfg.priority, cfg.interval
+    ));
+    let interval = (cfg.interval.as_nanos() as u64).max(1);
+    // Every thread is pinned and real-time before any starts measuring.
+    let go = Arc::new(AtomicBool::new(false));
+    let abort = Arc::new(AtomicBool::new(false));
+    // The stop flag is 'static (the Ctrl-C flag) in the CLI, but tests pass
+    // their own: mirror it into an Arc the threads can own.
+    let stop_mirror = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
+    let mut handles = Vec::new();
+    for &cpu in &cfg.cpus {
+        // Allocated here, before the measuring thread starts.
+        let hist = LatencyHistogram::new();
+        let (go_t, abort_t, stop_t) = (go.clone(), abort.clone(), stop_mirror.clone());
+        let (priority, length) = (cfg.priority, cfg.length);
+        let h = std::thread::Builder::new()
+            .name(format!("ibprobe-host-{cpu}"))
+            .spawn(move || {
+                let setup = host::pin_to_cpu(cpu)
+                    .map_err(|source| WakeupError::Pin { cpu, source })
+                    .and_then(|()| {
+                        rt::set_fifo(priority)
+                            .map_err(|source| WakeupError::Fifo { priority, source })
+                    });
+                if setup.is_err() {
+                    abort_t.store(true, Ordering::Relaxed);
+                }
+                host::prefault_stack(128 * 1024);
+                while !go_t.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                setup?;
+                measure(cpu, hist, interval, length, &stop_t, &abort_t)
+            })
+            .map_err(WakeupError::Spawn);
+        match h {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                // Release the threads already waiting at the gate.
+                abort.store(true, Ordering::Relaxed);
+                go.store(true, Ordering::Release);
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        }
+    }
+    let t0 = rt::monotonic_ns();
+    go.store(true, Ordering::Release);
+    // Forward the caller's stop flag while the threads run.
+    while handles.iter().any(|h| !h.is_finished()) {
+        if stop.load(Ordering::Relaxed) {
+            stop_mirror.store(true, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    out.elapsed_ns = rt::monotonic_ns().saturating_sub(t0);
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(c)) => out.cpus.push(c),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(WakeupError::Spawn(io::Error::other(
+                    "a measuring thread panicked",
+                )));
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    out.interrupted = stop_mirror.load(Ordering::Relaxed);
+    Ok(out)
+}
+
+/// The loop of one thread (already pinned and SCHED_FIFO): sleep to the
+/// next deadline, record how late the wake-up was, repeat.
+fn measure(
+    cpu: usize,
+    mut hist: LatencyHistogram,
+    interval: u64,
+    length: WakeupLength,
+    stop: &AtomicBool,
+    abort: &AtomicBool,
+) -> Result<CpuWakeup, WakeupError> {
+    let (count, end) = match length {
+        WakeupLength::Count(n) => (n, u64::MAX),
+        WakeupLength::Duration(d) => (
+            u64::MAX,
+            rt::monotonic_ns().saturating_add(d.as_nanos() as u64),
+        ),
+    };
+    let mut missed = 0;
+    let mut next = rt::monotonic_ns() + interval;
+    while hist.len() < count && next <= end {
+        if stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) {
+            break;
+        }
+        match rt::sleep_until_ns(next) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(source) => {
+                abort.store(true, Ordering::Relaxed);
+                return Err(WakeupError::Sleep { cpu, source });
+            }
+        }
+        let now = rt::monotonic_ns();
+        hist.record(now.saturating_sub(next));
+        next += interval;
+        while next <= now {
+            next += interval;
+            missed += 1;
+        }
+    }
+    Ok(CpuWakeup {
+        cpu,
+        latency: hist,
+        missed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fifo_allowed() -> bool {
+        check_fifo(1).is_ok()
+    }
+
+    #[test]
+    fn counts_wakeups_per_cpu() {
+        if !fifo_allowed() {
+            return; // covered by the CLI test's exit-2 branch
+        }
+        let cfg = WakeupConfig {
+            cpus: vec![0],
+            priority: 1,
+            interval: Duration::from_micros(500),
+            length: WakeupLength::Count(50),
+            lock_memory: false,
+        };
+        let o = run(&cfg, &AtomicBool::new(false)).unwrap();
+        assert_eq!(o.cpus.len(), 1);
+        assert_eq!(o.cpus[0].latency.len(), 50);
+        assert!(!o.interrupted);
+        assert!(o.elapsed_ns >= 50 * 500_000 / 2);
+    }
+
+    #[test]
+    fn a_duration_bounds_the_run_and_stop_interrupts() {
+        if !fifo_allowed() {
+            return;
+        }
+        let cfg = WakeupConfig {
+            cpus: vec![0],
+            priority: 1,
+            interval: Duration::from_millis(1),
+            length: WakeupLength::Duration(Duration::from_millis(50)),
+            lock_memory: false,
+        };
+        let o = run(&cfg, &AtomicBool::new(false)).unwrap();
+        let n = o.cpus[0].latency.len() + o.cpus[0].missed;
+        assert!((40..=50).contains(&n), "{n} wake-ups in 50 ms at 1 ms");
+        let o = run(&cfg, &AtomicBool::new(true)).unwrap();
+        assert!(o.interrupted);
+        assert_eq!(o.cpus[0].latency.len(), 0);
+    }
+
+    #[test]
+    fn a_cpu_outside_the_affinity_is_a_pin_error() {
+        if !fifo_allowed() {
+            return;
+        }
+        let cfg = WakeupConfig {
+            cpus: vec![0, 100_000],
+            priority: 1,
+            interval: Duration::from_millis(1),
+            length: WakeupLength::Count(5),
+            lock_memory: false,
+        };
+        let e = run(&cfg, &AtomicBool::new(false)).unwrap_err();
+        assert!(matches!(e, WakeupError::Pin { cpu: 100_000, .. }), "{e}");
+    }
+}

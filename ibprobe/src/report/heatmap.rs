@@ -1,0 +1,287 @@
+//! `ibprobe sweep --plot FILE.svg`: a size x rate grid of latencies as an
+//! SVG heatmap, like the thesis's rate x size figure: one column per rate,
+//! one row per message size, each cell coloured by its median and labelled
+//! with it in microseconds.
+//!
+//! Why it exists: a sweep's table of numbers hides where the latency
+//! changes (the size where the MTU or the inline limit is crossed, the rate
+//! where the pacer starts missing steps); a colour grid shows it at a
+//! glance.
+//!
+//! The colour scale is logarithmic between the grid's smallest and largest
+//! median (latencies of one sweep often span a decade or more), from light
+//! yellow (fast) to dark purple (slow); a colour bar on the right gives the
+//! scale. Cells without a value (a sweep cut short) are grey, labelled
+//! "n/a". The caller orders rows and columns; row 0 is drawn at the bottom.
+
+use super::{us, ReportError};
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+use std::path::Path;
+
+/// X axis description (the columns are message rates); public so tests
+/// and callers can find the axis in the SVG.
+pub const X_DESC: &str = "rate [messages/s]";
+/// Y axis description (the rows are message sizes); public for the same
+/// reason as [`X_DESC`].
+pub const Y_DESC: &str = "message size [B]";
+
+/// A grid to draw: labels for the columns and rows and one optional value
+/// (ns) per cell.
+///
+/// Why it exists: the heatmap is drawn from plain labels and numbers, so it
+/// does not depend on how the sweep ran or which statistic the caller picks.
+#[derive(Clone, Debug, Default)]
+pub struct Grid {
+    /// Title above the plot, e.g. "ibprobe sweep: shm one-way p50 [us]".
+    pub title: String,
+    /// One label per column (rates), left to right.
+    pub columns: Vec<String>,
+    /// One label per row (sizes), bottom to top.
+    pub rows: Vec<String>,
+    /// `values[row][column]` in ns; `None`: not measured.
+    pub values: Vec<Vec<Option<u64>>>,
+}
+
+impl Grid {
+    fn value(&self, row: usize, col: usize) -> Option<u64> {
+        self.values
+            .get(row)
+            .and_then(|r| r.get(col))
+            .copied()
+            .flatten()
+    }
+
+    fn range(&self) -> Option<(u64, u64)> {
+        let vals = self.values.iter().flatten().flatten().copied();
+        let lo = vals.clone().min()?;
+        let hi = vals.max()?;
+        Some((lo, hi))
+    }
+}
+
+/// Draws `grid` to the SVG file `path`: the entry point of `sweep --plot`
+/// (an empty grid still gives a file, titled "no samples", so scripts do
+/// not trip on a missing plot).
+pub fn write_svg(path: &Path, grid: &Grid) -> Result<(), ReportError> {
+    let svg = render(grid).map_err(|message| ReportError::Plot {
+        path: path.display().to_string(),
+        message,
+    })?;
+    std::fs::write(path, svg).map_err(|source| ReportError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The SVG text of [`write_svg`], for callers that embed it (e.g. an HTML
+/// page) instead of writing a file.
+pub fn render_svg(grid: &Grid) -> Result<String, ReportError> {
+    render(grid).map_err(|message| ReportError::Plot {
+        path: format!("(in memory: {})", grid.title),
+        message,
+    })
+}
+
+/// Light yellow -> orange -> red -> purple -> dark blue, for t in 0..=1.
+const STOPS: [(u8, u8, u8); 5] = [
+    (255, 255, 178),
+    (254, 178, 76),
+    (240, 59, 32),
+    (150, 30, 110),
+    (40, 20, 80),
+];
+
+/// The colour of `v` on the log scale from `lo` to `hi`.
+fn colour(v: u64, lo: u64, hi: u64) -> RGBColor {
+    let l = |x: u64| (x.max(1) as f64).ln();
+    let t = if hi > lo {
+        ((l(v) - l(lo)) / (l(hi) - l(lo))).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    ramp(t)
+}
+
+fn ramp(t: f64) -> RGBColor {
+    let x = t * (STOPS.len() - 1) as f64;
+    let i = (x.floor() as usize).min(STOPS.len() - 2);
+    let f = x - i as f64;
+    let mix = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * f).round() as u8;
+    let (a, b) = (STOPS[i], STOPS[i + 1]);
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// Black text on light cells, white on dark ones.
+fn text_colour(c: RGBColor) -> RGBColor {
+    let lum = 0.299 * c.0 as f64 + 0.587 * c.1 as f64 + 0.114 * c.2 as f64;
+    if lum > 140.0 {
+        BLACK
+    } else {
+        WHITE
+    }
+}
+
+fn render(grid: &Grid) -> Result<String, String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let mut svg = String::new();
+    {
+        let (ncol, nrow) = (grid.columns.len(), grid.rows.len());
+        let width = (240 + 110 * ncol as u32).clamp(640, 2400);
+        let height = (150 + 44 * nrow as u32).clamp(360, 2400);
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(e)?;
+        let Some((lo, hi)) = grid.range() else {
+            root.titled(&format!("{}: no samples", grid.title), ("sans-serif", 22))
+                .map_err(e)?;
+            root.present().map_err(e)?;
+            drop(root);
+            return Ok(svg);
+        };
+        let (main, bar) = root.split_horizontally(width - 110);
+
+        let xs = (0..ncol as i32 - 1).into_segmented();
+        let ys = (0..nrow as i32 - 1).into_segmented();
+        let mut chart = ChartBuilder::on(&main)
+            .caption(&grid.title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(48)
+            .y_label_area_size(80)
+            .build_cartesian_2d(xs, ys)
+            .map_err(e)?;
+        let label = |names: &[String], v: &SegmentValue<i32>| match v {
+            SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(X_DESC)
+            .y_desc(Y_DESC)
+            .x_labels(ncol)
+            .y_labels(nrow)
+            .x_label_formatter(&|v| label(&grid.columns, v))
+            .y_label_formatter(&|v| label(&grid.rows, v))
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 17))
+            .draw()
+            .map_err(e)?;
+        for r in 0..nrow {
+            for c in 0..ncol {
+                let (x, y) = (c as i32, r as i32);
+                let v = grid.value(r, c);
+                let fill = v.map_or(RGBColor(210, 210, 210), |v| colour(v, lo, hi));
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [
+                            (SegmentValue::Exact(x), SegmentValue::Exact(y)),
+                            (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
+                        ],
+                        fill.filled(),
+                    )))
+                    .map_err(e)?;
+                let text = v.map_or("n/a".to_string(), us);
+                let style = ("sans-serif", 15)
+                    .into_font()
+                    .color(&text_colour(fill))
+                    .pos(plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Center,
+                        plotters::style::text_anchor::VPos::Center,
+                    ));
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        text,
+                        (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y)),
+                        style,
+                    )))
+                    .map_err(e)?;
+            }
+        }
+
+        // The colour bar: the scale from the smallest to the largest median.
+        let (l0, l1) = ((lo.max(1) as f64).ln(), (hi.max(1) as f64).ln());
+        let top = if l1 > l0 { l1 } else { l0 + 1.0 };
+        let mut cb = ChartBuilder::on(&bar)
+            .margin_top(46)
+            .margin_bottom(60)
+            .margin_right(8)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..1f64, l0..top)
+            .map_err(e)?;
+        cb.configure_mesh()
+            .disable_mesh()
+            .disable_x_axis()
+            .y_labels(5)
+            .y_label_formatter(&|v| format!("{:.3}", v.exp() / 1000.0))
+            .y_desc("p50 [us]")
+            .label_style(("sans-serif", 13))
+            .draw()
+            .map_err(e)?;
+        let steps = 64;
+        cb.draw_series((0..steps).map(|i| {
+            let a = l0 + (top - l0) * i as f64 / steps as f64;
+            let b = l0 + (top - l0) * (i + 1) as f64 / steps as f64;
+            let t = i as f64 / (steps - 1) as f64;
+            Rectangle::new([(0.0, a), (1.0, b)], ramp(t).filled())
+        }))
+        .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> Grid {
+        Grid {
+            title: "ibprobe sweep: shm one-way p50 [us]".into(),
+            columns: vec!["back to back".into(), "1000/s".into()],
+            rows: vec!["8".into(), "64".into(), "512".into()],
+            values: vec![
+                vec![Some(80), Some(95)],
+                vec![Some(120), None],
+                vec![Some(2_500), Some(3_000)],
+            ],
+        }
+    }
+
+    #[test]
+    fn cells_axes_and_labels_are_drawn() {
+        let svg = render_svg(&grid()).unwrap();
+        assert!(svg.starts_with("<svg"));
+        for s in [
+            X_DESC,
+            Y_DESC,
+            "back to back",
+            "1000/s",
+            "512",
+            "0.080",
+            "3.000",
+            "n/a",
+            "p50 [us]",
+        ] {
+            assert!(svg.contains(s), "missing {s:?}");
+        }
+    }
+
+    #[test]
+    fn colours_run_from_light_to_dark() {
+        assert_eq!(colour(100, 100, 10_000), RGBColor(255, 255, 178));
+        assert_eq!(colour(10_000, 100, 10_000), RGBColor(40, 20, 80));
+        assert_eq!(text_colour(colour(100, 100, 10_000)), BLACK);
+        assert_eq!(text_colour(colour(10_000, 100, 10_000)), WHITE);
+        // One value only: the light end, no division by zero.
+        assert_eq!(colour(7, 7, 7), RGBColor(255, 255, 178));
+    }
+
+    #[test]
+    fn an_empty_grid_still_renders() {
+        let g = Grid {
+            title: "t".into(),
+            ..Grid::default()
+        };
+        assert!(render_svg(&g).unwrap().contains("t: no samples"));
+    }
+}

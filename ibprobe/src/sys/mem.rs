@@ -1,0 +1,657 @@
+//! Placed memory for the probe's buffers: aligned, optionally backed by
+//! huge pages, optionally bound to one NUMA node, every page pre-faulted.
+//!
+//! Why it exists: the thesis saw maxima over 700 us from pages touched for
+//! the first time inside a measurement, and the HCA reads and writes the
+//! buffers over PCIe, so memory on the HCA's own NUMA node avoids a trip
+//! across the inter-socket link; huge pages cut TLB misses (and the IOMMU
+//! and MR translation entries) for large buffers. [`Region::new`] does all
+//! of this once, before the first message: map (`MAP_HUGETLB` when asked),
+//! bind (`mbind(MPOL_BIND)`), then touch every page so it is resident on
+//! the chosen node. The `unsafe` these need lives here.
+
+use std::io;
+use std::ptr::NonNull;
+
+/// Where the one-line hint about huge pages points the user.
+pub const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+
+/// How a [`Region`] is placed: what the caller asks of the kernel.
+///
+/// Why it exists: one value the verbs setup (and any other buffer owner)
+/// can carry from the command line to the allocator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Back the region with huge pages (`MAP_HUGETLB`, the default huge
+    /// page size from /proc/meminfo); they must be reserved beforehand in
+    /// [`NR_HUGEPAGES`].
+    pub hugepages: bool,
+    /// Bind the region to this NUMA node (`mbind`, `MPOL_BIND`) before it
+    /// is faulted in; `None` leaves the kernel's default policy.
+    pub node: Option<u32>,
+    /// Alignment of the start address in bytes (a power of two). Values up
+    /// to the page size (or the huge page size) come for free; larger ones
+    /// over-map and trim.
+    pub align: usize,
+    /// Also `mlock` the region. A failure (no CAP_IPC_LOCK, low
+    /// RLIMIT_MEMLOCK) is not an error: [`Region::is_locked`] says so.
+    pub lock: bool,
+}
+
+impl Default for Placement {
+    /// Small pages, default NUMA policy, page alignment, not locked.
+    fn default() -> Self {
+        Placement {
+            hugepages: false,
+            node: None,
+            align: 1,
+            lock: false,
+        }
+    }
+}
+
+/// Why a [`Region`] could not be made. Every message is one line naming
+/// the input and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum MemError {
+    /// `MAP_HUGETLB` failed: no (or too few) huge pages are reserved.
+    #[error("huge pages (--hugepages): cannot map {bytes} bytes as {page_kb} kB huge pages (mmap MAP_HUGETLB: {source}); {NR_HUGEPAGES} is {nr}, free {free}: reserve enough as root, e.g. `echo {want} > {NR_HUGEPAGES}`, or drop --hugepages")]
+    NoHugePages {
+        /// Bytes asked for, rounded up to whole huge pages.
+        bytes: usize,
+        /// Huge page size, kB.
+        page_kb: usize,
+        /// The content of /proc/sys/vm/nr_hugepages ("?" if unreadable).
+        nr: String,
+        /// HugePages_Free from /proc/meminfo ("?" if unreadable).
+        free: String,
+        /// A reservation that would fit this region (current + needed).
+        want: usize,
+        /// What mmap said.
+        source: io::Error,
+    },
+    /// The node has fewer free huge pages than the region needs, so
+    /// faulting it in would SIGBUS.
+    #[error("huge pages (--hugepages) on NUMA node {node}: {needed} pages of {page_kb} kB needed, {free} free there ({path}); reserve them on that node, e.g. `echo {needed} > {path_nr}`, or drop --hugepages")]
+    NodeHugePages {
+        /// The node.
+        node: u32,
+        /// Huge pages the region needs.
+        needed: usize,
+        /// Free huge pages on the node.
+        free: usize,
+        /// Huge page size, kB.
+        page_kb: usize,
+        /// The sysfs file read.
+        path: String,
+        /// The sysfs file to write to reserve some.
+        path_nr: String,
+    },
+    /// The NUMA node does not exist (or is offline).
+    #[error(
+        "NUMA node {node} does not exist on this host (online nodes: {online}); pick one of those"
+    )]
+    NoSuchNode {
+        /// The node asked for.
+        node: u32,
+        /// /sys/devices/system/node/online ("none" when there is no NUMA support).
+        online: String,
+    },
+    /// mbind refused.
+    #[error("mbind of {bytes} bytes to NUMA node {node} (MPOL_BIND) failed: {source}; check the node has memory (numactl --hardware) or leave the default placement")]
+    Bind {
+        /// The node.
+        node: u32,
+        /// Region length.
+        bytes: usize,
+        /// What mbind said.
+        source: io::Error,
+    },
+    /// The alignment is not a power of two.
+    #[error("alignment {0} is not a power of two; use e.g. 64, 4096 or 2097152")]
+    BadAlign(usize),
+    /// mmap itself failed (out of address space or memory).
+    #[error("mmap of {bytes} bytes failed: {source}; ask for less memory (smaller --size or queue depths)")]
+    Map {
+        /// Bytes asked for.
+        bytes: usize,
+        /// What mmap said.
+        source: io::Error,
+    },
+}
+
+/// An anonymous private mapping placed as a [`Placement`] asked, every
+/// page touched. Unmapped on drop (or handed over with [`Region::into_raw`]).
+pub struct Region {
+    ptr: NonNull<u8>,
+    len: usize,
+    page: usize,
+    huge: bool,
+    locked: bool,
+    node: Option<u32>,
+}
+
+// SAFETY: the region exclusively owns its mapping; moving the owner to
+// another thread moves that ownership, and `&self` only hands out shared
+// byte slices.
+unsafe impl Send for Region {}
+// SAFETY: shared references only allow reads of plain bytes.
+unsafe impl Sync for Region {}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .field("page", &self.page)
+            .field("huge", &self.huge)
+            .field("locked", &self.locked)
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+impl Region {
+    /// Maps at least `len` bytes (rounded up to whole pages of the kind
+    /// used), placed as `p` asks, zero-filled, every page faulted in.
+    pub fn new(len: usize, p: &Placement) -> Result<Region, MemError> {
+        if !p.align.is_power_of_two() {
+            return Err(MemError::BadAlign(p.align));
+        }
+        if let Some(node) = p.node {
+            check_node(node)?;
+        }
+        let page = if p.hugepages {
+            huge_page_size()
+        } else {
+            page_size()
+        };
+        let len = len.max(1).div_ceil(page) * page;
+        if let (true, Some(node)) = (p.hugepages, p.node) {
+            check_node_hugepages(node, len / page, page)?;
+        }
+        // Alignments above the page size: map more, trim both ends.
+        let extra = if p.align > page { p.align } else { 0 };
+        let map_len = len + extra;
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        if p.hugepages {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // SAFETY: a fresh anonymous mapping with no address hint, so no
+        // existing memory is aliased; the result is checked for MAP_FAILED.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            let source = io::Error::last_os_error();
+            return Err(if p.hugepages {
+                no_huge_pages(len, page, source)
+            } else {
+                MemError::Map { bytes: len, source }
+            });
+        }
+        let base = raw as usize;
+        let start = if extra > 0 {
+            let start = base.next_multiple_of(p.align);
+            let head = start - base;
+            let tail = map_len - head - len;
+            // SAFETY: both ranges lie inside the mapping just made, are
+            // page multiples (base, start, len and align are), and nothing
+            // refers to them yet.
+            unsafe {
+                if head > 0 {
+                    libc::munmap(raw, head);
+                }
+                if tail > 0 {
+                    libc::munmap((start + len) as *mut libc::c_void, tail);
+                }
+            }
+            start
+        } else {
+            base
+        };
+        let ptr = NonNull::new(start as *mut u8).ok_or_else(|| MemError::Map {
+            bytes: len,
+            source: io::Error::other("mmap returned NULL"),
+        })?;
+        let mut r = Region {
+            ptr,
+            len,
+            page,
+            huge: p.hugepages,
+            locked: false,
+            node: None,
+        };
+        if let Some(node) = p.node {
+            r.bind(node)?;
+        }
+        r.prefault();
+        if p.lock {
+            // SAFETY: mlock takes an address range of our own mapping and
+            // touches no memory.
+            r.locked = unsafe { libc::mlock(r.ptr.as_ptr().cast(), r.len) } == 0;
+        }
+        Ok(r)
+    }
+
+    fn bind(&mut self, node: u32) -> Result<(), MemError> {
+        const BITS: usize = 8 * std::mem::size_of::<libc::c_ulong>();
+        let n = node as usize;
+        let mut mask: Vec<libc::c_ulong> = vec![0; n / BITS + 1];
+        mask[n / BITS] |= 1 << (n % BITS);
+        // The kernel reads maxnode - 1 bits (libnuma passes + 1 as well).
+        let maxnode = (mask.len() * BITS + 1) as libc::c_ulong;
+        // SAFETY: mbind reads `mask.len()` words of the live vector and
+        // changes the policy of our own, not yet faulted, mapping only.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mbind,
+                self.ptr.as_ptr(),
+                self.len as libc::c_ulong,
+                libc::MPOL_BIND as libc::c_ulong,
+                mask.as_ptr(),
+                maxnode,
+                0 as libc::c_ulong,
+            )
+        };
+        if rc != 0 {
+            return Err(MemError::Bind {
+                node,
+                bytes: self.len,
+                source: io::Error::last_os_error(),
+            });
+        }
+        self.node = Some(node);
+        Ok(())
+    }
+
+    /// Writes a zero to every page: the write (not a read, which would map
+    /// the shared zero page) makes the kernel allocate each page now, on
+    /// the bound node.
+    fn prefault(&self) {
+        let mut off = 0;
+        while off < self.len {
+            // SAFETY: off < len, inside the mapping owned by self.
+            unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off), 0) };
+            off += self.page;
+        }
+    }
+
+    /// Start address (for SGEs, alignment checks).
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    /// Length in bytes: the request rounded up to whole pages.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (a region has at least one page); for clippy's len rule.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The page size backing the region (the huge page size with huge pages).
+    pub fn page_size(&self) -> usize {
+        self.page
+    }
+
+    /// Backed by huge pages.
+    pub fn is_huge(&self) -> bool {
+        self.huge
+    }
+
+    /// `mlock` succeeded (only tried when [`Placement::lock`] was set).
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+
+    /// The node the region is bound to, if any.
+    pub fn node(&self) -> Option<u32> {
+        self.node
+    }
+
+    /// One line for reports, e.g. "4096 B, 4 kB pages, node 0, pre-faulted".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} B, {} kB {}pages, {}, pre-faulted{}",
+            self.len,
+            self.page / 1024,
+            if self.huge { "huge " } else { "" },
+            self.node
+                .map_or("default NUMA policy".to_string(), |n| format!("node {n}")),
+            if self.locked { ", locked" } else { "" }
+        )
+    }
+
+    /// The bytes (the region is zero-filled at creation).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes until Drop, every byte is
+        // initialised (anonymous mappings are zero-filled) and the
+        // lifetime is tied to &self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in as_slice, and &mut self makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// How many of the region's small (base) pages are resident, by
+    /// mincore: after [`Region::new`], all of them.
+    pub fn resident_pages(&self) -> io::Result<usize> {
+        resident(self.ptr, self.len)
+    }
+
+    /// Gives up ownership without unmapping: the caller must `munmap`
+    /// exactly (ptr, len) (e.g. `crate::sys::verbs::PinnedBuf`, which
+    /// registers the memory with the HCA).
+    pub fn into_raw(self) -> (NonNull<u8>, usize) {
+        let me = std::mem::ManuallyDrop::new(self);
+        (me.ptr, me.len)
+    }
+}
+
+/// Resident small pages of the mapped, page-aligned range (ptr, len).
+fn resident(ptr: NonNull<u8>, len: usize) -> io::Result<usize> {
+    let mut vec = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: the caller passes a mapped, page-aligned range, and `vec`
+    // has one byte per small page of it, as mincore requires.
+    let rc = unsafe { libc::mincore(ptr.as_ptr().cast(), len, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(vec.iter().filter(|&&b| b & 1 == 1).count())
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly the (trimmed) range we own; no slice
+        // from as_slice/as_mut_slice outlives self.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// The base page size (sysconf), 4096 if it cannot be read.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// The default huge page size from /proc/meminfo (`Hugepagesize:`), 2 MiB
+/// if it cannot be read.
+pub fn huge_page_size() -> usize {
+    meminfo_kb("Hugepagesize:").map_or(2 << 20, |kb| kb * 1024)
+}
+
+fn meminfo_kb(key: &str) -> Option<usize> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The error of a failed `MAP_HUGETLB` mmap, with the reservation state.
+fn no_huge_pages(bytes: usize, page: usize, source: io::Error) -> MemError {
+    let nr = std::fs::read_to_string(NR_HUGEPAGES)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let free = meminfo_kb("HugePages_Free:").map_or("?".to_string(), |n| n.to_string());
+    let want = nr.parse::<usize>().unwrap_or(0) + bytes / page;
+    MemError::NoHugePages {
+        bytes,
+        page_kb: page / 1024,
+        nr,
+        free,
+        want,
+        source,
+    }
+}
+
+fn check_node(node: u32) -> Result<(), MemError> {
+    if std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists() {
+        return Ok(());
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/node/online")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "none".into());
+    Err(MemError::NoSuchNode { node, online })
+}
+
+fn check_node_hugepages(node: u32, needed: usize, page: usize) -> Result<(), MemError> {
+    let dir = format!(
+        "/sys/devices/system/node/node{node}/hugepages/hugepages-{}kB",
+        page / 1024
+    );
+    let path = format!("{dir}/free_hugepages");
+    // Unreadable: let mmap decide (and name nr_hugepages if it fails).
+    let Some(free) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+    else {
+        return Ok(());
+    };
+    if free >= needed {
+        return Ok(());
+    }
+    Err(MemError::NodeHugePages {
+        node,
+        needed,
+        free,
+        page_kb: page / 1024,
+        path,
+        path_nr: format!("{dir}/nr_hugepages"),
+    })
+}
+
+/// The NUMA node of an RDMA device, from
+/// /sys/class/infiniband/NAME/device/numa_node; `None` when the device
+/// does not say (-1, e.g. Soft-RoCE, or a single-node machine).
+pub fn rdma_device_numa_node(dev: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/infiniband/{dev}/device/numa_node"))
+        .ok()?
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Tests that read or change the huge page reservation run one at a time.
+    static HUGE: Mutex<()> = Mutex::new(());
+
+    /// Restores /proc/sys/vm/nr_hugepages to what it was, even on panic.
+    struct NrHugepages(String);
+    impl NrHugepages {
+        /// Sets the reservation; `None` when this host does not let us.
+        fn set(n: usize) -> Option<NrHugepages> {
+            let old = std::fs::read_to_string(NR_HUGEPAGES).ok()?;
+            std::fs::write(NR_HUGEPAGES, n.to_string()).ok()?;
+            Some(NrHugepages(old.trim().to_string()))
+        }
+    }
+    impl Drop for NrHugepages {
+        fn drop(&mut self) {
+            std::fs::write(NR_HUGEPAGES, &self.0).expect("restoring /proc/sys/vm/nr_hugepages");
+        }
+    }
+
+    #[test]
+    fn regions_are_aligned_as_asked() {
+        for align in [1, 64, 4096, 64 << 10, 2 << 20] {
+            let r = Region::new(
+                10_000,
+                &Placement {
+                    align,
+                    ..Placement::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(r.addr() % align as u64, 0, "align {align}: {r:?}");
+            assert_eq!(r.addr() % page_size() as u64, 0);
+            assert_eq!(r.len(), 10_000usize.div_ceil(page_size()) * page_size());
+            assert!(r.as_slice().iter().all(|&b| b == 0));
+        }
+        let e = Region::new(
+            100,
+            &Placement {
+                align: 3000,
+                ..Placement::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("alignment 3000"), "{e}");
+    }
+
+    #[test]
+    fn every_page_is_resident_after_new() {
+        let len = 64 * page_size() + 1;
+        let r = Region::new(len, &Placement::default()).unwrap();
+        assert_eq!(r.len(), 65 * page_size());
+        assert_eq!(r.resident_pages().unwrap(), 65);
+        // The check means something: an untouched mapping is not resident.
+        let len = 16 * page_size();
+        // SAFETY: a fresh anonymous mapping, unmapped below, never read.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(raw, libc::MAP_FAILED);
+        let untouched = resident(NonNull::new(raw.cast()).unwrap(), len).unwrap();
+        // SAFETY: exactly the mapping made above.
+        unsafe { libc::munmap(raw, len) };
+        assert_eq!(untouched, 0);
+    }
+
+    #[test]
+    fn binding_to_node_0_and_to_a_missing_node() {
+        if !std::path::Path::new("/sys/devices/system/node/node0").exists() {
+            return; // no NUMA support in this kernel: nothing to bind to
+        }
+        let r = Region::new(
+            8 * page_size(),
+            &Placement {
+                node: Some(0),
+                lock: true,
+                ..Placement::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.node(), Some(0));
+        assert_eq!(r.resident_pages().unwrap(), 8);
+        assert!(r.describe().contains("node 0"), "{}", r.describe());
+        let e = Region::new(
+            4096,
+            &Placement {
+                node: Some(4000),
+                ..Placement::default()
+            },
+        )
+        .unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("NUMA node 4000 does not exist"), "{m}");
+        assert!(!m.contains('\n'));
+    }
+
+    #[test]
+    fn hugepages_without_a_reservation_name_nr_hugepages() {
+        let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::fs::read_to_string(NR_HUGEPAGES).unwrap_or_default();
+        // Make sure none is reserved (restored afterwards), or skip if we
+        // may not change it and some are.
+        let _restore = if now.trim() == "0" {
+            None
+        } else {
+            match NrHugepages::set(0) {
+                Some(r) => Some(r),
+                None => return,
+            }
+        };
+        if meminfo_kb("HugePages_Free:") != Some(0)
+            || std::fs::read_to_string("/proc/sys/vm/nr_overcommit_hugepages")
+                .map_or(true, |s| s.trim() != "0")
+        {
+            return; // pages still free (in use elsewhere) or overcommit on
+        }
+        let e = Region::new(
+            1 << 20,
+            &Placement {
+                hugepages: true,
+                ..Placement::default()
+            },
+        )
+        .unwrap_err();
+        let m = e.to_string();
+        eprintln!("without a reservation: {m}");
+        assert!(matches!(e, MemError::NoHugePages { .. }), "{m}");
+        assert!(m.contains("/proc/sys/vm/nr_hugepages is 0"), "{m}");
+        assert!(m.contains("echo 1 > /proc/sys/vm/nr_hugepages"), "{m}");
+        assert!(!m.contains('\n'), "{m}");
+    }
+
+    #[test]
+    fn hugepages_when_reserved() {
+        let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
+        let before = std::fs::read_to_string(NR_HUGEPAGES).unwrap_or_default();
+        let want = before.trim().parse::<usize>().unwrap_or(0) + 2;
+        let Some(_restore) = NrHugepages::set(want) else {
+            return; // not root, or /proc/sys read-only: nothing to test
+        };
+        let huge = huge_page_size();
+        let r = match Region::new(
+            huge + 1,
+            &Placement {
+                hugepages: true,
+                ..Placement::default()
+            },
+        ) {
+            Ok(r) => r,
+            // The kernel could not find two contiguous huge pages.
+            Err(MemError::NoHugePages { .. }) => return,
+            Err(e) => panic!("{e}"),
+        };
+        eprintln!("huge page region: {r:?}");
+        assert!(r.is_huge());
+        assert_eq!(r.len(), 2 * huge);
+        assert_eq!(r.addr() % huge as u64, 0);
+        assert_eq!(r.resident_pages().unwrap(), 2 * huge / page_size());
+        drop(r);
+        // _restore puts the old reservation back here.
+    }
+
+    #[test]
+    fn the_error_message_is_one_line_with_the_numbers() {
+        let e = no_huge_pages(4 << 20, 2 << 20, io::Error::from_raw_os_error(libc::ENOMEM));
+        let m = e.to_string();
+        assert!(m.contains("4194304 bytes as 2048 kB huge pages"), "{m}");
+        assert!(m.contains(NR_HUGEPAGES), "{m}");
+        assert!(!m.contains('\n'));
+    }
+}

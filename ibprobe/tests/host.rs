@@ -1,0 +1,178 @@
+//! `ibprobe host`: the wake-up latency probe's contract from the outside.
+//! It measures the asked number of wake-ups per CPU with plausible values,
+//! and refuses bad input (a bad CPU list, no SCHED_FIFO privilege) with
+//! exit 2 and one line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+
+fn run(cmd: &mut std::process::Command) -> (i32, String, String) {
+    let out =
+        assert_cmd::Command::from_std(std::mem::replace(cmd, std::process::Command::new("true")))
+            .timeout(Duration::from_secs(60))
+            .output()
+            .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ibprobe(args: &[&str]) -> (i32, String, String) {
+    let mut c = std::process::Command::new(cargo_bin("ibprobe"));
+    c.args(args);
+    run(&mut c)
+}
+
+/// Whether this test process may use SCHED_FIFO (root or CAP_SYS_NICE):
+/// asked of the kernel from a short-lived thread of our own.
+fn fifo_allowed() -> bool {
+    ibprobe::probe::wakeup::check_fifo(1).is_ok()
+}
+
+fn one_line_exit_2(code: i32, out: &str, err: &str, parts: &[&str]) {
+    assert_eq!(code, 2, "stderr: {err}");
+    assert_eq!(out, "", "nothing on stdout");
+    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
+    assert!(err.starts_with("ibprobe: "), "{err}");
+    for p in parts {
+        assert!(err.contains(p), "{err:?} lacks {p:?}");
+    }
+}
+
+#[test]
+fn cpu_0_for_200_samples_in_json() {
+    let (code, out, err) = ibprobe(&["host", "--cpus", "0", "--count", "200", "--format", "json"]);
+    if !fifo_allowed() {
+        // Without the privilege the contract is the one-line refusal.
+        one_line_exit_2(code, &out, &err, &["SCHED_FIFO", "CAP_SYS_NICE"]);
+        return;
+    }
+    assert_eq!(code, 0, "stderr: {err}");
+    let j: serde_json::Value = serde_json::from_str(&out).expect("JSON on stdout");
+    assert_eq!(j["schema"], "ibprobe.host/1");
+    assert_eq!(j["fifo_priority"], 80);
+    assert_eq!(j["interval_ns"], 1_000_000);
+    assert_eq!(j["cpu_dma_latency_written"], false);
+    let cpus = j["cpus"].as_array().expect("cpus array");
+    assert_eq!(cpus.len(), 1);
+    let c = &cpus[0];
+    assert_eq!(c["cpu"], 0);
+    assert_eq!(c["count"], 200);
+    let n = |k: &str| {
+        c[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {c}"))
+    };
+    let (min, p50, p99, p999, max) = (
+        n("min_ns"),
+        n("p50_ns"),
+        n("p99_ns"),
+        n("p999_ns"),
+        n("max_ns"),
+    );
+    assert!(
+        min <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+        "{c}"
+    );
+    // Woken at most a whole second late on an idle test machine, and the
+    // run took about 200 intervals (not far more, not less).
+    assert!(max < 1_000_000_000, "{c}");
+    assert!(n("over_10us_count") <= 200);
+    let elapsed = j["elapsed_ns"].as_u64().unwrap();
+    assert!(
+        (190_000_000..5_000_000_000).contains(&elapsed),
+        "200 x 1 ms took {elapsed} ns"
+    );
+}
+
+#[test]
+fn every_format_prints_a_row_per_cpu() {
+    if !fifo_allowed() {
+        return;
+    }
+    let (code, out, err) = ibprobe(&[
+        "host",
+        "--cpus",
+        "0",
+        "-n",
+        "20",
+        "--interval",
+        "200us",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("cpu,isolated,nohz_full,count,min_ns"));
+    assert!(lines[1].starts_with("0,"), "{out}");
+    let (code, out, _) = ibprobe(&["host", "--cpus", "0", "-n", "20", "--interval", "200us"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("SCHED_FIFO 80") && out.contains("/dev/cpu_dma_latency not written"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_cpu_lists_exit_2_with_one_line() {
+    let (code, out, err) = ibprobe(&["host", "--cpus", "0-x", "--count", "10"]);
+    one_line_exit_2(
+        code,
+        &out,
+        &err,
+        &["--cpus \"0-x\"", "not a CPU list", "e.g. 0, 2-3"],
+    );
+    let (code, out, err) = ibprobe(&["host", "--cpus", "0,100000", "--count", "10"]);
+    one_line_exit_2(
+        code,
+        &out,
+        &err,
+        &["CPU 100000", "allowed:", "pick from those"],
+    );
+    let (code, out, err) = ibprobe(&["host", "--cpus", "0,0", "--count", "10"]);
+    one_line_exit_2(code, &out, &err, &["listed twice"]);
+    let (code, out, err) = ibprobe(&["host", "--fifo", "100"]);
+    one_line_exit_2(code, &out, &err, &["--fifo"]);
+    let (code, out, err) = ibprobe(&["host", "--format", "perftest"]);
+    one_line_exit_2(code, &out, &err, &["table, json, csv, markdown"]);
+}
+
+#[test]
+fn without_the_privilege_exit_2_with_one_line() {
+    // As root, drop to nobody (no capabilities, RLIMIT_RTPRIO 0 by default).
+    // The effective uid, from /proc (no libc call needed).
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !root || !setpriv.exists() {
+        return; // the first test covers the unprivileged case then
+    }
+    let bin = cargo_bin("ibprobe");
+    let mut c = std::process::Command::new(setpriv);
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ])
+    .arg(&bin)
+    .args(["host", "--cpus", "0", "--count", "10"]);
+    let (code, out, err) = run(&mut c);
+    if code == 126 || code == 127 || err.contains("Permission denied") {
+        return; // nobody cannot execute the test binary from here
+    }
+    one_line_exit_2(
+        code,
+        &out,
+        &err,
+        &["SCHED_FIFO at priority 80", "CAP_SYS_NICE"],
+    );
+}
