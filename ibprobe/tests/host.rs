@@ -4,43 +4,17 @@
 //! exit 2 and one line.
 
 use std::path::Path;
-use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin;
 
-fn run(cmd: &mut std::process::Command) -> (i32, String, String) {
-    let out =
-        assert_cmd::Command::from_std(std::mem::replace(cmd, std::process::Command::new("true")))
-            .timeout(Duration::from_secs(60))
-            .output()
-            .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
 
-fn ibprobe(args: &[&str]) -> (i32, String, String) {
-    let mut c = std::process::Command::new(cargo_bin("ibprobe"));
-    c.args(args);
-    run(&mut c)
-}
+use common::{ibprobe, one_line_exit_2, run};
 
 /// Whether this test process may use SCHED_FIFO (root or CAP_SYS_NICE):
 /// asked of the kernel from a short-lived thread of our own.
 fn fifo_allowed() -> bool {
     ibprobe::probe::wakeup::check_fifo(1).is_ok()
-}
-
-fn one_line_exit_2(code: i32, out: &str, err: &str, parts: &[&str]) {
-    assert_eq!(code, 2, "stderr: {err}");
-    assert_eq!(out, "", "nothing on stdout");
-    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
-    assert!(err.starts_with("ibprobe: "), "{err}");
-    for p in parts {
-        assert!(err.contains(p), "{err:?} lacks {p:?}");
-    }
 }
 
 #[test]

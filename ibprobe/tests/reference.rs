@@ -15,20 +15,11 @@ use std::time::Duration;
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
-// ---------------------------------------------------------------- helpers
+mod common;
 
-fn ibprobe(args: &[&str]) -> (i32, String, String) {
-    let out = assert_cmd::Command::new(cargo_bin("ibprobe"))
-        .args(args)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::ibprobe;
+
+// ---------------------------------------------------------------- helpers
 
 fn json_run(args: &[&str]) -> Value {
     let mut a = args.to_vec();

@@ -3,22 +3,9 @@
 //! heatmap is written, and bad lists are refused with exit 2 and one line
 //! before anything runs.
 
-use std::time::Duration;
+mod common;
 
-use assert_cmd::cargo::cargo_bin;
-
-fn ibprobe(args: &[&str]) -> (i32, String, String) {
-    let out = assert_cmd::Command::new(cargo_bin("ibprobe"))
-        .args(args)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::{ibprobe, one_line_exit_2};
 
 fn sweep_ok(args: &[&str]) -> String {
     let mut a = vec!["sweep", "--no-mlock", "--warmup", "20"];
@@ -192,13 +179,7 @@ fn refused(args: &[&str], parts: &[&str]) {
     let mut a = vec!["sweep"];
     a.extend_from_slice(args);
     let (code, out, err) = ibprobe(&a);
-    assert_eq!(code, 2, "{a:?}: stderr {err}");
-    assert_eq!(out, "", "{a:?}");
-    assert_eq!(err.lines().count(), 1, "{a:?}: not one line: {err}");
-    assert!(err.starts_with("ibprobe: "), "{err}");
-    for p in parts {
-        assert!(err.contains(p), "{a:?}: {err:?} lacks {p:?}");
-    }
+    one_line_exit_2(code, &out, &err, parts);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::run::parse_cpulist;
+use super::run::{parse_cpulist, stop_flag};
 use super::{parse_duration, CliError, EXIT_INTERRUPTED};
 use crate::probe::wakeup::{self, CpuWakeup, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::us;
@@ -167,8 +167,7 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         length,
         lock_memory: !a.no_mlock,
     };
-    let stop = host::sigint_flag()
-        .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let stop = stop_flag()?;
     let outcome = wakeup::run(&cfg, stop).map_err(|e| match e {
         WakeupError::Fifo { .. } | WakeupError::Pin { .. } => CliError::input(e.to_string()),
         _ => CliError::run(e.to_string()),
@@ -331,21 +330,10 @@ impl HostReport {
             "cpu  isolated nohz_full     count       min       p50       p99     p99.9        max   > 10 us  missed   [us]\n",
         );
         for r in &self.cpus {
-            let s = &r.summary;
+            let [cpu, iso, nohz, count, min, p50, p99, p999, max, over, missed] = text_cells(r);
             let _ = writeln!(
                 out,
-                "{:<4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>7}",
-                r.cpu,
-                yes_no(r.isolated),
-                yes_no(r.nohz_full),
-                s.count,
-                us(s.min_ns),
-                us(s.p50_ns),
-                us(s.p99_ns),
-                us(s.p999_ns),
-                us(s.max_ns),
-                s.over_10us_count,
-                r.missed
+                "{cpu:<4} {iso:>8} {nohz:>9} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9} {missed:>7}"
             );
         }
         if !self.warnings.is_empty() {
@@ -389,28 +377,31 @@ impl HostReport {
         out.push_str("| cpu | isolated | nohz_full | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us | missed |\n");
         out.push_str("|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for r in &self.cpus {
-            let s = &r.summary;
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.cpu,
-                yes_no(r.isolated),
-                yes_no(r.nohz_full),
-                s.count,
-                us(s.min_ns),
-                us(s.p50_ns),
-                us(s.p99_ns),
-                us(s.p999_ns),
-                us(s.max_ns),
-                s.over_10us_count,
-                r.missed
-            );
+            let _ = writeln!(out, "| {} |", text_cells(r).join(" | "));
         }
         for w in &self.warnings {
             let _ = writeln!(out, "\n> warning: {w}");
         }
         out
     }
+}
+
+/// One CPU's row as the table and Markdown show it (latencies in us).
+fn text_cells(r: &CpuRow) -> [String; 11] {
+    let s = &r.summary;
+    [
+        r.cpu.to_string(),
+        yes_no(r.isolated).to_string(),
+        yes_no(r.nohz_full).to_string(),
+        s.count.to_string(),
+        us(s.min_ns),
+        us(s.p50_ns),
+        us(s.p99_ns),
+        us(s.p999_ns),
+        us(s.max_ns),
+        s.over_10us_count.to_string(),
+        r.missed.to_string(),
+    ]
 }
 
 fn yes_no(b: bool) -> &'static str {

@@ -1,4 +1,4 @@
-//! The command line: `ibprobe devices | loopback | server | client`.
+//! The command line: `ibprobe devices | loopback | server | client | sweep | host`.
 //!
 //! Why it exists: a thin layer over the library: it parses options into a
 //! [`crate::probe::ProbeConfig`] and a transport, runs the probe, prints a
@@ -39,6 +39,9 @@ Examples:
   ibprobe client hostA --transport rc --duration 10s --format perftest
                                                     on host B: round trip, perftest's columns
   ibprobe client hostA --transport udp --rate 10000 --json > run.json
+  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,10k --plot grid.svg
+                                                    one-way p50 / p99 over a size x rate grid
+  ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3
 
 Exit codes: 0 ok, 2 bad input, 3 run failed (peer lost, transport error),
 130 interrupted by Ctrl-C (the statistics so far are printed).";

@@ -26,7 +26,7 @@ use crate::report::{Format, Report, ReportContext, ReportError};
 use crate::sys::host;
 use crate::transport::shm::{ShmChannel, Side};
 use crate::transport::udp::UdpChannel;
-use crate::transport::{Channel, TransportError};
+use crate::transport::{Channel, TransportError, TransportInfo};
 use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
 
 /// Progress lines on stderr; a closed stderr must not kill a server.
@@ -39,17 +39,7 @@ macro_rules! say {
 
 /// Builds and validates the probe configuration from the options.
 fn probe_config(m: &MeasureArgs, t: &TransportArgs, mode: Mode) -> Result<ProbeConfig, CliError> {
-    let poll = match (t.verbs.poll.as_str(), t.transport.qp_type().is_some()) {
-        ("busy", _) => Poll::Busy,
-        ("event", true) => Poll::Event,
-        ("event", false) => {
-            return Err(CliError::input(format!(
-                "--poll event with --transport {}: event polling needs a verbs completion channel; use --transport rc|uc|ud, or drop --poll",
-                t.transport.name()
-            )))
-        }
-        (p, _) => return Err(CliError::input(format!("--poll {p}: unknown polling mode; use busy or event"))),
-    };
+    let poll = poll_mode(t)?;
     let mut cfg = ProbeConfig {
         size: m.size,
         length: match m.duration {
@@ -68,11 +58,34 @@ fn probe_config(m: &MeasureArgs, t: &TransportArgs, mode: Mode) -> Result<ProbeC
         lock_memory: !m.no_mlock,
         interval: m.hdr_log.as_ref().map(|_| m.log_interval),
     };
-    if cfg.cpu.is_none() && t.transport.qp_type().is_some() {
-        cfg.cpu = hca_local_cpu(t.verbs.dev.as_deref());
-    }
+    cfg.cpu = default_cpu(t);
     cfg.validate().map_err(|e| CliError::input(e.0))?;
     Ok(cfg)
+}
+
+/// `--poll` as a [`Poll`]: event polling needs a verbs completion channel,
+/// so it is refused with shm and udp (exit 2).
+pub(super) fn poll_mode(t: &TransportArgs) -> Result<Poll, CliError> {
+    match (t.verbs.poll.as_str(), t.transport.qp_type().is_some()) {
+        ("busy", _) => Ok(Poll::Busy),
+        ("event", true) => Ok(Poll::Event),
+        ("event", false) => Err(CliError::input(format!(
+            "--poll event with --transport {}: event polling needs a verbs completion channel; use --transport rc|uc|ud, or drop --poll",
+            t.transport.name()
+        ))),
+        (p, _) => Err(CliError::input(format!(
+            "--poll {p}: unknown polling mode; use busy or event"
+        ))),
+    }
+}
+
+/// The CPU to pin to: `--cpu` when given, else for verbs one local to the
+/// device ([`hca_local_cpu`]), else none.
+pub(super) fn default_cpu(t: &TransportArgs) -> Option<usize> {
+    match (t.cpu, t.transport.qp_type()) {
+        (None, Some(_)) => hca_local_cpu(t.verbs.dev.as_deref()),
+        (c, _) => c,
+    }
 }
 
 /// The default `--cpu` for verbs: a CPU local to the device (its NUMA
@@ -113,21 +126,21 @@ pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
     Some(v)
 }
 
-fn transport_err(e: TransportError) -> CliError {
+pub(super) fn transport_err(e: TransportError) -> CliError {
     match e {
         TransportError::Unsupported(m) => CliError::input(m),
         other => CliError::run(other.to_string()),
     }
 }
 
-fn verbs_err(e: VerbsError) -> CliError {
+pub(super) fn verbs_err(e: VerbsError) -> CliError {
     match e.kind {
         VerbsErrorKind::Config | VerbsErrorKind::NoDevice => CliError::input(e.message),
         VerbsErrorKind::Verbs => CliError::run(e.message),
     }
 }
 
-fn verbs_config(t: &TransportArgs, size: usize) -> Result<VerbsConfig, CliError> {
+pub(super) fn verbs_config(t: &TransportArgs, size: usize) -> Result<VerbsConfig, CliError> {
     let qp = t.transport.qp_type().expect("called for rc/uc/ud only");
     let size = u32::try_from(size).map_err(|_| {
         CliError::input(format!(
@@ -185,7 +198,8 @@ fn hdr_sink(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<HdrSink
     }))
 }
 
-fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
+/// The run's settings as the report's `config` pairs.
+pub(super) fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
     let mut v = vec![
         ("transport".to_string(), t.transport.name().to_string()),
         ("size".into(), cfg.size.to_string()),
@@ -214,6 +228,24 @@ fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
     v
 }
 
+/// The report context of one run: its settings echoed, and a warning when
+/// the probe is not pinned to a CPU.
+pub(super) fn report_context(
+    cfg: &ProbeConfig,
+    t: &TransportArgs,
+    mode: crate::report::Mode,
+    info: TransportInfo,
+    clock: Clock,
+) -> ReportContext {
+    let mut ctx = ReportContext::new(mode, info, clock, cfg.size as u64);
+    ctx.config = config_echo(cfg, t);
+    if cfg.cpu.is_none() {
+        ctx.warnings
+            .push("not pinned to a CPU (--cpu): migrations may show in the tail".into());
+    }
+    ctx
+}
+
 /// Runs the probe on `ch` and prints its report; the exit code or error.
 fn measure_and_print(
     cfg: &ProbeConfig,
@@ -235,12 +267,7 @@ fn measure_and_print(
     );
     let outcome =
         result.map_err(|e| CliError::run(format!("{} probe failed: {e}", t.transport.name())))?;
-    let mut ctx = ReportContext::new(report_mode, info, clock, cfg.size as u64);
-    ctx.config = config_echo(cfg, t);
-    if cfg.cpu.is_none() {
-        ctx.warnings
-            .push("not pinned to a CPU (--cpu): migrations may show in the tail".into());
-    }
+    let ctx = report_context(cfg, t, report_mode, info, clock);
     let report = Report::new(&outcome, ctx);
     print!("{}", report.render(format_of(m)));
     if let Some(mut s) = sink {
@@ -268,7 +295,7 @@ fn measure_and_print(
     Ok((outcome, code))
 }
 
-fn stop_flag() -> Result<&'static AtomicBool, CliError> {
+pub(super) fn stop_flag() -> Result<&'static AtomicBool, CliError> {
     host::sigint_flag()
         .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))
 }
@@ -551,10 +578,7 @@ fn session(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliErr
         ch.info().detail
     );
     let mut closing = None;
-    let cpu = match (t.cpu, t.transport.qp_type()) {
-        (None, Some(_)) => hca_local_cpu(t.verbs.dev.as_deref()),
-        (c, _) => c,
-    };
+    let cpu = default_cpu(t);
     let r = runner::serve(ch.as_mut(), &clock, stop, cpu, || {
         match oob.poll_closing() {
             Closing::Open => true,

@@ -37,17 +37,19 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
+use super::run::{
+    self, default_cpu, poll_mode, report_context, stop_flag, transport_err, verbs_config, verbs_err,
+};
 use super::{parse_duration, CliError, TransportArgs, TransportKind, EXIT_INTERRUPTED};
 use crate::clock::Clock;
-use crate::probe::config::{Length, Mode, Poll, ProbeConfig, MAX_RATE_HZ};
+use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::probe::runner;
 use crate::report::heatmap::{self, Grid};
-use crate::report::{us, DistKind, Distribution, Report, ReportContext};
-use crate::sys::host;
+use crate::report::{us, DistKind, Distribution, Report};
 use crate::transport::shm::{self, ShmChannel};
 use crate::transport::udp::{self, UdpChannel};
-use crate::transport::{Channel, TransportError};
-use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
+use crate::transport::Channel;
+use crate::verbs;
 
 /// The JSON schema identifier of a sweep, so scripts can tell a sweep
 /// document from a single run's `ibprobe.report/1`; bumped when a field
@@ -244,77 +246,18 @@ fn size_refusal(t: &TransportArgs, size: usize) -> Option<String> {
             udp::MAX_SIZE
         )),
         TransportKind::Shm | TransportKind::Udp => None,
-        _ => verbs_config(t, size).err().map(|e| e.message),
-    }
-}
-
-/// The verbs configuration of one size (the same checks as `loopback`).
-fn verbs_config(t: &TransportArgs, size: usize) -> Result<VerbsConfig, CliError> {
-    let qp = t.transport.qp_type().expect("called for rc/uc/ud only");
-    let size = u32::try_from(size).map_err(|_| {
-        CliError::input(format!(
+        _ if u32::try_from(size).is_err() => Some(format!(
             "{size} B is above the verbs limit of {} B",
             u32::MAX
-        ))
-    })?;
-    VerbsConfig::from_args(&t.verbs, qp, size).map_err(verbs_err)
-}
-
-fn verbs_err(e: VerbsError) -> CliError {
-    match e.kind {
-        VerbsErrorKind::Config | VerbsErrorKind::NoDevice => CliError::input(e.message),
-        VerbsErrorKind::Verbs => CliError::run(e.message),
+        )),
+        _ => verbs_config(t, size).err().map(|e| e.message),
     }
-}
-
-fn transport_err(e: TransportError) -> CliError {
-    match e {
-        TransportError::Unsupported(m) => CliError::input(m),
-        other => CliError::run(other.to_string()),
-    }
-}
-
-/// The default CPU of a verbs sweep: one local to the device, as
-/// `loopback` picks it (the first non-zero CPU of the device's NUMA node
-/// that this process may use).
-fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
-    let list = verbs::devices().ok()?;
-    let d = match dev {
-        Some(n) => list.iter().find(|d| d.name == n)?,
-        None => list
-            .iter()
-            .find(|d| d.ports.iter().any(|p| p.state == "active"))?,
-    };
-    let allowed = host::allowed_cpus();
-    let local: Vec<usize> = super::run::parse_cpulist(d.local_cpus.as_deref()?)?
-        .into_iter()
-        .filter(|c| allowed.contains(c))
-        .collect();
-    local
-        .iter()
-        .copied()
-        .find(|&c| c != 0)
-        .or(local.first().copied())
 }
 
 /// The probe configuration of one cell, validated.
 fn cell_config(a: &SweepArgs, size: usize, rate: f64) -> Result<ProbeConfig, CliError> {
     let t = &a.transport;
-    let poll = match (t.verbs.poll.as_str(), t.transport.qp_type().is_some()) {
-        ("busy", _) => Poll::Busy,
-        ("event", true) => Poll::Event,
-        ("event", false) => {
-            return Err(CliError::input(format!(
-                "--poll event with --transport {}: event polling needs a verbs completion channel; use --transport rc|uc|ud, or drop --poll",
-                t.transport.name()
-            )))
-        }
-        (p, _) => {
-            return Err(CliError::input(format!(
-                "--poll {p}: unknown polling mode; use busy or event"
-            )))
-        }
-    };
+    let poll = poll_mode(t)?;
     let cfg = ProbeConfig {
         size,
         length: match a.duration {
@@ -362,26 +305,9 @@ impl Cell {
     }
 }
 
+/// A cell's settings as `loopback` echoes them, marked as a sweep cell.
 fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
-    let mut v = vec![
-        ("transport".to_string(), t.transport.name().to_string()),
-        ("size".into(), cfg.size.to_string()),
-    ];
-    match cfg.length {
-        Length::Count(n) => v.push(("count".into(), n.to_string())),
-        Length::Duration(d) => v.push(("duration".into(), format!("{d:?}"))),
-    }
-    v.push(("warmup".into(), cfg.warmup.to_string()));
-    if let Some(r) = cfg.rate_hz {
-        v.push(("rate_hz".into(), r.to_string()));
-    }
-    v.push((
-        "cpu".into(),
-        cfg.cpu
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "unpinned".into()),
-    ));
-    v.push(("timeout".into(), format!("{:?}", cfg.timeout)));
+    let mut v = run::config_echo(cfg, t);
     v.push(("sweep".into(), "true".into()));
     v
 }
@@ -419,15 +345,11 @@ pub fn sweep(a: &SweepArgs) -> Result<u8, CliError> {
             plan.push(cell_config(a, size, rate)?);
         }
     }
-    let cpu = match (t.cpu, t.transport.qp_type()) {
-        (None, Some(_)) => hca_local_cpu(t.verbs.dev.as_deref()),
-        (c, _) => c,
-    };
+    let cpu = default_cpu(t);
     for cfg in &mut plan {
         cfg.cpu = cpu;
     }
-    let stop = host::sigint_flag()
-        .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))?;
+    let stop = stop_flag()?;
     let clock = Clock::calibrate();
     let bar = progress(a, plan.len() as u64);
     let mut cells: Vec<Cell> = Vec::new();
@@ -448,14 +370,8 @@ pub fn sweep(a: &SweepArgs) -> Result<u8, CliError> {
         let info = ch.info();
         match runner::run(cfg, ch.as_mut(), &clock, stop, None) {
             Ok(outcome) => {
-                let mut ctx =
-                    ReportContext::new(crate::report::Mode::Loopback, info, clock, cfg.size as u64);
+                let mut ctx = report_context(cfg, t, crate::report::Mode::Loopback, info, clock);
                 ctx.config = config_echo(cfg, t);
-                if cfg.cpu.is_none() {
-                    ctx.warnings.push(
-                        "not pinned to a CPU (--cpu): migrations may show in the tail".into(),
-                    );
-                }
                 interrupted = outcome.interrupted;
                 cells.push(Cell {
                     size: cfg.size,

@@ -64,14 +64,7 @@ impl Grid {
 /// (an empty grid still gives a file, titled "no samples", so scripts do
 /// not trip on a missing plot).
 pub fn write_svg(path: &Path, grid: &Grid) -> Result<(), ReportError> {
-    let svg = render(grid).map_err(|message| ReportError::Plot {
-        path: path.display().to_string(),
-        message,
-    })?;
-    std::fs::write(path, svg).map_err(|source| ReportError::Io {
-        path: path.display().to_string(),
-        source,
-    })
+    super::plot::save(path, render(grid))
 }
 
 /// The SVG text of [`write_svg`], for callers that embed it (e.g. an HTML

@@ -23,7 +23,14 @@ pub const BARS: usize = 120;
 /// samples" title) so scripts do not trip on a missing plot.
 pub fn write_svg(path: &Path, title: &str, hist: &LatencyHistogram) -> Result<(), ReportError> {
     let mut svg = String::new();
-    draw(&mut svg, title, hist).map_err(|message| ReportError::Plot {
+    let drawn = draw(&mut svg, title, hist);
+    save(path, drawn.map(|()| svg))
+}
+
+/// Writes a drawn SVG to `path`, or names `path` in the drawing's error;
+/// shared with the sweep heatmap.
+pub(super) fn save(path: &Path, svg: Result<String, String>) -> Result<(), ReportError> {
+    let svg = svg.map_err(|message| ReportError::Plot {
         path: path.display().to_string(),
         message,
     })?;

@@ -1,0 +1,43 @@
+//! Helpers shared by the integration tests that drive the `ibprobe`
+//! binary: run it, and check the one-line refusal contract.
+//!
+//! Each test file that says `mod common;` compiles its own copy and uses
+//! only some of these, hence the `dead_code` allowance.
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::time::Duration;
+
+use assert_cmd::cargo::cargo_bin;
+
+/// Runs `cmd` (with a 60 s limit): exit code (-1 when killed), stdout, stderr.
+pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    let out = assert_cmd::Command::from_std(std::mem::replace(cmd, Command::new("true")))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs the built `ibprobe` with `args`, as [`run`].
+pub fn ibprobe(args: &[&str]) -> (i32, String, String) {
+    let mut c = Command::new(cargo_bin("ibprobe"));
+    c.args(args);
+    run(&mut c)
+}
+
+/// Asserts the refusal contract: exit 2, nothing on stdout, one line on
+/// stderr starting with "ibprobe: " and containing every `parts`.
+pub fn one_line_exit_2(code: i32, out: &str, err: &str, parts: &[&str]) {
+    assert_eq!(code, 2, "stderr: {err}");
+    assert_eq!(out, "", "nothing on stdout");
+    assert_eq!(err.lines().count(), 1, "not one line: {err:?}");
+    assert!(err.starts_with("ibprobe: "), "{err}");
+    for p in parts {
+        assert!(err.contains(p), "{err:?} lacks {p:?}");
+    }
+}
