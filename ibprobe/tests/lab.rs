@@ -129,6 +129,61 @@ fn bad_input(lab: &Lab) {
     }
 }
 
+fn port_down(lab: &Lab) {
+    // Take rxe0's netdev down: the port goes DOWN and a run is refused.
+    let o = lab.sh(&format!(
+        "ip link set dummy0 down; for i in $(seq 50); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state || break; sleep 0.1; done
+         {IBPROBE} loopback --transport rc --count 10; rc=$?
+         ip link set dummy0 up; for i in $(seq 100); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state && break; sleep 0.1; done
+         exit $rc"
+    ));
+    assert_eq!(o.status, 2, "{o}");
+    assert_eq!(o.stderr.lines().count(), 1, "one line: {o}");
+    assert!(o.stderr.contains("active"), "names the inactive port: {o}");
+    lab.sh("grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state")
+        .success();
+}
+
+fn sweep(lab: &Lab) {
+    let o = lab
+        .sh(&format!(
+            "{IBPROBE} sweep --transport rc --sizes 8,512 --rates 0,1000 --count 100 --warmup 10 --format csv --plot $LAB_RESULTS/sweep.svg"
+        ))
+        .success();
+    let rows: Vec<&str> = o.stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 4, "{o}");
+    for (row, (size, rate)) in
+        rows.iter()
+            .zip([("8", "0"), ("8", "1000"), ("512", "0"), ("512", "1000")])
+    {
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!((f[0], f[1], f[2]), ("rc", size, rate), "{row}");
+        let (count, lost): (u64, u64) = (f[3].parse().unwrap(), f[15].parse().unwrap());
+        assert_eq!(count + lost, 100, "{row}");
+    }
+    let svg = std::fs::read_to_string(lab.results(Node::A).join("sweep.svg")).unwrap();
+    assert!(svg.contains("<svg"), "heatmap written");
+}
+
+fn host_wakeup(lab: &Lab) {
+    let o = lab
+        .sh(&format!("{IBPROBE} host --cpus 0,1 --count 200 --json"))
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o}"));
+    let cpus = v["cpus"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cpus: {o}"));
+    assert_eq!(cpus.len(), 2, "{o}");
+    for c in cpus {
+        assert_eq!(c["count"], 200, "{o}");
+        assert!(
+            c["p50_ns"].as_u64().unwrap() <= c["max_ns"].as_u64().unwrap(),
+            "{o}"
+        );
+    }
+}
+
 fn devices(lab: &Lab) {
     let o = lab.sh(&format!("{IBPROBE} devices --json")).success();
     let v: serde_json::Value =
@@ -153,6 +208,9 @@ fn loopback_guest() -> Group {
     Group::with_lab("rxe_loopback", LabConfig::loopback())
         .test("devices_lists_rxe0", devices)
         .test("bad_input_is_one_line_exit_2", bad_input)
+        .test("port_down_is_refused_in_one_line", port_down)
+        .test("sweep_rc_grid_with_heatmap", sweep)
+        .test("host_wakeup_latency_per_cpu", host_wakeup)
         .test("every_verbs_combination_runs_or_is_refused", matrix)
 }
 
