@@ -141,6 +141,11 @@ pub struct TransportArgs {
     /// Pin the measuring (or echoing) thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Timestamp clock: auto (TSC if the CPU flags vouch for it), tsc (TSC
+    /// whenever its calibration is stable, e.g. in VMs that hide the flags),
+    /// monotonic (clock_gettime). The report says which was used.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub clock: crate::clock::ClockChoice,
     /// Verbs options (ignored by shm and udp).
     #[command(flatten)]
     pub verbs: VerbsArgs,

@@ -310,7 +310,7 @@ pub fn loopback(a: &LoopbackArgs) -> Result<u8, CliError> {
     };
     let cfg = probe_config(&a.measure, t, mode)?;
     let stop = stop_flag()?;
-    let clock = Clock::calibrate();
+    let clock = Clock::choose(t.clock);
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let mut echo = None;
     let mut ch: Box<dyn Channel> = match (t.transport, a.round_trip) {
@@ -358,7 +358,7 @@ pub fn client(a: &ClientArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     let cfg = probe_config(&a.measure, t, Mode::RoundTrip)?;
     let stop = stop_flag()?;
-    let clock = Clock::calibrate();
+    let clock = Clock::choose(t.clock);
     let oob_err = |e: OobError| match e {
         OobError::Refused(_) => CliError::input(e.to_string()),
         OobError::Resolve { .. } => CliError::input(e.to_string()),
@@ -510,7 +510,7 @@ fn session(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliErr
             hello.transport
         )));
     }
-    let clock = Clock::calibrate();
+    let clock = Clock::choose(t.clock);
     let local_ip = oob.local_addr().map_err(run_err)?.ip();
     let (mut ch, endpoint): (Box<dyn Channel>, serde_json::Value) = match t.transport {
         TransportKind::Udp => {

@@ -350,7 +350,7 @@ pub fn sweep(a: &SweepArgs) -> Result<u8, CliError> {
         cfg.cpu = cpu;
     }
     let stop = stop_flag()?;
-    let clock = Clock::calibrate();
+    let clock = Clock::choose(t.clock);
     let bar = progress(a, plan.len() as u64);
     let mut cells: Vec<Cell> = Vec::new();
     let mut failure = None;

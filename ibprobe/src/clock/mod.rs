@@ -104,7 +104,43 @@ pub struct Clock {
     fallback: Option<Fallback>,
 }
 
+/// Which clock a run asks for (`--clock`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockChoice {
+    /// The TSC when the CPU flags vouch for it and calibration is stable.
+    #[default]
+    Auto,
+    /// The TSC even without constant_tsc/nonstop_tsc in the flags (VMs and
+    /// emulators often hide them while their TSC is constant); calibration
+    /// must still be stable, or the run falls back and says why.
+    Tsc,
+    /// clock_gettime(CLOCK_MONOTONIC_RAW).
+    Monotonic,
+}
+
 impl Clock {
+    /// The clock `choice` asks for (see [`ClockChoice`]).
+    pub fn choose(choice: ClockChoice) -> Clock {
+        match choice {
+            ClockChoice::Auto => Clock::calibrate(),
+            ClockChoice::Monotonic => Clock::monotonic(),
+            ClockChoice::Tsc if !tsc::TSC_AVAILABLE => Clock::monotonic_because(Fallback::NoTsc),
+            ClockChoice::Tsc => Clock::calibrated_tsc(),
+        }
+    }
+
+    /// The TSC if its calibration is stable, else CLOCK_MONOTONIC_RAW.
+    fn calibrated_tsc() -> Clock {
+        // One retry: a single preemption during a window can spoil it.
+        for _ in 0..2 {
+            let cal = measure_tsc_hz(CALIBRATION_WINDOWS, CALIBRATION_WINDOW_MS);
+            if cal.spread_ppm <= CALIBRATION_MAX_SPREAD_PPM && cal.hz > 1e6 {
+                return Clock::tsc_with(cal);
+            }
+        }
+        Clock::monotonic_because(Fallback::UnstableCalibration)
+    }
+
     /// The best clock this machine offers: the calibrated TSC when the CPU
     /// flags allow it and calibration is stable, else CLOCK_MONOTONIC_RAW
     /// (with [`Clock::fallback`] saying why). Takes about 0.1 s.
@@ -119,14 +155,7 @@ impl Clock {
         if let Err(why) = tsc_flags_ok(&cpuinfo) {
             return Clock::monotonic_because(why);
         }
-        // One retry: a single preemption during a window can spoil it.
-        for _ in 0..2 {
-            let cal = measure_tsc_hz(CALIBRATION_WINDOWS, CALIBRATION_WINDOW_MS);
-            if cal.spread_ppm <= CALIBRATION_MAX_SPREAD_PPM && cal.hz > 1e6 {
-                return Clock::tsc_with(cal);
-            }
-        }
-        Clock::monotonic_because(Fallback::UnstableCalibration)
+        Clock::calibrated_tsc()
     }
 
     /// clock_gettime(CLOCK_MONOTONIC_RAW), one tick per nanosecond.
@@ -327,6 +356,21 @@ fn measure_tsc_hz(windows: usize, window_ms: u64) -> Calibration {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn choice_monotonic_and_tsc() {
+        assert_eq!(
+            Clock::choose(ClockChoice::Monotonic).kind(),
+            ClockKind::MonotonicRaw
+        );
+        let c = Clock::choose(ClockChoice::Tsc);
+        // Forced TSC: either a calibrated TSC, or a fallback that says why.
+        match c.kind() {
+            ClockKind::Tsc { hz } => assert!(hz > 1e6 && c.fallback().is_none()),
+            ClockKind::MonotonicRaw => assert!(c.fallback().is_some()),
+        }
+    }
+
     use super::*;
 
     const CPUINFO_OK: &str = "processor\t: 0\ncpu MHz\t\t: 1200.000\nflags\t\t: fpu tsc constant_tsc rep_good nonstop_tsc\n";
