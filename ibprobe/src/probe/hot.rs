@@ -184,6 +184,27 @@ fn spin_until(clock: &Clock, t: u64, stop: &AtomicBool) {
     }
 }
 
+/// Hands one interval to the sink: ticks since the measured part began
+/// (`from`, `to`), its histograms and its (sent, lost, missed) counts.
+fn deliver(
+    sink: &mut dyn Sink,
+    clock: &Clock,
+    from: u64,
+    to: u64,
+    cur: &Histos,
+    counts: (u64, u64, u64),
+) {
+    sink.interval(&Interval {
+        start_ns: clock.ticks_to_ns(from),
+        end_ns: clock.ticks_to_ns(to),
+        primary: &cur.primary,
+        send_done: &cur.send_done,
+        sent: counts.0,
+        lost: counts.1,
+        missed_steps: counts.2,
+    });
+}
+
 /// Runs `plan` on `ch`, recording into `cur` (delivered to `sink` and
 /// merged into `total` every `plan.interval_ticks`, and at the end).
 /// Sequence numbers start at `first_seq`. Returns the counters; an error
@@ -280,15 +301,15 @@ pub fn measure<C: Channel + ?Sized>(
         }
         if plan.interval_ticks > 0 && now.wrapping_sub(iv_start) >= plan.interval_ticks {
             if let Some(s) = sink.as_deref_mut() {
-                s.interval(&Interval {
-                    start_ns: clock.ticks_to_ns(iv_start.wrapping_sub(start)),
-                    end_ns: clock.ticks_to_ns(now.wrapping_sub(start)),
-                    primary: &cur.primary,
-                    send_done: &cur.send_done,
-                    sent: iv_sent,
-                    lost: iv_lost,
-                    missed_steps: iv_missed,
-                });
+                let counts = (iv_sent, iv_lost, iv_missed);
+                deliver(
+                    s,
+                    clock,
+                    iv_start.wrapping_sub(start),
+                    now.wrapping_sub(start),
+                    cur,
+                    counts,
+                );
             }
             total.absorb(cur);
             cur.reset();
@@ -299,15 +320,15 @@ pub fn measure<C: Channel + ?Sized>(
     tally.elapsed_ticks = end.wrapping_sub(start);
     if plan.interval_ticks > 0 && iv_sent > 0 {
         if let Some(s) = sink {
-            s.interval(&Interval {
-                start_ns: clock.ticks_to_ns(iv_start.wrapping_sub(start)),
-                end_ns: clock.ticks_to_ns(tally.elapsed_ticks),
-                primary: &cur.primary,
-                send_done: &cur.send_done,
-                sent: iv_sent,
-                lost: iv_lost,
-                missed_steps: iv_missed,
-            });
+            let counts = (iv_sent, iv_lost, iv_missed);
+            deliver(
+                s,
+                clock,
+                iv_start.wrapping_sub(start),
+                tally.elapsed_ticks,
+                cur,
+                counts,
+            );
         }
     }
     total.absorb(cur);

@@ -95,20 +95,10 @@ fn table(r: &Report) -> String {
     out.push_str(TABLE_HEADER);
     out.push('\n');
     for d in &r.distributions {
-        let s = &d.summary;
+        let c = row_cells(d);
         out.push_str(&format!(
             "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>17} {:>10}\n",
-            d.kind.label(),
-            s.count,
-            us(s.min_ns),
-            us(s.p50_ns),
-            us(s.p90_ns),
-            us(s.p99_ns),
-            us(s.p999_ns),
-            us(s.p9999_ns),
-            us(s.max_ns),
-            format!("{:.3} ± {:.3}", s.mean_ns / 1000.0, s.stdev_ns / 1000.0),
-            format!("{:.4}%", s.over_10us * 100.0),
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10],
         ));
     }
     if !r.warnings.is_empty() {
@@ -203,6 +193,25 @@ struct JReport<'a> {
     distributions: Vec<JDist>,
     warnings: &'a [super::Warning],
     notes: &'a [String],
+}
+/// The cells of one distribution's row, shared by the table and Markdown:
+/// label, count, min, p50, p90, p99, p99.9, p99.99, max (us), mean ± stdev
+/// (us), share over 10 us.
+fn row_cells(d: &Distribution) -> [String; 11] {
+    let s = &d.summary;
+    [
+        d.kind.label().to_string(),
+        s.count.to_string(),
+        us(s.min_ns).to_string(),
+        us(s.p50_ns).to_string(),
+        us(s.p90_ns).to_string(),
+        us(s.p99_ns).to_string(),
+        us(s.p999_ns).to_string(),
+        us(s.p9999_ns).to_string(),
+        us(s.max_ns).to_string(),
+        format!("{:.3} ± {:.3}", s.mean_ns / 1000.0, s.stdev_ns / 1000.0),
+        format!("{:.4}%", s.over_10us * 100.0),
+    ]
 }
 
 fn jdist(d: &Distribution) -> JDist {
@@ -350,22 +359,7 @@ fn markdown(r: &Report) -> String {
     out.push_str(MARKDOWN_ALIGN);
     out.push('\n');
     for d in &r.distributions {
-        let s = &d.summary;
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} ± {:.3} | {:.4}% |\n",
-            d.kind.label(),
-            s.count,
-            us(s.min_ns),
-            us(s.p50_ns),
-            us(s.p90_ns),
-            us(s.p99_ns),
-            us(s.p999_ns),
-            us(s.p9999_ns),
-            us(s.max_ns),
-            s.mean_ns / 1000.0,
-            s.stdev_ns / 1000.0,
-            s.over_10us * 100.0
-        ));
+        out.push_str(&format!("| {} |\n", row_cells(d).join(" | ")));
     }
     if !r.warnings.is_empty() {
         out.push('\n');
