@@ -8,6 +8,9 @@
 //! `ibexporter_up 1`, so deployment, scraping and dashboards can be wired up
 //! now.
 
+pub mod collect;
+pub mod http;
+
 use axum::http::header;
 use axum::response::{Html, IntoResponse};
 use axum::routing::get;

@@ -1,0 +1,1 @@
+//! HCA port counters from sysfs (placeholder until written).

@@ -1,0 +1,1 @@
+//! Tuning drift from ibtune verify (placeholder until written).

@@ -1,0 +1,1 @@
+//! HTTP serving (placeholder until written).
