@@ -117,7 +117,7 @@ fn other_bad_values_are_one_line() {
     );
     bad_input_like(
         &["loopback", "--transport", "shm", "--poll", "event"],
-        &["--poll event", "rc|uc|ud"],
+        &["--poll event", "udp|rc|uc|ud"],
     );
     bad_input_like(
         &["loopback", "--transport", "udp", "--format", "xml"],

@@ -212,6 +212,72 @@ fn loopback_guest() -> Group {
         .test("sweep_rc_grid_with_heatmap", sweep)
         .test("host_wakeup_latency_per_cpu", host_wakeup)
         .test("every_verbs_combination_runs_or_is_refused", matrix)
+        .test("peer_dev_one_way_across_two_devices", peer_dev)
+}
+
+/// Two rxe devices over the two ends of a veth pair, with policy routing
+/// so traffic between their addresses crosses the veth instead of `lo`
+/// (rxe drops what arrives on `lo`: no rxe device is bound to it).
+const TWO_DEVICES: &str = r#"set -e
+ip link add iblab-va type veth peer name iblab-vb
+ip addr add 10.77.2.1/32 dev iblab-va; ip addr add 10.77.2.2/32 dev iblab-vb
+ip link set iblab-va up; ip link set iblab-vb up
+for i in all iblab-va iblab-vb; do sysctl -qw net.ipv4.conf.$i.accept_local=1 net.ipv4.conf.$i.rp_filter=0; done
+ip neigh add 10.77.2.2 lladdr $(cat /sys/class/net/iblab-vb/address) dev iblab-va nud permanent
+ip neigh add 10.77.2.1 lladdr $(cat /sys/class/net/iblab-va/address) dev iblab-vb nud permanent
+ip rule add pref 100 to 10.77.2.2 iif lo lookup 100; ip route add 10.77.2.2 dev iblab-va src 10.77.2.1 table 100
+ip rule add pref 101 to 10.77.2.1 iif lo lookup 101; ip route add 10.77.2.1 dev iblab-vb src 10.77.2.2 table 101
+ip rule del pref 0 lookup local; ip rule add pref 1000 lookup local
+rdma link add rxa type rxe netdev iblab-va; rdma link add rxb type rxe netdev iblab-vb
+for i in $(seq 100); do grep -q ACTIVE /sys/class/infiniband/rxb/ports/1/state && grep -q ACTIVE /sys/class/infiniband/rxa/ports/1/state && exit 0; sleep 0.1; done
+exit 1"#;
+
+const UNDO_TWO_DEVICES: &str = "rdma link del rxa; rdma link del rxb; ip link del iblab-va; \
+    ip rule del pref 100; ip rule del pref 101; ip rule add pref 0 lookup local; ip rule del pref 1000; true";
+
+fn rcvd_pkts(lab: &Lab, dev: &str) -> u64 {
+    let o = lab
+        .sh(&format!(
+            "cat /sys/class/infiniband/{dev}/ports/1/hw_counters/rcvd_pkts"
+        ))
+        .success();
+    o.stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {o}"))
+}
+
+/// `--peer-dev`: QP A on rxa sends, QP B on rxb receives, one clock.
+fn peer_dev(lab: &Lab) {
+    lab.sh(TWO_DEVICES).success();
+    let result = std::panic::catch_unwind(|| {
+        for qp in ["rc", "uc", "ud"] {
+            let before = rcvd_pkts(lab, "rxb");
+            let o = lab
+                .sh(&format!(
+                    "{IBPROBE} loopback --transport {qp} --dev rxa --peer-dev rxb --count {COUNT} --warmup 20 --timeout 5s --json"
+                ))
+                .success();
+            let v: serde_json::Value =
+                serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o}"));
+            let ow = distribution(&v, "one_way").unwrap_or_else(|| panic!("no one_way: {o}"));
+            assert_eq!(ow["count"], COUNT, "{qp}: {o}");
+            let facts = v["transport"]["facts"].to_string();
+            assert!(
+                facts.contains("rxb"),
+                "{qp}: the report names the peer device: {facts}"
+            );
+            let got = rcvd_pkts(lab, "rxb") - before;
+            assert!(
+                got >= COUNT + 20,
+                "{qp}: rxb received {got} packets for {COUNT} + 20 messages: the traffic did not cross devices"
+            );
+        }
+    });
+    lab.sh(UNDO_TWO_DEVICES);
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
 }
 
 fn client_server(lab: &Lab) {
@@ -233,9 +299,34 @@ fn client_server(lab: &Lab) {
     assert_eq!(v["run"]["lost"], 0, "{o}");
 }
 
+/// The UDP reference across guests with both ends asleep in poll(2).
+fn udp_event(lab: &Lab) {
+    lab.sh_on(
+        Node::B,
+        &format!("({IBPROBE} server --transport udp --poll event --bind 0.0.0.0:18516 --forever > $LAB_RESULTS/udp-server.log 2>&1 &); for i in $(seq 100); do ss -ltn | grep -q ':18516 ' && exit 0; sleep 0.1; done; exit 1"),
+    )
+    .success();
+    let o = lab
+        .sh_on(
+            Node::A,
+            &format!("{IBPROBE} client $LAB_PEER_IP:18516 --transport udp --poll event --count 200 --warmup 10 --json"),
+        )
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o}"));
+    let rtt = distribution(&v, "rtt").unwrap_or_else(|| panic!("no rtt: {o}"));
+    assert_eq!(
+        rtt["count"].as_u64().unwrap() + v["run"]["lost"].as_u64().unwrap(),
+        200,
+        "{o}"
+    );
+    assert_eq!(v["transport"]["facts"]["poll"], "event", "{o}");
+}
+
 fn pair() -> Group {
     Group::with_lab("rxe_pair", LabConfig::pair())
         .test("client_server_rc_across_guests", client_server)
+        .test("client_server_udp_event_poll_across_guests", udp_event)
         .test("dead_peer_ends_the_client_with_an_error", dead_peer_test)
 }
 

@@ -270,9 +270,9 @@ fn every_format_renders_and_files_are_written() {
 
 // --------------------------------------------------------- client/server
 
-fn client_server(transport: &str) {
-    let server = Server::start(transport, &[]);
-    let v = json_run(&[
+fn client_server(transport: &str, extra: &[&str]) -> Value {
+    let server = Server::start(transport, extra);
+    let mut args = vec![
         "client",
         &server.addr,
         "--transport",
@@ -281,7 +281,9 @@ fn client_server(transport: &str) {
         "3000",
         "--warmup",
         "20",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let v = json_run(&args);
     check_dist(dist(&v, "rtt"), 3000 - u(&v["run"], "lost"));
     assert_eq!(u(&v["run"], "sent"), 3000);
     assert_eq!(v["mode"], "client");
@@ -291,16 +293,41 @@ fn client_server(transport: &str) {
         err.contains("done"),
         "server should report the client's end: {err}"
     );
+    v
 }
 
 #[test]
 fn udp_client_server_round_trip() {
-    client_server("udp");
+    let v = client_server("udp", &[]);
+    assert_eq!(v["transport"]["facts"]["poll"], "busy", "{v}");
 }
 
 #[test]
 fn shm_client_server_round_trip() {
-    client_server("shm");
+    client_server("shm", &[]);
+}
+
+/// `--poll event` on UDP: both ends sleep in poll(2) between datagrams.
+#[test]
+fn udp_event_polling_everywhere() {
+    let v = client_server("udp", &["--poll", "event"]);
+    assert_eq!(v["transport"]["facts"]["poll"], "event", "{v}");
+    for extra in [&[][..], &["--round-trip"][..]] {
+        let mut args = vec![
+            "loopback",
+            "--transport",
+            "udp",
+            "--poll",
+            "event",
+            "--count",
+            "2000",
+        ];
+        args.extend_from_slice(extra);
+        let v = json_run(&args);
+        let name = if extra.is_empty() { "one_way" } else { "rtt" };
+        check_dist(dist(&v, name), 2000 - u(&v["run"], "lost"));
+        assert_eq!(v["transport"]["facts"]["poll"], "event", "{v}");
+    }
 }
 
 // ------------------------------------------------ hot loop: no allocation

@@ -63,14 +63,16 @@ fn probe_config(m: &MeasureArgs, t: &TransportArgs, mode: Mode) -> Result<ProbeC
     Ok(cfg)
 }
 
-/// `--poll` as a [`Poll`]: event polling needs a verbs completion channel,
-/// so it is refused with shm and udp (exit 2).
+/// `--poll` as a [`Poll`]: event polling needs something to sleep on (a
+/// verbs completion channel, or poll(2) on the UDP socket), so it is
+/// refused with shm (exit 2).
 pub(super) fn poll_mode(t: &TransportArgs) -> Result<Poll, CliError> {
-    match (t.verbs.poll.as_str(), t.transport.qp_type().is_some()) {
+    let can_sleep = t.transport.qp_type().is_some() || t.transport == TransportKind::Udp;
+    match (t.verbs.poll.as_str(), can_sleep) {
         ("busy", _) => Ok(Poll::Busy),
         ("event", true) => Ok(Poll::Event),
         ("event", false) => Err(CliError::input(format!(
-            "--poll event with --transport {}: event polling needs a verbs completion channel; use --transport rc|uc|ud, or drop --poll",
+            "--poll event with --transport {}: the shared-memory ring has nothing to sleep on; use --transport udp|rc|uc|ud, or drop --poll",
             t.transport.name()
         ))),
         (p, _) => Err(CliError::input(format!(
@@ -312,21 +314,28 @@ pub fn loopback(a: &LoopbackArgs) -> Result<u8, CliError> {
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let event = cfg.poll == Poll::Event;
     let mut echo = None;
     let mut ch: Box<dyn Channel> = match (t.transport, a.round_trip) {
         (TransportKind::Shm, false) => Box::new(ShmChannel::loopback(cfg.size).map_err(transport_err)?),
         (TransportKind::Shm, true) => {
             let (c, s) = ShmChannel::pair(cfg.size).map_err(transport_err)?;
-            echo = Some(EchoThread::spawn(s, clock, None));
+            echo = Some(EchoThread::spawn(s, clock, None, event));
             Box::new(c)
         }
-        (TransportKind::Udp, false) => Box::new(UdpChannel::loopback(lo, cfg.size).map_err(transport_err)?),
+        (TransportKind::Udp, false) => {
+            let mut u = UdpChannel::loopback(lo, cfg.size).map_err(transport_err)?;
+            u.set_event_poll(event);
+            Box::new(u)
+        }
         (TransportKind::Udp, true) => {
             let mut c = UdpChannel::bind(SocketAddr::new(lo, 0), cfg.size).map_err(transport_err)?;
             let mut s = UdpChannel::bind(SocketAddr::new(lo, 0), cfg.size).map_err(transport_err)?;
+            c.set_event_poll(event);
+            s.set_event_poll(event);
             c.connect(s.local_addr().map_err(transport_err)?).map_err(transport_err)?;
             s.connect(c.local_addr().map_err(transport_err)?).map_err(transport_err)?;
-            echo = Some(EchoThread::spawn(s, clock, None));
+            echo = Some(EchoThread::spawn(s, clock, None, event));
             Box::new(c)
         }
         (_, true) => {
@@ -380,6 +389,7 @@ pub fn client(a: &ClientArgs) -> Result<u8, CliError> {
         TransportKind::Udp => {
             let mut u =
                 UdpChannel::bind(SocketAddr::new(local_ip, 0), cfg.size).map_err(transport_err)?;
+            u.set_event_poll(cfg.poll == Poll::Event);
             let port = u.local_addr().map_err(transport_err)?.port();
             let ep = oob
                 .handshake(&hello(json!({ "port": port })))
@@ -511,6 +521,7 @@ fn session(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliErr
         )));
     }
     let clock = Clock::choose(t.clock);
+    let event = poll_mode(t)? == Poll::Event;
     let local_ip = oob.local_addr().map_err(run_err)?.ip();
     let (mut ch, endpoint): (Box<dyn Channel>, serde_json::Value) = match t.transport {
         TransportKind::Udp => {
@@ -534,6 +545,7 @@ fn session(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliErr
             };
             u.connect(SocketAddr::new(peer.ip(), cport))
                 .map_err(transport_err)?;
+            u.set_event_poll(event);
             let port = u.local_addr().map_err(transport_err)?.port();
             (Box::new(u), json!({ "port": port }))
         }
@@ -579,7 +591,7 @@ fn session(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliErr
     );
     let mut closing = None;
     let cpu = default_cpu(t);
-    let r = runner::serve(ch.as_mut(), &clock, stop, cpu, || {
+    let r = runner::serve(ch.as_mut(), &clock, stop, cpu, event, || {
         match oob.poll_closing() {
             Closing::Open => true,
             other => {

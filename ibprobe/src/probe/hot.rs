@@ -348,18 +348,27 @@ pub enum EchoEnd {
 /// The server side of a round trip: sends every arrival straight back.
 /// When nothing arrived for `idle_ticks`, calls `idle` (off the fast path:
 /// it may make syscalls, e.g. look at the out-of-band connection); `false`
-/// from it ends the loop. Returns the number of messages echoed.
+/// from it ends the loop. With `event`, it sleeps in `Channel::wait_recv`
+/// (at most `idle_ticks` at a time) instead of spinning. Returns the
+/// number of messages echoed.
 pub fn echo<C: Channel + ?Sized>(
     ch: &mut C,
     clock: &Clock,
     stop: &AtomicBool,
     idle_ticks: u64,
+    event: bool,
     mut idle: impl FnMut() -> bool,
 ) -> Result<(u64, EchoEnd), TransportError> {
     let mut echoed = 0u64;
     let mut last = clock.now();
+    let idle_ns = clock.ticks_to_ns(idle_ticks);
     loop {
-        if let Some(seq) = ch.poll_recv()? {
+        let got = if event {
+            ch.wait_recv(clock, idle_ns)?
+        } else {
+            ch.poll_recv()?
+        };
+        if let Some(seq) = got {
             ch.post(seq)?;
             echoed += 1;
             last = clock.now();

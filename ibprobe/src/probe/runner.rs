@@ -140,11 +140,13 @@ pub struct EchoThread {
 }
 
 impl EchoThread {
-    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given.
+    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given;
+    /// `event`: sleep in `Channel::wait_recv` between arrivals.
     pub fn spawn<C: Channel + Send + 'static>(
         mut ch: C,
         clock: Clock,
         cpu: Option<usize>,
+        event: bool,
     ) -> EchoThread {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -158,7 +160,9 @@ impl EchoThread {
                     })?;
                 }
                 let idle = super::config::ns_to_ticks(&clock, 10_000_000);
-                let (n, _) = hot::echo(&mut ch, &clock, &s, idle, || !s.load(Ordering::Relaxed))?;
+                let (n, _) = hot::echo(&mut ch, &clock, &s, idle, event, || {
+                    !s.load(Ordering::Relaxed)
+                })?;
                 Ok(n)
             })
             .expect("spawning a thread");
@@ -194,11 +198,13 @@ pub const SERVER_IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Runs the server's echo loop until `still_on` says the session ended
 /// (checked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set.
+/// `event`: sleep in `Channel::wait_recv` between arrivals (`--poll event`).
 pub fn serve(
     ch: &mut dyn Channel,
     clock: &Clock,
     stop: &AtomicBool,
     cpu: Option<usize>,
+    event: bool,
     still_on: impl FnMut() -> bool,
 ) -> Result<(u64, EchoEnd), TransportError> {
     if let Some(c) = cpu {
@@ -208,7 +214,7 @@ pub fn serve(
         })?;
     }
     let idle = super::config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
-    hot::echo(ch, clock, stop, idle, still_on)
+    hot::echo(ch, clock, stop, idle, event, still_on)
 }
 
 #[cfg(test)]
@@ -251,7 +257,7 @@ mod tests {
     fn round_trip_through_an_echo_thread() {
         let (mut c, s) = ShmChannel::pair(64).unwrap();
         let clock = Clock::monotonic();
-        let echo = EchoThread::spawn(s, clock, None);
+        let echo = EchoThread::spawn(s, clock, None, false);
         let stop = AtomicBool::new(false);
         let o = run(&cfg(Mode::RoundTrip), &mut c, &clock, &stop, None).unwrap();
         assert_eq!(o.rtt.as_ref().unwrap().len(), 2000);

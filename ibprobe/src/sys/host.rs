@@ -199,6 +199,33 @@ fn round_to_page(bytes: usize) -> usize {
     bytes.max(1).div_ceil(4096) * 4096
 }
 
+/// Blocks until `fd` is readable or `timeout_ms` passes; true if readable.
+///
+/// Why it exists: `--poll event` on the UDP reference transport sleeps in
+/// the kernel until a datagram arrives (the socket analogue of a verbs
+/// completion channel), so the CPU is free and a one-core host or VM can
+/// run the timers a netem qdisc needs.
+pub fn wait_readable(fd: &impl AsRawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one valid pollfd that outlives the call; nfds is 1.
+        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        if r >= 0 {
+            // POLLERR (e.g. a queued ICMP error) also means "look now":
+            // the next recv reports it.
+            return Ok(r > 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

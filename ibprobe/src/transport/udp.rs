@@ -1,4 +1,5 @@
-//! UDP reference transport: kernel sockets, non-blocking, busy-polled.
+//! UDP reference transport: kernel sockets, non-blocking; busy-polled, or
+//! with `--poll event` asleep in poll(2) until a datagram arrives.
 //!
 //! Why it exists: it is the Ethernet reference the verbs numbers are
 //! compared with (the kernel network stack on the same path), and the
@@ -30,6 +31,8 @@ pub struct UdpChannel {
     rbuf: Vec<u8>,
     size: usize,
     peer: Option<SocketAddr>,
+    /// Reported only: whether the probe sleeps in `wait_recv` (`--poll event`).
+    event: bool,
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
@@ -74,7 +77,14 @@ impl UdpChannel {
             rbuf: vec![0xA5; size.max(MIN_SIZE) + 1],
             size,
             peer: Some(ba),
+            event: false,
         })
+    }
+
+    /// Records that the probe sleeps in poll(2) (`--poll event`), for the
+    /// report; `wait_recv` is what actually sleeps.
+    pub fn set_event_poll(&mut self, on: bool) {
+        self.event = on;
     }
 
     /// A socket bound to `addr` (port 0: any), not yet connected; call
@@ -88,6 +98,7 @@ impl UdpChannel {
             rbuf: vec![0xA5; size + 1],
             size,
             peer: None,
+            event: false,
         })
     }
 
@@ -161,6 +172,30 @@ impl Channel for UdpChannel {
         }
     }
 
+    /// Event polling: sleeps in poll(2) until the socket is readable, then
+    /// reads. The hot loop calls this only with `--poll event`.
+    fn wait_recv(
+        &mut self,
+        clock: &crate::clock::Clock,
+        timeout_ns: u64,
+    ) -> Result<Option<u64>, TransportError> {
+        let t0 = clock.now();
+        loop {
+            if let Some(s) = self.poll_recv()? {
+                return Ok(Some(s));
+            }
+            let spent = clock.ticks_to_ns(clock.now().wrapping_sub(t0));
+            if spent > timeout_ns {
+                return Ok(None);
+            }
+            let left_ms = (timeout_ns - spent)
+                .div_ceil(1_000_000)
+                .min(i32::MAX as u64) as i32;
+            let sock = self.rx.as_ref().unwrap_or(&self.tx);
+            crate::sys::host::wait_readable(sock, left_ms).map_err(io("poll udp socket"))?;
+        }
+    }
+
     fn info(&self) -> TransportInfo {
         let local = self
             .tx
@@ -171,13 +206,21 @@ impl Channel for UdpChannel {
         TransportInfo {
             name: "udp".into(),
             detail: format!(
-                "kernel UDP, non-blocking busy poll, {local} -> {peer}, message {} B",
+                "kernel UDP, {}, {local} -> {peer}, message {} B",
+                if self.event {
+                    "event poll (poll(2))"
+                } else {
+                    "busy poll"
+                },
                 self.size
             ),
             facts: vec![
                 ("local".into(), local),
                 ("peer".into(), peer),
-                ("poll".into(), "busy".into()),
+                (
+                    "poll".into(),
+                    if self.event { "event" } else { "busy" }.into(),
+                ),
             ],
         }
     }
