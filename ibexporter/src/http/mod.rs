@@ -1,1 +1,686 @@
-//! HTTP serving (placeholder until written).
+//! HTTP serving: the routes (`/metrics` with content negotiation,
+//! `/healthz`, `/`), the shared [`Metrics`] handle they read, and a hardened
+//! server ([`serve`]) with optional TLS and basic auth ([`webconfig`]).
+//!
+//! Why it exists: one place decides what a scrape gets back and how a slow
+//! or hostile client is kept from stalling the exporter, so `main` and the
+//! tests serve exactly the same thing.
+//!
+//! # Formats served on `GET /metrics`
+//!
+//! | the `Accept` header prefers | answer `Content-Type` |
+//! |---|---|
+//! | `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited` (Prometheus with native histograms) | [`PROTOBUF_CONTENT_TYPE`] |
+//! | `application/openmetrics-text` (Prometheus' default) | [`OPENMETRICS_CONTENT_TYPE`] |
+//! | anything else, or no `Accept` (curl, browsers, `promtool`) | [`TEXT_CONTENT_TYPE`] |
+//!
+//! q-values are honoured; on a tie the range listed first wins.
+//! `/metrics?format=text|openmetrics|protobuf` overrides the negotiation:
+//! for looking at a format in a browser, and for Prometheus 2.42 to 2.44,
+//! which with native histograms enabled keeps only the native series of a
+//! histogram scraped as protobuf and has no `scrape_classic_histograms`
+//! yet: a second job with `params: {format: [openmetrics]}` keeps the
+//! classic buckets too.
+//! prometheus-client only writes OpenMetrics text, which is not valid
+//! Prometheus text 0.0.4 (`# TYPE x info`, counter families named without
+//! `_total`, `# EOF`, `# UNIT`), so the 0.0.4 text is rendered here from the
+//! same data model the protobuf encoder produces ([`encode_text_004`]).
+//! Native histograms only exist in the protobuf format; the text formats
+//! carry their classic buckets.
+//!
+//! # Self metric
+//!
+//! `ibexporter_scrape_duration_seconds{format="text|openmetrics|protobuf"}`
+//! is a classic **histogram** (not a last-value gauge) of the time spent
+//! collecting and encoding one `/metrics` answer: several Prometheus servers
+//! may scrape at once and a gauge would show only whichever came last,
+//! hiding the slow ones. A scrape's own duration shows up in the next
+//! scrape. Prometheus' `scrape_duration_seconds` still measures the whole
+//! round trip, network included.
+//!
+//! # Read-only
+//!
+//! Every route is `GET` (axum answers `HEAD` for it too, without a body);
+//! other methods get 405 with an `Allow` header, unknown paths 404. No
+//! endpoint changes anything.
+
+mod server;
+pub mod webconfig;
+
+pub use server::{serve, serve_with, ServeOptions};
+pub use webconfig::{WebConfig, WebConfigError};
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::prometheus_protobuf::{self, prometheus_data_model as pb};
+use prometheus_client::encoding::text as om_text;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use prost::Message;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+
+/// `Content-Type` of the length-delimited protobuf exposition, as Prometheus
+/// asks for it when native histograms are enabled.
+///
+/// Why it exists: the only format that carries native histograms.
+pub const PROTOBUF_CONTENT_TYPE: &str =
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
+
+/// `Content-Type` of the OpenMetrics 1.0.0 text exposition.
+///
+/// Why it exists: what Prometheus asks for first by default.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `Content-Type` of the Prometheus text exposition format 0.0.4.
+///
+/// Why it exists: the fallback every scraper, `curl` and `promtool` reads.
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Name of the self metric recording how long each `/metrics` answer took.
+pub const SCRAPE_DURATION_METRIC: &str = "ibexporter_scrape_duration_seconds";
+
+/// How many `/metrics` answers are encoded at the same time; further
+/// scrapes wait. Collectors may read sysfs or talk to devices, so a burst
+/// of scrapes must not fan out into a burst of collection.
+const MAX_CONCURRENT_ENCODES: usize = 2;
+
+/// The exposition formats `/metrics` can answer in.
+///
+/// Why it exists: content negotiation picks one, encoding and the
+/// `Content-Type` follow from it, and the self metric is labelled with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Prometheus text exposition format 0.0.4.
+    Text,
+    /// OpenMetrics 1.0.0 text.
+    OpenMetrics,
+    /// Length-delimited `io.prometheus.client.MetricFamily` protobuf
+    /// messages (the only one with native histograms).
+    Protobuf,
+}
+
+impl Format {
+    /// The `Content-Type` an answer in this format is sent with.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => TEXT_CONTENT_TYPE,
+            Format::OpenMetrics => OPENMETRICS_CONTENT_TYPE,
+            Format::Protobuf => PROTOBUF_CONTENT_TYPE,
+        }
+    }
+
+    /// The value of the `format` label on the self metric.
+    pub fn label(self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::OpenMetrics => "openmetrics",
+            Format::Protobuf => "protobuf",
+        }
+    }
+
+    /// The format a [`Format::label`] names (`text`, `openmetrics`,
+    /// `protobuf`), as given in `/metrics?format=`.
+    pub fn from_label(label: &str) -> Option<Format> {
+        [Format::Text, Format::OpenMetrics, Format::Protobuf]
+            .into_iter()
+            .find(|f| f.label() == label)
+    }
+
+    /// Picks the format for an `Accept` header value (`None`: no header).
+    ///
+    /// Why it exists: Prometheus lists several formats with q-values; the
+    /// highest q we can serve wins, the first listed on a tie, and text
+    /// 0.0.4 when nothing listed matches. Unparseable parts are ignored.
+    pub fn negotiate(accept: Option<&str>) -> Format {
+        let Some(accept) = accept else {
+            return Format::Text;
+        };
+        let mut best: Option<(f32, Format)> = None;
+        for range in accept.split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let mut q = 1.0f32;
+            let mut proto = None;
+            let mut encoding = None;
+            let mut version = None;
+            for p in parts {
+                let Some((k, v)) = p.split_once('=') else {
+                    continue;
+                };
+                let v = v.trim().trim_matches('"');
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "q" => q = v.parse().unwrap_or(0.0),
+                    "proto" => proto = Some(v.to_string()),
+                    "encoding" => encoding = Some(v.to_ascii_lowercase()),
+                    "version" => version = Some(v.to_string()),
+                    _ => {}
+                }
+            }
+            let format = match media.as_str() {
+                "application/vnd.google.protobuf"
+                    if proto.as_deref() == Some("io.prometheus.client.MetricFamily")
+                        && encoding.as_deref() == Some("delimited") =>
+                {
+                    Format::Protobuf
+                }
+                "application/openmetrics-text" => Format::OpenMetrics,
+                "text/plain" if version.as_deref().map_or(true, |v| v == "0.0.4") => Format::Text,
+                "text/*" | "*/*" => Format::Text,
+                _ => continue,
+            };
+            if q.is_nan() || q <= 0.0 {
+                continue;
+            }
+            if best.map_or(true, |(bq, _)| q > bq) {
+                best = Some((q, format));
+            }
+        }
+        best.map_or(Format::Text, |(_, f)| f)
+    }
+}
+
+/// Label set of the self metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FormatLabel {
+    format: &'static str,
+}
+
+/// Why an answer could not be encoded.
+///
+/// Why it exists: a collector that fails to encode must turn into a 500
+/// naming the format, not a panic or a half-written body.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// A metric or collector failed while being written.
+    #[error("encoding metrics as {format:?} failed in a metric or collector: {source}")]
+    Fmt {
+        /// The format being written.
+        format: Format,
+        /// What prometheus-client reported.
+        source: std::fmt::Error,
+    },
+    /// prost could not serialise a message.
+    #[error("serialising protobuf metric families failed: {0}")]
+    Protobuf(#[from] prost::EncodeError),
+}
+
+struct Inner {
+    registries: Vec<Arc<Registry>>,
+    own: Registry,
+    scrape_duration: Family<FormatLabel, Histogram>,
+    encode_slots: Arc<Semaphore>,
+}
+
+/// The shared, cheaply cloned handle the HTTP routes read metrics from:
+/// any number of prometheus-client registries plus the server's own
+/// self metrics.
+///
+/// Why it exists: the exporter will have several sources (probe
+/// histograms, HCA counters, tuning drift) that are built separately;
+/// `Metrics` gathers them behind one handle the router can clone into each
+/// request. Registries are immutable once added (their metrics and
+/// collectors update themselves), so no lock is held while encoding.
+/// Families in different registries must have different names.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("registries", &self.inner.registries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// A handle serving one registry (plus the self metrics).
+    pub fn new(registry: impl Into<Arc<Registry>>) -> Self {
+        Self::with_registries([registry.into()])
+    }
+
+    /// A handle serving several registries, encoded in the given order
+    /// (plus the self metrics, last).
+    pub fn with_registries(registries: impl IntoIterator<Item = Arc<Registry>>) -> Self {
+        let scrape_duration = Family::<FormatLabel, Histogram>::new_with_constructor(|| {
+            // 50 µs .. ~1.6 s, doubling.
+            Histogram::new(exponential_buckets(50e-6, 2.0, 16))
+        });
+        let mut own = Registry::default();
+        own.register_with_unit(
+            "ibexporter_scrape_duration",
+            "Time spent collecting and encoding one /metrics answer, by format",
+            Unit::Seconds,
+            scrape_duration.clone(),
+        );
+        for f in [Format::Text, Format::OpenMetrics, Format::Protobuf] {
+            // Present from the start, so rate() has a zero to begin with.
+            let _ = scrape_duration.get_or_create(&FormatLabel { format: f.label() });
+        }
+        Metrics {
+            inner: Arc::new(Inner {
+                registries: registries.into_iter().collect(),
+                own,
+                scrape_duration,
+                encode_slots: Arc::new(Semaphore::new(MAX_CONCURRENT_ENCODES)),
+            }),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Registry> {
+        self.inner
+            .registries
+            .iter()
+            .map(|r| r.as_ref())
+            .chain(std::iter::once(&self.inner.own))
+    }
+
+    /// Encodes everything in `format` and records how long it took in
+    /// `ibexporter_scrape_duration_seconds`. Blocking: collectors run here,
+    /// so async callers use [`Metrics::encode_off_executor`].
+    pub fn encode(&self, format: Format) -> Result<Vec<u8>, EncodeError> {
+        let start = Instant::now();
+        let out = self.encode_untimed(format);
+        self.inner
+            .scrape_duration
+            .get_or_create(&FormatLabel {
+                format: format.label(),
+            })
+            .observe(start.elapsed().as_secs_f64());
+        out
+    }
+
+    fn encode_untimed(&self, format: Format) -> Result<Vec<u8>, EncodeError> {
+        let fmt_err = |source| EncodeError::Fmt { format, source };
+        match format {
+            Format::OpenMetrics => {
+                let mut s = String::with_capacity(16 * 1024);
+                for r in self.all() {
+                    om_text::encode_registry(&mut s, r).map_err(fmt_err)?;
+                }
+                om_text::encode_eof(&mut s).map_err(fmt_err)?;
+                Ok(s.into_bytes())
+            }
+            Format::Protobuf => {
+                let mut out = Vec::with_capacity(16 * 1024);
+                for r in self.all() {
+                    for fam in prometheus_protobuf::encode(r).map_err(fmt_err)? {
+                        fam.encode_length_delimited(&mut out)?;
+                    }
+                }
+                Ok(out)
+            }
+            Format::Text => {
+                let mut s = String::with_capacity(16 * 1024);
+                for r in self.all() {
+                    let fams = prometheus_protobuf::encode(r).map_err(fmt_err)?;
+                    encode_text_004(&mut s, &fams).map_err(fmt_err)?;
+                }
+                Ok(s.into_bytes())
+            }
+        }
+    }
+
+    /// Encodes on tokio's blocking pool, at most two at a time, so slow
+    /// collectors never hold an executor thread and a burst of scrapes does
+    /// not become a burst of collection.
+    pub async fn encode_off_executor(&self, format: Format) -> Result<Vec<u8>, EncodeError> {
+        let permit = Arc::clone(&self.inner.encode_slots)
+            .acquire_owned()
+            .await
+            .expect("the encode semaphore is never closed");
+        let me = self.clone();
+        // The permit moves into the task: a scrape that times out and is
+        // dropped still holds its slot until its encoding really ends.
+        let task = move || {
+            let _permit = permit;
+            me.encode(format)
+        };
+        match tokio::task::spawn_blocking(task).await {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("metrics encoding task was cancelled: {e}"),
+        }
+    }
+}
+
+/// Writes protobuf-model metric families as Prometheus text format 0.0.4.
+///
+/// Why it exists: prometheus-client writes only OpenMetrics text, which the
+/// 0.0.4 parsers (`promtool check metrics`, older scrapers) reject or
+/// misread. Counters keep their `_total` family name, info metrics become
+/// gauges, histograms get `_bucket` (with `+Inf`), `_sum` and `_count`;
+/// native buckets are left out (text cannot carry them).
+pub fn encode_text_004(out: &mut String, families: &[pb::MetricFamily]) -> std::fmt::Result {
+    for fam in families {
+        let ty = pb::MetricType::try_from(fam.r#type).unwrap_or(pb::MetricType::Untyped);
+        let ty_name = match ty {
+            pb::MetricType::Counter => "counter",
+            pb::MetricType::Gauge => "gauge",
+            pb::MetricType::Summary => "summary",
+            pb::MetricType::Histogram => "histogram",
+            // 0.0.4 has no gauge histogram; its samples look like a histogram's.
+            pb::MetricType::GaugeHistogram => "histogram",
+            pb::MetricType::Untyped => "untyped",
+        };
+        let name = fam.name.as_str();
+        if !fam.help.is_empty() {
+            out.push_str("# HELP ");
+            out.push_str(name);
+            out.push(' ');
+            escape_into(out, &fam.help, false);
+            out.push('\n');
+        }
+        writeln!(out, "# TYPE {name} {ty_name}")?;
+        for m in &fam.metric {
+            let ts = m.timestamp_ms;
+            if let Some(c) = &m.counter {
+                sample(out, name, "", &m.label, None, c.value, ts);
+            } else if let Some(g) = &m.gauge {
+                sample(out, name, "", &m.label, None, g.value, ts);
+            } else if let Some(u) = &m.untyped {
+                sample(out, name, "", &m.label, None, u.value, ts);
+            } else if let Some(s) = &m.summary {
+                for q in &s.quantile {
+                    let qs = fmt_f64(q.quantile);
+                    sample(
+                        out,
+                        name,
+                        "",
+                        &m.label,
+                        Some(("quantile", &qs)),
+                        q.value,
+                        ts,
+                    );
+                }
+                sample(out, name, "_sum", &m.label, None, s.sample_sum, ts);
+                sample(
+                    out,
+                    name,
+                    "_count",
+                    &m.label,
+                    None,
+                    s.sample_count as f64,
+                    ts,
+                );
+            } else if let Some(h) = &m.histogram {
+                let count = if h.sample_count_float > 0.0 {
+                    h.sample_count_float
+                } else {
+                    h.sample_count as f64
+                };
+                let mut saw_inf = false;
+                for b in &h.bucket {
+                    saw_inf |= b.upper_bound == f64::INFINITY;
+                    let le = fmt_f64(b.upper_bound);
+                    let c = if b.cumulative_count_float > 0.0 {
+                        b.cumulative_count_float
+                    } else {
+                        b.cumulative_count as f64
+                    };
+                    sample(out, name, "_bucket", &m.label, Some(("le", &le)), c, ts);
+                }
+                if !saw_inf {
+                    sample(
+                        out,
+                        name,
+                        "_bucket",
+                        &m.label,
+                        Some(("le", "+Inf")),
+                        count,
+                        ts,
+                    );
+                }
+                sample(out, name, "_sum", &m.label, None, h.sample_sum, ts);
+                sample(out, name, "_count", &m.label, None, count, ts);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn sample(
+    out: &mut String,
+    name: &str,
+    suffix: &str,
+    labels: &[pb::LabelPair],
+    extra: Option<(&str, &str)>,
+    value: f64,
+    timestamp_ms: i64,
+) {
+    out.push_str(name);
+    out.push_str(suffix);
+    if !labels.is_empty() || extra.is_some() {
+        out.push('{');
+        let pairs = labels
+            .iter()
+            .map(|l| (l.name.as_str(), l.value.as_str()))
+            .chain(extra);
+        for (i, (k, v)) in pairs.enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_into(out, v, true);
+            out.push('"');
+        }
+        out.push('}');
+    }
+    out.push(' ');
+    out.push_str(&fmt_f64(value));
+    if timestamp_ms != 0 {
+        out.push(' ');
+        out.push_str(&timestamp_ms.to_string());
+    }
+    out.push('\n');
+}
+
+/// 0.0.4 escaping: `\` and newline always, `"` in label values.
+fn escape_into(out: &mut String, s: &str, quote: bool) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if quote => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Go-parseable float: `+Inf`, `-Inf`, `NaN`, else Rust's shortest
+/// round-trip representation (`1e-7` style for very small or large values).
+fn fmt_f64(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v == f64::INFINITY {
+        "+Inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        let plain = format!("{v}");
+        if plain.len() > 21 {
+            format!("{v:e}")
+        } else {
+            plain
+        }
+    }
+}
+
+/// Builds the exporter's routes on `metrics`: `GET /metrics` (negotiated
+/// format, see the module docs), `GET /healthz` (`ok`), `GET /` (a landing
+/// page with the version and links), 404 for other paths, 405 for other
+/// methods.
+///
+/// Why it exists: `main` and the tests serve the same routes; the server
+/// around them ([`serve`]) adds timeouts, TLS and basic auth.
+pub fn router(metrics: Metrics) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(scrape))
+        .fallback(not_found)
+        .with_state(metrics)
+}
+
+async fn index() -> Html<String> {
+    Html(format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>ibexporter</title></head>\n\
+         <body><h1>ibexporter {version}</h1>\n\
+         <p>Prometheus exporter for RDMA real-time hosts.</p>\n\
+         <ul>\n<li><a href=\"/metrics\">/metrics</a>: metrics (Prometheus text, OpenMetrics or protobuf, by <code>Accept</code>)</li>\n\
+         <li><a href=\"/healthz\">/healthz</a>: liveness</li>\n</ul>\n</body></html>\n",
+        version = crate::VERSION
+    ))
+}
+
+async fn not_found(uri: Uri) -> (StatusCode, String) {
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "not found: {}; try /metrics, /healthz or /\n",
+            uri.path().escape_debug()
+        ),
+    )
+}
+
+async fn scrape(State(metrics): State<Metrics>, uri: Uri, headers: HeaderMap) -> Response {
+    let forced = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("format="))
+        .next_back();
+    let format = match forced {
+        Some(f) => match Format::from_label(f) {
+            Some(f) => f,
+            None => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "unknown format {:?} in ?format=; use text, openmetrics or protobuf, \
+                         or leave it out to negotiate by Accept\n",
+                        f.escape_debug().to_string()
+                    ),
+                )
+                    .into_response()
+            }
+        },
+        None => {
+            let accept = headers
+                .get_all(header::ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect::<Vec<_>>()
+                .join(",");
+            Format::negotiate((!accept.is_empty()).then_some(accept.as_str()))
+        }
+    };
+    match metrics.encode_off_executor(format).await {
+        Ok(body) => (
+            [
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(format.content_type()),
+                ),
+                (header::VARY, HeaderValue::from_static("Accept")),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!("/metrics: {e}");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{e}; see the exporter's log\n"),
+            )
+                .into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROM_NATIVE: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    const PROM_DEFAULT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(Format::negotiate(None), Format::Text);
+        assert_eq!(Format::negotiate(Some("*/*")), Format::Text);
+        assert_eq!(Format::negotiate(Some(PROM_NATIVE)), Format::Protobuf);
+        assert_eq!(Format::negotiate(Some(PROM_DEFAULT)), Format::OpenMetrics);
+        assert_eq!(
+            Format::negotiate(Some(
+                "text/plain;version=0.0.4;q=0.9, application/openmetrics-text;q=0.3"
+            )),
+            Format::Text
+        );
+        // Protobuf without the delimited encoding is not something we write.
+        assert_eq!(
+            Format::negotiate(Some("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text")),
+            Format::Text
+        );
+        assert_eq!(Format::negotiate(Some("application/json")), Format::Text);
+        assert_eq!(
+            Format::negotiate(Some("application/openmetrics-text;q=0, text/plain")),
+            Format::Text
+        );
+    }
+
+    #[test]
+    fn floats_parse_back() {
+        for v in [0.0, 1.0, 2.5e-7, 0.01, 1e300, -3.5, 123456789.0] {
+            assert_eq!(fmt_f64(v).parse::<f64>().unwrap(), v, "{}", fmt_f64(v));
+        }
+        assert_eq!(fmt_f64(f64::INFINITY), "+Inf");
+        assert_eq!(fmt_f64(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn text_004_shapes() {
+        use prometheus_client::metrics::counter::Counter;
+        use prometheus_client::metrics::info::Info;
+        let mut reg = Registry::default();
+        let c: Counter = Counter::default();
+        c.inc_by(3);
+        reg.register("requests", "Requests \\ served\nso far", c);
+        reg.register(
+            "build",
+            "build info",
+            Info::new(vec![("version".to_string(), "a\"b".to_string())]),
+        );
+        let text = String::from_utf8(Metrics::new(reg).encode(Format::Text).unwrap()).unwrap();
+        assert!(
+            text.contains("# HELP requests_total Requests \\\\ served\\nso far.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE requests_total counter\nrequests_total 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE build_info gauge\nbuild_info{version=\"a\\\"b\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "ibexporter_scrape_duration_seconds_bucket{format=\"text\",le=\"+Inf\"} 0\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+}

@@ -1,0 +1,215 @@
+//! A real Prometheus (Debian's, with native histograms enabled) scrapes the
+//! in-process server: once negotiated (it asks for protobuf) and once with
+//! `?format=text`, and PromQL over what it stored gives the right answers.
+
+use ibexporter::http::{self, Metrics, ServeOptions};
+use ibtools_tests::prom::{Prometheus, Target};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(40);
+
+/// 250 ns .. 10 ms, 1-2.5-5 per decade (log-linear), in seconds.
+fn latency_buckets() -> Vec<f64> {
+    vec![
+        250e-9, 500e-9, 1e-6, 2.5e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
+        2.5e-3, 5e-3, 10e-3,
+    ]
+}
+
+/// Ten parts 2 µs, five 20 µs, one 1 ms: the median is 2 µs.
+fn observe_batch(h: &Histogram) {
+    for _ in 0..10 {
+        h.observe(2e-6);
+    }
+    for _ in 0..5 {
+        h.observe(20e-6);
+    }
+    h.observe(1e-3);
+}
+
+fn test_registry() -> (Registry, Histogram) {
+    let mut reg = Registry::default();
+    let c: Counter = Counter::default();
+    c.inc_by(42);
+    reg.register("test_requests", "Requests handled", c);
+    let g: Gauge = Gauge::default();
+    g.set(37);
+    reg.register("test_temperature_celsius", "HCA temperature", g);
+    let h = Histogram::new_classic_and_native(latency_buckets(), NativeHistogramConfig::new(1.1));
+    for _ in 0..10 {
+        observe_batch(&h);
+    }
+    reg.register("test_rdma_latency_seconds", "Round-trip latency", h.clone());
+    (reg, h)
+}
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Server {
+    fn start(reg: Registry) -> Server {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_l.set_nonblocking(true).unwrap();
+        let addr = std_l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        {
+            let _g = rt.enter();
+            let l = tokio::net::TcpListener::from_std(std_l).unwrap();
+            rt.spawn(http::serve_with(
+                l,
+                None,
+                http::router(Metrics::new(reg)),
+                async {
+                    let _ = rx.await;
+                },
+                ServeOptions::default(),
+            ));
+        }
+        Server {
+            addr,
+            stop: Some(tx),
+            rt: Some(rt),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+/// The single sample value of an instant-vector result.
+fn scalar(result: &[Value], what: &str) -> f64 {
+    assert_eq!(result.len(), 1, "{what}: {result:?}");
+    let v = result[0]["value"][1]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no value in {result:?}"));
+    v.parse()
+        .unwrap_or_else(|e| panic!("{what}: {v:?} is not a number: {e}"))
+}
+
+#[test]
+fn real_prometheus_scrapes_protobuf_native_and_classic() {
+    let (reg, hist) = test_registry();
+    let srv = Server::start(reg);
+    // Keep observing so rate() over the classic buckets is not zero.
+    let running = Arc::new(AtomicBool::new(true));
+    let observer = {
+        let running = Arc::clone(&running);
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                observe_batch(&hist);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+
+    let addr = srv.addr.to_string();
+    let prom = Prometheus::start(
+        &[
+            Target::new("ibexporter", &addr),
+            Target::new("ibexporter-text", &addr).param("format", "text"),
+        ],
+        true,
+    );
+    eprintln!(
+        "prometheus {:?} on {}, classic_with_native={}",
+        prom.version, prom.address, prom.classic_with_native
+    );
+
+    for job in ["ibexporter", "ibexporter-text"] {
+        let r = prom.wait_for(&format!("up{{job=\"{job}\"}} == 1"), WAIT);
+        assert_eq!(scalar(&r, "up"), 1.0);
+        let r = prom.wait_for(&format!("test_requests_total{{job=\"{job}\"}}"), WAIT);
+        assert_eq!(scalar(&r, "counter"), 42.0, "{job}");
+        let r = prom.wait_for(&format!("test_temperature_celsius{{job=\"{job}\"}}"), WAIT);
+        assert_eq!(scalar(&r, "gauge"), 37.0, "{job}");
+    }
+
+    // The negotiated job was answered in protobuf: our own self metric
+    // counted protobuf encodes, and the histogram arrived native.
+    let r = prom.wait_for(
+        "ibexporter_scrape_duration_seconds_count{job=\"ibexporter\",format=\"protobuf\"} > 0",
+        WAIT,
+    );
+    assert!(scalar(&r, "protobuf encodes") >= 1.0);
+    let r = prom.wait_for("test_rdma_latency_seconds{job=\"ibexporter\"}", WAIT);
+    assert_eq!(r.len(), 1, "{r:?}");
+    let native = &r[0]["histogram"];
+    assert!(
+        native.is_array(),
+        "the negotiated job should hold a native histogram: {r:?}"
+    );
+    let count: f64 = native[1]["count"].as_str().unwrap().parse().unwrap();
+    assert!(count >= 160.0, "native count {count}: {r:?}");
+
+    // Native: histogram_quantile straight on the histogram.
+    let r = prom.wait_for(
+        "histogram_quantile(0.5, test_rdma_latency_seconds{job=\"ibexporter\"}) > 0",
+        WAIT,
+    );
+    let q = scalar(&r, "native median");
+    eprintln!("native median: {q}");
+    assert!(
+        (1.5e-6..=2.6e-6).contains(&q),
+        "native median {q} should be near 2 µs (schema 3 buckets are ~9% wide)"
+    );
+
+    // Classic: histogram_quantile over rate() of the _bucket series.
+    let classic = |job: &str| {
+        let r = prom.wait_for(
+            &format!(
+                "histogram_quantile(0.5, rate(test_rdma_latency_seconds_bucket{{job=\"{job}\"}}[10s])) > 0"
+            ),
+            WAIT,
+        );
+        scalar(&r, "classic median")
+    };
+    let q = classic("ibexporter-text");
+    eprintln!("classic median (text job): {q}");
+    assert!(
+        q > 1e-6 && q <= 2.5e-6,
+        "classic median {q} should fall in the (1 µs, 2.5 µs] bucket"
+    );
+    if prom.classic_with_native {
+        // 2.45+: scrape_classic_histograms keeps both from one protobuf scrape.
+        let q = classic("ibexporter");
+        assert!(q > 1e-6 && q <= 2.5e-6, "classic median {q} (protobuf job)");
+    } else {
+        // 2.42-2.44: a histogram with native buckets is stored only as native.
+        let r = prom.query("count(test_rdma_latency_seconds_bucket{job=\"ibexporter\"})");
+        assert_eq!(
+            r["data"]["result"],
+            Value::Array(vec![]),
+            "Prometheus {:?} was expected to drop classic buckets of native histograms: {r}",
+            prom.version
+        );
+    }
+
+    running.store(false, Ordering::Relaxed);
+    observer.join().unwrap();
+    drop(prom);
+    drop(srv);
+}

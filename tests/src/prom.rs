@@ -1,0 +1,394 @@
+//! A real Prometheus server and `promtool` for tests: Debian's
+//! `/usr/bin/prometheus` (package `prometheus`) scraping the exporter under
+//! test, queried through its HTTP API.
+//!
+//! Why it exists: an exporter is only right if Prometheus itself accepts
+//! what it serves (content negotiation, protobuf, native histograms,
+//! `histogram_quantile`); parsing our own output with our own code proves
+//! little. Missing binaries fail the test with the package to install,
+//! they never skip it.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One scrape job: Prometheus scrapes `http://<address><metrics_path>`
+/// with the given query parameters, every second.
+///
+/// Why it exists: tests scrape the same exporter as several jobs (for
+/// example once negotiated, once with `?format=text`).
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `job_name`, and the `job` label on every series it yields.
+    pub job: String,
+    /// `host:port` of the exporter.
+    pub address: String,
+    /// Path scraped; `/metrics` unless changed.
+    pub metrics_path: String,
+    /// Query parameters added to each scrape (`params:` in the config).
+    pub params: Vec<(String, String)>,
+}
+
+impl Target {
+    /// A job scraping `http://<address>/metrics`.
+    pub fn new(job: &str, address: &str) -> Target {
+        Target {
+            job: job.to_string(),
+            address: address.to_string(),
+            metrics_path: "/metrics".to_string(),
+            params: Vec::new(),
+        }
+    }
+
+    /// Adds a query parameter to each scrape.
+    pub fn param(mut self, key: &str, value: &str) -> Target {
+        self.params.push((key.to_string(), value.to_string()));
+        self
+    }
+}
+
+/// A running Prometheus on `127.0.0.1:<free port>`, storing into a
+/// temporary directory; killed and removed on drop.
+///
+/// Why it exists: see the module docs.
+pub struct Prometheus {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// `127.0.0.1:<port>` of its web API.
+    pub address: String,
+    /// Its version, from `prometheus --version`.
+    pub version: (u32, u32, u32),
+    /// Whether `scrape_classic_histograms: true` was written for every job
+    /// (Prometheus 2.45+ with native histograms): then a histogram scraped
+    /// as protobuf is kept as both native and classic `_bucket` series.
+    /// Older versions keep only the native one.
+    pub classic_with_native: bool,
+}
+
+/// Finds `name` on `PATH`, else fails naming the Debian package.
+fn binary(name: &str) -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain([PathBuf::from("/usr/bin")])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    found.unwrap_or_else(|| {
+        panic!(
+            "`{name}` not found on PATH nor in /usr/bin: these tests run a real Prometheus; \
+             install it with `apt-get install prometheus` (scripts/setup does)"
+        )
+    })
+}
+
+/// Parses `prometheus, version 2.42.0+ds (...)`.
+fn parse_version(out: &str) -> Option<(u32, u32, u32)> {
+    let v = out.split("version ").nth(1)?;
+    let v: String = v
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let mut it = v.split('.').map(|p| p.parse::<u32>().ok());
+    Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("binding 127.0.0.1:0 to find a free port")
+        .port()
+}
+
+fn yaml_str(s: &str) -> String {
+    // JSON strings are valid YAML flow scalars.
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+impl Prometheus {
+    /// Writes a `prometheus.yml` scraping `targets` every second, starts
+    /// Prometheus with it (`--enable-feature=native-histograms` when
+    /// `native_histograms`) and waits until `/-/ready` answers 200.
+    ///
+    /// Panics, with the log's tail, if it is missing or does not become
+    /// ready within 30 s.
+    pub fn start(targets: &[Target], native_histograms: bool) -> Prometheus {
+        let bin = binary("prometheus");
+        let out = Command::new(&bin)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("running {} --version: {e}", bin.display()));
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        let version = parse_version(&text).unwrap_or_else(|| {
+            panic!(
+                "cannot read a version from `{} --version`: {text:?}",
+                bin.display()
+            )
+        });
+        // `scrape_classic_histograms` exists from 2.45 on; older versions
+        // refuse a config that names it.
+        let classic_with_native = native_histograms && version >= (2, 45, 0);
+
+        let dir = tempfile::tempdir().expect("creating a tempdir for Prometheus");
+        let mut cfg = String::from(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
+        );
+        for t in targets {
+            cfg += &format!(
+                "  - job_name: {}\n    metrics_path: {}\n    static_configs:\n      - targets: [{}]\n",
+                yaml_str(&t.job),
+                yaml_str(&t.metrics_path),
+                yaml_str(&t.address)
+            );
+            if !t.params.is_empty() {
+                cfg += "    params:\n";
+                for (k, v) in &t.params {
+                    cfg += &format!("      {}: [{}]\n", yaml_str(k), yaml_str(v));
+                }
+            }
+            if classic_with_native {
+                cfg += "    scrape_classic_histograms: true\n";
+            }
+        }
+        let cfg_path = dir.path().join("prometheus.yml");
+        std::fs::write(&cfg_path, &cfg).expect("writing prometheus.yml");
+        let log_path = dir.path().join("prometheus.log");
+        let log = std::fs::File::create(&log_path).expect("creating prometheus.log");
+
+        let address = format!("127.0.0.1:{}", free_port());
+        let mut cmd = Command::new(&bin);
+        cmd.arg(format!("--config.file={}", cfg_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={address}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup log"))
+            .stderr(log);
+        if native_histograms {
+            cmd.arg("--enable-feature=native-histograms");
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut p = Prometheus {
+            child,
+            dir,
+            address,
+            version,
+            classic_with_native,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = p.child.try_wait().expect("polling prometheus") {
+                panic!(
+                    "prometheus exited early ({status}) with config:\n{cfg}\nlog:\n{}",
+                    p.log_tail()
+                );
+            }
+            if matches!(http_get(&p.address, "/-/ready"), Ok((200, _))) {
+                break;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "prometheus on {} not ready after 30 s; log:\n{}",
+                    p.address,
+                    p.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        p
+    }
+
+    /// The temporary directory holding `prometheus.yml`, `prometheus.log`
+    /// and `data/`.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The last 4 KiB of Prometheus' log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("prometheus.log"))
+            .unwrap_or_else(|e| format!("(cannot read prometheus.log: {e})"));
+        let start = log.len().saturating_sub(4096);
+        let start = (start..log.len())
+            .find(|i| log.is_char_boundary(*i))
+            .unwrap_or(log.len());
+        log[start..].to_string()
+    }
+
+    /// GETs an API path (`/api/v1/...`, already encoded) and returns the
+    /// parsed JSON; panics on a transport error or non-JSON answer.
+    pub fn api(&self, path_and_query: &str) -> serde_json::Value {
+        let (status, body) = http_get(&self.address, path_and_query)
+            .unwrap_or_else(|e| panic!("GET {path_and_query} from prometheus: {e}"));
+        serde_json::from_slice(&body).unwrap_or_else(|e| {
+            panic!(
+                "GET {path_and_query}: status {status}, not JSON ({e}): {}",
+                String::from_utf8_lossy(&body)
+            )
+        })
+    }
+
+    /// Runs an instant query and returns the whole API answer
+    /// (`{"status": "success", "data": {"resultType": ..., "result": [...]}}`).
+    /// Panics if Prometheus answers with an error (bad PromQL).
+    pub fn query(&self, promql: &str) -> serde_json::Value {
+        let v = self.api(&format!("/api/v1/query?query={}", url_encode(promql)));
+        assert_eq!(
+            v["status"],
+            "success",
+            "query {promql:?} failed: {v}\nprometheus log:\n{}",
+            self.log_tail()
+        );
+        v
+    }
+
+    /// Repeats `query` until its result is non-empty and returns the result
+    /// array; panics after `timeout` showing the last answer and the
+    /// targets' scrape health.
+    pub fn wait_for(&self, promql: &str, timeout: Duration) -> Vec<serde_json::Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let v = self.query(promql);
+            match v["data"]["result"].as_array() {
+                Some(r) if !r.is_empty() => return r.clone(),
+                _ => {}
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "query {promql:?} still empty after {timeout:?}; last answer: {v}\n\
+                     targets: {}\nprometheus log:\n{}",
+                    self.targets_summary(),
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// One line per scrape target: job, health, last error.
+    pub fn targets_summary(&self) -> String {
+        let v = self.api("/api/v1/targets");
+        v["data"]["activeTargets"]
+            .as_array()
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| {
+                        format!(
+                            "{} {} {} {}",
+                            t["labels"]["job"], t["scrapeUrl"], t["health"], t["lastError"]
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_else(|| v.to_string())
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `promtool check metrics` on `text` (Prometheus text format 0.0.4)
+/// and returns `Ok` only if it exits 0 **and** prints nothing; otherwise
+/// `Err` with what it printed (parse errors and lint problems alike).
+///
+/// Why it exists: promtool is the reference checker for the text format
+/// and its naming conventions.
+pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
+    let bin = binary("promtool");
+    let mut child = Command::new(&bin)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = text.to_string();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("waiting for promtool: {e}"));
+    let _ = writer.join();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && said.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "promtool check metrics: {}: {}",
+            out.status,
+            said.trim()
+        ))
+    }
+}
+
+/// Percent-encodes a query parameter value (RFC 3986 unreserved kept).
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A plain HTTP/1.0 GET: returns the status code and the body.
+fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no end of HTTP headers in the answer"))?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad status line: {head}")))?;
+    Ok((status, raw[split + 4..].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version("prometheus, version 2.42.0+ds (branch: debian/sid)"),
+            Some((2, 42, 0))
+        );
+        assert_eq!(parse_version("prometheus, version 3.1"), Some((3, 1, 0)));
+        assert_eq!(parse_version("nope"), None);
+    }
+
+    #[test]
+    fn encoding() {
+        assert_eq!(url_encode("up{job=\"a b\"}"), "up%7Bjob%3D%22a%20b%22%7D");
+    }
+}
