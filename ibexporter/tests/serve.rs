@@ -1,4 +1,5 @@
-//! Runs the real binary and scrapes it over plain HTTP/1.0.
+//! Runs the real binary with its built-in default (local probes) and
+//! scrapes it over plain HTTP/1.0.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -29,31 +30,57 @@ fn get(addr: &str, path: &str) -> std::io::Result<String> {
     Ok(out)
 }
 
-#[test]
-fn serves_metrics_and_index() {
+/// Starts `ibexporter --listen ADDR ARGS...` and waits until it answers.
+fn start(args: &[&str]) -> (Server, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut server = Server(
         Command::new(env!("CARGO_BIN_EXE_ibexporter"))
             .args(["--listen", &addr])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        match get(&addr, "/metrics") {
-            Ok(r) => break r,
-            Err(e) => {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match get(&addr, "/healthz") {
+            Ok(r) if r.contains("200") => return (server, addr),
+            r => {
                 assert!(
                     server.0.try_wait().unwrap().is_none(),
                     "ibexporter exited early"
                 );
-                assert!(Instant::now() < deadline, "ibexporter never answered: {e}");
-                std::thread::sleep(Duration::from_millis(20));
+                assert!(
+                    Instant::now() < deadline,
+                    "ibexporter never answered: {r:?}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
             }
         }
+    }
+}
+
+/// The default probes (shm, udp, wake-up) show up with every latency
+/// family, the text passes promtool, and the landing page links.
+#[test]
+fn default_probes_are_served_and_lint_clean() {
+    let (_server, addr) = start(&["--interval", "1s", "--probes", "50", "--no-probe", "wakeup"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let m = get(&addr, "/metrics").unwrap();
+        if m.contains("ibprobe_latency_window_seconds{")
+            && m.contains("transport=\"udp\"")
+            && m.contains("transport=\"shm\"")
+        {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no probe results after 30 s: {m}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     };
     assert!(
         metrics.starts_with("HTTP/1.0 200") || metrics.starts_with("HTTP/1.1 200"),
@@ -62,7 +89,7 @@ fn serves_metrics_and_index() {
     assert!(
         metrics
             .to_ascii_lowercase()
-            .contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            .contains("content-type: text/plain; version=0.0.4"),
         "{metrics}"
     );
     let version = env!("CARGO_PKG_VERSION");
@@ -72,20 +99,77 @@ fn serves_metrics_and_index() {
         )),
         "{metrics}"
     );
-    assert!(metrics.contains("\nibexporter_up 1\n"), "{metrics}");
+    for family in [
+        "# TYPE ibprobe_latency_seconds histogram",
+        "# TYPE ibprobe_latency_window_seconds summary",
+        "# TYPE ibprobe_latency_window_max_seconds gauge",
+        "# TYPE ibprobe_probes_total counter",
+        "# TYPE ibprobe_last_success_timestamp_seconds gauge",
+        "# TYPE ibexporter_throttle_level gauge",
+        "# TYPE ibexporter_probe_cpu_seconds_total counter",
+    ] {
+        assert!(metrics.contains(family), "{family} missing: {metrics}");
+    }
+    for q in ["0.5", "0.9", "0.99", "0.999"] {
+        assert!(
+            metrics.contains(&format!(
+                "transport=\"shm\",op=\"send\",size_bytes=\"32\",quantile=\"{q}\"}}"
+            )),
+            "quantile {q}: {metrics}"
+        );
+    }
+    assert!(
+        metrics.contains("le=\"0.00000025\""),
+        "the 250 ns bucket: {metrics}"
+    );
+    let ok: u64 = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("ibprobe_probes_total{")
+                && l.contains("transport=\"shm\"")
+                && l.contains("result=\"ok\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no shm ok count: {metrics}"));
+    assert!(ok >= 50, "one round of 50 shm probes answered: {ok}");
+    let body = metrics.split("\r\n\r\n").nth(1).unwrap();
+    ibtools_tests::prom::promtool_check_metrics(body).unwrap_or_else(|e| panic!("promtool: {e}"));
 
     let index = get(&addr, "/").unwrap();
     assert!(index.contains("href=\"/metrics\""), "{index}");
 }
 
 #[test]
-fn help_says_it_is_a_stub() {
+fn bad_options_exit_2_with_one_line() {
+    for (args, want) in [
+        (&["--poll", "spin"][..], "--poll spin"),
+        (&["--budget", "2"][..], "--budget 2"),
+        (&["--sizes", "4"][..], "--sizes"),
+        (&["--no-probe", "gpu"][..], "--no-probe gpu"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_teaches() {
     let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
         .arg("--help")
         .output()
         .unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert!(help.contains("STUB") && help.contains("--listen"), "{help}");
+    assert!(
+        help.contains("--listen") && help.contains("Examples:"),
+        "{help}"
+    );
     assert!(help.contains("0.0.0.0:9427"), "{help}");
 }

@@ -5,4 +5,5 @@
 //! prometheus-client, so a source that fails loses only its own metrics.
 
 pub mod hca;
+pub mod latency;
 pub mod tuning;

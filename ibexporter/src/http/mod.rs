@@ -173,20 +173,28 @@ impl Format {
                     Format::Protobuf
                 }
                 "application/openmetrics-text" => Format::OpenMetrics,
-                "text/plain" if version.as_deref().map_or(true, |v| v == "0.0.4") => Format::Text,
+                "text/plain" if version.as_deref().is_none_or(|v| v == "0.0.4") => Format::Text,
                 "text/*" | "*/*" => Format::Text,
                 _ => continue,
             };
             if q.is_nan() || q <= 0.0 {
                 continue;
             }
-            if best.map_or(true, |(bq, _)| q > bq) {
+            if best.is_none_or(|(bq, _)| q > bq) {
                 best = Some((q, format));
             }
         }
         best.map_or(Format::Text, |(_, f)| f)
     }
 }
+
+/// Families built directly in the protobuf data model, for metric types
+/// prometheus-client lacks (summaries); called at every scrape.
+///
+/// Why it exists: the probe latency summary over a sliding window is
+/// computed from HDR histograms at scrape time, and must come out in all
+/// three formats like everything else.
+pub type FamilySource = Arc<dyn Fn() -> Vec<pb::MetricFamily> + Send + Sync>;
 
 /// Label set of the self metric.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -215,6 +223,7 @@ pub enum EncodeError {
 
 struct Inner {
     registries: Vec<Arc<Registry>>,
+    sources: Vec<FamilySource>,
     own: Registry,
     scrape_duration: Family<FormatLabel, Histogram>,
     encode_slots: Arc<Semaphore>,
@@ -252,6 +261,15 @@ impl Metrics {
     /// A handle serving several registries, encoded in the given order
     /// (plus the self metrics, last).
     pub fn with_registries(registries: impl IntoIterator<Item = Arc<Registry>>) -> Self {
+        Self::with_registries_and_sources(registries, Vec::new())
+    }
+
+    /// Registries plus [`FamilySource`]s: families prometheus-client has no
+    /// type for (the latency summary), encoded after the registries.
+    pub fn with_registries_and_sources(
+        registries: impl IntoIterator<Item = Arc<Registry>>,
+        sources: Vec<FamilySource>,
+    ) -> Self {
         let scrape_duration = Family::<FormatLabel, Histogram>::new_with_constructor(|| {
             // 50 µs .. ~1.6 s, doubling.
             Histogram::new(exponential_buckets(50e-6, 2.0, 16))
@@ -270,11 +288,16 @@ impl Metrics {
         Metrics {
             inner: Arc::new(Inner {
                 registries: registries.into_iter().collect(),
+                sources,
                 own,
                 scrape_duration,
                 encode_slots: Arc::new(Semaphore::new(MAX_CONCURRENT_ENCODES)),
             }),
         }
+    }
+
+    fn source_families(&self) -> Vec<pb::MetricFamily> {
+        self.inner.sources.iter().flat_map(|f| f()).collect()
     }
 
     fn all(&self) -> impl Iterator<Item = &Registry> {
@@ -308,6 +331,8 @@ impl Metrics {
                 for r in self.all() {
                     om_text::encode_registry(&mut s, r).map_err(fmt_err)?;
                 }
+                // Gauges and summaries read the same in OpenMetrics and 0.0.4.
+                encode_text_004(&mut s, &self.source_families()).map_err(fmt_err)?;
                 om_text::encode_eof(&mut s).map_err(fmt_err)?;
                 Ok(s.into_bytes())
             }
@@ -318,6 +343,9 @@ impl Metrics {
                         fam.encode_length_delimited(&mut out)?;
                     }
                 }
+                for fam in self.source_families() {
+                    fam.encode_length_delimited(&mut out)?;
+                }
                 Ok(out)
             }
             Format::Text => {
@@ -326,6 +354,7 @@ impl Metrics {
                     let fams = prometheus_protobuf::encode(r).map_err(fmt_err)?;
                     encode_text_004(&mut s, &fams).map_err(fmt_err)?;
                 }
+                encode_text_004(&mut s, &self.source_families()).map_err(fmt_err)?;
                 Ok(s.into_bytes())
             }
         }

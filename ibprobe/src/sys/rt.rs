@@ -22,6 +22,22 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time the calling thread has used, ns (CLOCK_THREAD_CPUTIME_ID).
+///
+/// Why it exists: ibexporter caps what its probe thread costs (an
+/// overhead budget as a share of one core) and exports it, which needs
+/// the thread's own CPU time at ns resolution (/proc has 10 ms ticks).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; the clock id is a constant
+    // every Linux kernel since 2.6.12 supports.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (TIMER_ABSTIME, so a
 /// late wake-up never shifts later deadlines). `Err` with EINTR when a
 /// signal handler ran (the caller checks its stop flag and sleeps again).

@@ -1,0 +1,169 @@
+//! The daemon: builds every collector, starts the probe engine, serves
+//! HTTP until shutdown.
+//!
+//! Why it exists: `main` parses options; everything a running exporter is
+//! made of is assembled here, so tests and `main` start the same thing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+use crate::collect::hca::HcaCollector;
+use crate::collect::latency::LatencyStore;
+use crate::collect::tuning::{TuningCollector, TuningConfig};
+use crate::engine::{discover_local, Engine, EngineConfig, EngineMetrics, LocalOptions};
+use crate::http::{self, FamilySource, Metrics, WebConfig};
+
+/// Everything a running exporter needs to know.
+#[derive(Clone, Debug)]
+pub struct DaemonOptions {
+    /// HTTP listen address.
+    pub listen: String,
+    /// exporter-toolkit style web config (TLS, basic auth).
+    pub web_config: Option<PathBuf>,
+    /// Host root for sysfs/procfs reads (`/`, or a snapshot in tests).
+    pub root: PathBuf,
+    /// ibtune profile to watch for drift.
+    pub profile: Option<PathBuf>,
+    /// ibtune's state directory.
+    pub state_dir: PathBuf,
+    /// Minimum time between two tuning verifications.
+    pub tuning_min_interval: Duration,
+    /// The probe engine.
+    pub engine: EngineConfig,
+    /// The built-in local probes.
+    pub local: LocalOptions,
+    /// The sliding window of the percentile summary.
+    pub window: Duration,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            listen: crate::DEFAULT_LISTEN.into(),
+            web_config: None,
+            root: PathBuf::from("/"),
+            profile: None,
+            state_dir: PathBuf::from(crate::collect::tuning::DEFAULT_STATE_DIR),
+            tuning_min_interval: crate::collect::tuning::DEFAULT_MIN_INTERVAL,
+            engine: EngineConfig::default(),
+            local: LocalOptions {
+                source: hostname(),
+                ..LocalOptions::default()
+            },
+            window: Duration::from_secs(300),
+        }
+    }
+}
+
+/// This host's name, for the `source` label.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// A started exporter: the metrics handle and the probe engine.
+pub struct Daemon {
+    /// What `/metrics` serves.
+    pub metrics: Metrics,
+    /// The probe thread (stops on drop).
+    pub engine: Engine,
+    /// Lines to log once at start (what was skipped and why).
+    pub notes: Vec<String>,
+}
+
+/// Builds the collectors and starts probing (no HTTP yet).
+pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
+    let mut reg = Registry::default();
+    reg.register(
+        "ibexporter_build",
+        "ibexporter build information",
+        Info::new(vec![("version".to_string(), crate::VERSION.to_string())]),
+    );
+    let hca =
+        HcaCollector::new(&o.root).with_context(|| format!("host root {}", o.root.display()))?;
+    reg.register_collector(Box::new(hca));
+    if let Some(p) = &o.profile {
+        let mut tc = TuningConfig::new(p);
+        tc.root = o.root.clone();
+        tc.state_dir = o.state_dir.clone();
+        tc.min_interval = o.tuning_min_interval;
+        reg.register_collector(Box::new(TuningCollector::new(tc)));
+    }
+    let store = LatencyStore::new(o.window);
+    store.register(&mut reg);
+    let em = EngineMetrics::default();
+    em.register(&mut reg);
+    let (probes, notes) = discover_local(&o.local);
+    let local: Gauge = Gauge::default();
+    local.set(probes.len() as i64);
+    reg.register(
+        "ibexporter_local_probes",
+        "Local probes running (HCA loopback ports x sizes, references, wake-up CPUs)",
+        local,
+    );
+    let engine = Engine::spawn(o.engine.clone(), probes, store.clone(), em);
+    let s = store.clone();
+    let source: FamilySource = Arc::new(move || s.window_families());
+    let metrics = Metrics::with_registries_and_sources([Arc::new(reg)], vec![source]);
+    Ok(Daemon {
+        metrics,
+        engine,
+        notes,
+    })
+}
+
+/// Starts the exporter and serves it on `o.listen` until `shutdown`.
+pub async fn run(
+    o: DaemonOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let web = match &o.web_config {
+        Some(p) => Some(WebConfig::load(p).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(&o.listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {}; pick a free address with --listen HOST:PORT",
+                o.listen
+            )
+        })?;
+    let addr = listener
+        .local_addr()
+        .context("reading the listen address")?;
+    let opts = o.clone();
+    let daemon = tokio::task::spawn_blocking(move || start(&opts))
+        .await
+        .context("starting the collectors")??;
+    for n in &daemon.notes {
+        tracing::warn!("{n}");
+    }
+    let scheme = if web.as_ref().is_some_and(|w| w.tls_enabled()) {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(
+        "ibexporter {} serving {scheme}://{addr}/metrics",
+        crate::VERSION
+    );
+    let router = http::router(daemon.metrics.clone());
+    http::serve(listener, web, router, shutdown)
+        .await
+        .context("serving HTTP")?;
+    let engine = daemon.engine;
+    tokio::task::spawn_blocking(move || engine.stop())
+        .await
+        .context("stopping the probe thread")?;
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! The probe engine: one thread that runs a round of every probe each
+//! interval, hands the results to the latency store, and keeps its own
+//! cost under the overhead budget.
+//!
+//! Why it exists: continuous probing must never disturb what it measures
+//! (Pingmesh capped its own CPU and network use) and must never stall:
+//! a dead peer costs one timeout per message, counted, and the next probe
+//! runs. Scrapes never wait for the engine: they read the store.
+//!
+//! Map:
+//! - [`ProbeSpec`]: one thing to probe (an HCA port in loopback, the shm
+//!   or udp reference, host wake-up, a remote responder) and its series;
+//! - `local.rs`: discovery of the built-in local probes;
+//! - `round.rs`: one round of one probe through the ibprobe library;
+//! - [`Budget`]: the throttle.
+
+mod budget;
+mod local;
+mod round;
+
+pub use budget::Budget;
+pub use local::{discover_local, LocalOptions};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::collect::latency::{LatencyStore, SeriesKey};
+
+/// What one probe measures.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProbeKind {
+    /// Verbs loopback on one port of a local HCA: two QPs, one clock.
+    Verbs {
+        /// Device, e.g. "mlx5_0".
+        dev: String,
+        /// Port number.
+        port: u8,
+        /// "rc", "uc" or "ud".
+        qp: String,
+        /// "send", "send-imm", "write-imm" or "write".
+        op: String,
+    },
+    /// The shared-memory reference (two ends in this process).
+    Shm,
+    /// The kernel UDP reference over 127.0.0.1.
+    Udp,
+    /// SCHED_FIFO wake-up latency of one CPU.
+    Wakeup {
+        /// The CPU.
+        cpu: usize,
+    },
+}
+
+/// One probe and the series it feeds.
+#[derive(Clone, Debug)]
+pub struct ProbeSpec {
+    /// The labels of its series.
+    pub key: SeriesKey,
+    /// What it runs.
+    pub kind: ProbeKind,
+    /// Message size in bytes (unused by wake-ups).
+    pub size: usize,
+}
+
+/// How the engine probes.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// One round of every probe per interval (before throttling).
+    pub interval: Duration,
+    /// Messages per round.
+    pub probes_per_round: u64,
+    /// Pacing inside a round, messages per second.
+    pub rate_hz: f64,
+    /// A message with no answer after this long is a timeout.
+    pub timeout: Duration,
+    /// Sleep for completions (event) instead of spinning (busy).
+    pub event_poll: bool,
+    /// The overhead budget: probing CPU as a share of one core.
+    pub max_core_fraction: f64,
+    /// The longest interval the throttle may stretch to.
+    pub max_interval: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            interval: Duration::from_secs(10),
+            probes_per_round: 100,
+            rate_hz: 1000.0,
+            timeout: Duration::from_secs(1),
+            event_poll: true,
+            max_core_fraction: 0.01,
+            max_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The engine's own metrics.
+#[derive(Clone, Debug, Default)]
+pub struct EngineMetrics {
+    /// `ibexporter_throttle_level`.
+    pub throttle: Gauge,
+    /// `ibexporter_probe_interval_seconds`.
+    pub interval: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// `ibexporter_probe_cpu_seconds_total`.
+    pub cpu: Counter<f64, std::sync::atomic::AtomicU64>,
+    /// `ibexporter_probe_rounds_total`.
+    pub rounds: Counter,
+}
+
+impl EngineMetrics {
+    /// Registers the engine's self metrics.
+    pub fn register(&self, reg: &mut Registry) {
+        reg.register(
+            "ibexporter_throttle_level",
+            "Overhead throttle: 0 = full rate; each step doubles the probe interval (up to the configured maximum) because probing used more CPU than the budget",
+            self.throttle.clone(),
+        );
+        reg.register_with_unit(
+            "ibexporter_probe_interval",
+            "The probe interval in force (the configured one, stretched by the throttle)",
+            Unit::Seconds,
+            self.interval.clone(),
+        );
+        reg.register_with_unit(
+            "ibexporter_probe_cpu",
+            "CPU time the probe thread used (wake-up probe threads not included)",
+            Unit::Seconds,
+            self.cpu.clone(),
+        );
+        reg.register(
+            "ibexporter_probe_rounds",
+            "Probe rounds run (one round = one probe's messages of one interval)",
+            self.rounds.clone(),
+        );
+    }
+}
+
+/// The running engine; stops (and joins) on drop.
+pub struct Engine {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the probe thread over `probes`.
+    pub fn spawn(
+        cfg: EngineConfig,
+        probes: Vec<ProbeSpec>,
+        store: LatencyStore,
+        metrics: EngineMetrics,
+    ) -> Engine {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        for p in &probes {
+            store.declare(&p.key);
+        }
+        let handle = std::thread::Builder::new()
+            .name("ibexporter-probe".into())
+            .spawn(move || run(cfg, probes, store, metrics, &s))
+            .expect("spawning the probe thread");
+        Engine {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Stops the probe thread after its current message.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn run(
+    cfg: EngineConfig,
+    probes: Vec<ProbeSpec>,
+    store: LatencyStore,
+    m: EngineMetrics,
+    stop: &AtomicBool,
+) {
+    let mut budget = Budget::new(cfg.interval, cfg.max_interval, cfg.max_core_fraction);
+    // Calibrated once: a TSC calibration takes ~100 ms.
+    let clock = ibprobe::clock::Clock::choose(ibprobe::clock::ClockChoice::Auto);
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        let cpu0 = ibprobe::sys::rt::thread_cpu_ns();
+        for p in &probes {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let (sent, r) = round::run(p, &cfg, &clock, stop);
+            store.record(&p.key, sent, &r);
+            m.rounds.inc();
+        }
+        let cpu = ibprobe::sys::rt::thread_cpu_ns().saturating_sub(cpu0);
+        m.cpu.inc_by(cpu as f64 * 1e-9);
+        let interval = budget.after_round(Duration::from_nanos(cpu));
+        m.throttle.set(budget.level() as i64);
+        m.interval.set(interval.as_secs_f64());
+        let next = t0 + interval;
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(100)));
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! Remote targets: where they come from and the merged, current set.
+//!
+//! Why it exists: the probe scheduler needs one list of peers, however they
+//! were named — in the config (`targets.static`, [`static_list`]), in a
+//! pinglist file ([`file_sd`]) or by a DNS name ([`dns`]). [`TargetSet`]
+//! merges the sources, drops duplicates (same address and transport; the
+//! first source wins, in the order static, file_sd, dns) and, with
+//! `targets.skip_self`, this exporter's own responder; [`TargetSet::refresh`]
+//! says what changed.
+//!
+//! Nothing here blocks for long: every DNS lookup is bounded by
+//! `targets.resolve_timeout` (see [`dns::resolve_many`]), so one refresh
+//! takes at most about one timeout per source that is due. Call
+//! [`TargetSet::refresh`] from a dedicated thread, e.g. every second or at
+//! [`TargetSet::next_due`]; sources that are not due cost nothing.
+//!
+//! Reloads: [`TargetSet::request_reload`] (or setting the flag from
+//! [`TargetSet::reload_flag`]) makes the next refresh re-read every
+//! pinglist and re-resolve every name. [`sighup_flag`] sets such a flag on
+//! SIGHUP; pass it to [`TargetSet::use_reload_flag`].
+
+pub mod cardinality;
+pub mod dns;
+pub mod file_sd;
+pub mod static_list;
+
+pub use cardinality::series_labels;
+
+use crate::config::{Config, Op, TargetProbe, TargetsConfig, Transport};
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Where a target came from.
+///
+/// Why it exists: logs and per-source error counters name the source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Origin {
+    /// `targets.static` in the config file.
+    Static,
+    /// A `targets.file_sd` pinglist.
+    FileSd(PathBuf),
+    /// A `targets.dns` name.
+    Dns(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Static => write!(f, "static"),
+            Origin::FileSd(p) => write!(f, "file_sd:{}", p.display()),
+            Origin::Dns(n) => write!(f, "dns:{n}"),
+        }
+    }
+}
+
+/// What identifies a target: one address probed over one transport.
+///
+/// Why it exists: the key of the scheduler's per-target state and of
+/// deduplication (the same peer may be probed over rc and udp).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TargetKey {
+    /// The peer's responder address.
+    pub addr: SocketAddr,
+    /// The transport it is probed over.
+    pub transport: Transport,
+}
+
+/// One remote peer to probe.
+///
+/// Why it exists: everything the scheduler needs to probe a peer and label
+/// its series.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The peer as named: `host:port` as written (static, file_sd) or `<ip>:<port>` (dns).
+    pub name: String,
+    /// The resolved responder address.
+    pub addr: SocketAddr,
+    /// Labels from the config and the pinglist (no reserved or `__` names).
+    pub labels: BTreeMap<String, String>,
+    /// Transport.
+    pub transport: Transport,
+    /// Verbs operation (`send` for udp).
+    pub op: Op,
+    /// Message sizes in bytes, each probed every round.
+    pub sizes: Vec<usize>,
+    /// The source it came from.
+    pub origin: Origin,
+}
+
+impl Target {
+    /// Builds a target from its parts.
+    pub fn new(
+        name: String,
+        addr: SocketAddr,
+        labels: BTreeMap<String, String>,
+        probe: &TargetProbe,
+        origin: Origin,
+    ) -> Target {
+        Target {
+            name,
+            addr,
+            labels,
+            transport: probe.transport,
+            op: probe.op,
+            sizes: probe.sizes.clone(),
+            origin,
+        }
+    }
+
+    /// Its identity: address and transport.
+    pub fn key(&self) -> TargetKey {
+        TargetKey {
+            addr: self.addr,
+            transport: self.transport,
+        }
+    }
+}
+
+/// A failure of one source during a refresh.
+///
+/// Why it exists: the caller counts them (e.g. a
+/// `..._target_source_errors_total{source=...}` counter); each is already
+/// logged once with `tracing::warn!`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceError {
+    /// The source that failed.
+    pub origin: Origin,
+    /// One line: what failed, with what input, what was kept, what to do.
+    pub message: String,
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What one [`TargetSet::refresh`] changed.
+///
+/// Why it exists: the scheduler starts probing added targets, stops
+/// removed ones (and drops their series), and reconfigures updated ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RefreshReport {
+    /// Targets that are new.
+    pub added: Vec<Target>,
+    /// Targets that are gone (as they were).
+    pub removed: Vec<Target>,
+    /// Targets with the same key whose name, labels, op, sizes or origin changed (new value).
+    pub updated: Vec<Target>,
+    /// Source failures in this refresh (each previous list was kept).
+    pub errors: Vec<SourceError>,
+    /// Whether this refresh was a reload (SIGHUP or [`TargetSet::request_reload`]).
+    pub reloaded: bool,
+    /// Targets dropped because another source already has the same key.
+    pub duplicates: usize,
+    /// Targets dropped because they are this exporter's own responder.
+    pub skipped_self: usize,
+}
+
+impl RefreshReport {
+    /// Whether the current set differs from before this refresh.
+    pub fn changed(&self) -> bool {
+        !(self.added.is_empty() && self.removed.is_empty() && self.updated.is_empty())
+    }
+}
+
+/// The state of one source, for status pages and counters.
+///
+/// Why it exists: "why is peer X not probed?" is answered by the source's
+/// last error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceStatus {
+    /// The source.
+    pub origin: Origin,
+    /// Targets it currently contributes (before deduplication).
+    pub targets: usize,
+    /// Failures since start.
+    pub failures: u64,
+    /// The last failure, until the next success.
+    pub last_error: Option<String>,
+}
+
+/// One source of targets (static, file_sd, dns).
+pub(crate) trait TargetSource: Send + std::fmt::Debug {
+    fn origin(&self) -> Origin;
+    /// Re-reads / re-resolves if due (or `force`d); on failure keeps its
+    /// previous targets and pushes the error.
+    fn refresh(
+        &mut self,
+        now: Instant,
+        force: bool,
+        resolve_timeout: Duration,
+        errors: &mut Vec<SourceError>,
+    );
+    fn targets(&self) -> &[Target];
+    fn next_due(&self) -> Option<Instant>;
+    fn failures(&self) -> u64;
+    fn last_error(&self) -> Option<&str>;
+}
+
+/// All remote targets, merged from every configured source.
+///
+/// Why it exists: the scheduler's one view of "whom to probe now".
+#[derive(Debug)]
+pub struct TargetSet {
+    sources: Vec<Box<dyn TargetSource>>,
+    current: Vec<Target>,
+    resolve_timeout: Duration,
+    skip_self: bool,
+    self_port: Option<u16>,
+    local_ips: HashMap<IpAddr, bool>,
+    reload: Arc<AtomicBool>,
+}
+
+impl TargetSet {
+    /// The target set of a configuration: its sources, and (with
+    /// `skip_self`) the responder's port as "self". Empty until the first
+    /// [`TargetSet::refresh`].
+    pub fn new(config: &Config) -> TargetSet {
+        TargetSet::from_targets(&config.targets, Some(config.responder.bind.port()))
+    }
+
+    /// As [`TargetSet::new`], from the `[targets]` section alone;
+    /// `self_port`: this exporter's responder port (a target at one of this
+    /// host's addresses and this port is skipped when `skip_self` is on).
+    pub fn from_targets(cfg: &TargetsConfig, self_port: Option<u16>) -> TargetSet {
+        let mut sources: Vec<Box<dyn TargetSource>> = Vec::new();
+        if !cfg.static_targets.is_empty() {
+            sources.push(Box::new(static_list::StaticList::new(
+                cfg.static_targets.clone(),
+            )));
+        }
+        for f in &cfg.file_sd {
+            sources.push(Box::new(file_sd::FileSdWatch::new(f.clone())));
+        }
+        for d in &cfg.dns {
+            sources.push(Box::new(dns::DnsWatch::new(d.clone())));
+        }
+        TargetSet {
+            sources,
+            current: Vec::new(),
+            resolve_timeout: cfg.resolve_timeout,
+            skip_self: cfg.skip_self,
+            self_port,
+            local_ips: HashMap::new(),
+            reload: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The current targets, sorted by [`TargetKey`].
+    pub fn current(&self) -> &[Target] {
+        &self.current
+    }
+
+    /// Makes the next refresh a reload: every pinglist re-read, every name
+    /// re-resolved, whether due or not.
+    pub fn request_reload(&self) {
+        self.reload.store(true, Ordering::SeqCst);
+    }
+
+    /// The flag [`TargetSet::request_reload`] sets; set it from another
+    /// thread or a signal handler to request a reload.
+    pub fn reload_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.reload)
+    }
+
+    /// Uses `flag` (e.g. from [`sighup_flag`]) as the reload flag.
+    pub fn use_reload_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.reload = flag;
+    }
+
+    /// The earliest time a source is due; `None` when no source will ever
+    /// be due without a reload.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.sources.iter().filter_map(|s| s.next_due()).min()
+    }
+
+    /// Per-source state: targets, failures, last error.
+    pub fn sources(&self) -> Vec<SourceStatus> {
+        self.sources
+            .iter()
+            .map(|s| SourceStatus {
+                origin: s.origin(),
+                targets: s.targets().len(),
+                failures: s.failures(),
+                last_error: s.last_error().map(str::to_string),
+            })
+            .collect()
+    }
+
+    fn is_self(&mut self, addr: SocketAddr) -> bool {
+        if !self.skip_self || self.self_port != Some(addr.port()) {
+            return false;
+        }
+        let ip = addr.ip();
+        // Binding succeeds only for an address this host has.
+        *self
+            .local_ips
+            .entry(ip)
+            .or_insert_with(|| UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok())
+    }
+
+    /// Refreshes every due source (all of them on a reload) and merges.
+    /// Blocks at most about `targets.resolve_timeout` per due source.
+    pub fn refresh(&mut self) -> RefreshReport {
+        let now = Instant::now();
+        let force = self.reload.swap(false, Ordering::SeqCst);
+        let mut report = RefreshReport {
+            reloaded: force,
+            ..RefreshReport::default()
+        };
+        if force {
+            self.local_ips.clear();
+        }
+        for s in &mut self.sources {
+            s.refresh(now, force, self.resolve_timeout, &mut report.errors);
+        }
+        let all: Vec<Target> = self
+            .sources
+            .iter()
+            .flat_map(|s| s.targets().iter().cloned())
+            .collect();
+        let mut merged: BTreeMap<TargetKey, Target> = BTreeMap::new();
+        for t in all {
+            if self.is_self(t.addr) {
+                report.skipped_self += 1;
+                continue;
+            }
+            match merged.entry(t.key()) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(t);
+                }
+                std::collections::btree_map::Entry::Occupied(_) => report.duplicates += 1,
+            }
+        }
+        let mut old: BTreeMap<TargetKey, Target> =
+            self.current.drain(..).map(|t| (t.key(), t)).collect();
+        for (k, t) in &merged {
+            match old.remove(k) {
+                None => report.added.push(t.clone()),
+                Some(o) if o != *t => report.updated.push(t.clone()),
+                Some(_) => {}
+            }
+        }
+        report.removed = old.into_values().collect();
+        self.current = merged.into_values().collect();
+        report
+    }
+}
+
+static SIGHUP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// A flag set to `true` whenever the process receives SIGHUP (the consumer
+/// resets it); registers the handler on first call, later calls return the
+/// same flag.
+///
+/// Why it exists: `kill -HUP` is how operators ask daemons to re-read their
+/// inputs. The handler runs on a small dedicated thread (tokio's signal
+/// support on a one-thread runtime; no `unsafe`, no extra crate). Once this
+/// returns `Ok`, SIGHUP no longer terminates the process. Pass the flag to
+/// [`TargetSet::use_reload_flag`].
+pub fn sighup_flag() -> std::io::Result<Arc<AtomicBool>> {
+    if let Some(f) = SIGHUP.get() {
+        return Ok(Arc::clone(f));
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<()>>();
+    let f = Arc::clone(&flag);
+    std::thread::Builder::new()
+        .name("ibexporter-sighup".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let mut s = match signal(SignalKind::hangup()) {
+                    Ok(s) => {
+                        let _ = tx.send(Ok(()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                while s.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reloading target sources");
+                    f.store(true, Ordering::SeqCst);
+                }
+            });
+        })?;
+    rx.recv().map_err(|_| {
+        std::io::Error::other("the SIGHUP thread ended before registering its handler")
+    })??;
+    // A concurrent first call may have won; both handlers set their own flag,
+    // the winner's is returned to everyone from now on.
+    Ok(Arc::clone(SIGHUP.get_or_init(|| flag)))
+}

@@ -1,0 +1,154 @@
+//! The `targets.static` source: peers named in the config file.
+//!
+//! Why it exists: the simplest mesh is a fixed list. IP addresses are used
+//! as written; host names are resolved (bounded by
+//! `targets.resolve_timeout`, first address in resolver order), again on
+//! every reload (SIGHUP), and retried every [`RETRY`] while they fail.
+//! A name that fails after having resolved keeps its previous address.
+
+use super::dns::resolve_many;
+use super::{Origin, SourceError, Target, TargetSource};
+use crate::config::StaticTarget;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// How soon a static host name that failed to resolve is tried again.
+pub const RETRY: Duration = Duration::from_secs(30);
+
+/// The configured static targets and their resolved addresses.
+///
+/// Why it exists: resolves once, not on every refresh, and remembers the
+/// last good address of each name.
+#[derive(Debug)]
+pub struct StaticList {
+    entries: Vec<StaticTarget>,
+    addrs: Vec<Option<SocketAddr>>,
+    started: bool,
+    next_retry: Option<Instant>,
+    targets: Vec<Target>,
+    failures: u64,
+    last_error: Option<String>,
+}
+
+/// The `target` name of a static entry: `host:port`, IPv6 in brackets.
+pub fn static_name(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl StaticList {
+    /// Takes the `targets.static` entries; nothing is resolved until the first refresh.
+    pub fn new(entries: Vec<StaticTarget>) -> Self {
+        let n = entries.len();
+        StaticList {
+            entries,
+            addrs: vec![None; n],
+            started: false,
+            next_retry: None,
+            targets: Vec::new(),
+            failures: 0,
+            last_error: None,
+        }
+    }
+}
+
+impl TargetSource for StaticList {
+    fn origin(&self) -> Origin {
+        Origin::Static
+    }
+
+    fn refresh(
+        &mut self,
+        now: Instant,
+        force: bool,
+        resolve_timeout: Duration,
+        errors: &mut Vec<SourceError>,
+    ) {
+        let retry_due = self.next_retry.is_some_and(|t| now >= t);
+        if self.started && !force && !retry_due {
+            return;
+        }
+        // First time or reload: everything; a retry: only what failed.
+        let all = !self.started || force;
+        self.started = true;
+        let todo: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| all || self.addrs[i].is_none())
+            .collect();
+        let names: Vec<(String, u16)> = todo
+            .iter()
+            .map(|&i| (self.entries[i].host.clone(), self.entries[i].port))
+            .collect();
+        let results = resolve_many(&names, resolve_timeout);
+        let mut failed = false;
+        for (&i, r) in todo.iter().zip(results) {
+            match r {
+                Ok(a) => self.addrs[i] = a.first().copied(),
+                Err(err) => {
+                    failed = true;
+                    self.failures += 1;
+                    let e = &self.entries[i];
+                    let keeping = match self.addrs[i] {
+                        Some(a) => format!("keeping its previous address {a}"),
+                        None => format!(
+                            "not probed until it resolves (next try in {}s)",
+                            RETRY.as_secs()
+                        ),
+                    };
+                    let message = format!(
+                        "targets.static {}: {err}; {keeping}",
+                        static_name(&e.host, e.port)
+                    );
+                    tracing::warn!("{message}");
+                    self.last_error = Some(message.clone());
+                    errors.push(SourceError {
+                        origin: Origin::Static,
+                        message,
+                    });
+                }
+            }
+        }
+        if failed {
+            self.next_retry = Some(now + RETRY);
+        } else {
+            self.last_error = None;
+            self.next_retry = self
+                .addrs
+                .iter()
+                .any(Option::is_none)
+                .then_some(now + RETRY);
+        }
+        self.targets = self
+            .entries
+            .iter()
+            .zip(&self.addrs)
+            .filter_map(|(e, a)| {
+                Some(Target::new(
+                    static_name(&e.host, e.port),
+                    (*a)?,
+                    e.labels.clone(),
+                    &e.probe,
+                    Origin::Static,
+                ))
+            })
+            .collect();
+    }
+
+    fn targets(&self) -> &[Target] {
+        &self.targets
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.next_retry
+    }
+
+    fn failures(&self) -> u64 {
+        self.failures
+    }
+
+    fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+}
