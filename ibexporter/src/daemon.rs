@@ -16,8 +16,16 @@ use prometheus_client::registry::Registry;
 use crate::collect::hca::HcaCollector;
 use crate::collect::latency::LatencyStore;
 use crate::collect::tuning::{TuningCollector, TuningConfig};
-use crate::engine::{discover_local, Engine, EngineConfig, EngineMetrics, LocalOptions};
+use crate::config::{
+    CardinalityConfig, Config, CpuSelection, TargetsConfig, DEFAULT_RESPONDER_PORT,
+};
+use crate::engine::{
+    discover_local, Engine, EngineConfig, EngineMetrics, LocalOptions, RemoteProbes, Responder,
+    ResponderMetrics, TargetMetrics, TargetsThread,
+};
 use crate::http::{self, FamilySource, Metrics, WebConfig};
+use ibprobe::probe::session::ResponderOptions;
+use std::net::SocketAddr;
 
 /// Everything a running exporter needs to know.
 #[derive(Clone, Debug)]
@@ -40,6 +48,12 @@ pub struct DaemonOptions {
     pub local: LocalOptions,
     /// The sliding window of the percentile summary.
     pub window: Duration,
+    /// Where the responder listens (`None`: it is off).
+    pub responder: Option<SocketAddr>,
+    /// Remote targets and their sources.
+    pub targets: TargetsConfig,
+    /// Per-peer series limit and the label peers are grouped by above it.
+    pub cardinality: CardinalityConfig,
 }
 
 impl Default for DaemonOptions {
@@ -57,7 +71,55 @@ impl Default for DaemonOptions {
                 ..LocalOptions::default()
             },
             window: Duration::from_secs(300),
+            responder: Some(SocketAddr::from(([0, 0, 0, 0], DEFAULT_RESPONDER_PORT))),
+            targets: Config::default().targets,
+            cardinality: Config::default().cardinality,
         }
+    }
+}
+
+impl DaemonOptions {
+    /// The options a validated config file asks for.
+    pub fn from_config(c: &Config) -> DaemonOptions {
+        let mut o = DaemonOptions {
+            listen: c.listen.to_string(),
+            web_config: c.web_config.clone(),
+            root: c.tuning.root.clone(),
+            profile: c.tuning.profile.clone(),
+            state_dir: c.tuning.state_dir.clone(),
+            tuning_min_interval: c.tuning.min_interval,
+            window: c.probe.window,
+            responder: c.responder.enabled.then_some(c.responder.bind),
+            targets: c.targets.clone(),
+            cardinality: c.cardinality.clone(),
+            ..DaemonOptions::default()
+        };
+        o.engine = EngineConfig {
+            interval: c.probe.interval,
+            probes_per_round: u64::from(c.probe.probes_per_interval),
+            rate_hz: c.probe.rate_hz,
+            timeout: c.probe.timeout,
+            event_poll: c.probe.poll == crate::config::Poll::Event,
+            max_core_fraction: c.budget.max_core_fraction,
+            max_interval: c.budget.max_interval,
+        };
+        o.local = LocalOptions {
+            source: c.source.clone(),
+            hca_loopback: c.local.hca_loopback,
+            qp: match c.probe.transport.name() {
+                "udp" => "rc".into(),
+                t => t.into(),
+            },
+            op: c.probe.op.name().into(),
+            reference: c.local.reference.iter().map(|r| r.name().into()).collect(),
+            host_wakeup: c.local.host_wakeup,
+            wakeup_cpus: match &c.local.wakeup_cpus {
+                CpuSelection::All => None,
+                CpuSelection::List(l) => Some(l.clone()),
+            },
+            sizes: c.probe.sizes.clone(),
+        };
+        o
     }
 }
 
@@ -76,6 +138,10 @@ pub struct Daemon {
     pub metrics: Metrics,
     /// The probe thread (stops on drop).
     pub engine: Engine,
+    /// The responder (stops on drop).
+    pub responder: Option<Responder>,
+    /// The targets thread (stops on drop).
+    pub targets: Option<TargetsThread>,
     /// Lines to log once at start (what was skipped and why).
     pub notes: Vec<String>,
 }
@@ -110,13 +176,40 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
         "Local probes running (HCA loopback ports x sizes, references, wake-up CPUs)",
         local,
     );
-    let engine = Engine::spawn(o.engine.clone(), probes, store.clone(), em);
+    let responder = match o.responder {
+        Some(bind) => {
+            let rm = ResponderMetrics::default();
+            rm.register(&mut reg);
+            let opts = ResponderOptions {
+                dev: None,
+                handshake_timeout: Duration::from_secs(5),
+            };
+            Some(Responder::start(bind, opts, rm).with_context(|| {
+                format!("responder: cannot listen on {bind}; free the port or set [responder] bind (enabled = false turns it off)")
+            })?)
+        }
+        None => None,
+    };
+    let remote: RemoteProbes = Arc::default();
+    let tm = TargetMetrics::default();
+    tm.register(&mut reg);
+    let targets = if o.targets.static_targets.is_empty()
+        && o.targets.file_sd.is_empty()
+        && o.targets.dns.is_empty()
+    {
+        None
+    } else {
+        Some(TargetsThread::start(o, remote.clone(), tm)?)
+    };
+    let engine = Engine::spawn(o.engine.clone(), probes, remote, store.clone(), em);
     let s = store.clone();
     let source: FamilySource = Arc::new(move || s.window_families());
     let metrics = Metrics::with_registries_and_sources([Arc::new(reg)], vec![source]);
     Ok(Daemon {
         metrics,
         engine,
+        responder,
+        targets,
         notes,
     })
 }

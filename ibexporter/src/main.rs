@@ -19,12 +19,18 @@ use ibexporter::daemon::{self, DaemonOptions};
 #[derive(Parser, Debug)]
 #[command(
     version,
-    after_help = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nExit codes: 0 stopped by SIGINT/SIGTERM, 2 bad options or config, 3 could not start\n(listen address taken, unreadable host root)."
+    after_help = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.\nExit codes: 0 stopped by SIGINT/SIGTERM (or --check-config passed), 2 bad options or\nconfig, 3 could not start (listen address taken, unreadable host root)."
 )]
 struct Args {
-    /// Address and port to listen on.
-    #[arg(long, value_name = "ADDR", default_value = ibexporter::DEFAULT_LISTEN)]
-    listen: String,
+    /// Config file (TOML; see ibexporter/examples/ibexporter.toml).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Validate FILE and exit: 0 valid, 2 invalid (one line naming file:line:col).
+    #[arg(long, value_name = "FILE")]
+    check_config: Option<PathBuf>,
+    /// Address and port to listen on [default: 0.0.0.0:9427].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
     /// Web config file (exporter-toolkit style): TLS and basic auth.
     #[arg(long = "web.config.file", value_name = "FILE")]
     web_config: Option<PathBuf>,
@@ -32,32 +38,41 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
     /// Read /sys, /proc and /dev under DIR (a captured snapshot, for tests).
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    root: PathBuf,
-    /// Time between two rounds of every probe (the throttle may stretch it).
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = parse_duration)]
-    interval: Duration,
-    /// Messages per probe round.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    probes: u64,
-    /// Message sizes of the local probes, comma separated.
-    #[arg(long, value_name = "LIST", default_value = "32", value_delimiter = ',')]
-    sizes: Vec<usize>,
-    /// busy | event: how probes wait for an answer (event costs far less CPU).
-    #[arg(long, value_name = "MODE", default_value = "event")]
-    poll: String,
-    /// Overhead budget: probing CPU as a share of one core.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.01)]
-    budget: f64,
-    /// Sliding window of the percentile summary.
-    #[arg(long, value_name = "DUR", default_value = "5m", value_parser = parse_duration)]
-    window: Duration,
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Time between two rounds of every probe [default: 10s].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    interval: Option<Duration>,
+    /// Messages per probe round [default: 100].
+    #[arg(long, value_name = "N")]
+    probes: Option<u64>,
+    /// Message sizes of the local probes, comma separated [default: 32].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// busy | event: how probes wait for an answer (event costs far less CPU) [default: event].
+    #[arg(long, value_name = "MODE")]
+    poll: Option<String>,
+    /// Overhead budget: probing CPU as a share of one core [default: 0.01].
+    #[arg(long, value_name = "FRACTION")]
+    budget: Option<f64>,
+    /// Sliding window of the percentile summary [default: 5m].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    window: Option<Duration>,
     /// Do not probe these: any of hca, shm, udp, wakeup (comma separated).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     no_probe: Vec<String>,
     /// This exporter's name in the `source` label (default: the hostname).
     #[arg(long, value_name = "NAME")]
     source: Option<String>,
+    /// Responder address, or "off" [default: 0.0.0.0:18515].
+    #[arg(long, value_name = "ADDR")]
+    responder: Option<String>,
+    /// Probe this peer's responder (HOST:PORT; repeatable); adds to the config's targets.
+    #[arg(long = "target", value_name = "HOST:PORT")]
+    targets: Vec<String>,
+    /// Transport for --target peers: udp | rc | uc | ud [default: the config's probe.transport].
+    #[arg(long, value_name = "T")]
+    target_transport: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -87,43 +102,62 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn options(a: &Args) -> Result<DaemonOptions, String> {
-    let mut o = DaemonOptions {
-        listen: a.listen.clone(),
-        web_config: a.web_config.clone(),
-        root: a.root.clone(),
-        profile: a.profile.clone(),
-        window: a.window,
-        ..DaemonOptions::default()
+    let config = match &a.config {
+        Some(p) => ibexporter::config::load(p).map_err(|e| e.to_string())?,
+        None => ibexporter::config::Config::default(),
     };
+    let mut o = DaemonOptions::from_config(&config);
+    if let Some(v) = &a.listen {
+        o.listen = v.clone();
+    }
+    if let Some(v) = &a.web_config {
+        o.web_config = Some(v.clone());
+    }
+    if let Some(v) = &a.root {
+        o.root = v.clone();
+    }
+    if let Some(v) = &a.profile {
+        o.profile = Some(v.clone());
+    }
+    if let Some(v) = a.window {
+        o.window = v;
+    }
     if let Some(s) = &a.source {
         o.local.source = s.clone();
     }
-    o.engine.interval = a.interval;
-    o.engine.max_interval = o.engine.max_interval.max(a.interval);
-    o.engine.probes_per_round = a.probes;
-    o.engine.event_poll = match a.poll.as_str() {
-        "event" => true,
-        "busy" => false,
-        p => {
+    if let Some(v) = a.interval {
+        o.engine.interval = v;
+        o.engine.max_interval = o.engine.max_interval.max(v);
+    }
+    if let Some(v) = a.probes {
+        o.engine.probes_per_round = v;
+    }
+    match a.poll.as_deref() {
+        None => {}
+        Some("event") => o.engine.event_poll = true,
+        Some("busy") => o.engine.event_poll = false,
+        Some(p) => {
             return Err(format!(
                 "--poll {p}: unknown polling mode; use busy or event"
             ))
         }
-    };
-    if !(a.budget > 0.0 && a.budget <= 1.0) {
-        return Err(format!(
-            "--budget {}: must be a share of one core in (0, 1], e.g. 0.01",
-            a.budget
-        ));
     }
-    o.engine.max_core_fraction = a.budget;
-    if a.sizes.is_empty() || a.sizes.iter().any(|&s| !(8..=65_507).contains(&s)) {
-        return Err(format!(
-            "--sizes {:?}: each size must be 8..=65507 bytes (udp carries an 8-byte sequence number)",
-            a.sizes
-        ));
+    if let Some(b) = a.budget {
+        if !(b > 0.0 && b <= 1.0) {
+            return Err(format!(
+                "--budget {b}: must be a share of one core in (0, 1], e.g. 0.01"
+            ));
+        }
+        o.engine.max_core_fraction = b;
     }
-    o.local.sizes = a.sizes.clone();
+    if let Some(sizes) = &a.sizes {
+        if sizes.is_empty() || sizes.iter().any(|&s| !(8..=65_507).contains(&s)) {
+            return Err(format!(
+                "--sizes {sizes:?}: each size must be 8..=65507 bytes (udp carries an 8-byte sequence number)"
+            ));
+        }
+        o.local.sizes = sizes.clone();
+    }
     for p in &a.no_probe {
         match p.as_str() {
             "hca" => o.local.hca_loopback = false,
@@ -136,11 +170,53 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
             }
         }
     }
+    match a.responder.as_deref() {
+        None => {}
+        Some("off") => o.responder = None,
+        Some(addr) => {
+            o.responder = Some(addr.parse().map_err(|_| {
+                format!("--responder {addr}: not an IP:PORT; e.g. 0.0.0.0:18515, or off")
+            })?)
+        }
+    }
+    if !a.targets.is_empty() {
+        // The same checks as the config file's [targets] static list.
+        let transport = a
+            .target_transport
+            .clone()
+            .unwrap_or_else(|| config.probe.transport.name().to_string());
+        let mut toml = String::from("[targets]\nstatic = [\n");
+        for t in &a.targets {
+            let (host, port) = t
+                .rsplit_once(':')
+                .ok_or_else(|| format!("--target {t}: write HOST:PORT, e.g. 10.0.0.2:18515"))?;
+            toml.push_str(&format!(
+                "  {{ host = {host:?}, port = {port}, transport = {transport:?} }},\n"
+            ));
+        }
+        toml.push_str("]\n");
+        let extra = ibexporter::config::parse(&toml, "--target").map_err(|e| e.to_string())?;
+        o.targets
+            .static_targets
+            .extend(extra.targets.static_targets);
+    }
     Ok(o)
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(p) = &args.check_config {
+        return match ibexporter::config::load(p) {
+            Ok(_) => {
+                println!("{}: valid", p.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ibexporter: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

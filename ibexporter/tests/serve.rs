@@ -1,87 +1,22 @@
 //! Runs the real binary with its built-in default (local probes) and
 //! scrapes it over plain HTTP/1.0.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-/// Kills the server even when an assertion fails.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-fn get(addr: &str, path: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
-}
-
-/// Starts `ibexporter --listen ADDR ARGS...` and waits until it answers.
-fn start(args: &[&str]) -> (Server, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut server = Server(
-        Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-            .args(["--listen", &addr])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match get(&addr, "/healthz") {
-            Ok(r) if r.contains("200") => return (server, addr),
-            r => {
-                assert!(
-                    server.0.try_wait().unwrap().is_none(),
-                    "ibexporter exited early"
-                );
-                assert!(
-                    Instant::now() < deadline,
-                    "ibexporter never answered: {r:?}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-}
+use common::{get, sample, scrape_until, start};
+use std::process::Command;
 
 /// The default probes (shm, udp, wake-up) show up with every latency
 /// family, the text passes promtool, and the landing page links.
 #[test]
 fn default_probes_are_served_and_lint_clean() {
-    let (_server, addr) = start(&["--interval", "1s", "--probes", "50", "--no-probe", "wakeup"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let metrics = loop {
-        let m = get(&addr, "/metrics").unwrap();
-        if m.contains("ibprobe_latency_window_seconds{")
+    let server = start(&["--interval", "1s", "--probes", "50", "--no-probe", "wakeup"]);
+    let addr = server.addr.clone();
+    let metrics = scrape_until(&addr, 30, "udp and shm window summaries", |m| {
+        m.contains("ibprobe_latency_window_seconds{")
             && m.contains("transport=\"udp\"")
             && m.contains("transport=\"shm\"")
-        {
-            break m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no probe results after 30 s: {m}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    });
     assert!(
         metrics.starts_with("HTTP/1.0 200") || metrics.starts_with("HTTP/1.1 200"),
         "{metrics}"
@@ -122,17 +57,13 @@ fn default_probes_are_served_and_lint_clean() {
         metrics.contains("le=\"0.00000025\""),
         "the 250 ns bucket: {metrics}"
     );
-    let ok: u64 = metrics
-        .lines()
-        .find(|l| {
-            l.starts_with("ibprobe_probes_total{")
-                && l.contains("transport=\"shm\"")
-                && l.contains("result=\"ok\"")
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no shm ok count: {metrics}"));
-    assert!(ok >= 50, "one round of 50 shm probes answered: {ok}");
+    let ok = sample(
+        &metrics,
+        "ibprobe_probes_total{",
+        &["transport=\"shm\"", "result=\"ok\""],
+    )
+    .unwrap_or_else(|| panic!("no shm ok count: {metrics}"));
+    assert!(ok >= 50.0, "one round of 50 shm probes answered: {ok}");
     let body = metrics.split("\r\n\r\n").nth(1).unwrap();
     ibtools_tests::prom::promtool_check_metrics(body).unwrap_or_else(|e| panic!("promtool: {e}"));
 

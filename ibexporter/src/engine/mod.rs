@@ -16,10 +16,14 @@
 
 mod budget;
 mod local;
+mod remote;
+mod responder;
 mod round;
 
 pub use budget::Budget;
 pub use local::{discover_local, LocalOptions};
+pub use remote::{TargetMetrics, TargetsThread};
+pub use responder::{Responder, ResponderMetrics};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,7 +59,21 @@ pub enum ProbeKind {
         /// The CPU.
         cpu: usize,
     },
+    /// Round trip to a peer's responder (another ibexporter, or
+    /// `ibprobe server`).
+    Remote {
+        /// The responder's address.
+        addr: std::net::SocketAddr,
+        /// "udp", "rc", "uc" or "ud".
+        transport: String,
+        /// Verbs operation ("send" for udp).
+        op: String,
+    },
 }
+
+/// The remote probes, replaced as targets come and go (the targets thread
+/// writes, the engine reads a copy at the start of every round set).
+pub type RemoteProbes = Arc<std::sync::Mutex<Vec<ProbeSpec>>>;
 
 /// One probe and the series it feeds.
 #[derive(Clone, Debug)]
@@ -149,21 +167,23 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the probe thread over `probes`.
+    /// Starts the probe thread over the `local` probes and whatever
+    /// `remote` holds at each round set.
     pub fn spawn(
         cfg: EngineConfig,
-        probes: Vec<ProbeSpec>,
+        local: Vec<ProbeSpec>,
+        remote: RemoteProbes,
         store: LatencyStore,
         metrics: EngineMetrics,
     ) -> Engine {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        for p in &probes {
+        for p in &local {
             store.declare(&p.key);
         }
         let handle = std::thread::Builder::new()
             .name("ibexporter-probe".into())
-            .spawn(move || run(cfg, probes, store, metrics, &s))
+            .spawn(move || run(cfg, local, remote, store, metrics, &s))
             .expect("spawning the probe thread");
         Engine {
             stop,
@@ -192,18 +212,30 @@ impl Drop for Engine {
 
 fn run(
     cfg: EngineConfig,
-    probes: Vec<ProbeSpec>,
+    local: Vec<ProbeSpec>,
+    remote: RemoteProbes,
     store: LatencyStore,
     m: EngineMetrics,
     stop: &AtomicBool,
 ) {
+    let mut remote_keys = std::collections::BTreeSet::new();
     let mut budget = Budget::new(cfg.interval, cfg.max_interval, cfg.max_core_fraction);
     // Calibrated once: a TSC calibration takes ~100 ms.
     let clock = ibprobe::clock::Clock::choose(ibprobe::clock::ClockChoice::Auto);
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
         let cpu0 = ibprobe::sys::rt::thread_cpu_ns();
-        for p in &probes {
+        let now_remote = remote.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let keys: std::collections::BTreeSet<SeriesKey> =
+            now_remote.iter().map(|p| p.key.clone()).collect();
+        for gone in remote_keys.difference(&keys) {
+            store.forget(gone);
+        }
+        for new in keys.difference(&remote_keys) {
+            store.declare(new);
+        }
+        remote_keys = keys;
+        for p in local.iter().chain(now_remote.iter()) {
             if stop.load(Ordering::Relaxed) {
                 return;
             }

@@ -12,16 +12,15 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use clap::Parser;
 use ibprobe::clock::Clock;
 use ibprobe::probe::config::{Length, Mode, Poll, ProbeConfig};
+use ibprobe::probe::outcome::Outcome;
 use ibprobe::probe::runner;
+use ibprobe::probe::session::{verbs_config, ClientOptions, ClientSession};
 use ibprobe::probe::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::transport::shm::ShmChannel;
 use ibprobe::transport::udp::UdpChannel;
 use ibprobe::transport::{Channel, TransportError};
-use ibprobe::verbs::args::VerbsArgs;
-use ibprobe::verbs::{QpType, VerbsConfig};
 
 use super::{EngineConfig, ProbeKind, ProbeSpec};
 use crate::collect::latency::Round;
@@ -30,14 +29,6 @@ use crate::collect::latency::Round;
 const WAKEUP_PRIORITY: i32 = 80;
 /// Wake-up probes: one deadline per millisecond.
 const WAKEUP_PERIOD: Duration = Duration::from_millis(1);
-
-/// The verbs knobs, parsed by ibprobe's own option parser so the exporter
-/// accepts exactly what `ibprobe loopback` does.
-#[derive(Parser)]
-struct VerbsOnly {
-    #[command(flatten)]
-    verbs: VerbsArgs,
-}
 
 /// Runs one round of `p`; returns the messages sent and what came back.
 pub(super) fn run(
@@ -48,6 +39,11 @@ pub(super) fn run(
 ) -> (u64, Round) {
     match &p.kind {
         ProbeKind::Wakeup { cpu } => wakeup_round(*cpu, cfg, stop),
+        ProbeKind::Remote {
+            addr,
+            transport,
+            op,
+        } => remote_round(*addr, transport, op, p.size, cfg, clock, stop),
         kind => match channel(kind, p.size, cfg.event_poll) {
             Ok(mut ch) => message_round(ch.as_mut(), p.size, cfg, clock, stop),
             Err((reason, e)) => {
@@ -77,33 +73,20 @@ fn channel(kind: &ProbeKind, size: usize, event: bool) -> Result<Box<dyn Channel
             Ok(Box::new(u))
         }
         ProbeKind::Verbs { dev, port, qp, op } => {
-            let port = port.to_string();
-            let poll = if event { "event" } else { "busy" };
-            let argv = [
-                "verbs", "--dev", dev, "--port", &port, "--op", op, "--poll", poll,
-            ];
-            let a = VerbsOnly::try_parse_from(argv)
-                .map_err(|e| ("config", e.to_string()))?
-                .verbs;
-            let qp = QpType::parse(qp).ok_or(("config", format!("unknown QP type {qp}")))?;
-            let size = u32::try_from(size).map_err(|_| ("config", format!("size {size}")))?;
-            let vcfg =
-                VerbsConfig::from_args(&a, qp, size).map_err(|e| ("config", e.to_string()))?;
+            let vcfg = verbs_config(qp, op, Some(dev), Some(*port), size, event)
+                .map_err(|e| ("config", e.detail))?;
             let ch = ibprobe::verbs::loopback(&vcfg).map_err(|e| ("setup", e.to_string()))?;
             Ok(Box::new(ch))
         }
-        ProbeKind::Wakeup { .. } => unreachable!("wake-ups have no channel"),
+        ProbeKind::Wakeup { .. } | ProbeKind::Remote { .. } => {
+            unreachable!("wake-ups and remote probes have their own rounds")
+        }
     }
 }
 
-fn message_round(
-    ch: &mut dyn Channel,
-    size: usize,
-    cfg: &EngineConfig,
-    clock: &Clock,
-    stop: &AtomicBool,
-) -> (u64, Round) {
-    let pc = ProbeConfig {
+/// The probe parameters of one round.
+fn probe_config(size: usize, cfg: &EngineConfig) -> ProbeConfig {
+    ProbeConfig {
         size,
         length: Length::Count(cfg.probes_per_round),
         warmup: 5,
@@ -120,29 +103,85 @@ fn message_round(
         },
         lock_memory: false,
         ..ProbeConfig::default()
+    }
+}
+
+/// A round trip round: connect, handshake, probe, say Done. A dead peer
+/// costs the connect timeout or `max_consecutive_lost` message timeouts.
+fn remote_round(
+    addr: std::net::SocketAddr,
+    transport: &str,
+    op: &str,
+    size: usize,
+    cfg: &EngineConfig,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> (u64, Round) {
+    let o = ClientOptions {
+        transport: transport.into(),
+        op: op.into(),
+        size,
+        dev: None,
+        event_poll: cfg.event_poll,
+        timeout: cfg.timeout,
     };
-    match runner::run(&pc, ch, clock, stop, None) {
+    let mut s = match ClientSession::connect(addr, &o) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("probe {addr} ({transport}): {e}");
+            return (
+                0,
+                Round {
+                    error: Some(e.reason.into()),
+                    ..Round::default()
+                },
+            );
+        }
+    };
+    let r = s.round(&probe_config(size, cfg), clock, stop);
+    s.finish();
+    outcome_round(r.map_err(|e| (e.error, *e.outcome)), |o| o.rtt)
+}
+
+fn message_round(
+    ch: &mut dyn Channel,
+    size: usize,
+    cfg: &EngineConfig,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> (u64, Round) {
+    let pc = probe_config(size, cfg);
+    let r = runner::run(&pc, ch, clock, stop, None).map_err(|e| (e.error, *e.outcome));
+    outcome_round(r, |o| o.one_way)
+}
+
+/// A round from what the runner returned; `samples` picks the
+/// distribution (one-way for loopback, RTT for remote).
+fn outcome_round(
+    r: Result<Outcome, (TransportError, Outcome)>,
+    samples: impl Fn(Outcome) -> Option<ibprobe::stats::LatencyHistogram>,
+) -> (u64, Round) {
+    match r {
         Ok(o) => (
             o.sent,
             Round {
-                samples: o.one_way,
                 timeouts: o.lost,
+                samples: samples(o),
                 error: None,
             },
         ),
-        Err(e) => {
-            let reason = match e.error {
+        Err((e, o)) => {
+            let reason = match e {
                 TransportError::PeerLost(_) => "peer_lost",
                 TransportError::Completion(_) => "completion",
                 TransportError::Unsupported(_) => "config",
                 TransportError::Io { .. } => "transport",
             };
-            let o = *e.outcome;
             (
                 o.sent,
                 Round {
-                    samples: o.one_way,
                     timeouts: o.lost,
+                    samples: samples(o),
                     error: Some(reason.into()),
                 },
             )

@@ -13,6 +13,7 @@ pub mod hot;
 pub mod oob;
 pub mod outcome;
 pub mod runner;
+pub mod session;
 pub mod wakeup;
 
 pub use config::{Length, Mode, Poll, ProbeConfig};

@@ -1,0 +1,102 @@
+//! Helpers for the tests that run the real `ibexporter` binary.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running exporter; killed on drop, even when an assertion fails.
+pub struct Server {
+    /// The process.
+    pub child: Child,
+    /// Its HTTP address, `127.0.0.1:PORT`.
+    pub addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// One HTTP/1.0 GET; the whole response, headers included.
+pub fn get(addr: &str, path: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Starts `ibexporter --listen 127.0.0.1:<free> ARGS...` (with its
+/// responder on a free port unless ARGS name one) and waits until it
+/// answers /healthz.
+pub fn start(args: &[&str]) -> Server {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibexporter"));
+    cmd.args(["--listen", &addr]);
+    if !args.contains(&"--responder") {
+        cmd.args(["--responder", "127.0.0.1:0"]);
+    }
+    let child = cmd
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server { child, addr };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match get(&server.addr, "/healthz") {
+            Ok(r) if r.contains("200") => return server,
+            r => {
+                assert!(
+                    server.child.try_wait().unwrap().is_none(),
+                    "ibexporter {args:?} exited early"
+                );
+                assert!(
+                    Instant::now() < deadline,
+                    "ibexporter never answered: {r:?}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Scrapes until `pred` holds on the body (or panics after `secs`).
+pub fn scrape_until(addr: &str, secs: u64, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let m = get(addr, "/metrics").unwrap_or_default();
+        if pred(&m) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} not seen after {secs} s:\n{m}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The value of the first sample line that starts with `prefix` and
+/// contains every one of `parts`.
+pub fn sample(metrics: &str, prefix: &str, parts: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(prefix) && parts.iter().all(|p| l.contains(p)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
