@@ -1,0 +1,5 @@
+//! ibexporter in the Soft-RoCE lab (being written).
+use ibtools_tests::lab::harness;
+fn main() -> std::process::ExitCode {
+    harness::run(vec![])
+}
