@@ -402,7 +402,56 @@ fn cardinality_per_peer_then_grouped() {
     assert!(series_labels(&ts, 0, "rack")
         .iter()
         .all(|(_, v)| v.starts_with("group:")));
-    // The documented numbers: 40 buckets, 4 quantiles, 3 counters.
-    assert_eq!(estimate_series(200, 1, 40, 4, 3), 10_200);
-    assert_eq!(estimate_series(50, 1, 40, 4, 3), 2_550);
+}
+
+/// The documented series count is what the exporter really renders:
+/// 7 target values x 2 sizes, counted in the text exposition.
+#[test]
+fn the_series_formula_matches_the_rendered_exposition() {
+    use ibexporter::collect::latency::{
+        classic_buckets, LatencyStore, Round, SeriesKey, QUANTILES,
+    };
+    use ibexporter::http::{Format, Metrics};
+    use std::sync::Arc;
+    let store = LatencyStore::new(std::time::Duration::from_secs(60));
+    let mut reg = prometheus_client::registry::Registry::default();
+    store.register(&mut reg);
+    let (values, sizes) = (7, 2);
+    for v in 0..values {
+        for size in [32, 4096].iter().take(sizes) {
+            let mut h = ibprobe::stats::LatencyHistogram::new();
+            h.record(1_500);
+            let key = SeriesKey {
+                source: "a".into(),
+                target: format!("peer{v}"),
+                transport: "udp".into(),
+                op: "send".into(),
+                size_bytes: size.to_string(),
+            };
+            store.declare(&key);
+            store.record(
+                &key,
+                1,
+                &Round {
+                    samples: Some(h),
+                    ..Round::default()
+                },
+            );
+        }
+    }
+    let s = store.clone();
+    let m = Metrics::with_registries_and_sources(
+        [Arc::new(reg)],
+        vec![Arc::new(move || s.window_families())],
+    );
+    let text = String::from_utf8(m.encode(Format::Text).unwrap()).unwrap();
+    let rendered = text.lines().filter(|l| l.starts_with("ibprobe_")).count();
+    let buckets = classic_buckets().len() + 1; // and +Inf
+    assert_eq!(
+        rendered,
+        estimate_series(values, sizes, buckets, QUANTILES.len(), 3),
+        "{text}"
+    );
+    // The README's figures: 43 series per (value, size).
+    assert_eq!(estimate_series(200, 1, 30, 4, 3), 8_600);
 }
