@@ -47,9 +47,7 @@
 use ibtune::host::rdma::read_rdma_device;
 use ibtune::host::HostRoot;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 use std::collections::{BTreeMap, BTreeSet};
@@ -578,47 +576,10 @@ impl HcaCollector {
     }
 }
 
-/// Labels `device`, `port` plus extras, in order.
-type Labels = Vec<(&'static str, String)>;
+use super::{counters, gauges, Labels};
 
 fn dev_port(dev: &str, port: u32) -> Labels {
     vec![("device", dev.to_string()), ("port", port.to_string())]
-}
-
-/// Encodes one counter family (skipped when it has no samples).
-fn counters<L: EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    samples: &[(L, u64)],
-) -> Result<(), std::fmt::Error> {
-    if samples.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
-    for (labels, v) in samples {
-        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
-    }
-    Ok(())
-}
-
-/// Encodes one gauge family (skipped when it has no samples).
-fn gauges<L: EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    samples: &[(L, u64)],
-) -> Result<(), std::fmt::Error> {
-    if samples.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (labels, v) in samples {
-        ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
-    }
-    Ok(())
 }
 
 /// Encodes one info family (`<name>_info{...} 1`; skipped when empty).

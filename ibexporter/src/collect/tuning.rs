@@ -41,9 +41,7 @@ use ibtune::tune::hold::holder_alive;
 use ibtune::tune::item::Status;
 use ibtune::tune::plan::Plan;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, EncodeMetric};
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -308,34 +306,7 @@ impl TuningCollector {
     }
 }
 
-/// Labels of one sample, in order.
-type Labels = Vec<(&'static str, String)>;
-
-/// Encodes one gauge family (skipped when it has no samples).
-fn gauges<V: EncodeGaugeValue + Copy + std::fmt::Debug + Send + Sync>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    samples: &[(Labels, V)],
-) -> Result<(), std::fmt::Error>
-where
-    ConstGauge<V>: EncodeMetric,
-{
-    if samples.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (labels, v) in samples {
-        if labels.is_empty() {
-            // A host-wide value: `name value`, not `name{} value`.
-            m.encode_gauge(v)?;
-        } else {
-            ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
-        }
-    }
-    Ok(())
-}
+use super::{gauges, Labels};
 
 impl Collector for TuningCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
