@@ -2,7 +2,10 @@
 //! (text 0.0.4 checked by promtool, OpenMetrics, protobuf decoded with
 //! prost), routes, status codes, slow clients, basic auth and TLS.
 
-use ibexporter::http::{self, Format, Metrics, ServeOptions, WebConfig};
+mod common;
+
+use common::InProcess;
+use ibexporter::http::{Format, Metrics, ServeOptions, WebConfig};
 use ibtools_tests::prom::promtool_check_metrics;
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
 use prometheus_client::metrics::counter::Counter;
@@ -51,55 +54,8 @@ fn test_registry() -> (Registry, Histogram) {
     (reg, h)
 }
 
-/// An in-process server; stopped on drop.
-struct Server {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Server {
-    fn start(web: Option<WebConfig>, opts: ServeOptions) -> Server {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        std_l.set_nonblocking(true).unwrap();
-        let addr = std_l.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let metrics = Metrics::new(test_registry().0);
-        {
-            let _g = rt.enter();
-            let l = tokio::net::TcpListener::from_std(std_l).unwrap();
-            rt.spawn(http::serve_with(
-                l,
-                web,
-                http::router(metrics),
-                async {
-                    let _ = rx.await;
-                },
-                opts,
-            ));
-        }
-        Server {
-            addr,
-            stop: Some(tx),
-            rt: Some(rt),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(2));
-        }
-    }
+fn start_server(web: Option<WebConfig>, opts: ServeOptions) -> InProcess {
+    InProcess::start(Metrics::new(test_registry().0), web, opts)
 }
 
 #[derive(Debug)]
@@ -183,7 +139,7 @@ fn quick_opts() -> ServeOptions {
 
 #[test]
 fn text_by_default_and_promtool_is_clean() {
-    let srv = Server::start(None, quick_opts());
+    let srv = start_server(None, quick_opts());
     let a = get(srv.addr, "/metrics");
     assert_eq!(a.status, 200, "{a:?}");
     assert_eq!(
@@ -230,7 +186,7 @@ fn text_by_default_and_promtool_is_clean() {
 
 #[test]
 fn openmetrics_when_asked() {
-    let srv = Server::start(None, quick_opts());
+    let srv = start_server(None, quick_opts());
     let a = request(
         srv.addr,
         "GET",
@@ -267,7 +223,7 @@ fn openmetrics_when_asked() {
 
 #[test]
 fn protobuf_when_asked_decodes() {
-    let srv = Server::start(None, quick_opts());
+    let srv = start_server(None, quick_opts());
     let a = request(srv.addr, "GET", "/metrics", &[("Accept", PROTOBUF_ACCEPT)]);
     assert_eq!(a.status, 200);
     assert_eq!(
@@ -328,7 +284,7 @@ fn protobuf_when_asked_decodes() {
 
 #[test]
 fn healthz_index_404_405() {
-    let srv = Server::start(None, quick_opts());
+    let srv = start_server(None, quick_opts());
     let a = get(srv.addr, "/healthz");
     assert_eq!((a.status, a.text().as_str()), (200, "ok\n"));
     let a = get(srv.addr, "/");
@@ -363,7 +319,7 @@ fn healthz_index_404_405() {
 
 #[test]
 fn silent_clients_do_not_block_scrapes() {
-    let srv = Server::start(None, quick_opts());
+    let srv = start_server(None, quick_opts());
     // Connections that send nothing, or stop half-way through the headers.
     let mut silent: Vec<TcpStream> = (0..8)
         .map(|_| TcpStream::connect(srv.addr).unwrap())
@@ -407,7 +363,7 @@ fn header_timeout_closes_silent_clients_and_cap_holds() {
         max_connections: 3,
         ..ServeOptions::default()
     };
-    let srv = Server::start(None, opts);
+    let srv = start_server(None, opts);
     let mut silent: Vec<TcpStream> = (0..3)
         .map(|_| TcpStream::connect(srv.addr).unwrap())
         .collect();
@@ -465,7 +421,7 @@ fn basic_auth() {
         &format!("basic_auth_users:\n  prometheus: '{hash}'\n"),
     );
     assert!(web.basic_auth_enabled() && !web.tls_enabled());
-    let srv = Server::start(Some(web), quick_opts());
+    let srv = start_server(Some(web), quick_opts());
 
     let a = get(srv.addr, "/metrics");
     assert_eq!(a.status, 401, "{a:?}");
@@ -558,7 +514,7 @@ fn tls_with_and_without_auth() {
         "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
     );
     assert!(web.tls_enabled());
-    let srv = Server::start(Some(web), quick_opts());
+    let srv = start_server(Some(web), quick_opts());
     let a = tls_request(srv.addr, &client, "/metrics", &[]);
     assert_eq!(a.status, 200, "{a:?}");
     assert!(a.text().contains("test_requests_total 42"), "{a:?}");
@@ -586,7 +542,7 @@ fn tls_with_and_without_auth() {
             dir.path().display()
         ),
     );
-    let srv = Server::start(Some(web), quick_opts());
+    let srv = start_server(Some(web), quick_opts());
     assert_eq!(tls_request(srv.addr, &client, "/metrics", &[]).status, 401);
     let a = tls_request(
         srv.addr,

@@ -2,14 +2,16 @@
 //! in-process server: once negotiated (it asks for protobuf) and once with
 //! `?format=text`, and PromQL over what it stored gives the right answers.
 
-use ibexporter::http::{self, Metrics, ServeOptions};
+mod common;
+
+use common::InProcess;
+use ibexporter::http::{Metrics, ServeOptions};
 use ibtools_tests::prom::{Prometheus, Target};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
 use prometheus_client::registry::Registry;
 use serde_json::Value;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,53 +53,8 @@ fn test_registry() -> (Registry, Histogram) {
     (reg, h)
 }
 
-struct Server {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Server {
-    fn start(reg: Registry) -> Server {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        std_l.set_nonblocking(true).unwrap();
-        let addr = std_l.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        {
-            let _g = rt.enter();
-            let l = tokio::net::TcpListener::from_std(std_l).unwrap();
-            rt.spawn(http::serve_with(
-                l,
-                None,
-                http::router(Metrics::new(reg)),
-                async {
-                    let _ = rx.await;
-                },
-                ServeOptions::default(),
-            ));
-        }
-        Server {
-            addr,
-            stop: Some(tx),
-            rt: Some(rt),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(2));
-        }
-    }
+fn start_server(reg: Registry) -> InProcess {
+    InProcess::start(Metrics::new(reg), None, ServeOptions::default())
 }
 
 /// The single sample value of an instant-vector result.
@@ -113,7 +70,7 @@ fn scalar(result: &[Value], what: &str) -> f64 {
 #[test]
 fn real_prometheus_scrapes_protobuf_native_and_classic() {
     let (reg, hist) = test_registry();
-    let srv = Server::start(reg);
+    let srv = start_server(reg);
     // Keep observing so rate() over the classic buckets is not zero.
     let running = Arc::new(AtomicBool::new(true));
     let observer = {

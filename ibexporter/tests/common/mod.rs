@@ -100,3 +100,60 @@ pub fn sample(metrics: &str, prefix: &str, parts: &[&str]) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// The HTTP layer served in this process on 127.0.0.1:0 (no binary, no
+/// probes): for tests of formats, auth and timeouts on a known registry.
+pub struct InProcess {
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl InProcess {
+    /// Serves `metrics` with `web` (TLS, basic auth) and `opts`.
+    pub fn start(
+        metrics: ibexporter::http::Metrics,
+        web: Option<ibexporter::http::WebConfig>,
+        opts: ibexporter::http::ServeOptions,
+    ) -> InProcess {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let std_l = TcpListener::bind("127.0.0.1:0").unwrap();
+        std_l.set_nonblocking(true).unwrap();
+        let addr = std_l.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        {
+            let _g = rt.enter();
+            let l = tokio::net::TcpListener::from_std(std_l).unwrap();
+            rt.spawn(ibexporter::http::serve_with(
+                l,
+                web,
+                ibexporter::http::router(metrics),
+                async {
+                    let _ = rx.await;
+                },
+                opts,
+            ));
+        }
+        InProcess {
+            addr,
+            stop: Some(tx),
+            rt: Some(rt),
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
