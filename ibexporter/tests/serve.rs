@@ -104,3 +104,49 @@ fn help_teaches() {
     );
     assert!(help.contains("0.0.0.0:9427"), "{help}");
 }
+
+/// On a host without RDMA (this one, unless the tests run in the lab) the
+/// exporter says so in one line at start and serves everything else.
+#[test]
+fn no_rdma_device_is_said_once_and_the_rest_is_served() {
+    if std::path::Path::new("/sys/class/infiniband").exists() {
+        // A host with RDMA devices: the lab tests cover it.
+        let n = std::fs::read_dir("/sys/class/infiniband").map_or(0, |d| d.count());
+        assert!(n > 0, "/sys/class/infiniband exists but is empty");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("err.log");
+    let port = common::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .args([
+            "--listen",
+            &addr,
+            "--responder",
+            "off",
+            "--interval",
+            "1s",
+            "--no-probe",
+            "wakeup",
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let m = scrape_until(&addr, 30, "the udp reference", |m| {
+        m.contains("transport=\"udp\"")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let said: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("no RDMA device"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {text}");
+    assert!(said[0].contains("shm/udp references"), "{text}");
+    assert!(
+        !m.contains("ibexporter_hca_port_info"),
+        "no HCA metrics without an HCA: {m}"
+    );
+}
