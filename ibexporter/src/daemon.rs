@@ -165,7 +165,6 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
         reg.register_collector(Box::new(TuningCollector::new(tc)));
     }
     let store = LatencyStore::new(o.window);
-    store.register(&mut reg);
     let em = EngineMetrics::default();
     em.register(&mut reg);
     let (probes, notes) = discover_local(&o.local);
@@ -202,8 +201,7 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
         Some(TargetsThread::start(o, remote.clone(), tm)?)
     };
     let engine = Engine::spawn(o.engine.clone(), probes, remote, store.clone(), em);
-    let s = store.clone();
-    let source: FamilySource = Arc::new(move || s.window_families());
+    let source: FamilySource = Arc::new(store.clone());
     let metrics = Metrics::with_registries_and_sources([Arc::new(reg)], vec![source]);
     Ok(Daemon {
         metrics,

@@ -414,8 +414,6 @@ fn the_series_formula_matches_the_rendered_exposition() {
     use ibexporter::http::{Format, Metrics};
     use std::sync::Arc;
     let store = LatencyStore::new(std::time::Duration::from_secs(60));
-    let mut reg = prometheus_client::registry::Registry::default();
-    store.register(&mut reg);
     let (values, sizes) = (7, 2);
     for v in 0..values {
         for size in [32, 4096].iter().take(sizes) {
@@ -439,10 +437,9 @@ fn the_series_formula_matches_the_rendered_exposition() {
             );
         }
     }
-    let s = store.clone();
     let m = Metrics::with_registries_and_sources(
-        [Arc::new(reg)],
-        vec![Arc::new(move || s.window_families())],
+        [Arc::new(prometheus_client::registry::Registry::default())],
+        vec![Arc::new(store.clone())],
     );
     let text = String::from_utf8(m.encode(Format::Text).unwrap()).unwrap();
     let rendered = text.lines().filter(|l| l.starts_with("ibprobe_")).count();

@@ -14,6 +14,13 @@
 //! | `ibprobe_probe_errors_total` | counter | source, target, transport, reason | rounds |
 //! | `ibprobe_last_success_timestamp_seconds` | gauge: Unix time of the last round with an answer | same as the histogram | seconds |
 //!
+//! Memory and cost: the window is kept as [`WINDOW_SLICES`] slices per
+//! series, each an auto-sized HDR histogram with 2 significant digits
+//! (values within 1%) and 32-bit counts, a few KiB each; a round is
+//! merged into the current slice. The families are encoded once per
+//! change (a round ended, a slice expired) and per format, and served
+//! from that cache: a scrape of 400 series costs a copy, not an encode.
+//!
 //! What a sample is: one-way latency (t_recv - t_subm) for a loopback
 //! probe (HCA loopback, shm, udp), the round trip for a remote target, the
 //! wake-up latency for a `host` probe.
@@ -23,7 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram as Hdr;
-use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
+use prometheus_client::encoding::prometheus_protobuf::{self, prometheus_data_model as pb};
+use prost::Message;
+
+use crate::http::{encode_text_004, EncodeError, Encoded, Format};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -112,13 +122,30 @@ pub struct Round {
     pub error: Option<String>,
 }
 
-/// A window entry: when a round ended and what it measured.
-type Slice = (Instant, Hdr<u64>);
+/// Slices per window: the summary covers between (1 - 1/SLICES) and 1
+/// window of rounds.
+pub const WINDOW_SLICES: u32 = 5;
+
+/// Significant digits of the window histograms (values within 1%).
+pub const WINDOW_SIGFIG: u8 = 2;
+
+/// A window slice: when it began and what its rounds measured.
+type Slice = (Instant, Hdr<u32>);
 
 #[derive(Default)]
 struct Windows {
     by_series: BTreeMap<SeriesKey, VecDeque<Slice>>,
 }
+
+/// Encoded bytes per format, with the generation they were made at.
+#[derive(Default)]
+struct Cache {
+    entries: [Option<(u64, Instant, Arc<Vec<u8>>)>; 3],
+}
+
+/// A cached encoding older than this is redone even without a new round
+/// (slices expire with time).
+const CACHE_MAX_AGE: Duration = Duration::from_secs(5);
 
 /// The store the engine writes rounds into and the registry reads.
 ///
@@ -127,6 +154,9 @@ struct Windows {
 #[derive(Clone)]
 pub struct LatencyStore {
     window: Duration,
+    registry: Arc<Registry>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
+    cache: Arc<Mutex<Cache>>,
     histo: Family<SeriesKey, Histogram, fn() -> Histogram>,
     probes: Family<ResultKey, Counter>,
     errors: Family<ErrorKey, Counter>,
@@ -152,46 +182,56 @@ fn new_histogram() -> Histogram {
 impl LatencyStore {
     /// A store whose summary covers the last `window`.
     pub fn new(window: Duration) -> LatencyStore {
-        LatencyStore {
-            window,
-            histo: Family::new_with_constructor(new_histogram as fn() -> Histogram),
-            probes: Family::default(),
-            errors: Family::default(),
-            last_ok: Family::default(),
-            windows: Arc::default(),
-        }
-    }
-
-    /// Registers the histogram, counter and gauge families (the summary
-    /// and the window max come from [`LatencyStore::window_families`]).
-    pub fn register(&self, reg: &mut Registry) {
+        let histo: Family<SeriesKey, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(new_histogram as fn() -> Histogram);
+        let probes = Family::<ResultKey, Counter>::default();
+        let errors = Family::<ErrorKey, Counter>::default();
+        let last_ok = Family::<SeriesKey, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let mut reg = Registry::default();
         reg.register_with_unit(
             "ibprobe_latency",
             "Probe latency: one-way for loopback probes, round trip for remote targets, wake-up for host probes",
             Unit::Seconds,
-            self.histo.clone(),
+            histo.clone(),
         );
         reg.register(
             "ibprobe_probes",
             "Probe messages by result: ok (answered), timeout (no answer within the timeout), error (the round failed)",
-            self.probes.clone(),
+            probes.clone(),
         );
         reg.register(
             "ibprobe_probe_errors",
-            "Probe rounds that failed, by reason (peer_lost, refused, transport, setup)",
-            self.errors.clone(),
+            "Probe rounds that failed, by reason (connect, refused, setup, protocol, peer_lost, completion, transport, config)",
+            errors.clone(),
         );
         reg.register_with_unit(
             "ibprobe_last_success_timestamp",
             "Unix time of the last probe round that got at least one answer",
             Unit::Seconds,
-            self.last_ok.clone(),
+            last_ok.clone(),
         );
+        LatencyStore {
+            window,
+            registry: Arc::new(reg),
+            generation: Arc::default(),
+            cache: Arc::default(),
+            histo,
+            probes,
+            errors,
+            last_ok,
+            windows: Arc::default(),
+        }
+    }
+
+    fn changed(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Makes a series visible before its first round (zeros, so rate()
     /// has a start and a dead target shows up as such).
     pub fn declare(&self, key: &SeriesKey) {
+        self.changed();
         let _ = self.histo.get_or_create(key);
         for result in ["ok", "timeout", "error"] {
             let _ = self.probes.get_or_create(&result_key(key, result));
@@ -200,6 +240,7 @@ impl LatencyStore {
 
     /// Records one round of `key`, sent `sent` messages.
     pub fn record(&self, key: &SeriesKey, sent: u64, round: &Round) {
+        self.changed();
         let ok = round.samples.as_ref().map_or(0, |h| h.len());
         self.probes.get_or_create(&result_key(key, "ok")).inc_by(ok);
         self.probes
@@ -224,36 +265,39 @@ impl LatencyStore {
         let Some(samples) = round.samples.as_ref().filter(|h| !h.is_empty()) else {
             return;
         };
-        let hdr = samples.to_hdr();
-        {
-            let h = self.histo.get_or_create(key);
-            for v in hdr.iter_recorded() {
-                let secs = v.value_iterated_to() as f64 * 1e-9;
-                for _ in 0..v.count_at_value() {
-                    h.observe(secs);
-                }
+        let h = self.histo.get_or_create(key);
+        let mut slice = Hdr::<u32>::new(WINDOW_SIGFIG).expect("2 significant digits are valid");
+        for v in samples.to_hdr().iter_recorded() {
+            let ns = v.value_iterated_to();
+            let n = v.count_at_value();
+            for _ in 0..n {
+                h.observe(ns as f64 * 1e-9);
             }
+            // Auto-sized: cannot be out of range; a count beyond u32 saturates.
+            let _ = slice.record_n(ns, u32::try_from(n).unwrap_or(u32::MAX));
         }
-        let now = SystemTime::now()
+        drop(h);
+        let now_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        self.last_ok.get_or_create(key).set(now);
+        self.last_ok.get_or_create(key).set(now_unix);
+        let now = Instant::now();
+        let slice_len = self.window / WINDOW_SLICES;
         let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         let q = w.by_series.entry(key.clone()).or_default();
-        q.push_back((Instant::now(), hdr));
-        let horizon = Instant::now().checked_sub(self.window);
-        while let (Some(h), Some((t, _))) = (horizon, q.front()) {
-            if *t < h {
-                q.pop_front();
-            } else {
-                break;
+        match q.back_mut() {
+            Some((start, h)) if now.duration_since(*start) < slice_len => {
+                let _ = h.add(&slice);
             }
+            _ => q.push_back((now, slice)),
         }
+        trim(q, now, self.window);
     }
 
     /// Forgets a series that is no longer probed (a target left the
     /// pinglist), so its series stop being exported.
     pub fn forget(&self, key: &SeriesKey) {
+        self.changed();
         self.histo.remove(key);
         self.last_ok.remove(key);
         for result in ["ok", "timeout", "error"] {
@@ -267,15 +311,11 @@ impl LatencyStore {
     /// layer renders them in every format).
     pub fn window_families(&self) -> Vec<pb::MetricFamily> {
         let mut w = self.windows.lock().unwrap_or_else(|p| p.into_inner());
-        let horizon = Instant::now().checked_sub(self.window);
+        let now = Instant::now();
         let mut summary = Vec::new();
         let mut max = Vec::new();
         for (key, q) in w.by_series.iter_mut() {
-            if let Some(h) = horizon {
-                while q.front().is_some_and(|(t, _)| *t < h) {
-                    q.pop_front();
-                }
-            }
+            trim(q, now, self.window);
             let Some((_, first)) = q.front() else {
                 continue;
             };
@@ -337,6 +377,73 @@ impl LatencyStore {
                 ..Default::default()
             },
         ]
+    }
+}
+
+/// Drops the slices that began a whole window ago or more.
+fn trim(q: &mut VecDeque<Slice>, now: Instant, window: Duration) {
+    while q
+        .front()
+        .is_some_and(|(start, _)| now.duration_since(*start) >= window)
+    {
+        q.pop_front();
+    }
+}
+
+impl LatencyStore {
+    fn render(&self, format: Format) -> Result<Vec<u8>, EncodeError> {
+        let fmt_err = |source| EncodeError::Fmt { format, source };
+        let window = self.window_families();
+        match format {
+            Format::Protobuf => {
+                let mut out = Vec::with_capacity(64 * 1024);
+                for fam in prometheus_protobuf::encode(&self.registry).map_err(fmt_err)? {
+                    fam.encode_length_delimited(&mut out)?;
+                }
+                for fam in window {
+                    fam.encode_length_delimited(&mut out)?;
+                }
+                Ok(out)
+            }
+            Format::Text => {
+                let mut s = String::with_capacity(256 * 1024);
+                let fams = prometheus_protobuf::encode(&self.registry).map_err(fmt_err)?;
+                encode_text_004(&mut s, &fams).map_err(fmt_err)?;
+                encode_text_004(&mut s, &window).map_err(fmt_err)?;
+                Ok(s.into_bytes())
+            }
+            Format::OpenMetrics => {
+                let mut s = String::with_capacity(256 * 1024);
+                prometheus_client::encoding::text::encode_registry(&mut s, &self.registry)
+                    .map_err(fmt_err)?;
+                // Gauges and summaries read the same in OpenMetrics and 0.0.4.
+                encode_text_004(&mut s, &window).map_err(fmt_err)?;
+                Ok(s.into_bytes())
+            }
+        }
+    }
+}
+
+impl Encoded for LatencyStore {
+    /// Served from the cache while no round ended and it is younger than
+    /// [`CACHE_MAX_AGE`]; else encoded once and cached.
+    fn encoded(&self, format: Format) -> Result<Arc<Vec<u8>>, EncodeError> {
+        let slot = match format {
+            Format::Text => 0,
+            Format::OpenMetrics => 1,
+            Format::Protobuf => 2,
+        };
+        let generation = self.generation.load(std::sync::atomic::Ordering::Relaxed);
+        // One encoder at a time: concurrent scrapes wait for and share it.
+        let mut c = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, at, bytes)) = &c.entries[slot] {
+            if *g == generation && at.elapsed() < CACHE_MAX_AGE {
+                return Ok(Arc::clone(bytes));
+            }
+        }
+        let bytes = Arc::new(self.render(format)?);
+        c.entries[slot] = Some((generation, Instant::now(), Arc::clone(&bytes)));
+        Ok(bytes)
     }
 }
 
@@ -404,9 +511,68 @@ mod tests {
         let sum = fams[0].metric[0].summary.as_ref().unwrap();
         assert_eq!(sum.sample_count, 1000);
         let p50 = sum.quantile[0].value;
-        assert!((p50 - 5000e-9).abs() < 10e-9, "p50 {p50}");
+        // The window keeps 2 significant digits: within 1%.
+        assert!((p50 - 5000e-9).abs() <= 50e-9, "p50 {p50}");
         let max = fams[1].metric[0].gauge.as_ref().unwrap().value;
-        assert!((max - 10_000e-9).abs() < 10e-9, "max {max}");
+        assert!((max - 10_000e-9).abs() <= 100e-9, "max {max}");
+    }
+
+    #[test]
+    fn scrapes_between_rounds_share_one_encoding() {
+        let s = LatencyStore::new(Duration::from_secs(60));
+        s.declare(&key());
+        let a = s.encoded(Format::Text).unwrap();
+        let b = s.encoded(Format::Text).unwrap();
+        assert!(Arc::ptr_eq(&a, &b), "no round in between: the same bytes");
+        let mut h = ibprobe::stats::LatencyHistogram::new();
+        h.record(1000);
+        s.record(
+            &key(),
+            1,
+            &Round {
+                samples: Some(h),
+                ..Round::default()
+            },
+        );
+        let c = s.encoded(Format::Text).unwrap();
+        assert!(!Arc::ptr_eq(&a, &c), "a round ended: encoded again");
+        let text = String::from_utf8(c.to_vec()).unwrap();
+        assert!(
+            text.contains("ibprobe_latency_window_seconds_count{"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_window_keeps_a_few_small_slices() {
+        let s = LatencyStore::new(Duration::from_millis(500));
+        for _ in 0..20 {
+            let mut h = ibprobe::stats::LatencyHistogram::new();
+            for ns in 1..=100u64 {
+                h.record(ns * 1000);
+            }
+            s.record(
+                &key(),
+                100,
+                &Round {
+                    samples: Some(h),
+                    ..Round::default()
+                },
+            );
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        let w = s.windows.lock().unwrap();
+        let q = &w.by_series[&key()];
+        assert!(q.len() <= WINDOW_SLICES as usize + 1, "{} slices", q.len());
+        // 2 significant digits up to 100 us: a few KiB, not the 224 KiB of
+        // a full-range 3-digit histogram.
+        for (_, h) in q {
+            assert!(
+                h.distinct_values() * 4 < 16 * 1024,
+                "{} counts",
+                h.distinct_values()
+            );
+        }
     }
 
     #[test]

@@ -188,13 +188,22 @@ impl Format {
     }
 }
 
-/// Families built directly in the protobuf data model, for metric types
-/// prometheus-client lacks (summaries); called at every scrape.
+/// Families that encode themselves, in each format, and may cache the
+/// bytes between changes.
 ///
-/// Why it exists: the probe latency summary over a sliding window is
-/// computed from HDR histograms at scrape time, and must come out in all
-/// three formats like everything else.
-pub type FamilySource = Arc<dyn Fn() -> Vec<pb::MetricFamily> + Send + Sync>;
+/// Why it exists: the probe latency families are most of a large
+/// exporter's output (43 series per target and size) but change only when
+/// a probe round ends, every few seconds; re-encoding them at every
+/// scrape would cost tens of milliseconds with 100 targets. They also
+/// include a summary, a type prometheus-client lacks.
+pub trait Encoded: Send + Sync {
+    /// The families in `format`: Prometheus text 0.0.4, OpenMetrics
+    /// samples (no `# EOF`), or length-delimited protobuf.
+    fn encoded(&self, format: Format) -> Result<Arc<Vec<u8>>, EncodeError>;
+}
+
+/// A shared [`Encoded`] source.
+pub type FamilySource = Arc<dyn Encoded>;
 
 /// Label set of the self metric.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -296,8 +305,11 @@ impl Metrics {
         }
     }
 
-    fn source_families(&self) -> Vec<pb::MetricFamily> {
-        self.inner.sources.iter().flat_map(|f| f()).collect()
+    fn append_sources(&self, format: Format, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        for src in &self.inner.sources {
+            out.extend_from_slice(&src.encoded(format)?);
+        }
+        Ok(())
     }
 
     fn all(&self) -> impl Iterator<Item = &Registry> {
@@ -331,10 +343,12 @@ impl Metrics {
                 for r in self.all() {
                     om_text::encode_registry(&mut s, r).map_err(fmt_err)?;
                 }
-                // Gauges and summaries read the same in OpenMetrics and 0.0.4.
-                encode_text_004(&mut s, &self.source_families()).map_err(fmt_err)?;
-                om_text::encode_eof(&mut s).map_err(fmt_err)?;
-                Ok(s.into_bytes())
+                let mut out = s.into_bytes();
+                self.append_sources(format, &mut out)?;
+                let mut eof = String::new();
+                om_text::encode_eof(&mut eof).map_err(fmt_err)?;
+                out.extend_from_slice(eof.as_bytes());
+                Ok(out)
             }
             Format::Protobuf => {
                 let mut out = Vec::with_capacity(16 * 1024);
@@ -343,9 +357,7 @@ impl Metrics {
                         fam.encode_length_delimited(&mut out)?;
                     }
                 }
-                for fam in self.source_families() {
-                    fam.encode_length_delimited(&mut out)?;
-                }
+                self.append_sources(format, &mut out)?;
                 Ok(out)
             }
             Format::Text => {
@@ -354,8 +366,9 @@ impl Metrics {
                     let fams = prometheus_protobuf::encode(r).map_err(fmt_err)?;
                     encode_text_004(&mut s, &fams).map_err(fmt_err)?;
                 }
-                encode_text_004(&mut s, &self.source_families()).map_err(fmt_err)?;
-                Ok(s.into_bytes())
+                let mut out = s.into_bytes();
+                self.append_sources(format, &mut out)?;
+                Ok(out)
             }
         }
     }

@@ -37,7 +37,7 @@ pub struct ServeOptions {
     /// long; after it the client gets 503. Default 30 s.
     pub request_timeout: Duration,
     /// At most this many connections are served at once; further clients
-    /// wait in the listen backlog. Default 128.
+    /// wait in the listen backlog. Default 1024 (keep-alive clients hold a slot: wrk -c200 must all be served).
     pub max_connections: usize,
     /// A connection is asked to close (after its current response) once
     /// this old, so a client that stops reading cannot hold its slot for
@@ -54,7 +54,7 @@ impl Default for ServeOptions {
             header_read_timeout: Duration::from_secs(10),
             tls_handshake_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
-            max_connections: 128,
+            max_connections: 1024,
             max_connection_age: Duration::from_secs(300),
             grace: Duration::from_secs(10),
         }
