@@ -137,10 +137,13 @@ struct Windows {
     by_series: BTreeMap<SeriesKey, VecDeque<Slice>>,
 }
 
-/// Encoded bytes per format, with the generation they were made at.
+/// One format's encoding: the generation and time it was made at.
+type CacheEntry = (u64, Instant, Arc<Vec<u8>>);
+
+/// Encoded bytes per format (text, OpenMetrics, protobuf).
 #[derive(Default)]
 struct Cache {
-    entries: [Option<(u64, Instant, Arc<Vec<u8>>)>; 3],
+    entries: [Option<CacheEntry>; 3],
 }
 
 /// A cached encoding older than this is redone even without a new round
