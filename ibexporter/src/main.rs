@@ -75,30 +75,13 @@ struct Args {
     target_transport: Option<String>,
 }
 
+/// The config file's duration syntax (`250ms`, `10s`, `1m30s`), more than zero.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((s, "s"), |i| s.split_at(i));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: not a duration; write e.g. 250ms, 10s, 5m, 1h"))?;
-    let secs = match unit {
-        "ns" => v * 1e-9,
-        "us" => v * 1e-6,
-        "ms" => v * 1e-3,
-        "s" => v,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        u => {
-            return Err(format!(
-                "{s:?}: unknown unit {u:?}; use ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err(format!("{s:?}: must be more than zero"));
+    match ibexporter::config::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err(format!("{s:?}: must be more than zero")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{s:?}: {e}")),
     }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 fn options(a: &Args) -> Result<DaemonOptions, String> {
@@ -266,9 +249,10 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("2").is_err(), "a unit is required");
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("3d").is_err());
+        assert!(parse_duration("3w").is_err());
     }
 }

@@ -114,7 +114,7 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
         }
     }
     if o.host_wakeup {
-        match wakeup::check_fifo(80) {
+        match wakeup::check_fifo(super::round::WAKEUP_PRIORITY) {
             Ok(()) => {
                 let cpus = o
                     .wakeup_cpus

@@ -26,7 +26,7 @@ use super::{EngineConfig, ProbeKind, ProbeSpec};
 use crate::collect::latency::Round;
 
 /// Wake-up probes: the same priority cyclictest's usual runs use.
-const WAKEUP_PRIORITY: i32 = 80;
+pub(super) const WAKEUP_PRIORITY: i32 = 80;
 /// Wake-up probes: one deadline per millisecond.
 const WAKEUP_PERIOD: Duration = Duration::from_millis(1);
 
