@@ -331,16 +331,22 @@ fn pair() -> Group {
 }
 
 fn dead_peer_test(lab: &Lab) {
-    // Node b kills its server 4 s from now; node a's client asked for 60 s.
+    // Its own server (not the one an earlier test left running), up before
+    // the client starts; node b kills it 4 s later, the client asked for 60 s.
     lab.sh_on(
         Node::B,
-        "(sleep 4; pkill -KILL -x ibprobe) > /dev/null 2>&1 &",
+        &format!("({IBPROBE} server --transport rc --bind 0.0.0.0:18517 --forever > $LAB_RESULTS/dead-server.log 2>&1 &); for i in $(seq 100); do ss -ltn | grep -q ':18517 ' && exit 0; sleep 0.1; done; exit 1"),
+    )
+    .success();
+    lab.sh_on(
+        Node::B,
+        "(sleep 4; pkill -KILL -f 'bind 0.0.0.0:18517') > /dev/null 2>&1 &",
     )
     .success();
     let t0 = Instant::now();
     let o = lab.sh_on(
         Node::A,
-        &format!("{IBPROBE} client $LAB_PEER_IP --transport rc --duration 60s --timeout 1s"),
+        &format!("{IBPROBE} client $LAB_PEER_IP:18517 --transport rc --duration 60s --timeout 1s"),
     );
     let took = t0.elapsed();
     assert_eq!(o.status, 3, "a lost peer is a run failure (exit 3): {o}");
