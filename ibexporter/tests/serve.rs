@@ -54,7 +54,7 @@ fn default_probes_are_served_and_lint_clean() {
         );
     }
     assert!(
-        metrics.contains("le=\"0.00000025\""),
+        metrics.contains("le=\"2.5e-7\""),
         "the 250 ns bucket: {metrics}"
     );
     let ok = sample(

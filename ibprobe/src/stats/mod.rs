@@ -196,6 +196,43 @@ impl LatencyHistogram {
         h
     }
 
+    /// The non-empty buckets in ascending order, as (the highest value
+    /// the bucket holds, its count), with no allocation.
+    ///
+    /// Why it exists: a consumer that keeps its own coarser histogram
+    /// (ibexporter's classic, native and window buckets) needs the counts
+    /// without building a 224 KiB `hdrhistogram::Histogram` per round.
+    /// Consecutive indexes cover contiguous ranges, so a bucket's highest
+    /// value is the next bucket's lowest minus one.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        // Only the indexes around the smallest and largest sample can be
+        // non-empty (a round of 1-50 us spans 6 000 of the 28 672). Two
+        // buckets of slack each side: a derived distribution
+        // ([`Self::halved`]) buckets midpoints that may sit a bucket
+        // beyond its exact min or max.
+        let (lo, hi) = if self.total == 0 {
+            (0, 0)
+        } else {
+            let at = |v: u64| index_for(v.clamp(1, MAX_NS));
+            (at(self.true_min).saturating_sub(2), at(self.true_max) + 3)
+        };
+        self.counts[lo..hi.min(self.counts.len())]
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(move |(i, &c)| (value_for(lo + i + 1) - 1, c))
+    }
+
+    /// The exact sum of the samples in ns (each clamped to [`MAX_NS`]).
+    pub fn sum_ns(&self) -> u128 {
+        self.sum
+    }
+
+    /// The largest sample recorded (0 when empty), exact.
+    pub fn max_ns(&self) -> u64 {
+        self.true_max
+    }
+
     /// Adds another distribution into this one (no allocation).
     pub fn merge(&mut self, other: &LatencyHistogram) {
         self.true_max = self.true_max.max(other.true_max);
@@ -369,6 +406,30 @@ mod tests {
     /// 0.1% (3 significant digits). A 0 ns sample is bucketed as 1 ns.
     fn within_precision(got: u64, exact: u64) -> bool {
         got >= exact && (got - exact) as f64 <= (exact as f64 * 0.001).max(1.0)
+    }
+
+    proptest! {
+        /// `buckets()` gives every sample back in its bucket: the counts
+        /// add up, values ascend, and each sample is at most its bucket's
+        /// highest value and within 0.1% of it; sum and max are exact.
+        #[test]
+        fn buckets_account_for_every_sample(samples in prop::collection::vec(1u64..50_000_000, 1..300)) {
+            let mut h = LatencyHistogram::new();
+            for &s in &samples {
+                h.record(s);
+            }
+            let b: Vec<(u64, u64)> = h.buckets().collect();
+            prop_assert_eq!(b.iter().map(|&(_, c)| c).sum::<u64>(), samples.len() as u64);
+            prop_assert!(b.windows(2).all(|w| w[0].0 < w[1].0));
+            for &s in &samples {
+                let &(hi, _) = b.iter().find(|&&(hi, _)| hi >= s).expect("a bucket holds it");
+                prop_assert!(within_precision(hi, s), "sample {} in bucket up to {}", s, hi);
+            }
+            prop_assert_eq!(h.sum_ns(), samples.iter().map(|&s| s as u128).sum::<u128>());
+            prop_assert_eq!(h.max_ns(), *samples.iter().max().unwrap());
+            let half = h.halved();
+            prop_assert_eq!(half.buckets().map(|(_, c)| c).sum::<u64>(), samples.len() as u64);
+        }
     }
 
     fn check(samples: &[u64]) -> Result<(), TestCaseError> {
