@@ -120,7 +120,11 @@ fn build(o: &Opts) -> (Metrics, LatencyStore, Vec<SeriesKey>) {
     );
     let hca = HcaCollector::new(fixture).unwrap_or_else(|e| panic!("{fixture}: {e}"));
     reg.register_collector(Box::new(hca));
-    let store = LatencyStore::new(Duration::from_secs(300));
+    // No minimum interval between encodes: "after a round" must encode
+    // again (the daemon waits up to MIN_ENCODE_INTERVAL, 1 s, which
+    // would serve most of those scrapes from the cache).
+    let store =
+        LatencyStore::new(Duration::from_secs(300)).with_min_encode_interval(Duration::ZERO);
     let em = EngineMetrics::default();
     em.register(&mut reg);
     let local = vec![

@@ -13,13 +13,15 @@
 //! - [`config`]: the TOML configuration and its validation;
 //! - [`targets`]: where remote targets come from (static, file_sd, DNS);
 //! - [`http`]: `/metrics` (text, OpenMetrics, protobuf with native
-//!   histograms), `/healthz`, the landing page, TLS and basic auth.
+//!   histograms), `/healthz`, the landing page, TLS and basic auth;
+//! - [`sys`]: the one module with `unsafe` (allocator settings).
 
 pub mod collect;
 pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod http;
+pub mod sys;
 pub mod targets;
 
 /// The default listen address; 9427 is unassigned on the Prometheus

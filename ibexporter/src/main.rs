@@ -187,6 +187,8 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread exists (see the function's docs).
+    let _ = ibexporter::sys::return_large_buffers_to_the_os();
     let args = Args::parse();
     if let Some(p) = &args.check_config {
         return match ibexporter::config::load(p) {
