@@ -8,6 +8,9 @@
 //! - a missing `counters/`, a garbage file or an unreadable file lose only
 //!   their own samples, failures are counted per file and logged once.
 
+mod common;
+
+use common::{assert_sample, exact_sample};
 use ibexporter::collect::hca::{read_hcas, HcaCollector, PORT_COUNTERS};
 use ibtools_tests::{copy_tree, fixture};
 use ibtune::host::HostRoot;
@@ -34,22 +37,6 @@ fn scrape(c: &Arc<HcaCollector>) -> String {
 
 fn scrape_root(root: &Path) -> String {
     scrape(&Arc::new(HcaCollector::new(root).expect("root exists")))
-}
-
-/// The value of the sample line `series` (name and labels exactly as
-/// encoded), if there is one.
-fn sample(text: &str, series: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .map(str::to_string)
-}
-
-fn assert_sample(text: &str, series: &str, want: &str) {
-    assert_eq!(
-        sample(text, series).as_deref(),
-        Some(want),
-        "{series} in:\n{text}"
-    );
 }
 
 /// A copy of a tree in a temp dir (removed on drop).
@@ -334,18 +321,18 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
     let dp1 = r#"{device="mlx5_1",port="1"}"#;
     // Only the bad samples are gone.
     assert_eq!(
-        sample(
+        exact_sample(
             &t1,
             &format!("ibexporter_hca_port_symbol_errors_total{dp0}")
         ),
         None
     );
     assert_eq!(
-        sample(&t1, &format!("ibexporter_hca_port_state_id{dp0}")),
+        exact_sample(&t1, &format!("ibexporter_hca_port_state_id{dp0}")),
         None
     );
     assert_eq!(
-        sample(
+        exact_sample(
             &t1,
             &format!("ibexporter_hca_port_receive_errors_total{dp0}")
         ),
@@ -368,7 +355,7 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
     );
     // mlx5_1 lost its counters but nothing else.
     assert_eq!(
-        sample(
+        exact_sample(
             &t1,
             &format!("ibexporter_hca_port_transmit_bytes_total{dp1}")
         ),
@@ -382,7 +369,7 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
 
     // Counted per file and scrape; N/A and a missing counters/ are not errors.
     let err = |t: &str, dev: &str, file: &str| {
-        sample(
+        exact_sample(
             t,
             &format!(
                 r#"ibexporter_hca_read_errors_total{{device="{dev}",port="1",file="{file}"}}"#

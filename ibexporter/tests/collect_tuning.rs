@@ -9,6 +9,9 @@
 //!   verification;
 //! - a profile that cannot be verified gives `verify_ok 0`, logged once.
 
+mod common;
+
+use common::{assert_sample, exact_sample};
 use ibexporter::collect::tuning::{verify, TuningCollector, TuningConfig};
 use ibtools_tests::{fixture_copy, profile, FixtureCopy};
 use ibtune::host::{discover, HostRoot};
@@ -43,20 +46,6 @@ fn scrape(c: &Arc<TuningCollector>) -> String {
     let mut out = String::new();
     encode(&mut out, &reg).expect("encode");
     out
-}
-
-fn sample(text: &str, series: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .map(str::to_string)
-}
-
-fn assert_sample(text: &str, series: &str, want: &str) {
-    assert_eq!(
-        sample(text, series).as_deref(),
-        Some(want),
-        "{series} in:\n{text}"
-    );
 }
 
 /// `item` labels of the `ibexporter_tuning_drift` samples with value `v`.
@@ -298,7 +287,7 @@ fn cpu_dma_latency_and_holder() {
     // Someone holds 5 us (<= 10): no drift, the value is exported in seconds.
     fs::write(fc.root.join("dev/cpu_dma_latency"), "5\n").unwrap();
     let t = scrape(&c);
-    let v: f64 = sample(&t, "ibexporter_tuning_cpu_dma_latency_seconds")
+    let v: f64 = exact_sample(&t, "ibexporter_tuning_cpu_dma_latency_seconds")
         .unwrap()
         .parse()
         .unwrap();

@@ -157,3 +157,20 @@ impl Drop for InProcess {
         }
     }
 }
+
+/// The value of the sample line `series` (name and labels exactly as
+/// encoded), if there is one: for collectors whose label order is fixed.
+pub fn exact_sample(text: &str, series: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(str::to_string)
+}
+
+/// Asserts that the sample line `series` has the value `want`.
+pub fn assert_sample(text: &str, series: &str, want: &str) {
+    assert_eq!(
+        exact_sample(text, series).as_deref(),
+        Some(want),
+        "{series} in:\n{text}"
+    );
+}
