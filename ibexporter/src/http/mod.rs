@@ -734,6 +734,30 @@ mod tests {
     }
 
     #[test]
+    fn a_chunked_body_has_an_exact_length_and_keeps_the_order() {
+        use http_body::Body as _;
+        let parts = vec![
+            Bytes::from_static(b"head\n"),
+            Bytes::new(),
+            Bytes::from_static(b"latency\n"),
+            Bytes::from_static(b"# EOF\n"),
+        ];
+        let mut body = Chunks::new(parts);
+        assert_eq!(body.size_hint().exact(), Some(19));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut got = Vec::new();
+        while let std::task::Poll::Ready(Some(Ok(frame))) =
+            std::pin::Pin::new(&mut body).poll_frame(&mut cx)
+        {
+            got.extend_from_slice(&frame.into_data().unwrap());
+            assert_eq!(body.size_hint().exact(), Some(19 - got.len() as u64));
+        }
+        assert_eq!(got, b"head\nlatency\n# EOF\n");
+        assert!(body.is_end_stream());
+    }
+
+    #[test]
     fn floats_parse_back() {
         for v in [0.0, 1.0, 2.5e-7, 0.01, 1e300, -3.5, 123456789.0] {
             assert_eq!(fmt_f64(v).parse::<f64>().unwrap(), v, "{}", fmt_f64(v));
