@@ -8,6 +8,7 @@
 
 pub mod lab;
 pub mod prom;
+pub mod systemd;
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -392,3 +392,38 @@ mod tests {
         assert_eq!(url_encode("up{job=\"a b\"}"), "up%7Bjob%3D%22a%20b%22%7D");
     }
 }
+
+/// Runs `promtool check config FILE`: Ok when it exits 0 and says
+/// nothing but its "Checking" and "SUCCESS" lines (a missing file_sd file
+/// is only a WARNING to promtool, and an error here).
+///
+/// Why it exists: the shipped scrape configuration must load in the
+/// Prometheus the README installs, not only parse as YAML.
+pub fn promtool_check_config(file: &Path) -> Result<(), String> {
+    let bin = binary("promtool");
+    let out = Command::new(&bin)
+        .args(["check", "config"])
+        .arg(file)
+        .output()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let complaints: Vec<&str> = said
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Checking ") && !l.starts_with("SUCCESS"))
+        .collect();
+    if out.status.success() && complaints.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "promtool check config {}: {}: {}",
+            file.display(),
+            out.status,
+            said.trim()
+        ))
+    }
+}

@@ -1,0 +1,93 @@
+//! The shipped systemd units, checked with the real `systemd-analyze
+//! verify`.
+//!
+//! Why it exists: a unit file with a misspelt key or value still "loads"
+//! (systemd ignores the line and says so once in the journal), so a unit
+//! is only known to be right when systemd's own parser has nothing to say
+//! about it. ibtune's and ibexporter's tests use the same check.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+/// Verifies the unit file `unit` with `systemd-analyze verify` after
+/// pointing each `/usr/local/bin/<name>` in it at the built binary given
+/// in `binaries` (verify checks that ExecStart is executable). A template
+/// (`x@.service`) is verified as its instance `x@<instance>.service`.
+///
+/// Ok only when systemd-analyze exits 0 and prints nothing: it exits 0
+/// for settings it ignores, and says so on stderr.
+pub fn verify_unit(unit: &Path, binaries: &[(&str, &Path)], instance: &str) -> Result<(), String> {
+    let name = unit
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{}: not a unit file name", unit.display()))?;
+    let mut text =
+        fs::read_to_string(unit).map_err(|e| format!("reading {}: {e}", unit.display()))?;
+    for (bin, path) in binaries {
+        text = text.replace(
+            &format!("/usr/local/bin/{bin}"),
+            &path.display().to_string(),
+        );
+    }
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+    fs::write(dir.path().join(name), text).map_err(|e| format!("writing the copy: {e}"))?;
+    let target = match name.split_once("@.") {
+        Some((stem, kind)) => format!("{stem}@{instance}.{kind}"),
+        None => name.to_string(),
+    };
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(dir.path().join(&target))
+        .output()
+        .map_err(|e| {
+            format!(
+                "systemd-analyze: {e}; it comes with the systemd package \
+                 (`apt-get install systemd`; scripts/setup installs it)"
+            )
+        })?;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && said.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "systemd-analyze verify {target} ({}): {}: {}",
+            unit.display(),
+            out.status,
+            said.trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check fails on what systemd ignores (a bad value), on a
+    /// missing binary, and passes on a correct unit: it can fail.
+    #[test]
+    fn verify_catches_ignored_settings_and_missing_binaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, body: &str| {
+            let p = dir.path().join(name);
+            fs::write(&p, format!("[Unit]\nDescription=t\n[Service]\n{body}\n")).unwrap();
+            p
+        };
+        let sh = Path::new("/bin/sh");
+        let good = write("good.service", "ExecStart=/usr/local/bin/sh -c true");
+        verify_unit(&good, &[("sh", sh)], "").unwrap();
+        let bad_value = write(
+            "bad@.service",
+            "ExecStart=/usr/local/bin/sh -c true\nRestart=sometimes",
+        );
+        let e = verify_unit(&bad_value, &[("sh", sh)], "0").unwrap_err();
+        assert!(e.contains("sometimes"), "{e}");
+        let missing = write("missing.service", "ExecStart=/usr/local/bin/nothere");
+        let e = verify_unit(&missing, &[], "").unwrap_err();
+        assert!(e.contains("nothere"), "{e}");
+    }
+}
