@@ -373,26 +373,6 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
     Ok((status, raw[split + 4..].to_vec()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions() {
-        assert_eq!(
-            parse_version("prometheus, version 2.42.0+ds (branch: debian/sid)"),
-            Some((2, 42, 0))
-        );
-        assert_eq!(parse_version("prometheus, version 3.1"), Some((3, 1, 0)));
-        assert_eq!(parse_version("nope"), None);
-    }
-
-    #[test]
-    fn encoding() {
-        assert_eq!(url_encode("up{job=\"a b\"}"), "up%7Bjob%3D%22a%20b%22%7D");
-    }
-}
-
 /// Runs `promtool check config FILE`: Ok when it exits 0 and says
 /// nothing but its "Checking" and "SUCCESS" lines (a missing file_sd file
 /// is only a WARNING to promtool, and an error here).
@@ -425,5 +405,25 @@ pub fn promtool_check_config(file: &Path) -> Result<(), String> {
             out.status,
             said.trim()
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version("prometheus, version 2.42.0+ds (branch: debian/sid)"),
+            Some((2, 42, 0))
+        );
+        assert_eq!(parse_version("prometheus, version 3.1"), Some((3, 1, 0)));
+        assert_eq!(parse_version("nope"), None);
+    }
+
+    #[test]
+    fn encoding() {
+        assert_eq!(url_encode("up{job=\"a b\"}"), "up%7Bjob%3D%22a%20b%22%7D");
     }
 }
