@@ -1,8 +1,10 @@
 //! Exporters as a mesh on one host over UDP: each probes the other's
 //! responder; a peer killed mid-run costs timeouts, counted, while the
 //! survivor keeps probing and serving; `ibprobe client` can probe a
-//! responder too. Faults: a malformed pinglist keeps the exporter serving
-//! and is counted; a malformed config is one line and exit 2.
+//! responder too. Faults: a slow peer (it accepts and never answers) costs
+//! a timeout per round, counted, while the other target and the scrape go
+//! on; a malformed pinglist keeps the exporter serving and is counted; a
+//! malformed config is one line and exit 2.
 
 mod common;
 
@@ -87,6 +89,98 @@ fn two_exporters_probe_each_other_and_survive_a_dead_peer() {
         sample(m, "ibexporter_probe_rounds_total", &[]).unwrap_or(0.0) > before
     });
     assert!(get(&a.addr, "/healthz").unwrap().contains("200"));
+}
+
+/// A peer that accepts the session's TCP connection and then never says
+/// a word: each round with it ends in one timeout, counted as an error
+/// with a reason, and the healthy target next to it keeps being probed
+/// round after round, while every scrape is answered.
+#[test]
+fn a_slow_peer_costs_a_timeout_and_blocks_nothing() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let slow = silent.local_addr().unwrap().to_string();
+    // Accepts and holds every connection, writing nothing (until the test ends).
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let pb = free_port();
+    let rb = responder_args(pb);
+    let _b = start(&[
+        "--source",
+        "b",
+        "--responder",
+        &rb,
+        "--no-probe",
+        "hca,shm,udp,wakeup",
+    ]);
+    let a = start(&[
+        "--source",
+        "a",
+        "--interval",
+        "1s",
+        "--probes",
+        "20",
+        "--no-probe",
+        "hca,shm,udp,wakeup",
+        "--target-transport",
+        "udp",
+        "--target",
+        &rb,
+        "--target",
+        &slow,
+    ]);
+    let ok = |m: &str| {
+        sample(
+            m,
+            "ibprobe_probes_total{",
+            &[&format!("target=\"{rb}\""), "result=\"ok\""],
+        )
+        .unwrap_or(0.0)
+    };
+    let failed = |m: &str| {
+        sample(
+            m,
+            "ibprobe_probes_total{",
+            &[&format!("target=\"{slow}\""), "result=\"error\""],
+        )
+        .unwrap_or(0.0)
+            + sample(
+                m,
+                "ibprobe_probes_total{",
+                &[&format!("target=\"{slow}\""), "result=\"timeout\""],
+            )
+            .unwrap_or(0.0)
+    };
+    let m = scrape_until(&a.addr, 30, "the slow peer's first failed round", |m| {
+        failed(m) >= 1.0 && ok(m) > 0.0
+    });
+    assert!(
+        m.contains(&format!(
+            "ibprobe_probe_errors_total{{source=\"a\",target=\"{slow}\",transport=\"udp\",reason="
+        )),
+        "the slow peer's failure has a reason: {m}"
+    );
+    // Two more failed rounds with the slow peer (one error each, whatever
+    // its reason), and the healthy target's answers keep growing meanwhile:
+    // it is not stuck behind the slow one.
+    let rounds_failed = |m: &str| -> f64 {
+        m.lines()
+            .filter(|l| {
+                l.starts_with("ibprobe_probe_errors_total{")
+                    && l.contains(&format!("target=\"{slow}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let (ok0, rounds0) = (ok(&m), rounds_failed(&m));
+    assert!(rounds0 >= 1.0, "{m}");
+    let m = scrape_until(&a.addr, 30, "more rounds of both targets", |m| {
+        rounds_failed(m) >= rounds0 + 2.0 && ok(m) >= ok0 + 40.0
+    });
+    assert!(get(&a.addr, "/healthz").unwrap().contains("200"), "{m}");
 }
 
 #[test]
