@@ -161,3 +161,30 @@ fn show(e: &Entry) -> String {
         Entry::File(b) => String::from_utf8_lossy(b).chars().take(80).collect(),
     }
 }
+
+/// Ok when a checker (promtool, systemd-analyze) exited 0 and said
+/// nothing beyond the lines `expected` accepts; else its status and
+/// every line it printed, after `what`.
+///
+/// Why it exists: such checkers exit 0 on warnings and say so only in
+/// their output, so "exit 0" alone would let a warning through.
+pub fn quiet_success(
+    what: &str,
+    out: &std::process::Output,
+    expected: impl Fn(&str) -> bool,
+) -> Result<(), String> {
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let quiet = said
+        .lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || expected(l));
+    if out.status.success() && quiet {
+        Ok(())
+    } else {
+        Err(format!("{what}: {}: {}", out.status, said.trim()))
+    }
+}

@@ -321,20 +321,7 @@ pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
         .wait_with_output()
         .unwrap_or_else(|e| panic!("waiting for promtool: {e}"));
     let _ = writer.join();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() && said.trim().is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "promtool check metrics: {}: {}",
-            out.status,
-            said.trim()
-        ))
-    }
+    crate::quiet_success("promtool check metrics", &out, |_| false)
 }
 
 /// Percent-encodes a query parameter value (RFC 3986 unreserved kept).
@@ -386,26 +373,11 @@ pub fn promtool_check_config(file: &Path) -> Result<(), String> {
         .arg(file)
         .output()
         .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let complaints: Vec<&str> = said
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Checking ") && !l.starts_with("SUCCESS"))
-        .collect();
-    if out.status.success() && complaints.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "promtool check config {}: {}: {}",
-            file.display(),
-            out.status,
-            said.trim()
-        ))
-    }
+    crate::quiet_success(
+        &format!("promtool check config {}", file.display()),
+        &out,
+        |l| l.starts_with("Checking ") || l.starts_with("SUCCESS"),
+    )
 }
 
 #[cfg(test)]
