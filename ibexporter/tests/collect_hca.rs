@@ -10,16 +10,15 @@
 
 mod common;
 
-use common::{assert_sample, exact_sample};
+use common::{assert_sample, exact_sample, with_logs};
 use ibexporter::collect::hca::{read_hcas, HcaCollector, PORT_COUNTERS};
 use ibtools_tests::{copy_tree, fixture};
 use ibtune::host::HostRoot;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// This crate's own fixture (an rxe and a fully-countered mlx5).
 fn mixed() -> PathBuf {
@@ -272,26 +271,6 @@ fn soft_roce_and_full_counter_set() {
     );
 }
 
-/// A `tracing` writer that keeps what was logged.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[test]
 fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
     let cp = copy_of(&fixture("thesis-2s-mlx5"));
@@ -306,16 +285,8 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
     // mlx5_1: no counters/ at all (as on Soft-RoCE): not an error.
     fs::remove_dir_all(ib.join("mlx5_1/ports/1/counters")).unwrap();
 
-    let logs = Logs::default();
-    let sub = tracing_subscriber::fmt()
-        .with_writer({
-            let l = logs.clone();
-            move || l.clone()
-        })
-        .with_ansi(false)
-        .finish();
     let c = Arc::new(HcaCollector::new(&cp.root).unwrap());
-    let (t1, t2) = tracing::subscriber::with_default(sub, || (scrape(&c), scrape(&c)));
+    let ((t1, t2), log) = with_logs(|| (scrape(&c), scrape(&c)));
 
     let dp0 = r#"{device="mlx5_0",port="1"}"#;
     let dp1 = r#"{device="mlx5_1",port="1"}"#;
@@ -393,7 +364,6 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
     assert!(!t2.contains(r#"read_errors_total{device="mlx5_1""#), "{t2}");
 
     // Logged once for two scrapes, saying what and where.
-    let log = logs.text();
     assert_eq!(
         log.matches("cannot read counters/symbol_error").count(),
         1,
@@ -406,15 +376,7 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
     // The file recovers: its sample is back, the count stays, and breaking
     // it again logs again.
     fs::write(m0.join("counters/symbol_error"), "3\n").unwrap();
-    let logs2 = Logs::default();
-    let sub = tracing_subscriber::fmt()
-        .with_writer({
-            let l = logs2.clone();
-            move || l.clone()
-        })
-        .with_ansi(false)
-        .finish();
-    let (t3, t4) = tracing::subscriber::with_default(sub, || {
+    let ((t3, t4), log2) = with_logs(|| {
         let t3 = scrape(&c);
         fs::write(m0.join("counters/symbol_error"), "x\n").unwrap();
         (t3, scrape(&c))
@@ -432,7 +394,6 @@ fn bad_files_lose_only_their_metric_and_are_counted_and_logged_once() {
         err(&t4, "mlx5_0", "counters/symbol_error").as_deref(),
         Some("3")
     );
-    let log2 = logs2.text();
     assert!(log2.contains("counters/symbol_error reads again"), "{log2}");
     assert_eq!(
         log2.matches("cannot read counters/symbol_error").count(),

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{assert_sample, exact_sample};
+use common::{assert_sample, exact_sample, with_logs};
 use ibexporter::collect::tuning::{verify, TuningCollector, TuningConfig};
 use ibtools_tests::{fixture_copy, profile, FixtureCopy};
 use ibtune::host::{discover, HostRoot};
@@ -22,9 +22,8 @@ use ibtune::tune::plan::Plan;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A collector on `fc` for `profile_file`, verifying at every scrape.
@@ -305,20 +304,6 @@ fn cpu_dma_latency_and_holder() {
     assert!(!scrape(&c).contains("holder_up"));
 }
 
-/// A `tracing` writer that keeps what was logged.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
     let fc = fixture_copy("thesis-2s-mlx5");
@@ -327,15 +312,7 @@ fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
     fs::write(&prof, "[profile]\nname = \"thesis-2hca\"\nbogus = 1\n").unwrap();
     let c = collector(&fc, &prof, Duration::ZERO);
 
-    let logs = Logs::default();
-    let sub = tracing_subscriber::fmt()
-        .with_writer({
-            let l = logs.clone();
-            move || l.clone()
-        })
-        .with_ansi(false)
-        .finish();
-    let (t1, t2, t3) = tracing::subscriber::with_default(sub, || {
+    let ((t1, t2, t3), log) = with_logs(|| {
         let t1 = scrape(&c);
         let t2 = scrape(&c);
         fs::copy(profile("thesis-2hca"), &prof).unwrap();
@@ -358,7 +335,6 @@ fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
     );
     assert!(t3.contains("ibexporter_tuning_drift{"), "{t3}");
 
-    let log = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
     assert_eq!(log.matches("cannot verify profile").count(), 1, "{log}");
     assert!(
         log.contains("bogus"),

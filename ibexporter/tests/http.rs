@@ -4,14 +4,10 @@
 
 mod common;
 
-use common::InProcess;
+use common::{latency_buckets, test_registry, InProcess};
 use ibexporter::http::{Format, Metrics, ServeOptions, WebConfig};
 use ibtools_tests::prom::promtool_check_metrics;
 use prometheus_client::encoding::prometheus_protobuf::prometheus_data_model as pb;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
-use prometheus_client::registry::Registry;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -21,38 +17,6 @@ use tokio_rustls::rustls;
 
 const PROTOBUF_ACCEPT: &str = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
 const OPENMETRICS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
-
-/// 250 ns .. 10 ms, 1-2.5-5 per decade (log-linear), in seconds.
-fn latency_buckets() -> Vec<f64> {
-    vec![
-        250e-9, 500e-9, 1e-6, 2.5e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
-        2.5e-3, 5e-3, 10e-3,
-    ]
-}
-
-/// A counter (42), a gauge (37) and a classic+native histogram with 100
-/// observations of 2 µs, 50 of 20 µs and 10 of 1 ms.
-fn test_registry() -> (Registry, Histogram) {
-    let mut reg = Registry::default();
-    let c: Counter = Counter::default();
-    c.inc_by(42);
-    reg.register("test_requests", "Requests handled", c);
-    let g: Gauge = Gauge::default();
-    g.set(37);
-    reg.register("test_temperature_celsius", "HCA temperature", g);
-    let h = Histogram::new_classic_and_native(latency_buckets(), NativeHistogramConfig::new(1.1));
-    for _ in 0..100 {
-        h.observe(2e-6);
-    }
-    for _ in 0..50 {
-        h.observe(20e-6);
-    }
-    for _ in 0..10 {
-        h.observe(1e-3);
-    }
-    reg.register("test_rdma_latency_seconds", "Round-trip latency", h.clone());
-    (reg, h)
-}
 
 fn start_server(web: Option<WebConfig>, opts: ServeOptions) -> InProcess {
     InProcess::start(Metrics::new(test_registry().0), web, opts)

@@ -4,12 +4,9 @@
 
 mod common;
 
-use common::InProcess;
+use common::{observe_batch, test_registry, InProcess};
 use ibexporter::http::{Metrics, ServeOptions};
 use ibtools_tests::prom::{Prometheus, Target};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,41 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(40);
-
-/// 250 ns .. 10 ms, 1-2.5-5 per decade (log-linear), in seconds.
-fn latency_buckets() -> Vec<f64> {
-    vec![
-        250e-9, 500e-9, 1e-6, 2.5e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
-        2.5e-3, 5e-3, 10e-3,
-    ]
-}
-
-/// Ten parts 2 µs, five 20 µs, one 1 ms: the median is 2 µs.
-fn observe_batch(h: &Histogram) {
-    for _ in 0..10 {
-        h.observe(2e-6);
-    }
-    for _ in 0..5 {
-        h.observe(20e-6);
-    }
-    h.observe(1e-3);
-}
-
-fn test_registry() -> (Registry, Histogram) {
-    let mut reg = Registry::default();
-    let c: Counter = Counter::default();
-    c.inc_by(42);
-    reg.register("test_requests", "Requests handled", c);
-    let g: Gauge = Gauge::default();
-    g.set(37);
-    reg.register("test_temperature_celsius", "HCA temperature", g);
-    let h = Histogram::new_classic_and_native(latency_buckets(), NativeHistogramConfig::new(1.1));
-    for _ in 0..10 {
-        observe_batch(&h);
-    }
-    reg.register("test_rdma_latency_seconds", "Round-trip latency", h.clone());
-    (reg, h)
-}
 
 fn start_server(reg: Registry) -> InProcess {
     InProcess::start(Metrics::new(reg), None, ServeOptions::default())

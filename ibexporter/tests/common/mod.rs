@@ -174,3 +174,76 @@ pub fn assert_sample(text: &str, series: &str, want: &str) {
         "{series} in:\n{text}"
     );
 }
+
+/// Runs `f` with a `tracing` subscriber that keeps what is logged (plain
+/// text, no colours) and returns `f`'s result with that log.
+pub fn with_logs<T>(f: impl FnOnce() -> T) -> (T, String) {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+    impl Write for Logs {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let logs = Logs::default();
+    let sub = tracing_subscriber::fmt()
+        .with_writer({
+            let l = logs.clone();
+            move || l.clone()
+        })
+        .with_ansi(false)
+        .finish();
+    let out = tracing::subscriber::with_default(sub, f);
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    (out, text)
+}
+
+/// 250 ns .. 10 ms, 1-2.5-5 per decade (log-linear), in seconds: the
+/// buckets of the test registry's histogram.
+pub fn latency_buckets() -> Vec<f64> {
+    vec![
+        250e-9, 500e-9, 1e-6, 2.5e-6, 5e-6, 10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3,
+        2.5e-3, 5e-3, 10e-3,
+    ]
+}
+
+/// Ten parts 2 µs, five 20 µs, one 1 ms: the median is 2 µs.
+pub fn observe_batch(h: &prometheus_client::metrics::histogram::Histogram) {
+    for _ in 0..10 {
+        h.observe(2e-6);
+    }
+    for _ in 0..5 {
+        h.observe(20e-6);
+    }
+    h.observe(1e-3);
+}
+
+/// A counter (42), a gauge (37) and a classic+native histogram with 100
+/// observations of 2 µs, 50 of 20 µs and 10 of 1 ms: a known registry for
+/// the tests of formats, serving and a real Prometheus.
+pub fn test_registry() -> (
+    prometheus_client::registry::Registry,
+    prometheus_client::metrics::histogram::Histogram,
+) {
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};
+    let mut reg = prometheus_client::registry::Registry::default();
+    let c: Counter = Counter::default();
+    c.inc_by(42);
+    reg.register("test_requests", "Requests handled", c);
+    let g: Gauge = Gauge::default();
+    g.set(37);
+    reg.register("test_temperature_celsius", "HCA temperature", g);
+    let h = Histogram::new_classic_and_native(latency_buckets(), NativeHistogramConfig::new(1.1));
+    for _ in 0..10 {
+        observe_batch(&h);
+    }
+    reg.register("test_rdma_latency_seconds", "Round-trip latency", h.clone());
+    (reg, h)
+}
