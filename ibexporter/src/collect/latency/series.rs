@@ -99,7 +99,9 @@ impl Series {
         for (ns, n) in h.buckets() {
             let b = bounds.partition_point(|&le| le < ns);
             self.classic[b] += n;
-            let secs = ns as f64 * 1e-9;
+            // ns / 1e9, as the classic bounds are made: the same double
+            // for the same value everywhere.
+            let secs = ns as f64 / 1e9;
             if secs <= native::ZERO_THRESHOLD {
                 self.zero_count += n;
             } else {
@@ -107,7 +109,7 @@ impl Series {
             }
         }
         self.count += h.len();
-        self.sum += h.sum_ns() as f64 * 1e-9;
+        self.sum += h.sum_ns() as f64 / 1e9;
         self.last_ok = Some(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
