@@ -28,8 +28,9 @@
 //!   encoding of the same observations, sample by sample.
 //! - The encoding is cached per format until a round ends, a series
 //!   comes or goes, or [`CACHE_MAX_AGE`] passes (window slices expire
-//!   with time), and served as shared [`Bytes`]: concurrent scrapes
-//!   share one buffer.
+//!   with time), but is never redone within [`MIN_ENCODE_INTERVAL`], and
+//!   it is served as shared [`Bytes`]: concurrent scrapes share one
+//!   buffer.
 //!
 //! What a sample is: one-way latency (t_recv - t_subm) for a loopback
 //! probe (HCA loopback, shm, udp), the round trip for a remote target, the
