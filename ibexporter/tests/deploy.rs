@@ -41,16 +41,14 @@ fn the_systemd_unit_verifies_and_its_command_line_is_valid() {
     let unit = repo("deploy/systemd/ibexporter.service");
     ibtools_tests::systemd::verify_unit(&unit, &[("ibexporter", &exporter())], "")
         .unwrap_or_else(|e| panic!("{e}"));
-    let text = fs::read_to_string(&unit).unwrap();
-    let exec = text
-        .lines()
-        .find_map(|l| l.strip_prefix("ExecStart=/usr/local/bin/ibexporter "))
-        .expect("ExecStart runs /usr/local/bin/ibexporter");
     // Its flags parse (an unknown one fails before --help)...
-    let mut args: Vec<&str> = exec.split_whitespace().collect();
-    args.push("--help");
+    let mut args = ibtools_tests::systemd::exec_start_args(&unit, "ibexporter", "")
+        .unwrap_or_else(|e| panic!("{e}"));
+    args.push("--help".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     exits_0(&args).unwrap();
     // ...and the config the unit's header installs there is valid.
+    let text = fs::read_to_string(&unit).unwrap();
     assert!(
         text.contains(
             "install -m 0644 ibexporter/examples/ibexporter.toml /etc/ibexporter/ibexporter.toml"

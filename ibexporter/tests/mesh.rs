@@ -12,6 +12,18 @@ use common::{free_port, get, sample, scrape_until, start};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// Fast udp probing of remote targets only: a round a second, 20 probes.
+const FAST_UDP: [&str; 8] = [
+    "--interval",
+    "1s",
+    "--probes",
+    "20",
+    "--no-probe",
+    "hca,shm,udp,wakeup",
+    "--target-transport",
+    "udp",
+];
+
 fn responder_args(port: u16) -> String {
     format!("127.0.0.1:{port}")
 }
@@ -30,20 +42,10 @@ fn seen(m: &str, src: &str, dst: &str) -> bool {
 fn two_exporters_probe_each_other_and_survive_a_dead_peer() {
     let (pa, pb) = (free_port(), free_port());
     let (ra, rb) = (responder_args(pa), responder_args(pb));
-    let common = [
-        "--interval",
-        "1s",
-        "--probes",
-        "20",
-        "--no-probe",
-        "hca,shm,udp,wakeup",
-        "--target-transport",
-        "udp",
-    ];
     let mut a_args = vec!["--source", "a", "--responder", &ra, "--target", &rb];
-    a_args.extend(common);
+    a_args.extend(FAST_UDP);
     let mut b_args = vec!["--source", "b", "--responder", &rb, "--target", &ra];
-    b_args.extend(common);
+    b_args.extend(FAST_UDP);
     let a = start(&a_args);
     let mut b = start(&b_args);
     let ma = scrape_until(&a.addr, 30, "a -> b round trips", |m| seen(m, "a", &rb));
@@ -116,22 +118,9 @@ fn a_slow_peer_costs_a_timeout_and_blocks_nothing() {
         "--no-probe",
         "hca,shm,udp,wakeup",
     ]);
-    let a = start(&[
-        "--source",
-        "a",
-        "--interval",
-        "1s",
-        "--probes",
-        "20",
-        "--no-probe",
-        "hca,shm,udp,wakeup",
-        "--target-transport",
-        "udp",
-        "--target",
-        &rb,
-        "--target",
-        &slow,
-    ]);
+    let mut a_args = vec!["--source", "a", "--target", &rb, "--target", &slow];
+    a_args.extend(FAST_UDP);
+    let a = start(&a_args);
     let ok = |m: &str| {
         sample(
             m,

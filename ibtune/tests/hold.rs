@@ -175,17 +175,9 @@ fn the_systemd_unit_verifies_and_its_command_parses() {
     let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/ibtune-hold@.service");
     ibtools_tests::systemd::verify_unit(&unit, &[("ibtune", &holder_exe())], "0")
         .unwrap_or_else(|e| panic!("{e}"));
-    let text = fs::read_to_string(&unit).unwrap();
-    let exec = text
-        .lines()
-        .find_map(|l| l.strip_prefix("ExecStart=/usr/local/bin/ibtune "))
-        .expect("ExecStart runs /usr/local/bin/ibtune");
     // Parsed up to --help: an unknown subcommand or flag would fail first.
-    let args: Vec<String> = exec
-        .replace("%i", "0")
-        .split_whitespace()
-        .map(String::from)
-        .collect();
+    let args = ibtools_tests::systemd::exec_start_args(&unit, "ibtune", "0")
+        .unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new(holder_exe())
         .args(&args)
         .arg("--help")

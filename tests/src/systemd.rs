@@ -53,6 +53,25 @@ pub fn verify_unit(unit: &Path, binaries: &[(&str, &Path)], instance: &str) -> R
     )
 }
 
+/// The arguments of the unit's `ExecStart=/usr/local/bin/<bin> ...`,
+/// with `%i` replaced by `instance`.
+///
+/// Why it exists: a unit's command line must be one the binary accepts;
+/// the tests run the binary with these arguments.
+pub fn exec_start_args(unit: &Path, bin: &str, instance: &str) -> Result<Vec<String>, String> {
+    let text = fs::read_to_string(unit).map_err(|e| format!("reading {}: {e}", unit.display()))?;
+    let prefix = format!("ExecStart=/usr/local/bin/{bin}");
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .ok_or_else(|| format!("{}: no {prefix} line", unit.display()))?;
+    Ok(line
+        .replace("%i", instance)
+        .split_whitespace()
+        .map(String::from)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
