@@ -8,11 +8,12 @@
 //! Exit status: 0 ok, 2 refused configuration, 1 other failure.
 
 use clap::Parser;
+use ibprobe::cli::args::VerbsArgs;
 use ibprobe::clock::Clock;
+use ibprobe::spec::{ChannelSpec, Poll, Transport};
 use ibprobe::stats::{LatencyHistogram, Summary};
 use ibprobe::transport::Channel;
-use ibprobe::verbs::args::VerbsArgs;
-use ibprobe::verbs::{loopback, PollMode, QpType, VerbsConfig};
+use ibprobe::verbs::{loopback, VerbsConfig};
 
 /// Flags: the library's verbs options plus transport, size and count.
 #[derive(Parser, Debug)]
@@ -59,11 +60,20 @@ fn line(name: &str, s: &Summary) -> String {
 
 fn main() {
     let cli = Cli::parse();
-    let Some(qp_type) = QpType::parse(&cli.transport) else {
-        eprintln!("error: --transport {}: rc | uc | ud", cli.transport);
-        std::process::exit(2);
+    let transport = match cli.transport.parse::<Transport>() {
+        Ok(t) if t.is_verbs() => t,
+        _ => {
+            eprintln!("error: --transport {}: rc | uc | ud", cli.transport);
+            std::process::exit(2);
+        }
     };
-    let cfg = match VerbsConfig::from_args(&cli.verbs, qp_type, cli.size) {
+    let spec = ChannelSpec {
+        transport,
+        size: cli.size as usize,
+        poll: cli.verbs.poll,
+        verbs: cli.verbs.knobs(),
+    };
+    let cfg = match VerbsConfig::new(&spec) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -151,7 +161,7 @@ fn run(
         let mut arrived = false;
         loop {
             if !arrived {
-                let r = if cfg.poll == PollMode::Event {
+                let r = if cfg.poll == Poll::Event {
                     ch.wait_recv(&clock, timeout)?
                 } else {
                     ch.poll_recv()?

@@ -8,11 +8,12 @@
 //! client/server commands build on, on a real verbs stack (the lab).
 
 use clap::Parser;
+use ibprobe::cli::args::VerbsArgs;
 use ibprobe::clock::Clock;
+use ibprobe::spec::{ChannelSpec, Transport};
 use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::Channel;
-use ibprobe::verbs::args::VerbsArgs;
-use ibprobe::verbs::{prepare, Endpoint, QpType, VerbsConfig};
+use ibprobe::verbs::{prepare, Endpoint, VerbsConfig};
 
 /// Flags: the library's verbs options plus transport, size and count.
 #[derive(Parser, Debug)]
@@ -32,18 +33,27 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    let qp_type = QpType::parse(&cli.transport).unwrap_or_else(|| {
-        eprintln!("error: --transport {}: rc | uc | ud", cli.transport);
-        std::process::exit(2)
-    });
-    if let Err(e) = run(&cli, qp_type) {
+    let transport = match cli.transport.parse::<Transport>() {
+        Ok(t) if t.is_verbs() => t,
+        _ => {
+            eprintln!("error: --transport {}: rc | uc | ud", cli.transport);
+            std::process::exit(2)
+        }
+    };
+    if let Err(e) = run(&cli, transport) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(cli: &Cli, qp_type: QpType) -> Result<(), Box<dyn std::error::Error>> {
-    let cfg = VerbsConfig::from_args(&cli.verbs, qp_type, cli.size)?;
+fn run(cli: &Cli, transport: Transport) -> Result<(), Box<dyn std::error::Error>> {
+    let spec = ChannelSpec {
+        transport,
+        size: cli.size as usize,
+        poll: cli.verbs.poll,
+        verbs: cli.verbs.knobs(),
+    };
+    let cfg = VerbsConfig::new(&spec)?;
     let (client_prep, client_ep) = prepare(&cfg)?;
     let (server_prep, server_ep) = prepare(&cfg)?;
     let client_json = serde_json::to_string(&client_ep)?;

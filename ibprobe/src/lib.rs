@@ -18,6 +18,7 @@ pub mod cli;
 pub mod clock;
 pub mod probe;
 pub mod report;
+pub mod spec;
 pub mod stats;
 pub mod sys;
 pub mod transport;

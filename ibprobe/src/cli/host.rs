@@ -11,11 +11,11 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::run::{parse_cpulist, stop_flag};
-use super::{parse_duration, CliError, EXIT_INTERRUPTED};
+use super::args::{HostArgs, HostFormat};
+use super::common::{parse_cpulist, stop_flag};
+use super::{CliError, EXIT_INTERRUPTED};
 use crate::probe::wakeup::{self, CpuWakeup, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::us;
 use crate::stats::Summary;
@@ -26,66 +26,6 @@ pub const SCHEMA: &str = "ibprobe.host/1";
 
 /// Wake-ups per CPU when neither --count nor --duration is given.
 pub const DEFAULT_COUNT: u64 = 10_000;
-
-/// Shown after `ibprobe host --help`.
-pub const AFTER_HELP: &str = "\
-How it measures (cyclictest's method): one thread per CPU, pinned and
-SCHED_FIFO, sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to
-the next interval and records how late it woke. Unlike cyclictest's
-default it does NOT write /dev/cpu_dma_latency: the C-state policy the
-host really has (e.g. ibtune's) is what gets measured.
-
-Needs SCHED_FIFO: root or CAP_SYS_NICE (exit 2 otherwise).
-
-Examples:
-  ibprobe host                                  every CPU, 10000 wake-ups each
-  ibprobe host --cpus 2-3 --duration 60s        the cores ibtune isolated, for a minute
-  ibprobe host --cpus 0,2 --count 500 --format json
-  ibprobe host --interval 200us --fifo 95 --format markdown";
-
-/// Output formats of `ibprobe host` (no perftest line: there is no
-/// perftest equivalent of this measurement).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum HostFormat {
-    /// Human-readable table with notes and warnings.
-    Table,
-    /// The `ibprobe.host/1` JSON document.
-    Json,
-    /// One header row and one row per CPU.
-    Csv,
-    /// A Markdown table, for issues and wikis.
-    Markdown,
-}
-
-/// `ibprobe host`.
-#[derive(Args, Debug, Clone)]
-pub struct HostArgs {
-    /// CPUs to measure, as a kernel CPU list, e.g. 2-3,6 [default: every CPU this process may use].
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
-    /// SCHED_FIFO priority of the measuring threads (1-99).
-    #[arg(long, value_name = "PRIO", default_value_t = 80,
-          value_parser = clap::value_parser!(i32).range(1..=99))]
-    pub fifo: i32,
-    /// Time between wake-up deadlines, e.g. 1ms, 200us.
-    #[arg(long, value_parser = parse_duration, default_value = "1ms")]
-    pub interval: Duration,
-    /// Wake-ups per CPU [default: 10000, unless --duration].
-    #[arg(long, short = 'n', conflicts_with = "duration")]
-    pub count: Option<u64>,
-    /// Measure for this long instead of a count, e.g. 10s, 5m.
-    #[arg(long, short = 'D', value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Do not mlockall (by default all memory is locked when allowed).
-    #[arg(long)]
-    pub no_mlock: bool,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: HostFormat,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// Compresses a sorted CPU list into the kernel's notation ("0-3,8").
 fn cpulist_string(cpus: &[usize]) -> String {

@@ -1,25 +1,34 @@
 //! The command line: `ibprobe devices | loopback | server | client | sweep | host`.
 //!
-//! Why it exists: a thin layer over the library: it parses options into a
-//! [`crate::probe::ProbeConfig`] and a transport, runs the probe, prints a
-//! [`crate::report::Report`], and maps failures to exit codes:
-//! 0 ok, 2 bad input (one line on stderr: what, with what input, what to
-//! do), 3 the run failed (peer lost, transport error), 130 interrupted by
-//! Ctrl-C after printing the statistics collected so far.
+//! Why it exists: a thin layer over the library. Map:
+//! - `args.rs`: every clap type, and their conversion into the library's
+//!   typed settings (the only file that knows clap, besides the error
+//!   rendering below);
+//! - `common.rs`: what the probing commands share (placement, report
+//!   context, HDR log sink, measure-and-print, error mapping);
+//! - one file per command: `devices.rs`, `loopback.rs`, `server.rs`,
+//!   `client.rs`, `sweep.rs`, `host.rs`; each reads in order: settings ->
+//!   channel (`crate::probe::open` or `crate::probe::session`) -> run ->
+//!   print (`crate::report`).
+//!
+//! Exit codes: 0 ok, 2 bad input (one line on stderr: what, with what
+//! input, what to do), 3 the run failed (peer lost, transport error), 130
+//! interrupted by Ctrl-C after printing the statistics collected so far.
 
+pub mod args;
+mod client;
+mod common;
 mod devices;
 mod host;
-mod run;
+mod loopback;
+mod server;
 mod sweep;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::Parser;
 
-use crate::report::Format;
-use crate::verbs::args::VerbsArgs;
+pub use args::{parse_duration, Cli, Command};
 
 /// Exit code: bad input.
 pub const EXIT_INPUT: u8 = 2;
@@ -27,253 +36,6 @@ pub const EXIT_INPUT: u8 = 2;
 pub const EXIT_RUN: u8 = 3;
 /// Exit code: interrupted by Ctrl-C (after printing the statistics).
 pub const EXIT_INTERRUPTED: u8 = 130;
-
-const AFTER_HELP: &str = "\
-Examples:
-  ibprobe devices                                   RDMA devices, ports, GIDs, NUMA node
-  ibprobe loopback --transport shm --count 100000   the zero-latency reference (shared memory)
-  ibprobe loopback --transport udp --size 64        kernel UDP one-way latency in one process
-  ibprobe loopback --transport uc --inline auto --signal auto --cpu 2
-                                                    the thesis's best case: UC, inline, unsignaled
-  ibprobe server --transport rc                     on host A (listens on TCP 18515)
-  ibprobe client hostA --transport rc --duration 10s --format perftest
-                                                    on host B: round trip, perftest's columns
-  ibprobe client hostA --transport udp --rate 10000 --json > run.json
-  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,10k --plot grid.svg
-                                                    one-way p50 / p99 over a size x rate grid
-  ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3
-
-Exit codes: 0 ok, 2 bad input, 3 run failed (peer lost, transport error),
-130 interrupted by Ctrl-C (the statistics so far are printed).";
-
-/// `ibprobe`: a latency probe with true percentiles over verbs (RC, UC,
-/// UD) and two reference transports (shared memory, UDP).
-#[derive(Parser, Debug)]
-#[command(name = "ibprobe", version, about, long_about = None, after_help = AFTER_HELP)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// List RDMA devices: ports, state, link layer, GIDs, NUMA node, local CPUs.
-    #[command(
-        after_help = "Examples:\n  ibprobe devices\n  ibprobe devices --json | jq '.[].name'"
-    )]
-    Devices {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// One process owns both ends: one-way latency (t_recv - t_subm) and
-    /// send-completion latency on one clock.
-    #[command(
-        after_help = "Examples:\n  ibprobe loopback --transport shm\n  ibprobe loopback --transport udp --count 100000 --format csv\n  ibprobe loopback --transport rc --dev rxe0 --op write-imm --inline off\n  ibprobe loopback --transport udp --round-trip     (RTT through an echo thread)"
-    )]
-    Loopback(LoopbackArgs),
-    /// Echo side of a round trip: waits for a client over TCP, echoes its messages.
-    #[command(
-        after_help = "Examples:\n  ibprobe server --transport rc\n  ibprobe server --transport udp --bind 10.0.0.1:18515 --forever"
-    )]
-    Server(ServerArgs),
-    /// Measuring side of a round trip against `ibprobe server` (RTT and RTT/2).
-    #[command(
-        after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n  ibprobe client 10.0.0.1:18515 --transport udp --duration 30s --rate 1000 --json"
-    )]
-    Client(ClientArgs),
-    /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
-    #[command(
-        after_help = "Examples:\n  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,1000,10000\n  ibprobe sweep --transport udp --sizes 8,64,512 --rates 0,10k --count 2000 --format csv\n  ibprobe sweep --transport rc --dev rxe0 --sizes 8,64,512 --rates 0,1000 --plot grid.svg"
-    )]
-    Sweep(sweep::SweepArgs),
-    /// Wake-up latency of a SCHED_FIFO thread per CPU (cyclictest's method), per-CPU percentiles.
-    #[command(after_help = host::AFTER_HELP)]
-    Host(host::HostArgs),
-}
-
-/// Which transport carries the messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TransportKind {
-    /// Shared-memory ring (same host): the zero-latency reference.
-    Shm,
-    /// Kernel UDP sockets: the Ethernet reference.
-    Udp,
-    /// Verbs reliable connection.
-    Rc,
-    /// Verbs unreliable connection.
-    Uc,
-    /// Verbs unreliable datagram.
-    Ud,
-}
-
-impl TransportKind {
-    /// "shm", "udp", "rc", "uc", "ud".
-    pub fn name(self) -> &'static str {
-        match self {
-            TransportKind::Shm => "shm",
-            TransportKind::Udp => "udp",
-            TransportKind::Rc => "rc",
-            TransportKind::Uc => "uc",
-            TransportKind::Ud => "ud",
-        }
-    }
-
-    /// The verbs QP type, for rc/uc/ud.
-    pub fn qp_type(self) -> Option<crate::verbs::QpType> {
-        match self {
-            TransportKind::Rc => crate::verbs::QpType::parse("rc"),
-            TransportKind::Uc => crate::verbs::QpType::parse("uc"),
-            TransportKind::Ud => crate::verbs::QpType::parse("ud"),
-            _ => None,
-        }
-    }
-}
-
-/// Options every probing subcommand shares.
-#[derive(Args, Debug, Clone)]
-pub struct TransportArgs {
-    /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs).
-    #[arg(long, short = 't', value_enum, default_value = "rc")]
-    pub transport: TransportKind,
-    /// Pin the measuring (or echoing) thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Timestamp clock: auto (TSC if the CPU flags vouch for it), tsc (TSC
-    /// whenever its calibration is stable, e.g. in VMs that hide the flags),
-    /// monotonic (clock_gettime). The report says which was used.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub clock: crate::clock::ClockChoice,
-    /// Verbs options (ignored by shm and udp).
-    #[command(flatten)]
-    pub verbs: VerbsArgs,
-}
-
-/// Options of a measurement (loopback and client).
-#[derive(Args, Debug, Clone)]
-pub struct MeasureArgs {
-    /// Message size in bytes (udp: at least 8, it carries the sequence number).
-    #[arg(long, short = 's', default_value_t = 32)]
-    pub size: usize,
-    /// Measured messages [default: 10000, unless --duration].
-    #[arg(long, short = 'n', conflicts_with = "duration")]
-    pub count: Option<u64>,
-    /// Measure for this long instead of a count, e.g. 10s, 500ms, 1h.
-    #[arg(long, short = 'D', value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Warm-up messages before the measured part (excluded, their max is reported).
-    #[arg(long, default_value_t = 100)]
-    pub warmup: u64,
-    /// Messages per second, paced on the probe's clock; missed steps are counted.
-    #[arg(long)]
-    pub rate: Option<f64>,
-    /// Messages per burst; each burst is followed by --pause.
-    #[arg(long, requires = "pause")]
-    pub burst: Option<u64>,
-    /// Pause after each burst (or after each message without --burst), e.g. 100us.
-    #[arg(long, value_parser = parse_duration)]
-    pub pause: Option<Duration>,
-    /// A message without an answer after this long is lost; 3 in a row end the run.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
-    pub timeout: Duration,
-    /// Do not mlockall (by default all memory is locked when allowed).
-    #[arg(long)]
-    pub no_mlock: bool,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
-    /// Write an HdrHistogram interval log (one interval per --log-interval).
-    #[arg(long, value_name = "FILE")]
-    pub hdr_log: Option<PathBuf>,
-    /// Interval of --hdr-log.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
-    pub log_interval: Duration,
-    /// Draw the latency histogram with median and percentile markers as SVG.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
-}
-
-/// `ibprobe loopback`.
-#[derive(Args, Debug, Clone)]
-pub struct LoopbackArgs {
-    /// Transport and placement.
-    #[command(flatten)]
-    pub transport: TransportArgs,
-    /// Measurement.
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    /// shm/udp: measure the round trip through an echo thread instead of one-way.
-    #[arg(long)]
-    pub round_trip: bool,
-}
-
-/// `ibprobe server`.
-#[derive(Args, Debug, Clone)]
-pub struct ServerArgs {
-    /// Transport and placement.
-    #[command(flatten)]
-    pub transport: TransportArgs,
-    /// TCP address to listen on for clients (the out-of-band exchange).
-    #[arg(long, default_value = "0.0.0.0:18515")]
-    pub bind: String,
-    /// Serve clients one after another until Ctrl-C (default: exit after one).
-    #[arg(long)]
-    pub forever: bool,
-    /// Give up on a client that stays silent this long during the handshake.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    pub handshake_timeout: Duration,
-}
-
-/// `ibprobe client`.
-#[derive(Args, Debug, Clone)]
-pub struct ClientArgs {
-    /// The server: HOST, HOST:PORT or an IP address (port 18515 by default).
-    pub host: String,
-    /// Transport and placement.
-    #[command(flatten)]
-    pub transport: TransportArgs,
-    /// Measurement.
-    #[command(flatten)]
-    pub measure: MeasureArgs,
-    /// Give up connecting (and on each handshake read) after this long.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    pub connect_timeout: Duration,
-}
-
-/// Parses "10s", "500ms", "200us", "100ns", "2m", "1h" or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
-        format!("{s:?} is not a duration; write a number and a unit, e.g. 10s, 500ms, 200us")
-    })?;
-    let scale = match unit {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?}; use ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    let secs = v * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("{s:?} is too long; use at most a few years"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
 
 /// A CLI failure: the exit code and one line for stderr.
 #[derive(Debug)]
@@ -351,10 +113,10 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Devices { json } => devices::run(json),
-        Command::Loopback(a) => run::loopback(&a),
-        Command::Server(a) => run::server(&a),
-        Command::Client(a) => run::client(&a),
-        Command::Sweep(a) => sweep::sweep(&a),
+        Command::Loopback(a) => loopback::run(&a),
+        Command::Server(a) => server::run(&a),
+        Command::Client(a) => client::run(&a),
+        Command::Sweep(a) => sweep::run(&a),
         Command::Host(a) => host::run(&a),
     };
     match result {
@@ -369,6 +131,7 @@ pub fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations_parse_with_units() {

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::spec::Poll;
 
 /// What is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -18,16 +19,6 @@ pub enum Mode {
     OneWay,
     /// Post, wait for the peer's echo: the round trip time.
     RoundTrip,
-}
-
-/// How the loop waits for an arrival.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Poll {
-    /// Spin on `Channel::poll_recv` (lowest latency, one core at 100%).
-    Busy,
-    /// Block in `Channel::wait_recv` (completion channel for verbs).
-    Event,
 }
 
 /// When the measured part ends.

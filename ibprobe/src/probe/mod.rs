@@ -11,10 +11,11 @@
 pub mod config;
 pub mod hot;
 pub mod oob;
+pub mod open;
 pub mod outcome;
 pub mod runner;
 pub mod session;
 pub mod wakeup;
 
-pub use config::{Length, Mode, Poll, ProbeConfig};
+pub use config::{Length, Mode, ProbeConfig};
 pub use outcome::Outcome;

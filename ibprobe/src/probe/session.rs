@@ -1,46 +1,64 @@
-//! Round-trip sessions as a library: a client that connects to a
-//! responder and runs rounds on one connection, and a responder that
-//! serves one client, any transport it asks for.
+//! The one handshake: how a client and a server (or ibexporter's
+//! responder) agree on a channel over the out-of-band TCP connection, and
+//! how the server side of a session runs until the client is done.
 //!
-//! Why it exists: ibexporter forms a mesh (every exporter probes its
-//! peers and answers their probes) without running `ibprobe server`
-//! processes, so both ends must be callable from a daemon: no printing,
-//! no process exit codes, every failure a value. The wire protocol is the
-//! CLI's (`probe/oob.rs`): `ibprobe client` can probe an exporter's
-//! responder, and an exporter can probe `ibprobe server --transport udp`.
+//! Why it exists: `ibprobe client`/`server` and ibexporter's mesh (every
+//! exporter probes its peers and answers their probes) must speak exactly
+//! the same protocol, so `ibprobe client` can probe an exporter's
+//! responder and an exporter can probe `ibprobe server`. Both ends are
+//! library calls: no printing, no process exit codes, every failure a
+//! [`SessionError`] with a short reason for metrics.
 //!
-//! The client's [`Hello`] carries, beside the probe parameters, the
-//! verbs knobs the responder must mirror (`op`, `poll`) as strings, so a
-//! responder needs no per-transport configuration: it answers udp, rc, uc
-//! and ud on its first active HCA port (or the device it was given).
+//! The protocol (`probe/oob.rs` frames it):
+//! 1. the client sends a [`Hello`]: transport, size, `params` (the verbs
+//!    knobs the server must mirror, `op` and `poll`, beside whatever the
+//!    client adds, e.g. its probe configuration for the server's log) and
+//!    its endpoint (udp: its port; verbs: its QP; shm: nothing);
+//! 2. the server checks what it was asked for ([`requested`]), opens its
+//!    end ([`open_server`]) and answers `Welcome` with its endpoint (shm:
+//!    the ring's path), or `Refuse` with one line saying why;
+//! 3. the client connects its end ([`open_client`]), measures, and says
+//!    `Done`; the server echoes until then ([`serve`]).
+//!
+//! [`ClientSession`] and [`respond`] are the daemon's shape of the two
+//! ends (many rounds on one connection; any transport a client asks for).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use clap::Parser;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::config::{Mode, ProbeConfig};
 use super::hot::EchoEnd;
-use super::oob::{Closing, Done, Hello, Oob, Reply};
+use super::oob::{Closing, Done, Hello, Oob, OobError, Reply};
+use super::open::{udp_bound, OpenError};
 use super::outcome::Outcome;
 use super::runner::{self, RunError};
 use crate::clock::Clock;
-use crate::transport::udp::UdpChannel;
-use crate::transport::Channel;
-use crate::verbs::args::VerbsArgs;
-use crate::verbs::{self, QpType, VerbsConfig};
+use crate::spec::{ChannelSpec, Op, Poll, Transport};
+use crate::transport::shm::{self, ShmChannel, Side};
+use crate::transport::{Channel, TransportError};
+use crate::verbs::{self, VerbsConfig};
 
 /// Why a session could not start or ended badly, as one line.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{reason}: {detail}")]
 pub struct SessionError {
-    /// Short, stable reason for metrics: `connect`, `refused`, `setup`,
+    /// Short, stable reason for metrics: `connect`, `refused` (the peer
+    /// said no), `config` (this end refuses the configuration), `setup`,
     /// `protocol`, `peer_lost`.
     pub reason: &'static str,
     /// What happened, with which peer, and what to do.
     pub detail: String,
+}
+
+impl SessionError {
+    /// Whether the user's input is at fault (a CLI exits 2), not the run.
+    pub fn is_input(&self) -> bool {
+        matches!(self.reason, "refused" | "config")
+    }
 }
 
 fn err(reason: &'static str, detail: impl std::fmt::Display) -> SessionError {
@@ -50,68 +68,295 @@ fn err(reason: &'static str, detail: impl std::fmt::Display) -> SessionError {
     }
 }
 
-/// How a client session probes.
-#[derive(Clone, Debug)]
-pub struct ClientOptions {
-    /// "udp", "rc", "uc" or "ud".
-    pub transport: String,
-    /// Verbs operation: "send", "send-imm", "write-imm", "write".
-    pub op: String,
-    /// Message size in bytes.
-    pub size: usize,
-    /// Local verbs device (None: the first with an active port).
-    pub dev: Option<String>,
-    /// Sleep for completions (both ends).
-    pub event_poll: bool,
-    /// Connect and handshake timeout.
-    pub timeout: Duration,
-}
-
-/// The verbs knobs, parsed by the CLI's own option parser so both ends
-/// accept exactly what `ibprobe` does.
-#[derive(Parser)]
-struct VerbsOnly {
-    #[command(flatten)]
-    verbs: VerbsArgs,
-}
-
-/// A verbs configuration from the string knobs a [`Hello`] carries.
-pub fn verbs_config(
-    transport: &str,
-    op: &str,
-    dev: Option<&str>,
-    port: Option<u8>,
-    size: usize,
-    event_poll: bool,
-) -> Result<VerbsConfig, SessionError> {
-    let qp = QpType::parse(transport).ok_or_else(|| {
-        err(
-            "setup",
-            format!("transport {transport:?} is not rc, uc or ud"),
-        )
-    })?;
-    let mut argv = vec![
-        "verbs",
-        "--op",
-        op,
-        "--poll",
-        if event_poll { "event" } else { "busy" },
-    ];
-    if let Some(d) = dev {
-        argv.extend(["--dev", d]);
+impl From<OpenError> for SessionError {
+    fn from(e: OpenError) -> SessionError {
+        err(e.reason(), e.message)
     }
-    let port = port.map(|p| p.to_string());
-    if let Some(p) = &port {
-        argv.extend(["--port", p]);
-    }
-    let a = VerbsOnly::try_parse_from(argv)
-        .map_err(|e| err("setup", e.to_string().trim().to_string()))?
-        .verbs;
-    let size = u32::try_from(size).map_err(|_| err("setup", format!("size {size} too large")))?;
-    VerbsConfig::from_args(&a, qp, size).map_err(|e| err("setup", e.message))
 }
 
-/// The client end: one connection to a responder, any number of rounds.
+fn oob_err(e: OobError) -> SessionError {
+    match e {
+        OobError::Refused(_) => err("refused", e),
+        e => err("protocol", e),
+    }
+}
+
+fn udp_port(ep: &Value) -> Option<u16> {
+    ep.get("port")
+        .and_then(|p| p.as_u64())
+        .and_then(|p| u16::try_from(p).ok())
+}
+
+fn malformed(what: &str, ep: &Value) -> SessionError {
+    err(
+        "protocol",
+        format!("malformed {what} endpoint {ep}; run the same ibprobe version on both ends"),
+    )
+}
+
+/// The client end of the handshake on `oob`: sends the Hello for `spec`
+/// (with `extra` merged into its params), and returns its end of the
+/// channel connected to the server's.
+pub fn open_client(
+    oob: &mut Oob,
+    spec: &ChannelSpec,
+    extra: Value,
+) -> Result<Box<dyn Channel>, SessionError> {
+    spec.check().map_err(OpenError::from)?;
+    let local_ip = oob.local_addr().map_err(|e| err("connect", e))?.ip();
+    let server_ip = oob.peer_addr().ip();
+    let mut params = match extra {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    params.insert("op".into(), json!(spec.verbs.op));
+    params.insert("poll".into(), json!(spec.poll));
+    let params = Value::Object(params);
+    let mut handshake = |endpoint| {
+        oob.handshake(&Hello {
+            transport: spec.transport.name().into(),
+            size: spec.size,
+            params: params.clone(),
+            endpoint,
+        })
+        .map_err(oob_err)
+    };
+    Ok(match spec.transport {
+        Transport::Udp => {
+            let mut u = udp_bound(local_ip, spec)?;
+            let port = u.local_addr().map_err(OpenError::from)?.port();
+            let ep = handshake(json!({ "port": port }))?;
+            let sport = udp_port(&ep).ok_or_else(|| malformed("udp", &ep))?;
+            u.connect(SocketAddr::new(server_ip, sport))
+                .map_err(OpenError::from)?;
+            Box::new(u)
+        }
+        Transport::Shm => {
+            let ep = handshake(Value::Null)?;
+            let path = ep
+                .get("path")
+                .and_then(|p| p.as_str())
+                .ok_or_else(|| malformed("shm", &ep))?;
+            Box::new(ShmChannel::open(Path::new(path), spec.size, Side::Client).map_err(|e| {
+                err("setup", format!(
+                    "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
+                ))
+            })?)
+        }
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            let vcfg = VerbsConfig::new(spec).map_err(OpenError::from)?;
+            let (prepared, ep) = verbs::prepare(&vcfg).map_err(OpenError::from)?;
+            let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
+            let theirs: verbs::Endpoint =
+                serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+            Box::new(prepared.connect(&theirs).map_err(OpenError::from)?)
+        }
+    })
+}
+
+/// What a client's Hello asks for: its transport, size, op and polling,
+/// with this server's verbs device (`dev`) and otherwise default knobs.
+pub fn requested(hello: &Hello, dev: Option<&str>) -> Result<ChannelSpec, String> {
+    let transport: Transport = hello
+        .transport
+        .parse()
+        .map_err(|e: crate::spec::SpecError| e.0)?;
+    let word = |key: &str| hello.params.get(key).and_then(|p| p.as_str());
+    let mut spec = ChannelSpec::new(transport, hello.size);
+    if let Some(op) = word("op") {
+        spec.verbs.op = op.parse::<Op>().map_err(|e| e.0)?;
+    }
+    if let Some(poll) = word("poll") {
+        spec.poll = poll.parse::<Poll>().map_err(|e| e.0)?;
+    }
+    spec.verbs.dev = dev.map(str::to_string);
+    Ok(spec)
+}
+
+/// Tells the client why it is refused; the server's error for the same.
+pub fn refuse(oob: &mut Oob, reason: impl Into<String>) -> SessionError {
+    let reason = reason.into();
+    let peer = oob.peer_addr();
+    let _ = oob.send(&Reply::Refuse {
+        reason: reason.clone(),
+    });
+    err("refused", format!("client {peer}: {reason}"))
+}
+
+/// The server end of the handshake: opens this end of the channel
+/// `spec` describes for the client's `hello`, and answers Welcome with
+/// its endpoint. Any failure before the Welcome is sent to the client as
+/// a refusal too.
+pub fn open_server(
+    oob: &mut Oob,
+    hello: &Hello,
+    spec: &ChannelSpec,
+) -> Result<Box<dyn Channel>, SessionError> {
+    let peer = oob.peer_addr();
+    let local_ip: IpAddr = match oob.local_addr() {
+        Ok(a) => a.ip(),
+        Err(e) => return Err(err("protocol", e)),
+    };
+    if let Err(e) = spec.check() {
+        return Err(refuse(oob, e.0));
+    }
+    let (ch, endpoint): (Box<dyn Channel>, Value) = match spec.transport {
+        Transport::Udp => {
+            let Some(cport) = udp_port(&hello.endpoint) else {
+                return Err(refuse(
+                    oob,
+                    format!(
+                        "malformed udp endpoint {}; run the same ibprobe version on both ends",
+                        hello.endpoint
+                    ),
+                ));
+            };
+            let mut u = match udp_bound(local_ip, spec) {
+                Ok(u) => u,
+                Err(e) => return Err(refuse(oob, e.message)),
+            };
+            u.connect(SocketAddr::new(peer.ip(), cport))
+                .map_err(OpenError::from)?;
+            let port = u.local_addr().map_err(OpenError::from)?.port();
+            (Box::new(u), json!({ "port": port }))
+        }
+        Transport::Shm => {
+            let path = shm::default_path();
+            match ShmChannel::create(&path, spec.size, Side::Server) {
+                Ok(s) => (Box::new(s), json!({ "path": path.display().to_string() })),
+                Err(e) => return Err(refuse(oob, e.to_string())),
+            }
+        }
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
+                Ok(e) => e,
+                Err(e) => {
+                    return Err(refuse(
+                        oob,
+                        format!(
+                        "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
+                    ),
+                    ))
+                }
+            };
+            let prepared = VerbsConfig::new(spec).and_then(|v| verbs::prepare(&v));
+            let (prepared, ours) = match prepared {
+                Ok(p) => p,
+                Err(e) => return Err(refuse(oob, e.message)),
+            };
+            let ch = prepared.connect(&theirs).map_err(OpenError::from)?;
+            (
+                Box::new(ch),
+                serde_json::to_value(&ours).unwrap_or_default(),
+            )
+        }
+    };
+    oob.send(&Reply::Welcome { endpoint })
+        .map_err(|e| err("protocol", e))?;
+    Ok(ch)
+}
+
+/// How a served session ended well.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// The client said Done; `sent` is what it says it sent.
+    Done {
+        /// Messages the client sent.
+        sent: u64,
+    },
+    /// The client closed without a word after an orderly run.
+    Closed,
+    /// The stop flag (Ctrl-C) ended it.
+    Interrupted,
+}
+
+/// What [`serve`] did: messages echoed and how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Messages echoed.
+    pub echoed: u64,
+    /// How it ended.
+    pub end: ServeEnd,
+}
+
+/// The server side of a session after the handshake: echoes on `ch`
+/// (pinned to `cpu` if given, sleeping between arrivals with
+/// [`Poll::Event`]) until the client says Done, vanishes or
+/// `stop` is set. A client that finished may close its end of the
+/// transport before the server looks at the out-of-band connection, so
+/// after a transport error the server asks the connection for up to
+/// `grace` before it calls the client lost.
+pub fn serve(
+    oob: &mut Oob,
+    ch: &mut dyn Channel,
+    clock: &Clock,
+    stop: &AtomicBool,
+    cpu: Option<usize>,
+    poll: Poll,
+    grace: Duration,
+) -> Result<Served, SessionError> {
+    let peer = oob.peer_addr();
+    let event = poll == Poll::Event;
+    let mut closing = None;
+    let r = runner::serve(ch, clock, stop, cpu, event, || match oob.poll_closing() {
+        Closing::Open => true,
+        other => {
+            closing = Some(other);
+            false
+        }
+    });
+    let echoed = match r {
+        Ok((n, EchoEnd::Interrupted)) => {
+            return Ok(Served {
+                echoed: n,
+                end: ServeEnd::Interrupted,
+            })
+        }
+        Ok((n, EchoEnd::Finished)) => n,
+        Err(e) => {
+            let t0 = Instant::now();
+            loop {
+                match oob.poll_closing() {
+                    Closing::Open if t0.elapsed() < grace => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Closing::Done(d) => {
+                        return Ok(Served {
+                            echoed: 0,
+                            end: ServeEnd::Done { sent: d.sent },
+                        })
+                    }
+                    _ => {
+                        let detail = match e {
+                            TransportError::PeerLost(why) => {
+                                format!("client {peer} lost mid-run: {why}")
+                            }
+                            e => format!("client {peer}: {e}"),
+                        };
+                        return Err(err("peer_lost", detail));
+                    }
+                }
+            }
+        }
+    };
+    match closing {
+        Some(Closing::Done(d)) => Ok(Served {
+            echoed,
+            end: ServeEnd::Done { sent: d.sent },
+        }),
+        Some(Closing::Gone(e)) => Err(err(
+            "peer_lost",
+            format!("client {peer} vanished after {echoed} messages: {e}"),
+        )),
+        _ => Ok(Served {
+            echoed,
+            end: ServeEnd::Closed,
+        }),
+    }
+}
+
+/// The client end as a daemon uses it: one connection to a responder,
+/// any number of rounds.
 pub struct ClientSession {
     oob: Oob,
     ch: Box<dyn Channel>,
@@ -119,60 +364,16 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
-    /// Connects to `addr`, agrees on the transport and builds the channel.
-    pub fn connect(addr: SocketAddr, o: &ClientOptions) -> Result<ClientSession, SessionError> {
-        let mut oob = Oob::connect(&addr.to_string(), addr.port(), o.timeout)
-            .map_err(|e| err("connect", e))?;
-        let local_ip = oob.local_addr().map_err(|e| err("connect", e))?.ip();
-        let params = json!({ "op": o.op, "poll": if o.event_poll { "event" } else { "busy" } });
-        let hello = |endpoint| Hello {
-            transport: o.transport.clone(),
-            size: o.size,
-            params: params.clone(),
-            endpoint,
-        };
-        let handshake = |oob: &mut Oob, h: &Hello| {
-            oob.handshake(h).map_err(|e| match e {
-                super::oob::OobError::Refused(_) => err("refused", e),
-                e => err("protocol", e),
-            })
-        };
-        let ch: Box<dyn Channel> = if o.transport == "udp" {
-            let mut u = UdpChannel::bind(SocketAddr::new(local_ip, 0), o.size)
-                .map_err(|e| err("setup", e))?;
-            u.set_event_poll(o.event_poll);
-            let port = u.local_addr().map_err(|e| err("setup", e))?.port();
-            let ep = handshake(&mut oob, &hello(json!({ "port": port })))?;
-            let sport = ep
-                .get("port")
-                .and_then(|p| p.as_u64())
-                .and_then(|p| u16::try_from(p).ok())
-                .ok_or_else(|| err("protocol", format!("malformed udp endpoint {ep}")))?;
-            u.connect(SocketAddr::new(addr.ip(), sport))
-                .map_err(|e| err("setup", e))?;
-            Box::new(u)
-        } else {
-            let vcfg = verbs_config(
-                &o.transport,
-                &o.op,
-                o.dev.as_deref(),
-                None,
-                o.size,
-                o.event_poll,
-            )?;
-            let (prepared, ep) = verbs::prepare(&vcfg).map_err(|e| err("setup", e.message))?;
-            let theirs = handshake(
-                &mut oob,
-                &hello(serde_json::to_value(&ep).unwrap_or_default()),
-            )?;
-            let theirs: verbs::Endpoint = serde_json::from_value(theirs)
-                .map_err(|e| err("protocol", format!("malformed verbs endpoint: {e}")))?;
-            Box::new(
-                prepared
-                    .connect(&theirs)
-                    .map_err(|e| err("setup", e.message))?,
-            )
-        };
+    /// Connects to `addr` (giving up after `timeout`), agrees on the
+    /// channel `spec` describes and opens it.
+    pub fn connect(
+        addr: SocketAddr,
+        spec: &ChannelSpec,
+        timeout: Duration,
+    ) -> Result<ClientSession, SessionError> {
+        let mut oob =
+            Oob::connect(&addr.to_string(), addr.port(), timeout).map_err(|e| err("connect", e))?;
+        let ch = open_client(&mut oob, spec, Value::Null)?;
         Ok(ClientSession { oob, ch, sent: 0 })
     }
 
@@ -214,116 +415,36 @@ pub struct ResponderOptions {
     pub handshake_timeout: Duration,
 }
 
-/// Tells the client why it is refused; the responder's error for the same.
-fn refuse(oob: &mut Oob, reason: String) -> SessionError {
-    let peer = oob.peer_addr();
-    let _ = oob.send(&Reply::Refuse {
-        reason: reason.clone(),
-    });
-    err("refused", format!("client {peer}: {reason}"))
-}
+/// How long a responder asks a client that closed its transport whether
+/// it said Done.
+const RESPONDER_GRACE: Duration = Duration::from_millis(20);
 
 /// Serves one client on `oob` until it says Done, vanishes or `stop` is
-/// set; returns the messages echoed. Refusals are sent to the client too.
+/// set; returns the messages echoed. Answers udp, rc, uc and ud (the
+/// shared-memory ring needs both ends on one host; a daemon does not
+/// offer it). Refusals are sent to the client too.
 pub fn respond(mut oob: Oob, o: &ResponderOptions, stop: &AtomicBool) -> Result<u64, SessionError> {
-    let peer = oob.peer_addr();
     let hello = oob.read_hello().map_err(|e| err("protocol", e))?;
-    let event = hello.params.get("poll").and_then(|p| p.as_str()) == Some("event");
-    let op = hello
-        .params
-        .get("op")
-        .and_then(|p| p.as_str())
-        .unwrap_or("send")
-        .to_string();
-    let local_ip = oob.local_addr().map_err(|e| err("protocol", e))?.ip();
-    let (mut ch, endpoint): (Box<dyn Channel>, serde_json::Value) = match hello.transport.as_str() {
-        "udp" => {
-            let Some(cport) = hello
-                .endpoint
-                .get("port")
-                .and_then(|p| p.as_u64())
-                .and_then(|p| u16::try_from(p).ok())
-            else {
-                return Err(refuse(
-                    &mut oob,
-                    format!("malformed udp endpoint {}", hello.endpoint),
-                ));
-            };
-            let mut u = match UdpChannel::bind(SocketAddr::new(local_ip, 0), hello.size) {
-                Ok(u) => u,
-                Err(e) => return Err(refuse(&mut oob, e.to_string())),
-            };
-            u.connect(SocketAddr::new(peer.ip(), cport))
-                .map_err(|e| err("setup", e))?;
-            u.set_event_poll(event);
-            let port = u.local_addr().map_err(|e| err("setup", e))?.port();
-            (Box::new(u), json!({ "port": port }))
-        }
-        "rc" | "uc" | "ud" => {
-            let vcfg = match verbs_config(
-                &hello.transport,
-                &op,
-                o.dev.as_deref(),
-                None,
-                hello.size,
-                event,
-            ) {
-                Ok(v) => v,
-                Err(e) => return Err(refuse(&mut oob, e.detail)),
-            };
-            let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
-                Ok(e) => e,
-                Err(e) => return Err(refuse(&mut oob, format!("malformed verbs endpoint ({e})"))),
-            };
-            let (prepared, ours) = match verbs::prepare(&vcfg) {
-                Ok(p) => p,
-                Err(e) => return Err(refuse(&mut oob, e.message)),
-            };
-            let ch = prepared
-                .connect(&theirs)
-                .map_err(|e| err("setup", e.message))?;
-            (
-                Box::new(ch),
-                serde_json::to_value(&ours).unwrap_or_default(),
-            )
-        }
-        t => {
+    let spec = match requested(&hello, o.dev.as_deref()) {
+        Ok(s) if s.transport != Transport::Shm => s,
+        Ok(_) => {
             return Err(refuse(
                 &mut oob,
-                format!("transport {t:?} is not served here; use udp, rc, uc or ud"),
+                "transport \"shm\" is not served here; use udp, rc, uc or ud",
             ))
         }
+        Err(e) => return Err(refuse(&mut oob, e)),
     };
-    oob.send(&Reply::Welcome { endpoint })
-        .map_err(|e| err("protocol", e))?;
+    let mut ch = open_server(&mut oob, &hello, &spec)?;
     let clock = Clock::monotonic();
-    let mut closing = None;
-    let r = runner::serve(ch.as_mut(), &clock, stop, None, event, || {
-        match oob.poll_closing() {
-            Closing::Open => true,
-            other => {
-                closing = Some(other);
-                false
-            }
-        }
-    });
-    match r {
-        Ok((n, EchoEnd::Interrupted)) => Ok(n),
-        Ok((n, _)) => match closing {
-            Some(Closing::Gone(e)) => Err(err(
-                "peer_lost",
-                format!("client {peer} vanished after {n} messages: {e}"),
-            )),
-            _ => Ok(n),
-        },
-        // A client that finished may close its transport before the
-        // responder looks at the out-of-band connection.
-        Err(e) => {
-            std::thread::sleep(Duration::from_millis(20));
-            match oob.poll_closing() {
-                Closing::Done(_) => Ok(0),
-                _ => Err(err("peer_lost", format!("client {peer}: {e}"))),
-            }
-        }
-    }
+    let served = serve(
+        &mut oob,
+        ch.as_mut(),
+        &clock,
+        stop,
+        None,
+        spec.poll,
+        RESPONDER_GRACE,
+    )?;
+    Ok(served.echoed)
 }

@@ -26,6 +26,7 @@ pub mod format;
 pub mod hdrlog;
 pub mod heatmap;
 pub mod plot;
+pub mod sweep;
 
 use crate::clock::{Clock, ClockKind};
 use crate::probe::outcome::Outcome;

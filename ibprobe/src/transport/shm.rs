@@ -30,7 +30,7 @@ use crate::sys::host::SharedMap;
 pub const SLOTS: usize = 64;
 
 /// Largest message the shm transport carries (1 MiB).
-pub const MAX_SIZE: usize = 1 << 20;
+pub const MAX_SIZE: usize = crate::spec::SHM_MAX_SIZE;
 
 const MAGIC: u64 = 0x4942_5052_4f42_4531; // "IBPROBE1"
 const H_MAGIC: usize = 0;
@@ -74,12 +74,9 @@ fn map_bytes(slot_words: usize) -> usize {
 }
 
 fn check_size(size: usize) -> Result<(), TransportError> {
-    if size == 0 || size > MAX_SIZE {
-        return Err(TransportError::Unsupported(format!(
-            "shm message size {size} is out of range 1..={MAX_SIZE} bytes; pick a --size in that range"
-        )));
-    }
-    Ok(())
+    crate::spec::Transport::Shm
+        .check_size(crate::spec::Op::Send, size)
+        .map_err(|e| TransportError::Unsupported(e.0))
 }
 
 fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {

@@ -17,9 +17,9 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use super::{Channel, TransportError, TransportInfo};
 
 /// Smallest message: the 8-byte sequence number.
-pub const MIN_SIZE: usize = 8;
+pub const MIN_SIZE: usize = crate::spec::UDP_MIN_SIZE;
 /// Largest UDP payload over IPv4.
-pub const MAX_SIZE: usize = 65_507;
+pub const MAX_SIZE: usize = crate::spec::UDP_MAX_SIZE;
 
 /// A UDP channel: one connected socket (round trip), or two sockets in one
 /// process connected to each other (one-way loopback).
@@ -41,13 +41,9 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
 
 /// Checks a message size against what UDP can carry with a sequence number.
 pub fn check_size(size: usize) -> Result<(), TransportError> {
-    if !(MIN_SIZE..=MAX_SIZE).contains(&size) {
-        return Err(TransportError::Unsupported(format!(
-            "udp message size {size} is out of range {MIN_SIZE}..={MAX_SIZE} bytes \
-             (the payload carries an 8-byte sequence number); pick a --size in that range"
-        )));
-    }
-    Ok(())
+    crate::spec::Transport::Udp
+        .check_size(crate::spec::Op::Send, size)
+        .map_err(|e| TransportError::Unsupported(e.0))
 }
 
 fn open(addr: SocketAddr) -> Result<UdpSocket, TransportError> {

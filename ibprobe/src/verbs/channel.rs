@@ -15,10 +15,11 @@ use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{QueuePair, QueuePairAttribute, QueuePairState};
 use sideway::ibverbs::AccessFlags;
 
-use super::config::{InlineMode, Op, PollMode, QpType, VerbsConfig};
+use super::config::VerbsConfig;
 use super::device::{self, GidInfo};
 use super::VerbsError;
 use crate::clock::Clock;
+use crate::spec::{InlineMode, Op, Poll, QpType};
 use crate::sys::mem::{self, MemError, Placement, Region};
 use crate::sys::verbs::{
     source_chain, wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, PinnedBuf, RecvRing,
@@ -78,7 +79,7 @@ struct Setup {
     inline_used: bool,
     inline_cap: u32,
     period: u32,
-    poll: PollMode,
+    poll: Poll,
     sq_depth: u32,
     rq_depth: u32,
     prepost: u32,
@@ -152,7 +153,6 @@ fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, Verb
 }
 
 fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoint), VerbsError> {
-    cfg.check()?;
     let p = device::open_port(dev, cfg.port)?;
     for (what, d) in [("SQ", cfg.sq_depth), ("RQ", cfg.rq_depth)] {
         if d > p.max_qp_wr {
@@ -193,7 +193,7 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
                 return Err(VerbsError::config(format!(
                     "inline {n} > {} max inline {max_inline} ({})",
                     p.name,
-                    cfg.qp_type.name()
+                    cfg.qp_type.upper()
                 )));
             }
             (n, cfg.size > 0 && cfg.size <= n)
@@ -201,11 +201,11 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     };
 
     let channel = match cfg.poll {
-        PollMode::Event => Some(
+        Poll::Event => Some(
             ctx.create_comp_channel()
                 .map_err(|e| verr("ibv_create_comp_channel", &e))?,
         ),
-        PollMode::Busy => None,
+        Poll::Busy => None,
     };
     let send_cq = ctx
         .create_cq_builder()
@@ -345,8 +345,8 @@ impl Prepared {
         if peer.qp_type != s.qp_type {
             return Err(VerbsError::config(format!(
                 "peer QP is {}, this one {}",
-                peer.qp_type.name(),
-                s.qp_type.name()
+                peer.qp_type.upper(),
+                s.qp_type.upper()
             )));
         }
         if s.op.is_write() && peer.len < s.size {
@@ -445,7 +445,7 @@ impl Prepared {
                 })?;
             }
         }
-        if s.poll == PollMode::Event {
+        if s.poll == Poll::Event {
             recv_cq
                 .req_notify()
                 .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
@@ -499,14 +499,14 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
         "{} port {} {gid}, {} {}, {} B, {inline} (max {}), signal every {}, poll {}, mtu {}",
         s.dev,
         s.port,
-        s.qp_type.name(),
+        s.qp_type.upper(),
         s.op.name(),
         s.size,
         s.max_inline,
         s.period,
         match s.poll {
-            PollMode::Busy => "busy",
-            PollMode::Event => "event",
+            Poll::Busy => "busy",
+            Poll::Event => "event",
         },
         s.mtu
     );
@@ -532,7 +532,7 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
                 .map(|g| g.gid_type.clone())
                 .unwrap_or_default(),
         ),
-        f("qp_type", s.qp_type.name().to_string()),
+        f("qp_type", s.qp_type.upper().to_string()),
         f("op", s.op.name().to_string()),
         f("size", s.size.to_string()),
         f(
@@ -550,8 +550,8 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
         f(
             "poll",
             match s.poll {
-                PollMode::Busy => "busy",
-                PollMode::Event => "event",
+                Poll::Busy => "busy",
+                Poll::Event => "event",
             }
             .to_string(),
         ),
@@ -818,7 +818,7 @@ impl Channel for VerbsChannel {
     }
 
     fn wait_recv(&mut self, clock: &Clock, timeout_ns: u64) -> Result<Option<u64>, TransportError> {
-        if self.s.poll == PollMode::Event {
+        if self.s.poll == Poll::Event {
             return self.wait_event_recv(clock, timeout_ns);
         }
         let t0 = clock.now();

@@ -14,8 +14,8 @@ use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState}
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::QueuePairType;
 
-use super::config::QpType;
 use super::VerbsError;
+use crate::spec::QpType;
 use crate::sys::verbs::source_chain;
 
 /// One RDMA device, as `ibprobe devices` prints it.

@@ -14,10 +14,11 @@
 //!
 //! - [`devices()`] lists devices, ports, GIDs, NUMA locality and
 //!   capabilities ([`DeviceInfo`], serde-serializable for `devices --json`).
-//! - [`VerbsConfig::from_args`] turns the command-line [`args::VerbsArgs`],
-//!   a [`QpType`] and a message size into a typed, statically validated
-//!   configuration. Device-dependent limits (inline, MTU, port state, GID)
-//!   are checked in [`prepare`].
+//! - [`VerbsConfig::new`] turns a [`crate::spec::ChannelSpec`] (rc, uc or
+//!   ud) into a typed, statically validated configuration.
+//!   Device-dependent limits (inline, MTU, port state, GID) are checked in
+//!   [`prepare`]. Most callers open channels through
+//!   [`crate::probe::open`] instead of calling this module directly.
 //! - One-way loopback (one process, two QPs): [`loopback`] returns a
 //!   [`LoopbackChannel`] (implements [`crate::transport::Channel`]).
 //! - Round trip (client/server): [`prepare`] returns a [`Prepared`] QP and
@@ -31,9 +32,10 @@
 //!
 //! ```no_run
 //! use ibprobe::transport::Channel;
-//! use ibprobe::verbs::{self, QpType, VerbsConfig};
-//! # fn f(args: &ibprobe::verbs::args::VerbsArgs) -> Result<(), Box<dyn std::error::Error>> {
-//! let cfg = VerbsConfig::from_args(args, QpType::Rc, 32)?;
+//! use ibprobe::spec::{ChannelSpec, Transport};
+//! use ibprobe::verbs::{self, VerbsConfig};
+//! # fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = VerbsConfig::new(&ChannelSpec::new(Transport::Rc, 32))?;
 //! let mut ch = verbs::loopback(&cfg)?;
 //! ch.post(0)?;
 //! while ch.poll_recv()?.is_none() {}
@@ -48,13 +50,12 @@
 //! are unwrapped against the next expected number, so sequence numbers
 //! should start at 0 and increase by one (gaps from losses are fine).
 
-pub mod args;
 mod channel;
 mod config;
 mod device;
 
 pub use channel::{loopback, prepare, Endpoint, LoopbackChannel, Prepared, VerbsChannel};
-pub use config::{InlineMode, Op, PollMode, QpType, SignalMode, VerbsConfig};
+pub use config::VerbsConfig;
 pub use device::{devices, DeviceCaps, DeviceInfo, GidInfo, PortInfo};
 
 use crate::transport::TransportError;

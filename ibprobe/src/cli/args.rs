@@ -1,0 +1,643 @@
+//! Every clap type of ibprobe, and their conversion into the library's
+//! typed settings: the only file that knows clap (besides the error
+//! rendering in `mod.rs`).
+//!
+//! Why it exists: as in ripgrep's `flags/lowargs.rs` -> `hiargs.rs`,
+//! command-line flags become typed settings exactly once, here: a
+//! [`crate::spec::ChannelSpec`] (what channel), a
+//! [`crate::probe::ProbeConfig`] (how to measure) and the CLI's own
+//! output choices. The words (`--transport`, `--op`, `--poll`, ...) are
+//! `crate::spec`'s types, parsed with their `FromStr`; the command files
+//! (`loopback.rs`, `client.rs`, ...) and the library never see a flag
+//! string. A new knob is a field here, a field in the settings type it
+//! feeds, and the code that uses it.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::CliError;
+use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
+use crate::report::Format;
+use crate::spec::{ChannelSpec, InlineMode, Op, Poll, SignalMode, Transport, VerbsKnobs};
+
+pub const AFTER_HELP: &str = "\
+Examples:
+  ibprobe devices                                   RDMA devices, ports, GIDs, NUMA node
+  ibprobe loopback --transport shm --count 100000   the zero-latency reference (shared memory)
+  ibprobe loopback --transport udp --size 64        kernel UDP one-way latency in one process
+  ibprobe loopback --transport uc --inline auto --signal auto --cpu 2
+                                                    the thesis's best case: UC, inline, unsignaled
+  ibprobe server --transport rc                     on host A (listens on TCP 18515)
+  ibprobe client hostA --transport rc --duration 10s --format perftest
+                                                    on host B: round trip, perftest's columns
+  ibprobe client hostA --transport udp --rate 10000 --json > run.json
+  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,10k --plot grid.svg
+                                                    one-way p50 / p99 over a size x rate grid
+  ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3
+
+Exit codes: 0 ok, 2 bad input, 3 run failed (peer lost, transport error),
+130 interrupted by Ctrl-C (the statistics so far are printed).";
+
+/// `ibprobe`: a latency probe with true percentiles over verbs (RC, UC,
+/// UD) and two reference transports (shared memory, UDP).
+#[derive(Parser, Debug)]
+#[command(name = "ibprobe", version, about, long_about = None, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List RDMA devices: ports, state, link layer, GIDs, NUMA node, local CPUs.
+    #[command(
+        after_help = "Examples:\n  ibprobe devices\n  ibprobe devices --json | jq '.[].name'"
+    )]
+    Devices {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One process owns both ends: one-way latency (t_recv - t_subm) and
+    /// send-completion latency on one clock.
+    #[command(
+        after_help = "Examples:\n  ibprobe loopback --transport shm\n  ibprobe loopback --transport udp --count 100000 --format csv\n  ibprobe loopback --transport rc --dev rxe0 --op write-imm --inline off\n  ibprobe loopback --transport udp --round-trip     (RTT through an echo thread)"
+    )]
+    Loopback(LoopbackArgs),
+    /// Echo side of a round trip: waits for a client over TCP, echoes its messages.
+    #[command(
+        after_help = "Examples:\n  ibprobe server --transport rc\n  ibprobe server --transport udp --bind 10.0.0.1:18515 --forever"
+    )]
+    Server(ServerArgs),
+    /// Measuring side of a round trip against `ibprobe server` (RTT and RTT/2).
+    #[command(
+        after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n  ibprobe client 10.0.0.1:18515 --transport udp --duration 30s --rate 1000 --json"
+    )]
+    Client(ClientArgs),
+    /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
+    #[command(
+        after_help = "Examples:\n  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,1000,10000\n  ibprobe sweep --transport udp --sizes 8,64,512 --rates 0,10k --count 2000 --format csv\n  ibprobe sweep --transport rc --dev rxe0 --sizes 8,64,512 --rates 0,1000 --plot grid.svg"
+    )]
+    Sweep(SweepArgs),
+    /// Wake-up latency of a SCHED_FIFO thread per CPU (cyclictest's method), per-CPU percentiles.
+    #[command(after_help = HOST_AFTER_HELP)]
+    Host(HostArgs),
+}
+
+/// Shown after `ibprobe host --help`.
+pub const HOST_AFTER_HELP: &str = "\
+How it measures (cyclictest's method): one thread per CPU, pinned and
+SCHED_FIFO, sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to
+the next interval and records how late it woke. Unlike cyclictest's
+default it does NOT write /dev/cpu_dma_latency: the C-state policy the
+host really has (e.g. ibtune's) is what gets measured.
+
+Needs SCHED_FIFO: root or CAP_SYS_NICE (exit 2 otherwise).
+
+Examples:
+  ibprobe host                                  every CPU, 10000 wake-ups each
+  ibprobe host --cpus 2-3 --duration 60s        the cores ibtune isolated, for a minute
+  ibprobe host --cpus 0,2 --count 500 --format json
+  ibprobe host --interval 200us --fifo 95 --format markdown";
+
+/// `--transport` values: the words of [`Transport`], with their help.
+impl ValueEnum for Transport {
+    fn value_variants<'a>() -> &'a [Self] {
+        Transport::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()).help(self.help().trim_end_matches('.')))
+    }
+}
+
+/// A `value_parser` for any `FromStr` word of `crate::spec` whose error
+/// is one line.
+fn word<T: FromStr<Err = crate::spec::SpecError>>(s: &str) -> Result<T, String> {
+    s.parse().map_err(|e: crate::spec::SpecError| e.0)
+}
+
+/// Options every probing subcommand shares.
+#[derive(Args, Debug, Clone)]
+pub struct TransportArgs {
+    /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs).
+    #[arg(long, short = 't', value_enum, default_value = "rc")]
+    pub transport: Transport,
+    /// Pin the measuring (or echoing) thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Timestamp clock: auto (TSC if the CPU flags vouch for it), tsc (TSC
+    /// whenever its calibration is stable, e.g. in VMs that hide the flags),
+    /// monotonic (clock_gettime). The report says which was used.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub clock: crate::clock::ClockChoice,
+    /// Verbs options (ignored by shm and udp).
+    #[command(flatten)]
+    pub verbs: VerbsArgs,
+}
+
+/// Verbs options (flattened into `loopback`, `server`, `client`, `sweep`).
+/// `--poll` also applies to udp.
+#[derive(Args, Clone, Debug)]
+pub struct VerbsArgs {
+    /// RDMA device, e.g. mlx5_0 or rxe0 (default: the first with an active port).
+    #[arg(long)]
+    pub dev: Option<String>,
+    /// Second device for one-way loopback across two devices or ports.
+    #[arg(long)]
+    pub peer_dev: Option<String>,
+    /// Port number on the device.
+    #[arg(long, default_value_t = 1)]
+    pub port: u8,
+    /// GID index (RoCE v2 needs one; default: the IPv4-mapped RoCE v2 GID, printed).
+    #[arg(long)]
+    pub gid_index: Option<u32>,
+    /// Operation: send | send-imm | write-imm | write (write polls the last byte, as ib_write_lat).
+    #[arg(long, default_value = "send", value_parser = word::<Op>)]
+    pub op: Op,
+    /// Inline data: auto (up to the device's max inline) | off | N bytes.
+    #[arg(long, default_value = "auto", value_parser = word::<InlineMode>)]
+    pub inline: InlineMode,
+    /// Signal every send, every Nth, or auto (SQ depth / 2, the thesis's best).
+    #[arg(long, default_value = "every", value_parser = word::<SignalMode>)]
+    pub signal: SignalMode,
+    /// Completion polling: busy | event (completion channel).
+    #[arg(long, default_value = "busy", value_parser = word::<Poll>)]
+    pub poll: Poll,
+    /// Send queue depth.
+    #[arg(long, default_value_t = 128)]
+    pub sq_depth: u32,
+    /// Receive queue depth.
+    #[arg(long, default_value_t = 128)]
+    pub rq_depth: u32,
+    /// Receives pre-posted before the run (default: the RQ depth).
+    #[arg(long)]
+    pub rq_prepost: Option<u32>,
+    /// Path MTU: 256 | 512 | 1024 | 2048 | 4096 (default: the port's active MTU).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Put the message buffers in huge pages (reserve them first in /proc/sys/vm/nr_hugepages).
+    #[arg(long)]
+    pub hugepages: bool,
+}
+
+/// Options of a measurement (loopback and client).
+#[derive(Args, Debug, Clone)]
+pub struct MeasureArgs {
+    /// Message size in bytes (udp: at least 8, it carries the sequence number).
+    #[arg(long, short = 's', default_value_t = 32)]
+    pub size: usize,
+    /// Measured messages [default: 10000, unless --duration].
+    #[arg(long, short = 'n', conflicts_with = "duration")]
+    pub count: Option<u64>,
+    /// Measure for this long instead of a count, e.g. 10s, 500ms, 1h.
+    #[arg(long, short = 'D', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Warm-up messages before the measured part (excluded, their max is reported).
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// Messages per second, paced on the probe's clock; missed steps are counted.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Messages per burst; each burst is followed by --pause.
+    #[arg(long, requires = "pause")]
+    pub burst: Option<u64>,
+    /// Pause after each burst (or after each message without --burst), e.g. 100us.
+    #[arg(long, value_parser = parse_duration)]
+    pub pause: Option<Duration>,
+    /// A message without an answer after this long is lost; 3 in a row end the run.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub timeout: Duration,
+    /// Do not mlockall (by default all memory is locked when allowed).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an HdrHistogram interval log (one interval per --log-interval).
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Interval of --hdr-log.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub log_interval: Duration,
+    /// Draw the latency histogram with median and percentile markers as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
+
+/// `ibprobe loopback`.
+#[derive(Args, Debug, Clone)]
+pub struct LoopbackArgs {
+    /// Transport and placement.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Measurement.
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// shm/udp: measure the round trip through an echo thread instead of one-way.
+    #[arg(long)]
+    pub round_trip: bool,
+}
+
+/// `ibprobe server`.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Transport and placement.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// TCP address to listen on for clients (the out-of-band exchange).
+    #[arg(long, default_value = "0.0.0.0:18515")]
+    pub bind: String,
+    /// Serve clients one after another until Ctrl-C (default: exit after one).
+    #[arg(long)]
+    pub forever: bool,
+    /// Give up on a client that stays silent this long during the handshake.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub handshake_timeout: Duration,
+}
+
+/// `ibprobe client`.
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// The server: HOST, HOST:PORT or an IP address (port 18515 by default).
+    pub host: String,
+    /// Transport and placement.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Measurement.
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Give up connecting (and on each handshake read) after this long.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+}
+
+/// The output formats a grid has: its own enum because perftest's
+/// one-line format (a `--format` of `loopback`) has no grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SweepFormat {
+    /// Rows = sizes, columns = rates, cells p50 / p99 [us].
+    Table,
+    /// One row per cell.
+    Csv,
+    /// The `ibprobe.sweep/1` document (one `ibprobe.report/1` per cell).
+    Json,
+    /// The table as Markdown.
+    Markdown,
+}
+
+/// `ibprobe sweep`: the loopback options that make sense once per grid
+/// (transport, verbs knobs, length, warm-up) plus the two lists.
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Transport and placement.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Message sizes in bytes: a list (8,64,512) and/or doubling ranges between
+    /// powers of two (2..4096 = 2,4,8,...,4096), e.g. 8,100,1024..8192.
+    #[arg(long, default_value = "8..4096", allow_hyphen_values = true)]
+    pub sizes: String,
+    /// Message rates per second, 0 = back to back; k and M suffixes, e.g. 0,1k,10k,100k.
+    #[arg(
+        long,
+        default_value = "0,1000,10000,100000",
+        allow_hyphen_values = true
+    )]
+    pub rates: String,
+    /// Measured messages per cell [default: 1000, unless --duration].
+    #[arg(long, short = 'n', conflicts_with = "duration")]
+    pub count: Option<u64>,
+    /// Measure each cell for this long instead of a count, e.g. 1s, 200ms.
+    #[arg(long, short = 'D', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Warm-up messages before each cell's measured part (excluded).
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// A message without an answer after this long is lost; 3 in a row end the sweep.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub timeout: Duration,
+    /// Do not mlockall (by default all memory is locked when allowed).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: SweepFormat,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the grid of p50s as an SVG heatmap (x = rate, y = size).
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// Output formats of `ibprobe host` (no perftest line: there is no
+/// perftest equivalent of this measurement).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HostFormat {
+    /// Human-readable table with notes and warnings.
+    Table,
+    /// The `ibprobe.host/1` JSON document.
+    Json,
+    /// One header row and one row per CPU.
+    Csv,
+    /// A Markdown table, for issues and wikis.
+    Markdown,
+}
+
+/// `ibprobe host`.
+#[derive(Args, Debug, Clone)]
+pub struct HostArgs {
+    /// CPUs to measure, as a kernel CPU list, e.g. 2-3,6 [default: every CPU this process may use].
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// SCHED_FIFO priority of the measuring threads (1-99).
+    #[arg(long, value_name = "PRIO", default_value_t = 80,
+          value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub fifo: i32,
+    /// Time between wake-up deadlines, e.g. 1ms, 200us.
+    #[arg(long, value_parser = parse_duration, default_value = "1ms")]
+    pub interval: Duration,
+    /// Wake-ups per CPU [default: 10000, unless --duration].
+    #[arg(long, short = 'n', conflicts_with = "duration")]
+    pub count: Option<u64>,
+    /// Measure for this long instead of a count, e.g. 10s, 5m.
+    #[arg(long, short = 'D', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Do not mlockall (by default all memory is locked when allowed).
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: HostFormat,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses "10s", "500ms", "200us", "100ns", "2m", "1h" or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        format!("{s:?} is not a duration; write a number and a unit, e.g. 10s, 500ms, 200us")
+    })?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?}; use ns, us, ms, s, m or h"
+            ))
+        }
+    };
+    let secs = v * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("{s:?} is too long; use at most a few years"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl VerbsArgs {
+    /// The verbs knobs these flags set.
+    pub fn knobs(&self) -> VerbsKnobs {
+        VerbsKnobs {
+            dev: self.dev.clone(),
+            peer_dev: self.peer_dev.clone(),
+            port: self.port,
+            gid_index: self.gid_index,
+            op: self.op,
+            inline: self.inline,
+            signal: self.signal,
+            sq_depth: self.sq_depth,
+            rq_depth: self.rq_depth,
+            rq_prepost: self.rq_prepost,
+            mtu: self.mtu,
+            hugepages: self.hugepages,
+        }
+    }
+}
+
+impl TransportArgs {
+    /// The channel these options describe, for messages of `size` bytes
+    /// (checked when it is opened, or by [`ChannelSpec::check`]).
+    pub fn channel_spec(&self, size: usize) -> ChannelSpec {
+        ChannelSpec {
+            transport: self.transport,
+            size,
+            poll: self.verbs.poll,
+            verbs: self.verbs.knobs(),
+        }
+    }
+}
+
+impl MeasureArgs {
+    /// The measurement these options describe, validated. `cpu` is the
+    /// CPU to pin to, resolved by the caller (`--cpu`, or one local to
+    /// the HCA).
+    pub fn probe_config(
+        &self,
+        t: &TransportArgs,
+        mode: Mode,
+        cpu: Option<usize>,
+    ) -> Result<ProbeConfig, CliError> {
+        let cfg = ProbeConfig {
+            size: self.size,
+            length: match self.duration {
+                Some(d) => Length::Duration(d),
+                None => Length::Count(self.count.unwrap_or(10_000)),
+            },
+            warmup: self.warmup,
+            rate_hz: self.rate,
+            burst: self.burst,
+            pause: self.pause,
+            cpu,
+            timeout: self.timeout,
+            max_consecutive_lost: 3,
+            mode,
+            poll: t.verbs.poll,
+            lock_memory: !self.no_mlock,
+            interval: self.hdr_log.as_ref().map(|_| self.log_interval),
+        };
+        cfg.validate().map_err(|e| CliError::input(e.0))?;
+        Ok(cfg)
+    }
+
+    /// The output format (`--json` wins over `--format`).
+    pub fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.format
+        }
+    }
+}
+
+/// The `--sizes` list: numbers and doubling ranges `A..B` (A and B powers
+/// of two), comma-separated, in the order given, without repeats. Public
+/// so its rules (and errors) are testable without running a sweep.
+pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    let hint = "pass sizes in bytes, e.g. --sizes 8,64,512 or --sizes 2..4096 (powers of two)";
+    if s.trim().is_empty() {
+        return Err(format!("--sizes {s:?}: the list is empty; {hint}"));
+    }
+    let mut out: Vec<usize> = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let num = |x: &str| {
+            x.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("--sizes {s:?}: {x:?} is not a size in bytes; {hint}"))
+        };
+        let new: Vec<usize> = if item.is_empty() {
+            return Err(format!("--sizes {s:?}: an empty item; {hint}"));
+        } else if let Some((a, b)) = item.split_once("..") {
+            let (a, b) = (num(a)?, num(b)?);
+            if !a.is_power_of_two() || !b.is_power_of_two() {
+                return Err(format!(
+                    "--sizes {s:?}: the range {item} doubles from a power of two to a power of two; use e.g. 2..4096, or list the sizes"
+                ));
+            }
+            if a > b {
+                return Err(format!(
+                    "--sizes {s:?}: the range {item} runs backwards; write the smaller size first, e.g. {b}..{a}"
+                ));
+            }
+            std::iter::successors(Some(a), |&x| x.checked_mul(2))
+                .take_while(|&x| x <= b)
+                .collect()
+        } else {
+            vec![num(item)?]
+        };
+        for n in new {
+            if n == 0 {
+                return Err(format!(
+                    "--sizes {s:?}: size 0: a message needs at least 1 byte; {hint}"
+                ));
+            }
+            if out.contains(&n) {
+                return Err(format!(
+                    "--sizes {s:?}: {n} B is listed twice; list each size once"
+                ));
+            }
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+/// The `--rates` list in messages per second, 0 = back to back, with
+/// optional k (x1000) and M (x1 000 000) suffixes, in the order given.
+/// Public for the same reason as [`parse_sizes`].
+pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
+    let hint = "pass messages per second, 0 for back to back, e.g. --rates 0,1000,10k,100k";
+    if s.trim().is_empty() {
+        return Err(format!("--rates {s:?}: the list is empty; {hint}"));
+    }
+    let mut out: Vec<f64> = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(format!("--rates {s:?}: an empty item; {hint}"));
+        }
+        let (num, scale) = match item.strip_suffix(['k', 'K']) {
+            Some(n) => (n, 1e3),
+            None => match item.strip_suffix('M') {
+                Some(n) => (n, 1e6),
+                None => (item, 1.0),
+            },
+        };
+        let r = num
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|r| r.is_finite() && *r >= 0.0)
+            .map(|r| r * scale)
+            .ok_or_else(|| {
+                format!("--rates {s:?}: {item:?} is not a rate (a number >= 0); {hint}")
+            })?;
+        if r > MAX_RATE_HZ {
+            return Err(format!(
+                "--rates {s:?}: {item} is above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); use 0 for back to back"
+            ));
+        }
+        if out.contains(&r) {
+            return Err(format!(
+                "--rates {s:?}: {item} is listed twice; list each rate once"
+            ));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_lists_and_doubling_ranges() {
+        assert_eq!(parse_sizes("8,64,512").unwrap(), vec![8, 64, 512]);
+        assert_eq!(parse_sizes("2..16").unwrap(), vec![2, 4, 8, 16]);
+        assert_eq!(
+            parse_sizes(" 100, 1024..4096").unwrap(),
+            vec![100, 1024, 2048, 4096]
+        );
+        assert_eq!(parse_sizes("64..64").unwrap(), vec![64]);
+    }
+
+    #[test]
+    fn bad_size_lists_say_what_and_how() {
+        for (s, part) in [
+            ("", "empty"),
+            ("8,,16", "empty item"),
+            ("8,x", "not a size"),
+            ("3..100", "power of two"),
+            ("4096..8", "backwards"),
+            ("0", "size 0"),
+            ("8,8..16", "twice"),
+            ("-8", "not a size"),
+        ] {
+            let e = parse_sizes(s).unwrap_err();
+            assert!(e.starts_with("--sizes "), "{e}");
+            assert!(e.contains(part), "{s:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn rates_parse_with_suffixes_and_zero() {
+        assert_eq!(
+            parse_rates("0,1000,10k,1.5M").unwrap(),
+            vec![0.0, 1000.0, 10_000.0, 1_500_000.0]
+        );
+        for (s, part) in [
+            ("", "empty"),
+            ("1,,2", "empty item"),
+            ("-5", "not a rate"),
+            ("fast", "not a rate"),
+            ("inf", "not a rate"),
+            ("20M", "highest"),
+            ("1k,1000", "twice"),
+        ] {
+            let e = parse_rates(s).unwrap_err();
+            assert!(e.starts_with("--rates "), "{e}");
+            assert!(e.contains(part), "{s:?}: {e}");
+        }
+    }
+}

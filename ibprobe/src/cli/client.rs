@@ -1,0 +1,43 @@
+//! `ibprobe client`: the measuring side of a round trip against
+//! `ibprobe server` (or an ibexporter responder), through the one
+//! handshake of `probe/session.rs`.
+
+use super::args::ClientArgs;
+use super::common::{default_cpu, measure_and_print, session_err, stop_flag};
+use super::CliError;
+use crate::clock::Clock;
+use crate::probe::config::Mode;
+use crate::probe::oob::{Done, Oob, OobError, DEFAULT_PORT};
+use crate::probe::session;
+
+/// Runs `ibprobe client`; the exit code.
+pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let cfg = a.measure.probe_config(t, Mode::RoundTrip, default_cpu(t))?;
+    let spec = t.channel_spec(cfg.size);
+    spec.check().map_err(|e| CliError::input(e.0))?;
+    let stop = stop_flag()?;
+    let clock = Clock::choose(t.clock);
+    let mut oob = Oob::connect(&a.host, DEFAULT_PORT, a.connect_timeout).map_err(|e| match e {
+        OobError::Refused(_) | OobError::Resolve { .. } => CliError::input(e.to_string()),
+        _ => CliError::run(e.to_string()),
+    })?;
+    let params = serde_json::to_value(&cfg).unwrap_or_default();
+    let mut ch = session::open_client(&mut oob, &spec, params).map_err(session_err)?;
+    let r = measure_and_print(
+        &cfg,
+        &a.measure,
+        t,
+        ch.as_mut(),
+        crate::report::Mode::Client,
+        stop,
+        clock,
+    );
+    let (sent, interrupted) = r
+        .as_ref()
+        .map(|(o, _)| (o.sent + o.warmup_count, o.interrupted))
+        .unwrap_or((0, false));
+    let _ = oob.send(&Done { sent, interrupted });
+    drop(ch);
+    r.map(|(_, code)| code)
+}

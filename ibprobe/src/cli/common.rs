@@ -1,0 +1,240 @@
+//! What the probing commands share: CPU placement, the report context,
+//! the HDR log sink, measuring and printing one run, error mapping.
+//!
+//! Why it exists: `loopback`, `client`, `server` and `sweep` each read
+//! in order (settings -> channel -> run -> print); the steps they have in
+//! common are written once, here.
+
+use std::sync::atomic::AtomicBool;
+
+use super::args::{MeasureArgs, TransportArgs};
+use super::{CliError, EXIT_INTERRUPTED};
+use crate::clock::Clock;
+use crate::probe::config::{Length, Mode, ProbeConfig};
+use crate::probe::hot::{Interval, Sink};
+use crate::probe::open::OpenError;
+use crate::probe::runner;
+use crate::probe::session::SessionError;
+use crate::probe::Outcome;
+use crate::report::hdrlog::HdrLogWriter;
+use crate::report::{Report, ReportContext, ReportError};
+use crate::sys::host;
+use crate::transport::{Channel, TransportInfo};
+use crate::verbs;
+
+/// Progress lines on stderr; a closed stderr must not kill a server.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+pub(crate) use say;
+
+/// A channel that could not be opened: exit 2 for refusals (bad input,
+/// no device), 3 for failures.
+pub fn open_err(e: OpenError) -> CliError {
+    if e.is_input() {
+        CliError::input(e.message)
+    } else {
+        CliError::run(e.message)
+    }
+}
+
+/// A handshake that failed: exit 2 when the input was at fault (the peer
+/// or this end refused the configuration), 3 otherwise.
+pub fn session_err(e: SessionError) -> CliError {
+    if e.is_input() {
+        CliError::input(e.detail)
+    } else {
+        CliError::run(e.detail)
+    }
+}
+
+/// The CPU to pin to: `--cpu` when given, else for verbs one local to the
+/// device ([`hca_local_cpu`]), else none.
+pub fn default_cpu(t: &TransportArgs) -> Option<usize> {
+    match (t.cpu, t.transport.qp_type()) {
+        (None, Some(_)) => hca_local_cpu(t.verbs.dev.as_deref()),
+        (c, _) => c,
+    }
+}
+
+/// The default `--cpu` for verbs: a CPU local to the device (its NUMA
+/// node's CPUs, from sysfs), as the thesis pinned each loop next to its
+/// HCA; CPU 0 (where housekeeping lands) only when nothing else is local.
+/// `None` when the device does not say (e.g. rxe) or cannot be listed.
+pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
+    let list = verbs::devices().ok()?;
+    let d = match dev {
+        Some(n) => list.iter().find(|d| d.name == n)?,
+        None => list
+            .iter()
+            .find(|d| d.ports.iter().any(|p| p.state == "active"))?,
+    };
+    let allowed = host::allowed_cpus();
+    let local: Vec<usize> = parse_cpulist(d.local_cpus.as_deref()?)?
+        .into_iter()
+        .filter(|c| allowed.contains(c))
+        .collect();
+    local
+        .iter()
+        .copied()
+        .find(|&c| c != 0)
+        .or(local.first().copied())
+}
+
+/// Parses a kernel CPU list such as "0-3,8,10-11".
+pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                v.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse::<usize>().ok()?)
+            }
+            None => v.push(part.trim().parse().ok()?),
+        }
+    }
+    Some(v)
+}
+
+/// Writes every interval to an HDR log (off the fast path: between messages).
+pub struct HdrSink {
+    log: Option<HdrLogWriter<std::io::BufWriter<std::fs::File>>>,
+    tag: &'static str,
+    error: Option<ReportError>,
+}
+
+impl Sink for HdrSink {
+    fn interval(&mut self, iv: &Interval<'_>) {
+        let (Some(log), None) = (self.log.as_mut(), self.error.as_ref()) else {
+            return;
+        };
+        let mut r = log.write_interval(self.tag, iv.primary, iv.start_ns, iv.end_ns);
+        if r.is_ok() && !iv.send_done.is_empty() {
+            r = log.write_interval("send_completion", iv.send_done, iv.start_ns, iv.end_ns);
+        }
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+    }
+}
+
+pub fn hdr_sink(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<HdrSink>, CliError> {
+    let Some(path) = &m.hdr_log else {
+        return Ok(None);
+    };
+    let log = HdrLogWriter::create(path, comment)
+        .map_err(|e| CliError::input(format!("--hdr-log {}: {e}", path.display())))?;
+    Ok(Some(HdrSink {
+        log: Some(log),
+        tag: if mode == Mode::OneWay {
+            "one_way"
+        } else {
+            "rtt"
+        },
+        error: None,
+    }))
+}
+
+/// The run's settings as the report's `config` pairs.
+pub fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("transport".to_string(), t.transport.name().to_string()),
+        ("size".into(), cfg.size.to_string()),
+    ];
+    match cfg.length {
+        Length::Count(n) => v.push(("count".into(), n.to_string())),
+        Length::Duration(d) => v.push(("duration".into(), format!("{d:?}"))),
+    }
+    v.push(("warmup".into(), cfg.warmup.to_string()));
+    if let Some(r) = cfg.rate_hz {
+        v.push(("rate_hz".into(), r.to_string()));
+    }
+    if let Some(b) = cfg.burst {
+        v.push(("burst".into(), b.to_string()));
+    }
+    if let Some(p) = cfg.pause {
+        v.push(("pause".into(), format!("{p:?}")));
+    }
+    v.push((
+        "cpu".into(),
+        cfg.cpu
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "unpinned".into()),
+    ));
+    v.push(("timeout".into(), format!("{:?}", cfg.timeout)));
+    v
+}
+
+/// The report context of one run: its settings echoed, and a warning when
+/// the probe is not pinned to a CPU.
+pub fn report_context(
+    cfg: &ProbeConfig,
+    t: &TransportArgs,
+    mode: crate::report::Mode,
+    info: TransportInfo,
+    clock: Clock,
+) -> ReportContext {
+    let mut ctx = ReportContext::new(mode, info, clock, cfg.size as u64);
+    ctx.config = config_echo(cfg, t);
+    if cfg.cpu.is_none() {
+        ctx.warnings
+            .push("not pinned to a CPU (--cpu): migrations may show in the tail".into());
+    }
+    ctx
+}
+
+/// Runs the probe on `ch` and prints its report; the exit code or error.
+pub fn measure_and_print(
+    cfg: &ProbeConfig,
+    m: &MeasureArgs,
+    t: &TransportArgs,
+    ch: &mut dyn Channel,
+    report_mode: crate::report::Mode,
+    stop: &AtomicBool,
+    clock: Clock,
+) -> Result<(Outcome, u8), CliError> {
+    let info = ch.info();
+    let mut sink = hdr_sink(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
+    let result = runner::run(
+        cfg,
+        ch,
+        &clock,
+        stop,
+        sink.as_mut().map(|s| s as &mut dyn Sink),
+    );
+    let outcome =
+        result.map_err(|e| CliError::run(format!("{} probe failed: {e}", t.transport.name())))?;
+    let ctx = report_context(cfg, t, report_mode, info, clock);
+    let report = Report::new(&outcome, ctx);
+    print!("{}", report.render(m.format()));
+    if let Some(mut s) = sink {
+        if let Some(e) = s.error.take() {
+            return Err(CliError::run(format!("--hdr-log: {e}")));
+        }
+        if let Some(log) = s.log.take() {
+            log.finish()
+                .map_err(|e| CliError::run(format!("--hdr-log: {e}")))?;
+        }
+    }
+    if let Some(path) = &m.plot {
+        let hist = outcome.one_way.as_ref().or(outcome.rtt.as_ref());
+        if let Some(h) = hist {
+            let title = format!("ibprobe {} {} B", t.transport.name(), cfg.size);
+            crate::report::plot::write_svg(path, &title, h)
+                .map_err(|e| CliError::run(format!("--plot: {e}")))?;
+        }
+    }
+    let code = if outcome.interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        0
+    };
+    Ok((outcome, code))
+}
+
+pub fn stop_flag() -> Result<&'static AtomicBool, CliError> {
+    host::sigint_flag()
+        .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))
+}

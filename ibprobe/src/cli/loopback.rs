@@ -1,0 +1,43 @@
+//! `ibprobe loopback`: one process owns both ends; one-way latency (or
+//! the round trip through an in-process echo thread) on one clock.
+
+use super::args::LoopbackArgs;
+use super::common::{default_cpu, measure_and_print, open_err, stop_flag};
+use super::CliError;
+use crate::clock::Clock;
+use crate::probe::config::Mode;
+use crate::probe::open;
+
+/// Runs `ibprobe loopback`; the exit code.
+pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let mode = if a.round_trip {
+        Mode::RoundTrip
+    } else {
+        Mode::OneWay
+    };
+    let cfg = a.measure.probe_config(t, mode, default_cpu(t))?;
+    let spec = t.channel_spec(cfg.size);
+    let stop = stop_flag()?;
+    let clock = Clock::choose(t.clock);
+    let (mut ch, echo) = if a.round_trip {
+        let (c, e) = open::echo_pair(&spec, clock, None).map_err(open_err)?;
+        (c, Some(e))
+    } else {
+        (open::loopback(&spec).map_err(open_err)?, None)
+    };
+    let r = measure_and_print(
+        &cfg,
+        &a.measure,
+        t,
+        ch.as_mut(),
+        crate::report::Mode::Loopback,
+        stop,
+        clock,
+    );
+    drop(ch);
+    if let Some(e) = echo {
+        let _ = e.finish();
+    }
+    r.map(|(_, code)| code)
+}

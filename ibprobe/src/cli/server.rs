@@ -1,0 +1,125 @@
+//! `ibprobe server`: the echo side of a round trip. Waits for clients on
+//! TCP, agrees on the channel through the one handshake of
+//! `probe/session.rs` (refusing a client that asks for another transport
+//! than the server's), echoes until the client is done.
+
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::args::ServerArgs;
+use super::common::{default_cpu, say, session_err, stop_flag};
+use super::{CliError, EXIT_INTERRUPTED};
+use crate::clock::Clock;
+use crate::probe::oob::Oob;
+use crate::probe::session::{self, ServeEnd};
+
+/// Runs `ibprobe server`; the exit code.
+pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
+    let t = &a.transport;
+    // The size comes with each client; everything else is refused now.
+    crate::spec::check_combo(t.transport, t.verbs.op, t.verbs.poll)
+        .map_err(|e| CliError::input(e.0))?;
+    let stop = stop_flag()?;
+    let listener = TcpListener::bind(&a.bind).map_err(|e| {
+        CliError::input(format!("--bind {}: cannot listen there ({e}); pick a free local address, e.g. --bind 0.0.0.0:18516", a.bind))
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| CliError::run(format!("getsockname: {e}")))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| CliError::run(format!("listener: {e}")))?;
+    say!(
+        "ibprobe server: listening on {local} for {} clients; Ctrl-C to stop",
+        a.transport.transport
+    );
+    loop {
+        // Poll accept, so Ctrl-C is seen while no client is connected.
+        let oob = loop {
+            if stop.load(Ordering::Relaxed) {
+                say!("ibprobe server: interrupted");
+                return Ok(EXIT_INTERRUPTED);
+            }
+            match listener.accept() {
+                Ok((s, _)) => {
+                    let _ = s.set_nonblocking(false);
+                    break Oob::from_stream(s, a.handshake_timeout);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => return Err(CliError::run(format!("accept on {local}: {e}"))),
+            }
+        };
+        let r = oob
+            .map_err(|e| CliError::run(e.to_string()))
+            .and_then(|o| one_client(a, o, stop));
+        match r {
+            Ok(code) if code == EXIT_INTERRUPTED => return Ok(code),
+            Ok(_) if !a.forever => return Ok(0),
+            Ok(_) => {}
+            Err(e) if !a.forever => return Err(e),
+            Err(e) => say!("ibprobe server: {}", e.message),
+        }
+    }
+}
+
+/// One client: handshake, echo until the client says Done (or vanishes).
+fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let peer = oob.peer_addr();
+    let hello = oob
+        .read_hello()
+        .map_err(|e| CliError::run(format!("client {peer}: {e}")))?;
+    let theirs = hello.transport.as_str();
+    if theirs != t.transport.name() {
+        let mine = t.transport;
+        let e = session::refuse(&mut oob, format!(
+            "the server runs --transport {mine}, the client asked for {theirs}; pass --transport {mine} to the client (or restart the server with --transport {theirs})"
+        ));
+        return Err(CliError::run(format!("refused {}", e.detail)));
+    }
+    let spec = t.channel_spec(hello.size);
+    let mut ch = session::open_server(&mut oob, &hello, &spec).map_err(|e| match e.reason {
+        "refused" => CliError::run(format!("refused {}", e.detail)),
+        _ => session_err(e),
+    })?;
+    say!(
+        "ibprobe server: client {peer}: {} B over {}",
+        hello.size,
+        ch.info().detail
+    );
+    let clock = Clock::choose(t.clock);
+    let served = session::serve(
+        &mut oob,
+        ch.as_mut(),
+        &clock,
+        stop,
+        default_cpu(t),
+        spec.poll,
+        a.handshake_timeout,
+    )
+    .map_err(|e| CliError::run(e.detail))?;
+    match served.end {
+        ServeEnd::Interrupted => {
+            say!(
+                "ibprobe server: interrupted after echoing {} messages",
+                served.echoed
+            );
+            Ok(EXIT_INTERRUPTED)
+        }
+        ServeEnd::Done { sent } if served.echoed == 0 => {
+            say!("ibprobe server: client {peer} done: {sent} messages sent");
+            Ok(0)
+        }
+        ServeEnd::Done { sent } => {
+            say!(
+                "ibprobe server: client {peer} done: echoed {} of its {sent} messages",
+                served.echoed
+            );
+            Ok(0)
+        }
+        ServeEnd::Closed => Ok(0),
+    }
+}

@@ -1,0 +1,207 @@
+//! Opening channels in one process: the one place that turns a
+//! [`ChannelSpec`] into a [`Channel`] whose two ends this process owns.
+//!
+//! Why it exists: `ibprobe loopback`, every sweep cell and ibexporter's
+//! local probes all need "a channel of this spec, both ends here"; they
+//! get it from [`loopback`] (one-way: one thread posts and polls) or
+//! [`echo_pair`] (round trip through an echo thread). Channels whose far
+//! end is another process are opened by the handshake in
+//! `probe/session.rs`. A new transport is a new arm in each of these
+//! functions and in the handshake, and nothing else outside its file.
+//!
+//! The spec is checked first ([`ChannelSpec::check`]), so a refusal is
+//! an [`OpenError`] of kind [`OpenErrorKind::Refused`] before anything
+//! is created.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::runner::EchoThread;
+use crate::clock::Clock;
+use crate::spec::{ChannelSpec, Poll, SpecError, Transport};
+use crate::transport::shm::ShmChannel;
+use crate::transport::udp::UdpChannel;
+use crate::transport::{Channel, TransportError};
+use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
+
+/// What kind of failure an [`OpenError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenErrorKind {
+    /// The configuration cannot work (a static check, or a device limit).
+    Refused,
+    /// No libibverbs or no RDMA device on this host.
+    NoDevice,
+    /// Creating the channel failed at run time (a syscall, a verbs call).
+    Failed,
+}
+
+/// Why a channel could not be opened: a kind and one line for humans.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct OpenError {
+    /// The kind (exit status, metric reason).
+    pub kind: OpenErrorKind,
+    /// What was wrong, with which input, what to do.
+    pub message: String,
+}
+
+impl OpenError {
+    /// A refusal of the configuration.
+    pub fn refused(message: impl Into<String>) -> OpenError {
+        OpenError {
+            kind: OpenErrorKind::Refused,
+            message: message.into(),
+        }
+    }
+
+    /// Whether the input was at fault (a CLI exits 2) rather than the run (3).
+    pub fn is_input(&self) -> bool {
+        self.kind != OpenErrorKind::Failed
+    }
+
+    /// A short, stable reason for metrics: `config` for refusals,
+    /// `setup` otherwise.
+    pub fn reason(&self) -> &'static str {
+        match self.kind {
+            OpenErrorKind::Refused => "config",
+            OpenErrorKind::NoDevice | OpenErrorKind::Failed => "setup",
+        }
+    }
+}
+
+impl From<SpecError> for OpenError {
+    fn from(e: SpecError) -> OpenError {
+        OpenError::refused(e.0)
+    }
+}
+
+impl From<VerbsError> for OpenError {
+    fn from(e: VerbsError) -> OpenError {
+        let kind = match e.kind {
+            VerbsErrorKind::Config => OpenErrorKind::Refused,
+            VerbsErrorKind::NoDevice => OpenErrorKind::NoDevice,
+            VerbsErrorKind::Verbs => OpenErrorKind::Failed,
+        };
+        OpenError {
+            kind,
+            message: e.message,
+        }
+    }
+}
+
+impl From<TransportError> for OpenError {
+    fn from(e: TransportError) -> OpenError {
+        match e {
+            TransportError::Unsupported(m) => OpenError::refused(m),
+            other => OpenError {
+                kind: OpenErrorKind::Failed,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// A UDP socket bound to `ip` (any port) for messages of `spec.size`,
+/// polling as the spec says; connect it to its peer next.
+pub fn udp_bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, OpenError> {
+    let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
+    u.set_event_poll(spec.poll == Poll::Event);
+    Ok(u)
+}
+
+/// One-way loopback: one process owns both ends (`post` sends on one,
+/// `poll_recv` sees the arrival on the other), one clock.
+pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
+    spec.check()?;
+    Ok(match spec.transport {
+        Transport::Shm => Box::new(ShmChannel::loopback(spec.size)?),
+        Transport::Udp => {
+            let mut u = UdpChannel::loopback(LOCALHOST, spec.size)?;
+            u.set_event_poll(spec.poll == Poll::Event);
+            Box::new(u)
+        }
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            Box::new(verbs::loopback(&VerbsConfig::new(spec)?)?)
+        }
+    })
+}
+
+/// A round trip in one process: the measuring end, and an echo thread
+/// (pinned to `echo_cpu` if given) that sends every arrival back. shm and
+/// udp only: verbs round trips run between `ibprobe server` and `client`.
+pub fn echo_pair(
+    spec: &ChannelSpec,
+    clock: Clock,
+    echo_cpu: Option<usize>,
+) -> Result<(Box<dyn Channel>, EchoThread), OpenError> {
+    spec.check()?;
+    let event = spec.poll == Poll::Event;
+    match spec.transport {
+        Transport::Shm => {
+            let (c, s) = ShmChannel::pair(spec.size)?;
+            Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, event)))
+        }
+        Transport::Udp => {
+            let mut c = udp_bound(LOCALHOST, spec)?;
+            let mut s = udp_bound(LOCALHOST, spec)?;
+            c.connect(s.local_addr()?)?;
+            s.connect(c.local_addr()?)?;
+            Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, event)))
+        }
+        t => Err(OpenError::refused(format!(
+            "--round-trip with --transport {t}: an in-process echo exists for shm and udp only; for verbs run `ibprobe server` and `ibprobe client`"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_opens_the_references_and_refuses_bad_specs() {
+        for t in [Transport::Shm, Transport::Udp] {
+            let mut ch = loopback(&ChannelSpec::new(t, 64)).unwrap();
+            ch.post(0).unwrap();
+            let mut got = None;
+            for _ in 0..1_000_000 {
+                got = ch.poll_recv().unwrap();
+                if got.is_some() {
+                    break;
+                }
+            }
+            assert_eq!(got, Some(0), "{t}");
+        }
+        let e = loopback(&ChannelSpec::new(Transport::Udp, 4))
+            .err()
+            .unwrap();
+        assert_eq!((e.kind, e.reason()), (OpenErrorKind::Refused, "config"));
+        assert!(e.message.contains("udp message size 4 B"), "{e}");
+    }
+
+    #[test]
+    fn echo_pair_is_for_the_references_only() {
+        let e = echo_pair(
+            &ChannelSpec::new(Transport::Rc, 32),
+            Clock::monotonic(),
+            None,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.is_input() && e.message.contains("shm and udp only"),
+            "{e}"
+        );
+        let (mut c, echo) = echo_pair(
+            &ChannelSpec::new(Transport::Udp, 32),
+            Clock::monotonic(),
+            None,
+        )
+        .unwrap();
+        c.post(7).unwrap();
+        let got = (0..10_000_000).find_map(|_| c.poll_recv().unwrap());
+        assert_eq!(got, Some(7));
+        assert_eq!(echo.finish().unwrap(), 1);
+    }
+}

@@ -1,0 +1,558 @@
+//! The probe vocabulary, defined once: which transport, which verbs
+//! operation, how to poll, inline and signaling policies, the verbs knobs,
+//! the size each transport carries and which combinations work.
+//!
+//! Why it exists: the CLI, the sweep, the client/server handshake and
+//! ibexporter's config all speak these words. Each is a type here with
+//! `FromStr`/`Display` (the spelling users write) and serde (the spelling
+//! JSON reports and the handshake carry), and every static check of a
+//! channel's configuration is [`ChannelSpec::check`], so a refusal reads
+//! the same whoever asked and comes before any resource is created.
+//! Checks that need the device (max inline, path MTU, port state, GID)
+//! happen when the channel is opened (`crate::verbs::prepare`).
+//!
+//! Nothing here knows clap: the CLI maps its flags to these types in
+//! `cli/args.rs`; ibexporter maps its TOML to them in its config.
+//!
+//! A new knob of a channel is a field of [`VerbsKnobs`] or
+//! [`ChannelSpec`] (with its check in [`ChannelSpec::check`]); a new
+//! transport is a variant of [`Transport`] plus its opener in
+//! `probe/open.rs`.
+
+use std::fmt;
+use std::ops::RangeInclusive;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A configuration that cannot work, as one line: what, with which
+/// input, what to do instead. Front ends exit 2 on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+fn bad<T>(m: String) -> Result<T, SpecError> {
+    Err(SpecError(m))
+}
+
+/// Defines a word list: a `Copy` enum with its spellings, `name()`,
+/// `Display`, `FromStr` (case-insensitive, `_` read as `-`) and the
+/// list of names for error messages.
+macro_rules! vocabulary {
+    ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal, $h:literal;)+ }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $(#[doc = $h] $v,)+ }
+
+        impl $name {
+            /// Every value, in the order the docs list them.
+            pub const ALL: &'static [$name] = &[$($name::$v,)+];
+
+            /// The spelling users write (and JSON carries).
+            pub fn name(self) -> &'static str {
+                match self { $($name::$v => $s,)+ }
+            }
+
+            /// One line on what the value means (docs and `--help`).
+            pub fn help(self) -> &'static str {
+                match self { $($name::$v => $h,)+ }
+            }
+
+            /// "a | b | c", for error messages.
+            pub fn choices() -> String {
+                $name::ALL.iter().map(|v| v.name()).collect::<Vec<_>>().join(" | ")
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = SpecError;
+            fn from_str(s: &str) -> Result<$name, SpecError> {
+                let want = s.trim().to_ascii_lowercase().replace('_', "-");
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.name() == want)
+                    .ok_or_else(|| SpecError(format!(
+                        concat!("unknown ", $what, " {:?}: {}"), s, $name::choices()
+                    )))
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// Which transport carries the messages.
+    Transport, "transport" {
+        Shm = "shm", "Shared-memory ring (same host): the zero-latency reference.";
+        Udp = "udp", "Kernel UDP sockets: the Ethernet reference.";
+        Rc = "rc", "Verbs reliable connection.";
+        Uc = "uc", "Verbs unreliable connection.";
+        Ud = "ud", "Verbs unreliable datagram.";
+    }
+}
+
+vocabulary! {
+    /// Verbs queue pair transport type (the verbs subset of [`Transport`]).
+    QpType, "QP type" {
+        Rc = "rc", "Reliable connection.";
+        Uc = "uc", "Unreliable connection.";
+        Ud = "ud", "Unreliable datagram.";
+    }
+}
+
+vocabulary! {
+    /// What each verbs message is (`--op`).
+    Op, "op" {
+        Send = "send", "Send; consumes a receive on the peer.";
+        SendImm = "send-imm", "Send with immediate (the sequence number in the immediate).";
+        WriteImm = "write-imm", "RDMA write with immediate; consumes a receive, data lands in the peer's target buffer.";
+        Write = "write", "RDMA write; the peer polls the last byte of its target buffer (as ib_write_lat does). No receive, no receive completion.";
+    }
+}
+
+vocabulary! {
+    /// How a loop waits for an arrival (`--poll`).
+    Poll, "polling mode" {
+        Busy = "busy", "Spin (ibv_poll_cq, a non-blocking read): lowest latency, one core at 100%.";
+        Event = "event", "Sleep until something arrives (a verbs completion channel, poll(2) on the UDP socket).";
+    }
+}
+
+impl Transport {
+    /// The verbs QP type, for rc/uc/ud.
+    pub fn qp_type(self) -> Option<QpType> {
+        match self {
+            Transport::Rc => Some(QpType::Rc),
+            Transport::Uc => Some(QpType::Uc),
+            Transport::Ud => Some(QpType::Ud),
+            Transport::Shm | Transport::Udp => None,
+        }
+    }
+
+    /// Whether this is a verbs transport.
+    pub fn is_verbs(self) -> bool {
+        self.qp_type().is_some()
+    }
+
+    /// Whether event polling has something to sleep on (everything but
+    /// the shared-memory ring).
+    pub fn can_sleep(self) -> bool {
+        self != Transport::Shm
+    }
+
+    /// The message sizes this transport carries with `op`, and why the
+    /// bounds are what they are (for error messages).
+    pub fn size_range(self, op: Op) -> (RangeInclusive<usize>, &'static str) {
+        match self {
+            Transport::Shm => (1..=SHM_MAX_SIZE, "one slot of the shared-memory ring"),
+            Transport::Udp => (
+                UDP_MIN_SIZE..=UDP_MAX_SIZE,
+                "the payload carries an 8-byte sequence number; 65507 bytes is one datagram",
+            ),
+            Transport::Ud => (1..=UD_MAX_SIZE, "UD sends one packet"),
+            Transport::Rc | Transport::Uc if op == Op::Write => (
+                1..=VERBS_MAX_SIZE,
+                "the receiver polls the last byte; a verbs length is 32 bits",
+            ),
+            Transport::Rc | Transport::Uc => (0..=VERBS_MAX_SIZE, "a verbs length is 32 bits"),
+        }
+    }
+
+    /// Checks a message size (see [`Transport::size_range`]).
+    pub fn check_size(self, op: Op, size: usize) -> Result<(), SpecError> {
+        let (range, why) = self.size_range(op);
+        if range.contains(&size) {
+            return Ok(());
+        }
+        bad(format!(
+            "{self} message size {size} B is out of range {}..={} B ({why}); pick a --size in that range",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
+impl From<QpType> for Transport {
+    fn from(q: QpType) -> Transport {
+        match q {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        }
+    }
+}
+
+impl QpType {
+    /// "RC", "UC", "UD", as verbs documents write them.
+    pub fn upper(self) -> &'static str {
+        match self {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        }
+    }
+}
+
+impl Op {
+    /// Whether the peer consumes a receive work request.
+    pub fn needs_recv(self) -> bool {
+        !matches!(self, Op::Write)
+    }
+
+    /// Whether the op is an RDMA write (needs the peer's rkey/address).
+    pub fn is_write(self) -> bool {
+        matches!(self, Op::Write | Op::WriteImm)
+    }
+}
+
+/// Largest shm message: one ring slot.
+pub const SHM_MAX_SIZE: usize = 1 << 20;
+/// Smallest udp message: 8 bytes carry the sequence number.
+pub const UDP_MIN_SIZE: usize = 8;
+/// Largest udp message: one IPv4 datagram.
+pub const UDP_MAX_SIZE: usize = 65_507;
+/// Largest UD message (one packet at the largest MTU; the port's active
+/// MTU is checked when the QP is prepared).
+pub const UD_MAX_SIZE: usize = 4096;
+/// Largest verbs message: a 32-bit length.
+pub const VERBS_MAX_SIZE: usize = u32::MAX as usize;
+/// The path MTUs verbs knows, in bytes.
+pub const MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
+
+/// `--inline`: which messages go inline in the work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InlineMode {
+    /// Inline when the message fits the device's max inline.
+    Auto,
+    /// Never inline.
+    Off,
+    /// Inline messages up to N bytes (N must not exceed the device max).
+    Bytes(u32),
+}
+
+impl FromStr for InlineMode {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<InlineMode, SpecError> {
+        match s {
+            "auto" => Ok(InlineMode::Auto),
+            "off" | "0" => Ok(InlineMode::Off),
+            n => n
+                .parse()
+                .map(InlineMode::Bytes)
+                .map_err(|_| SpecError(format!("bad --inline {n:?}: auto | off | N bytes"))),
+        }
+    }
+}
+
+impl fmt::Display for InlineMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InlineMode::Auto => f.write_str("auto"),
+            InlineMode::Off => f.write_str("off"),
+            InlineMode::Bytes(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// `--signal`: which sends ask for a completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignalMode {
+    /// Every send is signaled.
+    Every,
+    /// Every Nth send is signaled (1 <= N <= SQ depth).
+    Period(u32),
+    /// SQ depth / 2 (the thesis's best).
+    Auto,
+}
+
+impl FromStr for SignalMode {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<SignalMode, SpecError> {
+        match s {
+            "every" | "1" => Ok(SignalMode::Every),
+            "auto" => Ok(SignalMode::Auto),
+            n => n
+                .parse()
+                .map(SignalMode::Period)
+                .map_err(|_| SpecError(format!("bad --signal {n:?}: every | N | auto"))),
+        }
+    }
+}
+
+impl fmt::Display for SignalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignalMode::Every => f.write_str("every"),
+            SignalMode::Auto => f.write_str("auto"),
+            SignalMode::Period(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The verbs knobs of a channel (ignored by shm and udp). `Default` is
+/// the CLI's defaults.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VerbsKnobs {
+    /// Device (None: the first with an active port).
+    pub dev: Option<String>,
+    /// Receiver's device in one-way loopback (None: same as `dev`).
+    pub peer_dev: Option<String>,
+    /// Port number.
+    pub port: u8,
+    /// GID index (None: the IPv4-mapped RoCE v2 GID on Ethernet).
+    pub gid_index: Option<u32>,
+    /// Operation.
+    pub op: Op,
+    /// Inline policy.
+    pub inline: InlineMode,
+    /// Signaling policy.
+    pub signal: SignalMode,
+    /// Send queue depth.
+    pub sq_depth: u32,
+    /// Receive queue depth.
+    pub rq_depth: u32,
+    /// Receives kept posted (None: the RQ depth).
+    pub rq_prepost: Option<u32>,
+    /// Path MTU in bytes (None: the port's active MTU).
+    pub mtu: Option<u32>,
+    /// Message buffers in huge pages.
+    pub hugepages: bool,
+}
+
+impl Default for VerbsKnobs {
+    fn default() -> Self {
+        VerbsKnobs {
+            dev: None,
+            peer_dev: None,
+            port: 1,
+            gid_index: None,
+            op: Op::Send,
+            inline: InlineMode::Auto,
+            signal: SignalMode::Every,
+            sq_depth: 128,
+            rq_depth: 128,
+            rq_prepost: None,
+            mtu: None,
+            hugepages: false,
+        }
+    }
+}
+
+impl VerbsKnobs {
+    /// Receives kept posted: `rq_prepost`, or the RQ depth.
+    pub fn rq_prepost(&self) -> u32 {
+        self.rq_prepost.unwrap_or(self.rq_depth)
+    }
+}
+
+/// Everything needed to open a channel: the one description of a
+/// channel that `probe::open`, the handshake and ibexporter share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChannelSpec {
+    /// The transport.
+    pub transport: Transport,
+    /// Message size in bytes.
+    pub size: usize,
+    /// Busy or event polling.
+    pub poll: Poll,
+    /// Verbs knobs (ignored by shm and udp).
+    pub verbs: VerbsKnobs,
+}
+
+impl ChannelSpec {
+    /// A channel of `transport` with messages of `size` bytes, busy
+    /// polling and the default verbs knobs.
+    pub fn new(transport: Transport, size: usize) -> ChannelSpec {
+        ChannelSpec {
+            transport,
+            size,
+            poll: Poll::Busy,
+            verbs: VerbsKnobs::default(),
+        }
+    }
+
+    /// Every static check: the size against the transport, the
+    /// transport/op/poll combination, and the verbs knobs against each
+    /// other. One line naming the limit and what to do.
+    pub fn check(&self) -> Result<(), SpecError> {
+        let (t, v) = (self.transport, &self.verbs);
+        check_combo(t, v.op, self.poll)?;
+        if t == Transport::Ud && self.size > UD_MAX_SIZE {
+            return bad(format!(
+                "UD message {} B > {UD_MAX_SIZE} B: UD sends one packet",
+                self.size
+            ));
+        }
+        if t.is_verbs() && v.op == Op::Write && self.size == 0 {
+            return bad("write with size 0: the receiver polls the last byte (size >= 1)".into());
+        }
+        t.check_size(v.op, self.size)?;
+        if !t.is_verbs() {
+            return Ok(());
+        }
+        if v.sq_depth == 0 || v.rq_depth == 0 {
+            return bad("SQ and RQ depth must be >= 1".into());
+        }
+        if let SignalMode::Period(n) = v.signal {
+            if n == 0 {
+                return bad("signal period 0: use every, N >= 1 or auto".into());
+            }
+            if n > v.sq_depth {
+                return bad(format!(
+                    "signal period {n} > SQ depth {}: the send queue would fill before a completion frees it",
+                    v.sq_depth
+                ));
+            }
+        }
+        if v.rq_prepost() > v.rq_depth {
+            return bad(format!(
+                "rq prepost {} > RQ depth {}",
+                v.rq_prepost(),
+                v.rq_depth
+            ));
+        }
+        if v.op.needs_recv() && v.rq_prepost() == 0 {
+            return bad(format!("rq prepost 0: {} needs posted receives", v.op));
+        }
+        if let Some(m) = v.mtu {
+            if !MTUS.contains(&m) {
+                return bad(format!("mtu {m}: 256 | 512 | 1024 | 2048 | 4096"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a transport/op/poll combination: UD has no RDMA writes; shm
+/// and udp only send; plain write raises no receive completion to sleep
+/// on; the shm ring has nothing to sleep on.
+pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
+    match (t, op, poll) {
+        (Transport::Ud, o, _) if o.is_write() => bad(format!(
+            "{o} on UD: UD has no RDMA writes (use send or send-imm, or transport rc/uc)"
+        )),
+        (Transport::Shm | Transport::Udp, o, _) if o != Op::Send => bad(format!(
+            "{t} only sends messages, so op {o} does not apply; use op send (or leave op out), or a verbs transport"
+        )),
+        (_, Op::Write, Poll::Event) => bad(
+            "poll event with write: plain RDMA write raises no receive completion (use write-imm or poll busy)"
+                .into(),
+        ),
+        (Transport::Shm, _, Poll::Event) => bad(format!(
+            "--poll event with --transport {t}: the shared-memory ring has nothing to sleep on; use --transport udp|rc|uc|ud, or drop --poll"
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(spec: ChannelSpec) -> String {
+        spec.check().unwrap_err().0
+    }
+
+    fn verbs(t: Transport, size: usize, f: impl FnOnce(&mut VerbsKnobs)) -> ChannelSpec {
+        let mut s = ChannelSpec::new(t, size);
+        f(&mut s.verbs);
+        s
+    }
+
+    #[test]
+    fn words_round_trip_through_their_spellings() {
+        for t in Transport::ALL {
+            assert_eq!(t.name().parse::<Transport>().unwrap(), *t);
+            let json = serde_json::to_string(t).unwrap();
+            assert_eq!(serde_json::from_str::<Transport>(&json).unwrap(), *t);
+        }
+        for o in Op::ALL {
+            assert_eq!(o.to_string().parse::<Op>().unwrap(), *o);
+        }
+        assert_eq!("SEND_IMM".parse::<Op>().unwrap(), Op::SendImm);
+        assert_eq!("Event".parse::<Poll>().unwrap(), Poll::Event);
+        assert!("read"
+            .parse::<Op>()
+            .unwrap_err()
+            .0
+            .contains("unknown op \"read\": send | send-imm | write-imm | write"));
+        assert!("x"
+            .parse::<Poll>()
+            .unwrap_err()
+            .0
+            .contains("unknown polling mode"));
+        assert_eq!("64".parse::<InlineMode>().unwrap(), InlineMode::Bytes(64));
+        assert!("lots"
+            .parse::<InlineMode>()
+            .unwrap_err()
+            .0
+            .contains("--inline"));
+        assert_eq!("auto".parse::<SignalMode>().unwrap(), SignalMode::Auto);
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        for t in Transport::ALL {
+            ChannelSpec::new(*t, 32).check().unwrap();
+        }
+        let v = VerbsKnobs::default();
+        assert_eq!(v.rq_prepost(), 128);
+        assert_eq!(
+            VerbsKnobs {
+                rq_prepost: Some(4),
+                ..v
+            }
+            .rq_prepost(),
+            4
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_limit() {
+        use Transport::*;
+        let op = |o| move |v: &mut VerbsKnobs| v.op = o;
+        assert!(refusal(verbs(Ud, 32, op(Op::Write))).contains("on UD: UD has no RDMA write"));
+        assert!(refusal(verbs(Ud, 32, op(Op::WriteImm))).contains("UD"));
+        assert!(refusal(verbs(Udp, 32, op(Op::Write))).contains("only sends"));
+        assert!(
+            refusal(verbs(Rc, 32, |v| v.signal = SignalMode::Period(200)))
+                .contains("signal period 200 > SQ depth 128")
+        );
+        let mut s = verbs(Rc, 32, op(Op::Write));
+        s.poll = Poll::Event;
+        assert!(refusal(s).contains("poll event"));
+        let mut s = ChannelSpec::new(Shm, 32);
+        s.poll = Poll::Event;
+        assert!(refusal(s).contains("nothing to sleep on"));
+        assert!(refusal(verbs(Rc, 32, |v| v.rq_prepost = Some(200)))
+            .contains("rq prepost 200 > RQ depth 128"));
+        assert!(refusal(verbs(Rc, 32, |v| v.mtu = Some(1000))).contains("mtu 1000"));
+        assert!(refusal(verbs(Rc, 0, op(Op::Write))).contains("size 0"));
+        assert!(refusal(ChannelSpec::new(Ud, 8192)).contains("UD message"));
+        assert!(refusal(ChannelSpec::new(Udp, 4))
+            .contains("udp message size 4 B is out of range 8..=65507 B"));
+        assert!(refusal(ChannelSpec::new(Shm, SHM_MAX_SIZE + 1)).contains("shm"));
+        assert!(refusal(ChannelSpec::new(Udp, 0)).contains("udp"));
+    }
+}
