@@ -23,3 +23,4 @@ pub mod stats;
 pub mod sys;
 pub mod transport;
 pub mod verbs;
+mod words;

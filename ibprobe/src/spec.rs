@@ -23,7 +23,9 @@ use std::fmt;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use crate::words::vocabulary;
 
 /// A configuration that cannot work, as one line: what, with which
 /// input, what to do instead. Front ends exit 2 on it.
@@ -33,70 +35,6 @@ pub struct SpecError(pub String);
 
 fn bad<T>(m: String) -> Result<T, SpecError> {
     Err(SpecError(m))
-}
-
-/// Defines a word list: a `Copy` enum with its spellings, `name()`,
-/// `Display`, `FromStr` (case-insensitive, `_` read as `-`) and the
-/// list of names for error messages.
-macro_rules! vocabulary {
-    ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal, $h:literal;)+ }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $(#[doc = $h] $v,)+ }
-
-        impl $name {
-            /// Every value, in the order the docs list them.
-            pub const ALL: &'static [$name] = &[$($name::$v,)+];
-
-            /// The spelling users write (and JSON carries).
-            pub fn name(self) -> &'static str {
-                match self { $($name::$v => $s,)+ }
-            }
-
-            /// One line on what the value means (docs and `--help`).
-            pub fn help(self) -> &'static str {
-                match self { $($name::$v => $h,)+ }
-            }
-
-            /// "a | b | c", for error messages.
-            pub fn choices() -> String {
-                $name::ALL.iter().map(|v| v.name()).collect::<Vec<_>>().join(" | ")
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.name())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = SpecError;
-            fn from_str(s: &str) -> Result<$name, SpecError> {
-                let want = s.trim().to_ascii_lowercase().replace('_', "-");
-                $name::ALL
-                    .iter()
-                    .copied()
-                    .find(|v| v.name() == want)
-                    .ok_or_else(|| SpecError(format!(
-                        concat!("unknown ", $what, " {:?}: {}"), s, $name::choices()
-                    )))
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.name())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
 }
 
 vocabulary! {

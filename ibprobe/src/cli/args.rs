@@ -20,6 +20,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::CliError;
+use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::report::Format;
 use crate::spec::{ChannelSpec, InlineMode, Op, Poll, SignalMode, Transport, VerbsKnobs};
@@ -106,16 +107,23 @@ Examples:
   ibprobe host --cpus 0,2 --count 500 --format json
   ibprobe host --interval 200us --fifo 95 --format markdown";
 
-/// `--transport` values: the words of [`Transport`], with their help.
-impl ValueEnum for Transport {
-    fn value_variants<'a>() -> &'a [Self] {
-        Transport::ALL
-    }
+/// clap's view of a `crate::words` list: its values with their help
+/// (the doc line without its final period, as clap shows doc comments).
+macro_rules! value_enum {
+    ($($t:ty),+) => {$(
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                <$t>::ALL
+            }
 
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()).help(self.help().trim_end_matches('.')))
-    }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(PossibleValue::new(self.name()).help(self.help().trim_end_matches('.')))
+            }
+        }
+    )+};
 }
+
+value_enum!(Transport, Format, ClockChoice);
 
 /// A `value_parser` for any `FromStr` word of `crate::spec` whose error
 /// is one line.
@@ -136,7 +144,7 @@ pub struct TransportArgs {
     /// whenever its calibration is stable, e.g. in VMs that hide the flags),
     /// monotonic (clock_gettime). The report says which was used.
     #[arg(long, value_enum, default_value = "auto")]
-    pub clock: crate::clock::ClockChoice,
+    pub clock: ClockChoice,
     /// Verbs options (ignored by shm and udp).
     #[command(flatten)]
     pub verbs: VerbsArgs,

@@ -104,18 +104,21 @@ pub struct Clock {
     fallback: Option<Fallback>,
 }
 
-/// Which clock a run asks for (`--clock`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClockChoice {
-    /// The TSC when the CPU flags vouch for it and calibration is stable.
-    #[default]
-    Auto,
-    /// The TSC even without constant_tsc/nonstop_tsc in the flags (VMs and
-    /// emulators often hide them while their TSC is constant); calibration
-    /// must still be stable, or the run falls back and says why.
-    Tsc,
-    /// clock_gettime(CLOCK_MONOTONIC_RAW).
-    Monotonic,
+crate::words::vocabulary! {
+    /// Which clock a run asks for (`--clock`).
+    ClockChoice, "clock" {
+        Auto = "auto", "The TSC when the CPU flags vouch for it and calibration is stable.";
+        Tsc = "tsc", "The TSC even without constant_tsc/nonstop_tsc in the flags (VMs and emulators often hide them while their TSC is constant); calibration must still be stable, or the run falls back and says why.";
+        Monotonic = "monotonic", "clock_gettime(CLOCK_MONOTONIC_RAW).";
+    }
+}
+
+// The enum comes from a macro, which cannot mark a `#[default]` variant.
+#[allow(clippy::derivable_impls)]
+impl Default for ClockChoice {
+    fn default() -> Self {
+        ClockChoice::Auto
+    }
 }
 
 impl Clock {

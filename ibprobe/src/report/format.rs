@@ -10,19 +10,16 @@ use crate::clock::ClockKind;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-/// An output format (`--format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Human-readable table (hyperfine-like), with warnings.
-    Table,
-    /// The `ibprobe.report/1` JSON document.
-    Json,
-    /// One header row and one row per distribution.
-    Csv,
-    /// A Markdown table, for issues and wikis.
-    Markdown,
-    /// perftest's (ib_send_lat) header and result line, for its parsers.
-    Perftest,
+crate::words::vocabulary! {
+    no_from_str
+    /// An output format (`--format`).
+    Format {
+        Table = "table", "Human-readable table (hyperfine-like), with warnings.";
+        Json = "json", "The `ibprobe.report/1` JSON document.";
+        Csv = "csv", "One header row and one row per distribution.";
+        Markdown = "markdown", "A Markdown table, for issues and wikis.";
+        Perftest = "perftest", "perftest's (ib_send_lat) header and result line, for its parsers.";
+    }
 }
 
 impl std::str::FromStr for Format {

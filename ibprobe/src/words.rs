@@ -1,0 +1,81 @@
+//! The one way a closed list of words is defined: [`vocabulary!`].
+//!
+//! Why it exists: transports, ops, polling modes, output formats and
+//! clock choices are each a small enum that users write on the command
+//! line, JSON carries and error messages list. The macro gives each the
+//! same `ALL`, `name()`, `help()`, `Display`, serde and (unless told
+//! otherwise) `FromStr`, so no list of spellings is written twice; the
+//! CLI maps them to clap in `cli/args.rs` from `ALL`, `name()` and
+//! `help()` (clap stays out of the library).
+
+/// Defines a word list: a `Copy` enum whose variants carry their
+/// spelling and a one-line help, with `ALL`, `name()`, `help()`,
+/// `choices()`, `Display`, serde as the spelling and `FromStr`
+/// (case-insensitive, `_` read as `-`; error "unknown WHAT ...: a | b").
+/// `no_from_str` leaves `FromStr` to the caller (e.g. for aliases).
+macro_rules! vocabulary {
+    ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal, $h:literal;)+ }) => {
+        $crate::words::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
+        impl std::str::FromStr for $name {
+            type Err = $crate::spec::SpecError;
+            fn from_str(s: &str) -> Result<$name, $crate::spec::SpecError> {
+                let want = s.trim().to_ascii_lowercase().replace('_', "-");
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.name() == want)
+                    .ok_or_else(|| $crate::spec::SpecError(format!(
+                        concat!("unknown ", $what, " {:?}: {}"), s, $name::choices()
+                    )))
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+    (no_from_str $(#[$m:meta])* $name:ident { $($v:ident = $s:literal, $h:literal;)+ }) => {
+        $crate::words::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
+    };
+    (@enum $(#[$m:meta])* $name:ident { $($v:ident = $s:literal, $h:literal;)+ }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $(#[doc = $h] $v,)+ }
+
+        impl $name {
+            /// Every value, in the order the docs list them.
+            pub const ALL: &'static [$name] = &[$($name::$v,)+];
+
+            /// The spelling users write (and JSON carries).
+            pub fn name(self) -> &'static str {
+                match self { $($name::$v => $s,)+ }
+            }
+
+            /// What the value means, one line (docs and `--help`).
+            pub fn help(self) -> &'static str {
+                match self { $($name::$v => $h,)+ }
+            }
+
+            /// "a | b | c", for error messages.
+            pub fn choices() -> String {
+                $name::ALL.iter().map(|v| v.name()).collect::<Vec<_>>().join(" | ")
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.name())
+            }
+        }
+    };
+}
+
+pub(crate) use vocabulary;
