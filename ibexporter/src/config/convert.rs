@@ -51,6 +51,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// An optional path; an empty one is refused with `message`.
+    fn optional_path(
+        &self,
+        v: &Option<S<String>>,
+        key: &str,
+        message: &str,
+    ) -> Result<Option<PathBuf>, ConfigError> {
+        match v {
+            Some(v) if v.get_ref().trim().is_empty() => Err(self.bad_s(v, key, "\"\"", message)),
+            Some(v) => Ok(Some(PathBuf::from(v.get_ref()))),
+            None => Ok(None),
+        }
+    }
+
     fn socket_addr(&self, v: &Spanned<String>, key: &str) -> Result<SocketAddr, ConfigError> {
         v.get_ref().trim().parse().map_err(|_| {
             self.bad_s(
@@ -78,18 +92,11 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
         Some(v) => cx.socket_addr(v, "listen")?,
         None => DEFAULT_LISTEN.parse().expect("valid default"),
     };
-    let web_config = match &raw.web_config {
-        Some(v) if v.get_ref().trim().is_empty() => {
-            return Err(cx.bad_s(
-                v,
-                "web_config",
-                "\"\"",
-                "empty path; give the web config file, or remove the key for plain HTTP",
-            ))
-        }
-        Some(v) => Some(PathBuf::from(v.get_ref())),
-        None => None,
-    };
+    let web_config = cx.optional_path(
+        &raw.web_config,
+        "web_config",
+        "empty path; give the web config file, or remove the key for plain HTTP",
+    )?;
     let source = match &raw.source {
         Some(v) => {
             let s = v.get_ref().trim();
@@ -140,30 +147,17 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
     };
     let t = &raw.tuning;
     let path = |v: &Option<S<String>>, key: &str, default: &str| -> Result<PathBuf, ConfigError> {
-        match v {
-            Some(v) if v.get_ref().trim().is_empty() => Err(cx.bad_s(
-                v,
-                key,
-                "\"\"",
-                &format!("empty path; give a path or remove the key (default {default:?})"),
-            )),
-            Some(v) => Ok(PathBuf::from(v.get_ref())),
-            None => Ok(PathBuf::from(default)),
-        }
+        let fix = format!("empty path; give a path or remove the key (default {default:?})");
+        Ok(cx
+            .optional_path(v, key, &fix)?
+            .unwrap_or_else(|| PathBuf::from(default)))
     };
     let tuning = TuningSettings {
-        profile: match &t.profile {
-            Some(v) if v.get_ref().trim().is_empty() => {
-                return Err(cx.bad_s(
-                    v,
-                    "tuning.profile",
-                    "\"\"",
-                    "empty profile; give a profile file or ibtune profile name, or remove the key to turn the drift watch off",
-                ))
-            }
-            Some(v) => Some(PathBuf::from(v.get_ref())),
-            None => None,
-        },
+        profile: cx.optional_path(
+            &t.profile,
+            "tuning.profile",
+            "empty profile; give a profile file or ibtune profile name, or remove the key to turn the drift watch off",
+        )?,
         root: path(&t.root, "tuning.root", "/")?,
         state_dir: path(&t.state_dir, "tuning.state_dir", "/var/lib/ibtune")?,
         min_interval: match &t.min_interval {
