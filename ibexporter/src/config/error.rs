@@ -17,7 +17,7 @@ use toml::Spanned;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.render())]
 pub struct ConfigError {
-    /// The file name (or the origin name given to [`parse`]).
+    /// The file name (or the origin name given to [`parse`](super::parse)).
     pub origin: String,
     /// 1-based line and column (in characters), when known.
     pub pos: Option<(usize, usize)>,

@@ -60,9 +60,10 @@
 //! ```
 //!
 //! Every remote target (`static`, `file_sd`, `dns` entries) may set its own
+//! `transport`, `op` and `sizes`; what it leaves out comes from `[probe]`.
 //!
 //! Map of this folder (text -> raw -> schema):
-//! - [`raw`](self): the TOML as written, every value with its position;
+//! - `raw`: the TOML as written, every value with its position;
 //!   unknown keys and wrong TOML types are refused there;
 //! - `convert`: raw to schema: defaults, ranges, cross-key checks, and
 //!   [`static_targets`] for targets given as values (`--target`);

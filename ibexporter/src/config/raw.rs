@@ -9,8 +9,8 @@
 //! The three `[[targets.*]]` entry kinds share their trailing keys
 //! (`labels`, `transport`, `op`, `sizes`). serde's `flatten` would share
 //! them as one struct, but it cannot be combined with
-//! `deny_unknown_fields` (and it loses the spans), so [`target_entry!`]
-//! writes them into each entry instead and [`TargetEntry`] reads them back.
+//! `deny_unknown_fields`, so the `target_entry!` macro writes them into
+//! each entry instead and [`TargetEntry`] reads them back.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
