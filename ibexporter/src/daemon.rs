@@ -198,7 +198,14 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
     {
         None
     } else {
-        Some(TargetsThread::start(o, remote.clone(), tm)?)
+        Some(TargetsThread::start(
+            &o.targets,
+            o.responder.map(|a| a.port()),
+            &o.local.source,
+            &o.cardinality,
+            remote.clone(),
+            tm,
+        )?)
     };
     let engine = Engine::spawn(o.engine.clone(), probes, remote, store.clone(), em);
     let source: FamilySource = Arc::new(store.clone());

@@ -11,6 +11,8 @@
 //! - [`collect`]: one collector per source of metrics (latency, HCA
 //!   counters, tuning drift);
 //! - [`config`]: the TOML configuration and its validation;
+//! - [`expo`]: the Prometheus text writer (escaping, line shapes, numbers)
+//!   that `http` and the latency collector both write through;
 //! - [`targets`]: where remote targets come from (static, file_sd, DNS);
 //! - [`http`]: `/metrics` (text, OpenMetrics, protobuf with native
 //!   histograms), `/healthz`, the landing page, TLS and basic auth;
@@ -20,6 +22,7 @@ pub mod collect;
 pub mod config;
 pub mod daemon;
 pub mod engine;
+pub mod expo;
 pub mod http;
 pub mod sys;
 pub mod targets;

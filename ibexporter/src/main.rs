@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use ibexporter::config::{self, check_size, Config, ProbeSettings, Transport};
 use ibexporter::daemon::{self, DaemonOptions};
 
 /// Prometheus exporter for RDMA hosts: continuous latency probing with
@@ -77,7 +78,7 @@ struct Args {
 
 /// The config file's duration syntax (`250ms`, `10s`, `1m30s`), more than zero.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    match ibexporter::config::parse_duration(s) {
+    match config::parse_duration(s) {
         Ok(d) if d.is_zero() => Err(format!("{s:?}: must be more than zero")),
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{s:?}: {e}")),
@@ -85,11 +86,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn options(a: &Args) -> Result<DaemonOptions, String> {
-    let config = match &a.config {
-        Some(p) => ibexporter::config::load(p).map_err(|e| e.to_string())?,
-        None => ibexporter::config::Config::default(),
+    let file = match &a.config {
+        Some(p) => config::load(p).map_err(|e| e.to_string())?,
+        None => Config::default(),
     };
-    let mut o = DaemonOptions::from_config(&config);
+    let mut o = DaemonOptions::from_config(&file);
     if let Some(v) = &a.listen {
         o.listen = v.clone();
     }
@@ -134,10 +135,13 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
         o.engine.max_core_fraction = b;
     }
     if let Some(sizes) = &a.sizes {
-        if sizes.is_empty() || sizes.iter().any(|&s| !(8..=65_507).contains(&s)) {
-            return Err(format!(
-                "--sizes {sizes:?}: each size must be 8..=65507 bytes (udp carries an 8-byte sequence number)"
-            ));
+        // The local probes include the udp reference: udp's limits bind.
+        if sizes.is_empty() {
+            return Err("--sizes: give at least one size in bytes, e.g. 32".into());
+        }
+        for &s in sizes {
+            check_size(Transport::Udp, i64::try_from(s).unwrap_or(i64::MAX))
+                .map_err(|e| format!("--sizes {sizes:?}: {e}"))?;
         }
         o.local.sizes = sizes.clone();
     }
@@ -163,25 +167,28 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
         }
     }
     if !a.targets.is_empty() {
-        // The same checks as the config file's [targets] static list.
-        let transport = a
-            .target_transport
-            .clone()
-            .unwrap_or_else(|| config.probe.transport.name().to_string());
-        let mut toml = String::from("[targets]\nstatic = [\n");
+        // Checked by the same code as the config file's [targets] static
+        // list. The peers take --target-transport (else the config's
+        // probe.transport) and the built-in [probe] defaults for op and sizes.
+        let transport = match &a.target_transport {
+            Some(t) => Transport::parse(t).ok_or_else(|| {
+                format!("--target-transport {t}: unknown transport; use rc, uc, ud or udp")
+            })?,
+            None => file.probe.transport,
+        };
+        let mut entries = Vec::new();
         for t in &a.targets {
-            let (host, port) = t
-                .rsplit_once(':')
-                .ok_or_else(|| format!("--target {t}: write HOST:PORT, e.g. 10.0.0.2:18515"))?;
-            toml.push_str(&format!(
-                "  {{ host = {host:?}, port = {port}, transport = {transport:?} }},\n"
-            ));
+            let bad = || format!("--target {t}: write HOST:PORT, e.g. 10.0.0.2:18515");
+            let (host, port) = t.rsplit_once(':').ok_or_else(bad)?;
+            entries.push((host.to_string(), port.parse::<i64>().map_err(|_| bad())?));
         }
-        toml.push_str("]\n");
-        let extra = ibexporter::config::parse(&toml, "--target").map_err(|e| e.to_string())?;
-        o.targets
-            .static_targets
-            .extend(extra.targets.static_targets);
+        let probe = ProbeSettings {
+            transport,
+            ..Config::default().probe
+        };
+        let extra =
+            config::static_targets("--target", &entries, &probe).map_err(|e| e.to_string())?;
+        o.targets.static_targets.extend(extra);
     }
     Ok(o)
 }
@@ -191,7 +198,7 @@ fn main() -> ExitCode {
     let _ = ibexporter::sys::return_large_buffers_to_the_os();
     let args = Args::parse();
     if let Some(p) = &args.check_config {
-        return match ibexporter::config::load(p) {
+        return match config::load(p) {
             Ok(_) => {
                 println!("{}: valid", p.display());
                 ExitCode::SUCCESS

@@ -20,8 +20,7 @@ use prometheus_client::registry::Registry;
 
 use super::{ProbeKind, ProbeSpec, RemoteProbes};
 use crate::collect::latency::SeriesKey;
-use crate::config::CardinalityConfig;
-use crate::daemon::DaemonOptions;
+use crate::config::{CardinalityConfig, TargetsConfig};
 use crate::targets::cardinality::series_labels;
 use crate::targets::{Origin, Target, TargetSet};
 
@@ -111,23 +110,27 @@ pub struct TargetsThread {
 }
 
 impl TargetsThread {
-    /// Refreshes the target sources of `o` about once a second (each
-    /// source on its own schedule) and publishes the probes to `remote`.
+    /// Refreshes the target sources of `targets` about once a second (each
+    /// source on its own schedule) and publishes the probes to `remote`,
+    /// labelled with `source` and limited by `card`. `self_port`: this
+    /// host's responder port, whose own addresses are skipped.
     pub fn start(
-        o: &DaemonOptions,
+        targets: &TargetsConfig,
+        self_port: Option<u16>,
+        source: &str,
+        card: &CardinalityConfig,
         remote: RemoteProbes,
         m: TargetMetrics,
     ) -> anyhow::Result<TargetsThread> {
-        let self_port = o.responder.map(|a| a.port());
-        let mut set = TargetSet::from_targets(&o.targets, self_port);
+        let mut set = TargetSet::from_targets(targets, self_port);
         match crate::targets::sighup_flag() {
             Ok(flag) => set.use_reload_flag(flag),
             Err(e) => tracing::warn!("SIGHUP will not reload pinglists: {e}"),
         }
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let source = o.local.source.clone();
-        let card = o.cardinality.clone();
+        let source = source.to_string();
+        let card = card.clone();
         let handle = std::thread::Builder::new()
             .name("ibexporter-targets".into())
             .spawn(move || {

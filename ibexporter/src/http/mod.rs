@@ -24,7 +24,8 @@
 //! prometheus-client only writes OpenMetrics text, which is not valid
 //! Prometheus text 0.0.4 (`# TYPE x info`, counter families named without
 //! `_total`, `# EOF`, `# UNIT`), so the 0.0.4 text is rendered here from the
-//! same data model the protobuf encoder produces ([`encode_text_004`]).
+//! same data model the protobuf encoder produces
+//! ([`crate::expo::text::encode_text_004`]).
 //! Native histograms only exist in the protobuf format; the text formats
 //! carry their classic buckets.
 //!
@@ -56,14 +57,15 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
-use prometheus_client::encoding::prometheus_protobuf::{self, prometheus_data_model as pb};
+use prometheus_client::encoding::prometheus_protobuf;
 use prometheus_client::encoding::text as om_text;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use prost::Message;
-use std::fmt::Write as _;
+
+use crate::expo::text::encode_text_004;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Semaphore;
@@ -359,12 +361,12 @@ impl Metrics {
                 out
             }
             Format::Text => {
-                let mut s = String::with_capacity(16 * 1024);
+                let mut out = Vec::with_capacity(16 * 1024);
                 for r in self.all() {
                     let fams = prometheus_protobuf::encode(r).map_err(fmt_err)?;
-                    encode_text_004(&mut s, &fams).map_err(fmt_err)?;
+                    encode_text_004(&mut out, &fams);
                 }
-                s.into_bytes()
+                out
             }
         };
         let mut chunks = vec![Bytes::from(head)];
@@ -454,162 +456,6 @@ impl http_body::Body for Chunks {
 /// misread. Counters keep their `_total` family name, info metrics become
 /// gauges, histograms get `_bucket` (with `+Inf`), `_sum` and `_count`;
 /// native buckets are left out (text cannot carry them).
-pub fn encode_text_004(out: &mut String, families: &[pb::MetricFamily]) -> std::fmt::Result {
-    for fam in families {
-        let ty = pb::MetricType::try_from(fam.r#type).unwrap_or(pb::MetricType::Untyped);
-        let ty_name = match ty {
-            pb::MetricType::Counter => "counter",
-            pb::MetricType::Gauge => "gauge",
-            pb::MetricType::Summary => "summary",
-            pb::MetricType::Histogram => "histogram",
-            // 0.0.4 has no gauge histogram; its samples look like a histogram's.
-            pb::MetricType::GaugeHistogram => "histogram",
-            pb::MetricType::Untyped => "untyped",
-        };
-        let name = fam.name.as_str();
-        if !fam.help.is_empty() {
-            out.push_str("# HELP ");
-            out.push_str(name);
-            out.push(' ');
-            escape_into(out, &fam.help, false);
-            out.push('\n');
-        }
-        writeln!(out, "# TYPE {name} {ty_name}")?;
-        for m in &fam.metric {
-            let ts = m.timestamp_ms;
-            if let Some(c) = &m.counter {
-                sample(out, name, "", &m.label, None, c.value, ts);
-            } else if let Some(g) = &m.gauge {
-                sample(out, name, "", &m.label, None, g.value, ts);
-            } else if let Some(u) = &m.untyped {
-                sample(out, name, "", &m.label, None, u.value, ts);
-            } else if let Some(s) = &m.summary {
-                for q in &s.quantile {
-                    let qs = fmt_f64(q.quantile);
-                    sample(
-                        out,
-                        name,
-                        "",
-                        &m.label,
-                        Some(("quantile", &qs)),
-                        q.value,
-                        ts,
-                    );
-                }
-                sample(out, name, "_sum", &m.label, None, s.sample_sum, ts);
-                sample(
-                    out,
-                    name,
-                    "_count",
-                    &m.label,
-                    None,
-                    s.sample_count as f64,
-                    ts,
-                );
-            } else if let Some(h) = &m.histogram {
-                let count = if h.sample_count_float > 0.0 {
-                    h.sample_count_float
-                } else {
-                    h.sample_count as f64
-                };
-                let mut saw_inf = false;
-                for b in &h.bucket {
-                    saw_inf |= b.upper_bound == f64::INFINITY;
-                    let le = fmt_f64(b.upper_bound);
-                    let c = if b.cumulative_count_float > 0.0 {
-                        b.cumulative_count_float
-                    } else {
-                        b.cumulative_count as f64
-                    };
-                    sample(out, name, "_bucket", &m.label, Some(("le", &le)), c, ts);
-                }
-                if !saw_inf {
-                    sample(
-                        out,
-                        name,
-                        "_bucket",
-                        &m.label,
-                        Some(("le", "+Inf")),
-                        count,
-                        ts,
-                    );
-                }
-                sample(out, name, "_sum", &m.label, None, h.sample_sum, ts);
-                sample(out, name, "_count", &m.label, None, count, ts);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn sample(
-    out: &mut String,
-    name: &str,
-    suffix: &str,
-    labels: &[pb::LabelPair],
-    extra: Option<(&str, &str)>,
-    value: f64,
-    timestamp_ms: i64,
-) {
-    out.push_str(name);
-    out.push_str(suffix);
-    if !labels.is_empty() || extra.is_some() {
-        out.push('{');
-        let pairs = labels
-            .iter()
-            .map(|l| (l.name.as_str(), l.value.as_str()))
-            .chain(extra);
-        for (i, (k, v)) in pairs.enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(k);
-            out.push_str("=\"");
-            escape_into(out, v, true);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    out.push(' ');
-    out.push_str(&fmt_f64(value));
-    if timestamp_ms != 0 {
-        out.push(' ');
-        out.push_str(&timestamp_ms.to_string());
-    }
-    out.push('\n');
-}
-
-/// 0.0.4 escaping: `\` and newline always, `"` in label values.
-fn escape_into(out: &mut String, s: &str, quote: bool) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '"' if quote => out.push_str("\\\""),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Go-parseable float: `+Inf`, `-Inf`, `NaN`, else Rust's shortest
-/// round-trip representation (`1e-7` style for very small or large values).
-fn fmt_f64(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        let plain = format!("{v}");
-        if plain.len() > 21 {
-            format!("{v:e}")
-        } else {
-            plain
-        }
-    }
-}
-
 /// Builds the exporter's routes on `metrics`: `GET /metrics` (negotiated
 /// format, see the module docs), `GET /healthz` (`ok`), `GET /` (a landing
 /// page with the version and links), 404 for other paths, 405 for other
@@ -755,15 +601,6 @@ mod tests {
         }
         assert_eq!(got, b"head\nlatency\n# EOF\n");
         assert!(body.is_end_stream());
-    }
-
-    #[test]
-    fn floats_parse_back() {
-        for v in [0.0, 1.0, 2.5e-7, 0.01, 1e300, -3.5, 123456789.0] {
-            assert_eq!(fmt_f64(v).parse::<f64>().unwrap(), v, "{}", fmt_f64(v));
-        }
-        assert_eq!(fmt_f64(f64::INFINITY), "+Inf");
-        assert_eq!(fmt_f64(f64::NAN), "NaN");
     }
 
     #[test]

@@ -293,7 +293,7 @@ impl LatencyStore {
             .iter()
             .map(|&v| {
                 let mut b = Vec::new();
-                text::float(&mut b, v);
+                crate::expo::text::float(&mut b, v);
                 String::from_utf8(b).expect("dtoa writes ASCII")
             })
             .collect();
@@ -740,13 +740,12 @@ mod tests {
         // Text 0.0.4: the reference is prometheus-client's data model
         // through this crate's 0.0.4 writer, as served before.
         let ours = String::from_utf8(store.render(Format::Text)).unwrap();
-        let mut theirs = String::new();
-        crate::http::encode_text_004(
+        let mut theirs = Vec::new();
+        crate::expo::text::encode_text_004(
             &mut theirs,
             &prometheus_protobuf::encode(&reference.reg).unwrap(),
-        )
-        .unwrap();
-        same_samples(&ours, &theirs);
+        );
+        same_samples(&ours, &String::from_utf8(theirs).unwrap());
 
         // OpenMetrics: prometheus-client's own text encoder.
         let ours = String::from_utf8(store.render(Format::OpenMetrics)).unwrap();

@@ -10,6 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use super::window::{Summary, Window};
 use super::{classic_bounds_ns, native, Round, SeriesKey, WINDOW_SLICES};
+use crate::expo::text::label_pairs;
 
 /// Classic buckets, +Inf included.
 pub(super) const CLASSIC: usize = 30;
@@ -27,14 +28,8 @@ impl Labels {
     pub fn new(pairs: &[(&str, &str)]) -> Labels {
         let mut text = String::new();
         let mut protobuf = Vec::new();
-        for (n, (k, v)) in pairs.iter().enumerate() {
-            if n > 0 {
-                text.push(',');
-            }
-            text.push_str(k);
-            text.push_str("=\"");
-            super::text::escape_label_value(&mut text, v);
-            text.push('"');
+        label_pairs(&mut text, pairs.iter().copied());
+        for (k, v) in pairs {
             super::protobuf::label_pair(&mut protobuf, k, v);
         }
         Labels { text, protobuf }

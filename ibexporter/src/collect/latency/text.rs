@@ -1,5 +1,6 @@
 //! The latency families as Prometheus text 0.0.4 or OpenMetrics text,
-//! written straight from the store's series.
+//! written straight from the store's series through the shared text
+//! writer ([`crate::expo::text`]).
 //!
 //! Why it exists: with 100 targets x 4 sizes these families are about
 //! 17 000 lines and 2.4 MB, and going through prometheus-client's data
@@ -14,52 +15,7 @@
 //! goes (OpenMetrics: first, as prometheus-client writes it).
 
 use super::{Fam, Kind, State, QUANTILE_LABELS};
-
-/// Appends `v` escaped for a label value (`\`, `"`, newline), which is
-/// the same in both text formats.
-pub(super) fn escape_label_value(out: &mut String, v: &str) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Appends a `# HELP` text: `\` and newline escaped (and `"` in
-/// OpenMetrics).
-fn escape_help(out: &mut Vec<u8>, help: &str, om: bool) {
-    for c in help.chars() {
-        match c {
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '"' if om => out.extend_from_slice(b"\\\""),
-            c => {
-                let mut b = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
-            }
-        }
-    }
-}
-
-/// A float as Go and Prometheus parse it.
-pub(super) fn float(out: &mut Vec<u8>, v: f64) {
-    if v.is_finite() {
-        out.extend_from_slice(dtoa::Buffer::new().format(v).as_bytes());
-    } else if v.is_nan() {
-        out.extend_from_slice(b"NaN");
-    } else if v > 0.0 {
-        out.extend_from_slice(b"+Inf");
-    } else {
-        out.extend_from_slice(b"-Inf");
-    }
-}
-
-fn int(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
+use crate::expo::text::{float, help_line, int, series_start as start, type_line, unit_line};
 
 fn header(out: &mut Vec<u8>, st: &State, f: Fam, om: bool) {
     let name = if om { f.om_name() } else { f.name() };
@@ -69,38 +25,11 @@ fn header(out: &mut Vec<u8>, st: &State, f: Fam, om: bool) {
         Kind::Histogram => "histogram",
         Kind::Summary => "summary",
     };
-    out.extend_from_slice(b"# HELP ");
-    out.extend_from_slice(name.as_bytes());
-    out.push(b' ');
-    escape_help(out, st.help(f), om);
-    out.extend_from_slice(b"\n# TYPE ");
-    out.extend_from_slice(name.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(kind.as_bytes());
-    out.push(b'\n');
+    help_line(out, name, st.help(f), om);
+    type_line(out, name, kind);
     if let (true, Some(unit)) = (om, f.unit()) {
-        out.extend_from_slice(b"# UNIT ");
-        out.extend_from_slice(name.as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(unit.as_bytes());
-        out.push(b'\n');
+        unit_line(out, name, unit);
     }
-}
-
-/// `name{labels[,extra]} ` (the value follows).
-fn start(out: &mut Vec<u8>, name: &str, suffix: &str, labels: &str, extra: Option<(&str, &str)>) {
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(suffix.as_bytes());
-    out.push(b'{');
-    out.extend_from_slice(labels.as_bytes());
-    if let Some((k, v)) = extra {
-        out.push(b',');
-        out.extend_from_slice(k.as_bytes());
-        out.extend_from_slice(b"=\"");
-        out.extend_from_slice(v.as_bytes());
-        out.push(b'"');
-    }
-    out.extend_from_slice(b"} ");
 }
 
 /// Writes every latency family of `st` in text 0.0.4 (`om` false) or

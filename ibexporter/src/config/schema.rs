@@ -1,0 +1,511 @@
+//! The typed, validated configuration a running exporter reads: every
+//! default filled in, every value checked, no positions.
+//!
+//! Why it exists: the daemon, the engine and the target sources read
+//! these types and nothing else; how they were written (TOML, flags) is
+//! `raw`'s and `convert`'s business. The rules a value must follow wherever
+//! it comes from (sizes per transport, transport/op pairs, label names)
+//! live here too, beside the types they check, because the file_sd
+//! pinglists apply them as well.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The default HTTP listen address (`ibexporter`'s registered-style port).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9427";
+/// The default responder port; also the port assumed for targets that give none.
+pub const DEFAULT_RESPONDER_PORT: u16 = 18515;
+/// Label names the exporter sets itself; a target label may not reuse them
+/// (it would clash with, or silently replace, the exporter's own label).
+pub const RESERVED_LABELS: &[&str] = &[
+    "source",
+    "target",
+    "transport",
+    "op",
+    "size",
+    "le",
+    "quantile",
+    "result",
+    "job",
+    "instance",
+];
+
+/// The whole, validated exporter configuration.
+///
+/// Why it exists: one typed value that the scheduler, the collectors and
+/// `main` read, with every default filled in and every check done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Where the HTTP server listens for `/metrics` (default `0.0.0.0:9427`).
+    pub listen: SocketAddr,
+    /// Optional Prometheus web config file (TLS, basic auth); parsed by `http`.
+    pub web_config: Option<PathBuf>,
+    /// This exporter's name in the `source` label (default: the host name).
+    pub source: String,
+    /// What is probed on this host itself.
+    pub local: LocalConfig,
+    /// How probes are run.
+    pub probe: ProbeSettings,
+    /// The CPU budget for probing and how throttling may stretch the interval.
+    pub budget: BudgetConfig,
+    /// The responder that answers other exporters' probes.
+    pub responder: ResponderConfig,
+    /// Where remote targets come from.
+    pub targets: TargetsConfig,
+    /// How many `target` label values are allowed before peers are grouped.
+    pub cardinality: CardinalityConfig,
+    /// The ibtune profile drift watch (`profile` = `None`: off).
+    pub tuning: TuningSettings,
+}
+
+/// `[local]`: the built-in probes of this host.
+///
+/// Why it exists: a host with no peers still has useful latencies (HCA
+/// loopback, the shm/udp references, scheduler wake-up).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalConfig {
+    /// Probe every active port of every local HCA in loopback (default true).
+    pub hca_loopback: bool,
+    /// Reference transports probed in loopback (default `["shm", "udp"]`).
+    pub reference: Vec<Reference>,
+    /// Measure SCHED_FIFO wake-up latency (default true).
+    pub host_wakeup: bool,
+    /// CPUs whose wake-up latency is measured (default all allowed CPUs).
+    pub wakeup_cpus: CpuSelection,
+}
+
+/// A reference transport for `[local].reference`.
+///
+/// Why it exists: the zero-network baselines that HCA numbers are read against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reference {
+    /// The shared-memory ring: the floor of what any transport can reach.
+    Shm,
+    /// Kernel UDP over loopback: the socket-stack baseline.
+    Udp,
+}
+
+impl Reference {
+    /// The config spelling (`shm`, `udp`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Reference::Shm => "shm",
+            Reference::Udp => "udp",
+        }
+    }
+}
+
+/// A set of CPUs: all that this process may use, or an explicit list.
+///
+/// Why it exists: `wakeup_cpus = "all"` must follow the process's affinity
+/// at run time, while a list is fixed at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuSelection {
+    /// Every CPU in the process's affinity mask, looked up at run time.
+    All,
+    /// These CPUs, sorted and without duplicates.
+    List(Vec<usize>),
+}
+
+/// `[probe]`: how every probe round is run.
+///
+/// Why it exists: the knobs that trade measurement detail for load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeSettings {
+    /// One round per target per interval (default 10 s).
+    pub interval: Duration,
+    /// Messages per round (default 100).
+    pub probes_per_interval: u32,
+    /// Messages per second inside a round (default 1000).
+    pub rate_hz: f64,
+    /// A message with no answer after this long is lost (default 1 s; < interval).
+    pub timeout: Duration,
+    /// Busy or event polling (default event: probing must not burn a core).
+    pub poll: Poll,
+    /// Sliding window of the percentile summary (default 5 m; >= interval).
+    pub window: Duration,
+    /// Default message sizes in bytes (default `[32]`).
+    pub sizes: Vec<usize>,
+    /// Default transport for remote targets (default rc).
+    pub transport: Transport,
+    /// Default verbs operation for remote targets (default send).
+    pub op: Op,
+}
+
+/// How a probe waits for an arrival.
+///
+/// Why it exists: busy polling is the lowest latency but costs a core;
+/// a continuous exporter normally polls by event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Poll {
+    /// Spin on the completion queue / socket.
+    Busy,
+    /// Block on the completion channel / socket.
+    Event,
+}
+
+impl Poll {
+    /// The config spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Poll::Busy => "busy",
+            Poll::Event => "event",
+        }
+    }
+
+    /// The same choice in ibprobe's probe loop.
+    pub fn to_probe(self) -> ibprobe::probe::config::Poll {
+        match self {
+            Poll::Busy => ibprobe::probe::config::Poll::Busy,
+            Poll::Event => ibprobe::probe::config::Poll::Event,
+        }
+    }
+
+    /// The same choice in ibprobe's verbs setup.
+    pub fn to_verbs(self) -> ibprobe::verbs::PollMode {
+        match self {
+            Poll::Busy => ibprobe::verbs::PollMode::Busy,
+            Poll::Event => ibprobe::verbs::PollMode::Event,
+        }
+    }
+}
+
+/// The transport a remote target is probed over.
+///
+/// Why it exists: part of a target's identity (the same peer may be probed
+/// over RC and UDP) and of its `transport` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    /// Verbs reliable connection.
+    Rc,
+    /// Verbs unreliable connection.
+    Uc,
+    /// Verbs unreliable datagram.
+    Ud,
+    /// Kernel UDP sockets.
+    Udp,
+}
+
+impl Transport {
+    /// The config and label spelling (`rc`, `uc`, `ud`, `udp`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Rc => "rc",
+            Transport::Uc => "uc",
+            Transport::Ud => "ud",
+            Transport::Udp => "udp",
+        }
+    }
+
+    /// Parses the config spelling (case-insensitive).
+    pub fn parse(s: &str) -> Option<Transport> {
+        match s.to_ascii_lowercase().as_str() {
+            "rc" => Some(Transport::Rc),
+            "uc" => Some(Transport::Uc),
+            "ud" => Some(Transport::Ud),
+            "udp" => Some(Transport::Udp),
+            _ => None,
+        }
+    }
+
+    /// The verbs QP type, or `None` for udp.
+    pub fn qp_type(self) -> Option<ibprobe::verbs::QpType> {
+        match self {
+            Transport::Rc => Some(ibprobe::verbs::QpType::Rc),
+            Transport::Uc => Some(ibprobe::verbs::QpType::Uc),
+            Transport::Ud => Some(ibprobe::verbs::QpType::Ud),
+            Transport::Udp => None,
+        }
+    }
+}
+
+/// What each verbs message is.
+///
+/// Why it exists: send and write latencies differ; the `op` label says which
+/// was measured. Ignored (always `send`) for udp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// Send (consumes a receive at the peer).
+    Send,
+    /// Send with immediate.
+    SendImm,
+    /// RDMA write with immediate.
+    WriteImm,
+    /// RDMA write, the peer polls memory.
+    Write,
+}
+
+impl Op {
+    /// The config and label spelling (`send`, `send-imm`, `write-imm`, `write`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::SendImm => "send-imm",
+            Op::WriteImm => "write-imm",
+            Op::Write => "write",
+        }
+    }
+
+    /// Parses the config spelling (case-insensitive; `_` accepted for `-`).
+    pub fn parse(s: &str) -> Option<Op> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "send" => Some(Op::Send),
+            "send-imm" => Some(Op::SendImm),
+            "write-imm" => Some(Op::WriteImm),
+            "write" => Some(Op::Write),
+            _ => None,
+        }
+    }
+
+    /// The same operation in ibprobe's verbs setup.
+    pub fn to_verbs(self) -> ibprobe::verbs::Op {
+        match self {
+            Op::Send => ibprobe::verbs::Op::Send,
+            Op::SendImm => ibprobe::verbs::Op::SendImm,
+            Op::WriteImm => ibprobe::verbs::Op::WriteImm,
+            Op::Write => ibprobe::verbs::Op::Write,
+        }
+    }
+}
+
+/// `[budget]`: how much CPU probing may use.
+///
+/// Why it exists: an exporter must not disturb the real-time work it
+/// watches; above the budget the scheduler stretches the interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetConfig {
+    /// Probing CPU time as a share of one core, in (0, 1] (default 0.01).
+    pub max_core_fraction: f64,
+    /// The shortest interval throttling may return to (default: `probe.interval`).
+    pub min_interval: Duration,
+    /// The longest interval throttling may stretch to (default 5 m).
+    pub max_interval: Duration,
+}
+
+/// `[responder]`: answering other exporters' probes.
+///
+/// Why it exists: exporters form a mesh; each one's responder is the
+/// other end of everyone else's probes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponderConfig {
+    /// Run the responder (default true).
+    pub enabled: bool,
+    /// Address it listens on (default `0.0.0.0:18515`).
+    pub bind: SocketAddr,
+}
+
+/// How one remote target (or every target of one source) is probed.
+///
+/// Why it exists: each source may override the `[probe]` defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetProbe {
+    /// Transport (from the entry, else `probe.transport`).
+    pub transport: Transport,
+    /// Verbs operation (from the entry, else `probe.op`; `send` for udp).
+    pub op: Op,
+    /// Message sizes (from the entry, else `probe.sizes`).
+    pub sizes: Vec<usize>,
+}
+
+/// `[targets]`: where remote targets come from.
+///
+/// Why it exists: the inputs of [`crate::targets::TargetSet`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetsConfig {
+    /// Skip targets whose address is one of this host's and whose port is the
+    /// responder's (default true): a mesh does not probe itself.
+    pub skip_self: bool,
+    /// Bound on every DNS lookup (default 2 s).
+    pub resolve_timeout: Duration,
+    /// `static`: fixed targets.
+    pub static_targets: Vec<StaticTarget>,
+    /// `file_sd`: Prometheus file_sd JSON pinglists.
+    pub file_sd: Vec<FileSdSource>,
+    /// `dns`: names whose every A/AAAA record is a target.
+    pub dns: Vec<DnsSource>,
+}
+
+/// One `targets.static` entry.
+///
+/// Why it exists: the simplest way to name a few peers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticTarget {
+    /// An IP address or a DNS name (resolved with a timeout, first address used).
+    pub host: String,
+    /// The peer's responder port (default 18515).
+    pub port: u16,
+    /// Extra labels on this target's series.
+    pub labels: BTreeMap<String, String>,
+    /// Transport, op and sizes.
+    pub probe: TargetProbe,
+}
+
+/// One `targets.file_sd` entry.
+///
+/// Why it exists: pinglists generated by a controller (as in Pingmesh),
+/// in Prometheus' file_sd JSON format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSdSource {
+    /// The JSON file.
+    pub path: PathBuf,
+    /// How often its size/mtime is checked (default 30 s); SIGHUP forces a reload.
+    pub refresh: Duration,
+    /// Port for targets written without one (default 18515).
+    pub port: u16,
+    /// Labels added to every target of the file (the file's labels win).
+    pub labels: BTreeMap<String, String>,
+    /// Transport, op and sizes, unless a group sets `__transport`, `__op`, `__sizes`.
+    pub probe: TargetProbe,
+}
+
+/// One `targets.dns` entry.
+///
+/// Why it exists: a headless Kubernetes Service names every exporter pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DnsSource {
+    /// The name to resolve (all A and AAAA records).
+    pub name: String,
+    /// The responder port of every address (default 18515).
+    pub port: u16,
+    /// How often the name is resolved again (default 30 s).
+    pub refresh: Duration,
+    /// Labels added to every target.
+    pub labels: BTreeMap<String, String>,
+    /// Transport, op and sizes.
+    pub probe: TargetProbe,
+}
+
+/// `[cardinality]`: bounds the number of series.
+///
+/// Why it exists: per-peer series grow with the mesh; see
+/// [`crate::targets::cardinality`] for the formula.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardinalityConfig {
+    /// Up to this many peers, each has its own `target` value (default 200).
+    pub max_peer_series: usize,
+    /// Above it, peers are grouped by this target label (default `rack`).
+    pub group_label: String,
+}
+
+/// `[tuning]`: watch an ibtune profile for drift.
+///
+/// Why it exists: drift (an IRQ moved back) explains latency changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuningSettings {
+    /// The profile (file or ibtune name); `None`: no drift watch (default).
+    pub profile: Option<PathBuf>,
+    /// Host root (default `/`).
+    pub root: PathBuf,
+    /// ibtune's state directory (default `/var/lib/ibtune`).
+    pub state_dir: PathBuf,
+    /// Scrapes within this time of the last verification reuse it (default 10 s).
+    pub min_interval: Duration,
+}
+
+impl TuningSettings {
+    /// The drift collector's configuration, or `None` when no profile is set.
+    pub fn collector_config(&self) -> Option<crate::collect::tuning::TuningConfig> {
+        let profile = self.profile.clone()?;
+        let mut c = crate::collect::tuning::TuningConfig::new(profile);
+        c.root = self.root.clone();
+        c.state_dir = self.state_dir.clone();
+        c.min_interval = self.min_interval;
+        Some(c)
+    }
+}
+
+/// Whether `name` may be used as a target label name.
+///
+/// Why it exists: static, file_sd and dns labels all follow the same rule
+/// (Prometheus' `[a-zA-Z_][a-zA-Z0-9_]*`, no `__` prefix, none of
+/// [`RESERVED_LABELS`]); the error says which part is broken and what to do.
+pub fn check_label_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let ok = match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() || c == '_' => {
+            chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        }
+        _ => false,
+    };
+    if !ok {
+        return Err(
+            "not a Prometheus label name; use letters, digits and '_' (not starting with a digit)"
+                .into(),
+        );
+    }
+    if name.starts_with("__") {
+        return Err(
+            "label names starting with \"__\" are reserved by Prometheus; rename it".into(),
+        );
+    }
+    if RESERVED_LABELS.contains(&name) {
+        return Err(format!(
+            "the exporter sets this label itself; rename it (reserved: {})",
+            RESERVED_LABELS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Checks message sizes for a transport: 8..=65507 for udp (8 bytes hold the
+/// sequence number, 65507 is one datagram), 1..=4294967295 for verbs.
+///
+/// Why it exists: shared by the config and file_sd `__sizes`.
+pub fn check_size(transport: Transport, size: i64) -> Result<usize, String> {
+    let (lo, hi) = match transport {
+        Transport::Udp => (
+            ibprobe::transport::udp::MIN_SIZE as i64,
+            ibprobe::transport::udp::MAX_SIZE as i64,
+        ),
+        _ => (1, u32::MAX as i64),
+    };
+    if size < lo || size > hi {
+        let why = if transport == Transport::Udp {
+            "8 bytes hold the sequence number, 65507 is one datagram"
+        } else {
+            "a verbs message has 1 byte at least and fits a 32-bit length"
+        };
+        return Err(format!(
+            "size {size} is out of range for {}; use {lo}..={hi} bytes ({why})",
+            transport.name()
+        ));
+    }
+    Ok(size as usize)
+}
+
+/// Checks a transport/op pair: UD has no RDMA writes; udp only sends.
+///
+/// Why it exists: these combinations fail deep in verbs setup; refused at
+/// start they name the key to change.
+pub fn check_combo(transport: Transport, op: Op) -> Result<(), String> {
+    match (transport, op) {
+        (Transport::Ud, Op::Write | Op::WriteImm) => Err(format!(
+            "ud has no RDMA writes, so op {} cannot run over it; use op send or send-imm, or transport rc/uc",
+            op.name()
+        )),
+        (Transport::Udp, o) if o != Op::Send => Err(format!(
+            "udp only sends datagrams, so op {} does not apply; use op send (or leave op out), or a verbs transport",
+            o.name()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `host` is an IP address or a syntactically valid DNS name.
+pub(super) fn valid_host(host: &str) -> bool {
+    if host.parse::<IpAddr>().is_ok() {
+        return true;
+    }
+    !host.is_empty()
+        && host.len() <= 253
+        && host.trim_end_matches('.').split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+}
