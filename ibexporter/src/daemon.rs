@@ -106,12 +106,12 @@ impl DaemonOptions {
         o.local = LocalOptions {
             source: c.source.clone(),
             hca_loopback: c.local.hca_loopback,
-            qp: match c.probe.transport.name() {
-                "udp" => "rc".into(),
-                t => t.into(),
+            qp: match c.probe.transport {
+                t if t.is_verbs() => t,
+                _ => crate::config::Transport::Rc,
             },
-            op: c.probe.op.name().into(),
-            reference: c.local.reference.iter().map(|r| r.name().into()).collect(),
+            op: c.probe.op,
+            reference: c.local.reference.clone(),
             host_wakeup: c.local.host_wakeup,
             wakeup_cpus: match &c.local.wakeup_cpus {
                 CpuSelection::All => None,

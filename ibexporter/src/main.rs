@@ -149,7 +149,7 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
         match p.as_str() {
             "hca" => o.local.hca_loopback = false,
             "wakeup" => o.local.host_wakeup = false,
-            "shm" | "udp" => o.local.reference.retain(|r| r != p),
+            "shm" | "udp" => o.local.reference.retain(|r| r.name() != p),
             other => {
                 return Err(format!(
                     "--no-probe {other}: unknown probe; use hca, shm, udp or wakeup"
@@ -171,7 +171,7 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
         // list. The peers take --target-transport (else the config's
         // probe.transport) and the built-in [probe] defaults for op and sizes.
         let transport = match &a.target_transport {
-            Some(t) => Transport::parse(t).ok_or_else(|| {
+            Some(t) => config::target_transport(t).ok_or_else(|| {
                 format!("--target-transport {t}: unknown transport; use rc, uc, ud or udp")
             })?,
             None => file.probe.transport,

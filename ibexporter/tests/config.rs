@@ -2,7 +2,7 @@
 //! refusal is one line with file:line:col and the key.
 
 use ibexporter::config::{
-    self, format_duration, parse_duration, CpuSelection, Op, Poll, Reference, Transport,
+    self, format_duration, parse_duration, CpuSelection, Op, Poll, Transport,
 };
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -96,7 +96,7 @@ fn default_is_the_built_in() {
     assert_eq!(c.listen.to_string(), ibexporter::DEFAULT_LISTEN);
     assert!(!c.source.is_empty());
     assert!(c.local.hca_loopback);
-    assert_eq!(c.local.reference, vec![Reference::Shm, Reference::Udp]);
+    assert_eq!(c.local.reference, vec![Transport::Shm, Transport::Udp]);
     assert!(c.local.host_wakeup);
     assert_eq!(c.local.wakeup_cpus, CpuSelection::All);
     assert_eq!(c.probe.interval, Duration::from_secs(10));
@@ -176,9 +176,9 @@ const BAD: &[(&str, usize, usize, &str, &str)] = &[
     ("[[targets.static]]\nhost = \"10.0.0.2\"\nop = \"read\"\n", 3, 6, "targets.static[0].op", "use send, send-imm"),
     ("[[targets.static]]\nhost = \"10.0.0.2\"\nport = 70000\n", 3, 8, "targets.static[0].port", "1..=65535"),
     ("[[targets.static]]\nhost = \"10.0.0.2\"\nport = 0\n", 3, 8, "targets.static[0].port", "1..=65535"),
-    ("[[targets.static]]\nhost = \"10.0.0.2\"\ntransport = \"ud\"\nop = \"write\"\n", 4, 6, "targets.static[0].op", "ud has no RDMA writes"),
+    ("[[targets.static]]\nhost = \"10.0.0.2\"\ntransport = \"ud\"\nop = \"write\"\n", 4, 6, "targets.static[0].op", "UD has no RDMA writes"),
     ("[probe]\nop = \"write-imm\"\n[[targets.static]]\nhost = \"10.0.0.2\"\ntransport = \"ud\"\n", 5, 13, "targets.static[0].transport", "inherited from probe.op"),
-    ("[probe]\ntransport = \"ud\"\nop = \"write\"\n", 3, 6, "probe.op", "ud has no RDMA writes"),
+    ("[probe]\ntransport = \"ud\"\nop = \"write\"\n", 3, 6, "probe.op", "UD has no RDMA writes"),
     ("[[targets.static]]\nhost = \"bad host!\"\n", 2, 8, "targets.static[0].host", "not an IP address or host name"),
     ("[[targets.static]]\nhost = \"10.0.0.2\"\nlabels = { target = \"x\" }\n", 3, 12, "targets.static[0].labels.target", "sets this label itself"),
     ("[[targets.dns]]\nname = \"10.0.0.1\"\n", 2, 8, "targets.dns[0].name", "not a DNS name"),

@@ -186,8 +186,8 @@ fn convert_local(cx: &Ctx, l: &RawLocal) -> Result<LocalConfig, ConfigError> {
             for (i, r) in list.iter().enumerate() {
                 let key = format!("local.reference[{i}]");
                 let v = match r.get_ref().to_ascii_lowercase().as_str() {
-                    "shm" => Reference::Shm,
-                    "udp" => Reference::Udp,
+                    "shm" => Transport::Shm,
+                    "udp" => Transport::Udp,
                     _ => {
                         return Err(cx.bad_s(
                             r,
@@ -208,7 +208,7 @@ fn convert_local(cx: &Ctx, l: &RawLocal) -> Result<LocalConfig, ConfigError> {
                 reference.push(v);
             }
         }
-        None => reference = vec![Reference::Shm, Reference::Udp],
+        None => reference = vec![Transport::Shm, Transport::Udp],
     }
     let wakeup_cpus = match &l.wakeup_cpus {
         Some(v) if v.get_ref().trim().eq_ignore_ascii_case("all") => CpuSelection::All,
@@ -227,7 +227,7 @@ fn convert_local(cx: &Ctx, l: &RawLocal) -> Result<LocalConfig, ConfigError> {
 }
 
 fn transport_of(cx: &Ctx, v: &S<String>, key: &str) -> Result<Transport, ConfigError> {
-    Transport::parse(v.get_ref()).ok_or_else(|| {
+    target_transport(v.get_ref()).ok_or_else(|| {
         cx.bad_s(
             v,
             key,
@@ -238,7 +238,7 @@ fn transport_of(cx: &Ctx, v: &S<String>, key: &str) -> Result<Transport, ConfigE
 }
 
 fn op_of(cx: &Ctx, v: &S<String>, key: &str) -> Result<Op, ConfigError> {
-    Op::parse(v.get_ref()).ok_or_else(|| {
+    v.get_ref().parse::<Op>().ok().ok_or_else(|| {
         cx.bad_s(
             v,
             key,

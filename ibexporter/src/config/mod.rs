@@ -85,8 +85,8 @@ mod values;
 pub use convert::static_targets;
 pub use error::ConfigError;
 pub use schema::{
-    check_combo, check_label_name, check_size, BudgetConfig, CardinalityConfig, Config,
-    CpuSelection, DnsSource, FileSdSource, LocalConfig, Op, Poll, ProbeSettings, Reference,
+    check_combo, check_label_name, check_size, target_transport, BudgetConfig, CardinalityConfig,
+    Config, CpuSelection, DnsSource, FileSdSource, LocalConfig, Op, Poll, ProbeSettings,
     ResponderConfig, StaticTarget, TargetProbe, TargetsConfig, Transport, TuningSettings,
     DEFAULT_LISTEN, DEFAULT_RESPONDER_PORT, RESERVED_LABELS,
 };

@@ -68,33 +68,14 @@ pub struct Config {
 pub struct LocalConfig {
     /// Probe every active port of every local HCA in loopback (default true).
     pub hca_loopback: bool,
-    /// Reference transports probed in loopback (default `["shm", "udp"]`).
-    pub reference: Vec<Reference>,
+    /// Reference transports probed in loopback: shm (the floor of what
+    /// any transport can reach) and udp (the socket-stack baseline);
+    /// default both.
+    pub reference: Vec<Transport>,
     /// Measure SCHED_FIFO wake-up latency (default true).
     pub host_wakeup: bool,
     /// CPUs whose wake-up latency is measured (default all allowed CPUs).
     pub wakeup_cpus: CpuSelection,
-}
-
-/// A reference transport for `[local].reference`.
-///
-/// Why it exists: the zero-network baselines that HCA numbers are read against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Reference {
-    /// The shared-memory ring: the floor of what any transport can reach.
-    Shm,
-    /// Kernel UDP over loopback: the socket-stack baseline.
-    Udp,
-}
-
-impl Reference {
-    /// The config spelling (`shm`, `udp`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Reference::Shm => "shm",
-            Reference::Udp => "udp",
-        }
-    }
 }
 
 /// A set of CPUs: all that this process may use, or an explicit list.
@@ -134,140 +115,16 @@ pub struct ProbeSettings {
     pub op: Op,
 }
 
-/// How a probe waits for an arrival.
-///
-/// Why it exists: busy polling is the lowest latency but costs a core;
-/// a continuous exporter normally polls by event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Poll {
-    /// Spin on the completion queue / socket.
-    Busy,
-    /// Block on the completion channel / socket.
-    Event,
-}
+/// The probe words (`transport`, `op`, `poll`) are ibprobe's own
+/// vocabulary (`ibprobe::spec`): the same types, spellings and checks as
+/// `ibprobe`'s command line. Remote targets take the transports that
+/// cross hosts ([`target_transport`]).
+pub use ibprobe::spec::{Op, Poll, Transport};
 
-impl Poll {
-    /// The config spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Poll::Busy => "busy",
-            Poll::Event => "event",
-        }
-    }
-
-    /// The same choice in ibprobe's probe loop.
-    pub fn to_probe(self) -> ibprobe::probe::config::Poll {
-        match self {
-            Poll::Busy => ibprobe::probe::config::Poll::Busy,
-            Poll::Event => ibprobe::probe::config::Poll::Event,
-        }
-    }
-
-    /// The same choice in ibprobe's verbs setup.
-    pub fn to_verbs(self) -> ibprobe::verbs::PollMode {
-        match self {
-            Poll::Busy => ibprobe::verbs::PollMode::Busy,
-            Poll::Event => ibprobe::verbs::PollMode::Event,
-        }
-    }
-}
-
-/// The transport a remote target is probed over.
-///
-/// Why it exists: part of a target's identity (the same peer may be probed
-/// over RC and UDP) and of its `transport` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Transport {
-    /// Verbs reliable connection.
-    Rc,
-    /// Verbs unreliable connection.
-    Uc,
-    /// Verbs unreliable datagram.
-    Ud,
-    /// Kernel UDP sockets.
-    Udp,
-}
-
-impl Transport {
-    /// The config and label spelling (`rc`, `uc`, `ud`, `udp`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Rc => "rc",
-            Transport::Uc => "uc",
-            Transport::Ud => "ud",
-            Transport::Udp => "udp",
-        }
-    }
-
-    /// Parses the config spelling (case-insensitive).
-    pub fn parse(s: &str) -> Option<Transport> {
-        match s.to_ascii_lowercase().as_str() {
-            "rc" => Some(Transport::Rc),
-            "uc" => Some(Transport::Uc),
-            "ud" => Some(Transport::Ud),
-            "udp" => Some(Transport::Udp),
-            _ => None,
-        }
-    }
-
-    /// The verbs QP type, or `None` for udp.
-    pub fn qp_type(self) -> Option<ibprobe::verbs::QpType> {
-        match self {
-            Transport::Rc => Some(ibprobe::verbs::QpType::Rc),
-            Transport::Uc => Some(ibprobe::verbs::QpType::Uc),
-            Transport::Ud => Some(ibprobe::verbs::QpType::Ud),
-            Transport::Udp => None,
-        }
-    }
-}
-
-/// What each verbs message is.
-///
-/// Why it exists: send and write latencies differ; the `op` label says which
-/// was measured. Ignored (always `send`) for udp.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    /// Send (consumes a receive at the peer).
-    Send,
-    /// Send with immediate.
-    SendImm,
-    /// RDMA write with immediate.
-    WriteImm,
-    /// RDMA write, the peer polls memory.
-    Write,
-}
-
-impl Op {
-    /// The config and label spelling (`send`, `send-imm`, `write-imm`, `write`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Send => "send",
-            Op::SendImm => "send-imm",
-            Op::WriteImm => "write-imm",
-            Op::Write => "write",
-        }
-    }
-
-    /// Parses the config spelling (case-insensitive; `_` accepted for `-`).
-    pub fn parse(s: &str) -> Option<Op> {
-        match s.to_ascii_lowercase().replace('_', "-").as_str() {
-            "send" => Some(Op::Send),
-            "send-imm" => Some(Op::SendImm),
-            "write-imm" => Some(Op::WriteImm),
-            "write" => Some(Op::Write),
-            _ => None,
-        }
-    }
-
-    /// The same operation in ibprobe's verbs setup.
-    pub fn to_verbs(self) -> ibprobe::verbs::Op {
-        match self {
-            Op::Send => ibprobe::verbs::Op::Send,
-            Op::SendImm => ibprobe::verbs::Op::SendImm,
-            Op::WriteImm => ibprobe::verbs::Op::WriteImm,
-            Op::Write => ibprobe::verbs::Op::Write,
-        }
-    }
+/// Parses a target's `transport` (case-insensitive): rc, uc, ud or udp;
+/// the shared-memory ring (`shm`) cannot reach another host.
+pub fn target_transport(s: &str) -> Option<Transport> {
+    s.parse().ok().filter(|t| *t != Transport::Shm)
 }
 
 /// `[budget]`: how much CPU probing may use.
@@ -454,43 +311,24 @@ pub fn check_label_name(name: &str) -> Result<(), String> {
 ///
 /// Why it exists: shared by the config and file_sd `__sizes`.
 pub fn check_size(transport: Transport, size: i64) -> Result<usize, String> {
-    let (lo, hi) = match transport {
-        Transport::Udp => (
-            ibprobe::transport::udp::MIN_SIZE as i64,
-            ibprobe::transport::udp::MAX_SIZE as i64,
-        ),
-        _ => (1, u32::MAX as i64),
-    };
-    if size < lo || size > hi {
-        let why = if transport == Transport::Udp {
-            "8 bytes hold the sequence number, 65507 is one datagram"
-        } else {
-            "a verbs message has 1 byte at least and fits a 32-bit length"
-        };
-        return Err(format!(
-            "size {size} is out of range for {}; use {lo}..={hi} bytes ({why})",
-            transport.name()
-        ));
+    // ibprobe's limits for a send (a probe message needs 1 byte at least).
+    let (range, why) = transport.size_range(Op::Send);
+    let (lo, hi) = ((*range.start()).max(1), *range.end());
+    match usize::try_from(size) {
+        Ok(s) if (lo..=hi).contains(&s) => Ok(s),
+        _ => Err(format!(
+            "size {size} is out of range for {transport}; use {lo}..={hi} bytes ({why})"
+        )),
     }
-    Ok(size as usize)
 }
 
-/// Checks a transport/op pair: UD has no RDMA writes; udp only sends.
+/// Checks a transport/op pair with ibprobe's rule (`ibprobe::spec::check_combo`):
+/// UD has no RDMA writes; udp only sends.
 ///
 /// Why it exists: these combinations fail deep in verbs setup; refused at
 /// start they name the key to change.
 pub fn check_combo(transport: Transport, op: Op) -> Result<(), String> {
-    match (transport, op) {
-        (Transport::Ud, Op::Write | Op::WriteImm) => Err(format!(
-            "ud has no RDMA writes, so op {} cannot run over it; use op send or send-imm, or transport rc/uc",
-            op.name()
-        )),
-        (Transport::Udp, o) if o != Op::Send => Err(format!(
-            "udp only sends datagrams, so op {} does not apply; use op send (or leave op out), or a verbs transport",
-            o.name()
-        )),
-        _ => Ok(()),
-    }
+    ibprobe::spec::check_combo(transport, op, Poll::Busy).map_err(|e| e.0)
 }
 
 /// Whether `host` is an IP address or a syntactically valid DNS name.

@@ -8,6 +8,7 @@
 //! probes the rest.
 
 use ibprobe::probe::wakeup;
+use ibprobe::spec::{ChannelSpec, Op, Transport, VerbsKnobs};
 
 use super::{ProbeKind, ProbeSpec};
 use crate::collect::latency::SeriesKey;
@@ -19,12 +20,12 @@ pub struct LocalOptions {
     pub source: String,
     /// Verbs loopback on every active port of every local HCA.
     pub hca_loopback: bool,
-    /// QP type and operation for the HCA loopback probes.
-    pub qp: String,
+    /// QP type (rc, uc or ud) and operation for the HCA loopback probes.
+    pub qp: Transport,
     /// See `qp`.
-    pub op: String,
+    pub op: Op,
     /// Reference transports: "shm", "udp".
-    pub reference: Vec<String>,
+    pub reference: Vec<Transport>,
     /// SCHED_FIFO wake-up latency per CPU (needs CAP_SYS_NICE).
     pub host_wakeup: bool,
     /// CPUs for the wake-up probe; `None`: every CPU this process may use.
@@ -38,9 +39,9 @@ impl Default for LocalOptions {
         LocalOptions {
             source: String::new(),
             hca_loopback: true,
-            qp: "rc".into(),
-            op: "send".into(),
-            reference: vec!["shm".into(), "udp".into()],
+            qp: Transport::Rc,
+            op: Op::Send,
+            reference: vec![Transport::Shm, Transport::Udp],
             host_wakeup: true,
             wakeup_cpus: None,
             sizes: vec![32],
@@ -70,13 +71,22 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
                     for p in d.ports.iter().filter(|p| p.state == "active") {
                         for &size in &o.sizes {
                             specs.push(ProbeSpec {
-                                key: key(o, &format!("{}:{}", d.name, p.port), &o.qp, &o.op, size),
-                                kind: ProbeKind::Verbs {
-                                    dev: d.name.clone(),
-                                    port: p.port,
-                                    qp: o.qp.clone(),
-                                    op: o.op.clone(),
-                                },
+                                key: key(
+                                    o,
+                                    &format!("{}:{}", d.name, p.port),
+                                    o.qp.name(),
+                                    o.op.name(),
+                                    size,
+                                ),
+                                kind: ProbeKind::Loopback(ChannelSpec {
+                                    verbs: VerbsKnobs {
+                                        dev: Some(d.name.clone()),
+                                        port: p.port,
+                                        op: o.op,
+                                        ..VerbsKnobs::default()
+                                    },
+                                    ..ChannelSpec::new(o.qp, size)
+                                }),
                                 size,
                             });
                         }
@@ -94,21 +104,11 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
             Err(e) => notes.push(no_device(&e.to_string())),
         }
     }
-    for r in &o.reference {
-        let kind = match r.as_str() {
-            "shm" => ProbeKind::Shm,
-            "udp" => ProbeKind::Udp,
-            other => {
-                notes.push(format!(
-                    "reference transport {other:?} unknown; use shm or udp"
-                ));
-                continue;
-            }
-        };
+    for &r in &o.reference {
         for &size in &o.sizes {
             specs.push(ProbeSpec {
-                key: key(o, "loopback", r, "send", size),
-                kind: kind.clone(),
+                key: key(o, "loopback", r.name(), "send", size),
+                kind: ProbeKind::Loopback(ChannelSpec::new(r, size)),
                 size,
             });
         }

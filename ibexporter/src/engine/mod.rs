@@ -30,6 +30,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ibprobe::spec::ChannelSpec;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
@@ -39,35 +40,22 @@ use crate::collect::latency::{LatencyStore, SeriesKey};
 /// What one probe measures.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ProbeKind {
-    /// Verbs loopback on one port of a local HCA: two QPs, one clock.
-    Verbs {
-        /// Device, e.g. "mlx5_0".
-        dev: String,
-        /// Port number.
-        port: u8,
-        /// "rc", "uc" or "ud".
-        qp: String,
-        /// "send", "send-imm", "write-imm" or "write".
-        op: String,
-    },
-    /// The shared-memory reference (two ends in this process).
-    Shm,
-    /// The kernel UDP reference over 127.0.0.1.
-    Udp,
+    /// One process owns both ends: verbs loopback on one port of a local
+    /// HCA (two QPs, one clock), or the shm / udp reference. The spec's
+    /// polling is set per round from [`EngineConfig::event_poll`].
+    Loopback(ChannelSpec),
     /// SCHED_FIFO wake-up latency of one CPU.
     Wakeup {
         /// The CPU.
         cpu: usize,
     },
     /// Round trip to a peer's responder (another ibexporter, or
-    /// `ibprobe server`).
+    /// `ibprobe server`) over the channel `spec` describes.
     Remote {
         /// The responder's address.
         addr: std::net::SocketAddr,
-        /// "udp", "rc", "uc" or "ud".
-        transport: String,
-        /// Verbs operation ("send" for udp).
-        op: String,
+        /// Transport, size and op asked of the responder.
+        spec: ChannelSpec,
     },
 }
 

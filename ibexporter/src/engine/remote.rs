@@ -23,6 +23,7 @@ use crate::collect::latency::SeriesKey;
 use crate::config::{CardinalityConfig, TargetsConfig};
 use crate::targets::cardinality::series_labels;
 use crate::targets::{Origin, Target, TargetSet};
+use ibprobe::spec::{ChannelSpec, VerbsKnobs};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OriginLabel {
@@ -93,8 +94,13 @@ pub fn remote_specs(source: &str, targets: &[Target], card: &CardinalityConfig) 
                 },
                 kind: ProbeKind::Remote {
                     addr: t.addr,
-                    transport: t.transport.name().into(),
-                    op: t.op.name().into(),
+                    spec: ChannelSpec {
+                        verbs: VerbsKnobs {
+                            op: t.op,
+                            ..VerbsKnobs::default()
+                        },
+                        ..ChannelSpec::new(t.transport, size)
+                    },
                 },
                 size,
             });

@@ -4,22 +4,23 @@
 //! of probe means (which channel, which distribution is the sample, what
 //! counts as a timeout or an error) is decided here, in one place.
 //!
-//! Channels are built per round: a round is short (100 messages at 1 kHz
+//! Channels are opened per round through `ibprobe::probe::open` (local
+//! probes) or the one handshake of `ibprobe::probe::session` (remote
+//! probes): a round is short (100 messages at 1 kHz
 //! by default) and an interval long (10 s), so setup costs little, and a
 //! device that went away or came back is picked up at the next round.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use ibprobe::clock::Clock;
-use ibprobe::probe::config::{Length, Mode, Poll, ProbeConfig};
+use ibprobe::probe::config::{Length, Mode, ProbeConfig};
+use ibprobe::probe::open;
 use ibprobe::probe::outcome::Outcome;
 use ibprobe::probe::runner;
-use ibprobe::probe::session::{verbs_config, ClientOptions, ClientSession};
+use ibprobe::probe::session::ClientSession;
 use ibprobe::probe::wakeup::{self, WakeupConfig, WakeupLength};
-use ibprobe::transport::shm::ShmChannel;
-use ibprobe::transport::udp::UdpChannel;
+use ibprobe::spec::{ChannelSpec, Poll};
 use ibprobe::transport::{Channel, TransportError};
 
 use super::{EngineConfig, ProbeKind, ProbeSpec};
@@ -39,48 +40,38 @@ pub(super) fn run(
 ) -> (u64, Round) {
     match &p.kind {
         ProbeKind::Wakeup { cpu } => wakeup_round(*cpu, cfg, stop),
-        ProbeKind::Remote {
-            addr,
-            transport,
-            op,
-        } => remote_round(*addr, transport, op, p.size, cfg, clock, stop),
-        kind => match channel(kind, p.size, cfg.event_poll) {
+        ProbeKind::Remote { addr, spec } => {
+            remote_round(*addr, &polled(spec, cfg), cfg, clock, stop)
+        }
+        ProbeKind::Loopback(spec) => match open::loopback(&polled(spec, cfg)) {
             Ok(mut ch) => message_round(ch.as_mut(), p.size, cfg, clock, stop),
-            Err((reason, e)) => {
+            Err(e) => {
                 tracing::debug!("probe {}: {e}", p.key.target);
-                (
-                    0,
-                    Round {
-                        error: Some(reason.into()),
-                        ..Round::default()
-                    },
-                )
+                (0, failed(e.reason()))
             }
         },
     }
 }
 
-type SetupError = (&'static str, String);
+/// `spec` with the engine's polling: event polling sleeps in the
+/// transport (a verbs completion channel, poll(2) on udp); the shm ring
+/// has nothing to sleep on and polls busy while a message is in flight
+/// (the loop still sleeps between paced messages, see [`probe_config`]).
+fn polled(spec: &ChannelSpec, cfg: &EngineConfig) -> ChannelSpec {
+    let mut s = spec.clone();
+    s.poll = if cfg.event_poll && s.transport.can_sleep() {
+        Poll::Event
+    } else {
+        Poll::Busy
+    };
+    s
+}
 
-fn channel(kind: &ProbeKind, size: usize, event: bool) -> Result<Box<dyn Channel>, SetupError> {
-    let setup = |e: TransportError| ("setup", e.to_string());
-    match kind {
-        ProbeKind::Shm => Ok(Box::new(ShmChannel::loopback(size).map_err(setup)?)),
-        ProbeKind::Udp => {
-            let mut u =
-                UdpChannel::loopback(IpAddr::V4(Ipv4Addr::LOCALHOST), size).map_err(setup)?;
-            u.set_event_poll(event);
-            Ok(Box::new(u))
-        }
-        ProbeKind::Verbs { dev, port, qp, op } => {
-            let vcfg = verbs_config(qp, op, Some(dev), Some(*port), size, event)
-                .map_err(|e| ("config", e.detail))?;
-            let ch = ibprobe::verbs::loopback(&vcfg).map_err(|e| ("setup", e.to_string()))?;
-            Ok(Box::new(ch))
-        }
-        ProbeKind::Wakeup { .. } | ProbeKind::Remote { .. } => {
-            unreachable!("wake-ups and remote probes have their own rounds")
-        }
+/// A round that failed before a message was sent, for `reason`.
+fn failed(reason: &str) -> Round {
+    Round {
+        error: Some(reason.into()),
+        ..Round::default()
     }
 }
 
@@ -110,35 +101,19 @@ fn probe_config(size: usize, cfg: &EngineConfig) -> ProbeConfig {
 /// costs the connect timeout or `max_consecutive_lost` message timeouts.
 fn remote_round(
     addr: std::net::SocketAddr,
-    transport: &str,
-    op: &str,
-    size: usize,
+    spec: &ChannelSpec,
     cfg: &EngineConfig,
     clock: &Clock,
     stop: &AtomicBool,
 ) -> (u64, Round) {
-    let o = ClientOptions {
-        transport: transport.into(),
-        op: op.into(),
-        size,
-        dev: None,
-        event_poll: cfg.event_poll,
-        timeout: cfg.timeout,
-    };
-    let mut s = match ClientSession::connect(addr, &o) {
+    let mut s = match ClientSession::connect(addr, spec, cfg.timeout) {
         Ok(s) => s,
         Err(e) => {
-            tracing::debug!("probe {addr} ({transport}): {e}");
-            return (
-                0,
-                Round {
-                    error: Some(e.reason.into()),
-                    ..Round::default()
-                },
-            );
+            tracing::debug!("probe {addr} ({}): {e}", spec.transport);
+            return (0, failed(e.reason));
         }
     };
-    let r = s.round(&probe_config(size, cfg), clock, stop);
+    let r = s.round(&probe_config(spec.size, cfg), clock, stop);
     s.finish();
     outcome_round(r.map_err(|e| (e.error, *e.outcome)), |o| o.rtt)
 }

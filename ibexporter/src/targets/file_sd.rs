@@ -29,7 +29,8 @@
 use super::dns::{ip_literal, resolve_many};
 use super::{Origin, SourceError, Target, TargetSource};
 use crate::config::{
-    check_combo, check_label_name, check_size, FileSdSource, Op, TargetProbe, Transport,
+    check_combo, check_label_name, check_size, target_transport, FileSdSource, Op, TargetProbe,
+    Transport,
 };
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -161,11 +162,11 @@ fn parse_pinglist(path: &Path, text: &str, cfg: &FileSdSource) -> Result<Vec<Ent
             let err = |m: String| format!("{file}{at}: group {gi} label {k:?} = {v:?}: {m}");
             match k.as_str() {
                 "__transport" => {
-                    probe.transport = Transport::parse(v)
+                    probe.transport = target_transport(v)
                         .ok_or_else(|| err("unknown transport; use rc, uc, ud or udp".into()))?;
                 }
                 "__op" => {
-                    probe.op = Op::parse(v).ok_or_else(|| {
+                    probe.op = v.parse::<Op>().ok().ok_or_else(|| {
                         err("unknown operation; use send, send-imm, write-imm or write".into())
                     })?;
                     op_set = true;
