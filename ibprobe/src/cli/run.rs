@@ -116,16 +116,7 @@ fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
 
 /// Parses a kernel CPU list such as "0-3,8,10-11".
 pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                v.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse::<usize>().ok()?)
-            }
-            None => v.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(v)
+    ibhost::cpulist::parse_list_ordered(s).ok()
 }
 
 pub(super) fn transport_err(e: TransportError) -> CliError {
