@@ -6,7 +6,7 @@
 //! own parser, with different units and syntaxes. This module accepts the
 //! union of both; [`parse_strict`] is the same parser restricted to what a
 //! config file allows (whole numbers, a unit on every part, Prometheus
-//! style), and [`format`] writes that strict form, so its output always
+//! style), and [`format()`] writes that strict form, so its output always
 //! parses back to the same [`Duration`] with either function.
 //!
 //! Syntax: one or more parts, each a number and a unit, that add up
@@ -24,7 +24,7 @@ use std::time::Duration;
 pub const MAX: Duration = Duration::from_secs(1_000_000_000_000);
 
 /// Units and their length in nanoseconds. The first spelling of each length
-/// is the one [`format`] writes.
+/// is the one [`format()`] writes.
 const UNITS: &[(&str, u128)] = &[
     ("d", 86_400_000_000_000),
     ("h", 3_600_000_000_000),
@@ -57,7 +57,7 @@ pub enum DurationError {
         /// The text from the bad part on.
         rest: String,
     },
-    /// A number with a unit that is not one of [`UNITS`].
+    /// A number with a unit that is none of ns, us, µs, ms, s, m, min, h, d.
     #[error("unknown unit {unit:?}; use {UNIT_LIST}")]
     UnknownUnit {
         /// The unit as written.

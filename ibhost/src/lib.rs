@@ -12,7 +12,7 @@
 //!   [`cpulist::MAX_CPU`].
 //! - [`duration`]: one parser ([`duration::parse`], with
 //!   [`duration::parse_strict`] for config files) and one formatter
-//!   ([`duration::format`]) whose output always parses back.
+//!   ([`duration::format()`]) whose output always parses back.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
 //!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. The
 //!   crate's only `unsafe`.
