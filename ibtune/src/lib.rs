@@ -7,6 +7,10 @@
 //! - [`tune`]: the plan of changes, the journal, apply / verify / revert;
 //! - [`sys`]: the few raw syscalls (memory policy, scheduling), the crate's
 //!   only `unsafe`.
+//!
+//! [`host::CpuSet`] and the affinity / SCHED_FIFO / mlockall calls in
+//! [`sys`] come from the shared `ibhost` crate (ibprobe uses the same ones
+//! without linking libhwloc); ibtune re-exports them under its own paths.
 
 pub mod cli;
 pub mod host;

@@ -1,18 +1,24 @@
 //! The few raw system calls ibtune needs that neither `std` nor `nix` wraps:
-//! NUMA memory policy, real-time scheduling, memory locking and starting a
-//! detached session.
+//! NUMA memory policy and starting a detached session; plus, re-exported
+//! from `ibhost::rt` (shared with ibprobe), CPU affinity, SCHED_FIFO and
+//! memory locking.
 //!
 //! Why it exists: `ibtune run` and `ibtune hold` must put a process exactly
 //! where the profile says (CPUs, NUMA nodes, SCHED_FIFO) before it execs or
 //! sleeps. This is the crate's only module with `unsafe`; every block says
 //! why it is sound, and every failure becomes an [`io::Error`] that says what
-//! the caller has to change (root, capabilities, rlimits).
+//! the caller has to change (root, capabilities, rlimits): the re-exported
+//! scheduling and locking calls are ibhost's `_explained` flavours.
 //!
 //! All settings here apply to the *calling thread* (memory policy, affinity,
 //! scheduling policy) except [`mlockall_current_future`], which is
 //! process-wide. They survive `execve(2)` (memory locks do not).
 
 use crate::host::CpuSet;
+pub use ibhost::rt::{
+    get_affinity, get_scheduler, lock_memory_explained as mlockall_current_future, set_affinity,
+    set_fifo_explained as set_fifo,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -237,139 +243,6 @@ pub fn get_mempolicy() -> io::Result<(i32, CpuSet)> {
     Ok((mode, nodes))
 }
 
-/// Pins the calling thread to a CPU set (`sched_setaffinity(2)`).
-///
-/// Why it exists: `ibtune run` moves the real-time process onto its isolated
-/// CPUs before exec; the mask is inherited by the exec'd program.
-pub fn set_affinity(cpus: &CpuSet) -> io::Result<()> {
-    use nix::sched::{sched_setaffinity, CpuSet as NixCpuSet};
-    if cpus.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "CPU affinity needs at least one CPU",
-        ));
-    }
-    let mut set = NixCpuSet::new();
-    for c in cpus.iter() {
-        set.set(c as usize).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "CPU {c} is beyond the {} CPUs sched_setaffinity supports",
-                    NixCpuSet::count()
-                ),
-            )
-        })?;
-    }
-    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
-        io::Error::new(
-            io::Error::from(e).kind(),
-            format!("sched_setaffinity({cpus}): {e} (are those CPUs online and in this cgroup's cpuset?)"),
-        )
-    })
-}
-
-/// Reads the calling thread's CPU affinity (`sched_getaffinity(2)`).
-///
-/// Why it exists: to check what [`set_affinity`] did, and to report where a
-/// process may run.
-pub fn get_affinity() -> io::Result<CpuSet> {
-    use nix::sched::{sched_getaffinity, CpuSet as NixCpuSet};
-    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(io::Error::from)?;
-    Ok((0..NixCpuSet::count())
-        .filter(|&c| set.is_set(c).unwrap_or(false))
-        .map(|c| c as u32)
-        .collect())
-}
-
-/// Switches the calling thread to `SCHED_FIFO` at `prio` (1..=99).
-///
-/// Why it exists: a polling RDMA loop must not be preempted by ordinary
-/// (CFS) tasks that land on its CPU.
-pub fn set_fifo(prio: i32) -> io::Result<()> {
-    // SAFETY: sched_get_priority_{min,max} take an int and touch no memory.
-    let (min, max) = unsafe {
-        (
-            libc::sched_get_priority_min(libc::SCHED_FIFO),
-            libc::sched_get_priority_max(libc::SCHED_FIFO),
-        )
-    };
-    if prio < min || prio > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("SCHED_FIFO priority {prio} is outside {min}..={max}"),
-        ));
-    }
-    let param = libc::sched_param {
-        sched_priority: prio,
-    };
-    // SAFETY: `param` is a valid, initialized sched_param that lives for the
-    // call; the kernel only reads it. pid 0 means the calling thread.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EPERM) {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!(
-                    "SCHED_FIFO priority {prio} needs root, or CAP_SYS_NICE, or an RLIMIT_RTPRIO \
-                     of at least {prio} (ulimit -r / LimitRTPRIO=): {e}"
-                ),
-            ));
-        }
-        return Err(io::Error::new(
-            e.kind(),
-            format!("sched_setscheduler(SCHED_FIFO, {prio}): {e}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Reads the calling thread's scheduling policy (`SCHED_*`) and priority.
-///
-/// Why it exists: to check what [`set_fifo`] did.
-pub fn get_scheduler() -> io::Result<(i32, i32)> {
-    // SAFETY: sched_getscheduler(0) reads the calling thread's policy and
-    // touches no memory.
-    let policy = unsafe { libc::sched_getscheduler(0) };
-    if policy < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param the kernel writes into; it is
-    // exclusively borrowed for the call.
-    let rc = unsafe { libc::sched_getparam(0, &mut param) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((policy, param.sched_priority))
-}
-
-/// Locks all current and future pages of this process in RAM
-/// (`mlockall(MCL_CURRENT | MCL_FUTURE)`).
-///
-/// Why it exists: a page fault on a real-time path costs microseconds to
-/// milliseconds. Note that locks are process-wide and are *not* kept
-/// across `execve(2)`: the real-time program has to lock itself.
-pub fn mlockall_current_future() -> io::Result<()> {
-    // SAFETY: mlockall takes flags only and touches no memory of ours.
-    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EPERM) | Some(libc::ENOMEM) => io::Error::new(
-                e.kind(),
-                format!(
-                    "mlockall: {e} (needs root, CAP_IPC_LOCK, or an RLIMIT_MEMLOCK large enough \
-                     for the whole process: ulimit -l / LimitMEMLOCK=)"
-                ),
-            ),
-            _ => io::Error::new(e.kind(), format!("mlockall: {e}")),
-        });
-    }
-    Ok(())
-}
-
 /// Makes `cmd` start in a new session (`setsid(2)` in the child), detached
 /// from the caller's terminal and process group.
 ///
@@ -451,40 +324,9 @@ mod tests {
     }
 
     #[test]
-    fn affinity_to_cpu0() {
-        std::thread::spawn(|| {
-            set_affinity(&set("0")).unwrap();
-            use nix::sched::sched_getaffinity;
-            let got = sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
-            assert!(got.is_set(0).unwrap());
-            assert!(!got.is_set(1).unwrap());
-            assert_eq!(get_affinity().unwrap(), set("0"));
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn affinity_errors() {
-        assert!(set_affinity(&CpuSet::new()).is_err());
-        assert!(set_affinity(&set("65535")).is_err());
-    }
-
-    #[test]
-    fn fifo_priority_bounds_and_permission() {
+    fn scheduling_errors_are_explained() {
+        // The re-exported set_fifo is ibhost's explaining flavour.
         assert!(set_fifo(0).unwrap_err().to_string().contains("outside"));
-        assert!(set_fifo(100).unwrap_err().to_string().contains("outside"));
-        std::thread::spawn(|| match set_fifo(1) {
-            Ok(()) => assert_eq!(get_scheduler().unwrap(), (libc::SCHED_FIFO, 1)),
-            Err(e) => {
-                let msg = e.to_string();
-                assert!(
-                    msg.contains("CAP_SYS_NICE") && msg.contains("RLIMIT_RTPRIO"),
-                    "{msg}"
-                );
-            }
-        })
-        .join()
-        .unwrap();
+        assert!(set_affinity(&CpuSet::new()).is_err());
     }
 }

@@ -394,34 +394,10 @@ pub struct HostArgs {
     pub json: bool,
 }
 
-/// Parses "10s", "500ms", "200us", "100ns", "2m", "1h" or plain seconds.
+/// Parses "10s", "500ms", "200us", "100ns", "2m", "1h", "1m30s" or plain
+/// seconds (`ibhost::duration`, the workspace's one duration syntax).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
-        format!("{s:?} is not a duration; write a number and a unit, e.g. 10s, 500ms, 200us")
-    })?;
-    let scale = match unit {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" | "µs" => 1e-6,
-        "ns" => 1e-9,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?}; use ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    let secs = v * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("{s:?} is too long; use at most a few years"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    ibhost::duration::parse(s).map_err(|e| format!("{s:?}: {e}"))
 }
 
 impl VerbsArgs {

@@ -73,7 +73,8 @@ pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
             .find(|d| d.ports.iter().any(|p| p.state == "active"))?,
     };
     let allowed = host::allowed_cpus();
-    let local: Vec<usize> = parse_cpulist(d.local_cpus.as_deref()?)?
+    let local: Vec<usize> = ibhost::cpulist::parse_list_ordered(d.local_cpus.as_deref()?)
+        .ok()?
         .into_iter()
         .filter(|c| allowed.contains(c))
         .collect();
@@ -82,20 +83,6 @@ pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
         .copied()
         .find(|&c| c != 0)
         .or(local.first().copied())
-}
-
-/// Parses a kernel CPU list such as "0-3,8,10-11".
-pub fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
-    let mut v = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                v.extend(a.trim().parse::<usize>().ok()?..=b.trim().parse::<usize>().ok()?)
-            }
-            None => v.push(part.trim().parse().ok()?),
-        }
-    }
-    Some(v)
 }
 
 /// Writes every interval to an HDR log (off the fast path: between messages).

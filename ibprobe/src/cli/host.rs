@@ -11,10 +11,11 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use ibhost::cpulist::CpuSet;
 use serde::Serialize;
 
 use super::args::{HostArgs, HostFormat};
-use super::common::{parse_cpulist, stop_flag};
+use super::common::stop_flag;
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::probe::wakeup::{self, CpuWakeup, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::us;
@@ -27,26 +28,15 @@ pub const SCHEMA: &str = "ibprobe.host/1";
 /// Wake-ups per CPU when neither --count nor --duration is given.
 pub const DEFAULT_COUNT: u64 = 10_000;
 
-/// Compresses a sorted CPU list into the kernel's notation ("0-3,8").
+/// A CPU list in the kernel's notation ("0-3,8").
 fn cpulist_string(cpus: &[usize]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if j > i {
-            let _ = write!(out, "{}-{}", cpus[i], cpus[j]);
-        } else {
-            let _ = write!(out, "{}", cpus[i]);
-        }
-        i = j + 1;
-    }
-    out
+    CpuSet::from_iter_u32(cpus.iter().map(|&c| c as u32)).to_list()
+}
+
+/// Parses a kernel CPU list, bounded (`ibhost::cpulist`), in the order
+/// written (duplicates kept, so they can be reported).
+fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
+    ibhost::cpulist::parse_list_ordered(s).ok()
 }
 
 /// Parses and checks `--cpus` against the CPUs this process may use.

@@ -1,11 +1,12 @@
-//! Host placement and shared memory for the probe: CPU pinning, mlockall,
-//! pre-faulting, the Ctrl-C flag and shared mappings for the shm transport.
+//! Host placement and shared memory for the probe: CPU pinning, mlockall
+//! (both from `ibhost`), pre-faulting, the Ctrl-C flag and shared mappings
+//! for the shm transport.
 //!
 //! Why it exists: the thesis measured maxima over 700 us from untouched
 //! pages and saw migrations between cores in the tail, so the runner pins,
 //! locks and pre-faults before the first message; and the shm transport
 //! needs memory shared between two threads or two processes. The `unsafe`
-//! these need lives here, and only here.
+//! these need lives here (pinning's and mlockall's in `ibhost::rt`).
 
 use std::fs::File;
 use std::io;
@@ -13,38 +14,12 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Pins the calling thread to one CPU, so the scheduler cannot migrate the
-/// measurement loop (a migration is a latency outlier and a cold cache).
-pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu}: {e}")))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(io::Error::from)
-}
-
-/// Number of CPUs the process may currently run on; `--cpu` is checked
-/// against it so a typo is a clear error, not an EINVAL deep in a run.
-pub fn allowed_cpus() -> Vec<usize> {
-    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
-        Ok(set) => (0..nix::sched::CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// Locks every current and future page of the process in memory, so no
-/// page fault lands inside the measurement. Needs CAP_IPC_LOCK or a large
-/// enough RLIMIT_MEMLOCK; the runner reports a failure and carries on.
-pub fn lock_memory() -> io::Result<()> {
-    // SAFETY: mlockall takes flags only and touches no memory of ours.
-    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
+/// Pinning (`pin_to_cpu`), the CPUs this process may use (`allowed_cpus`,
+/// which `--cpu` is checked against) and `mlockall` (`lock_memory`; needs
+/// CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK, and the runner reports a
+/// failure and carries on) come from the shared `ibhost::rt`, which ibtune
+/// uses too.
+pub use ibhost::rt::{allowed_cpus, lock_memory, pin_to_cpu};
 
 /// Touches `bytes` of stack below the caller, so the loop's stack pages
 /// are resident before the first timestamp.

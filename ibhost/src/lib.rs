@@ -1,0 +1,29 @@
+//! ibhost: the small host utilities that ibtune, ibprobe and ibexporter
+//! share, defined once.
+//!
+//! Why it exists: CPU lists, duration parsing and the real-time syscalls
+//! (pinning, SCHED_FIFO, mlockall, clocks) used to be written two or three
+//! times across the workspace, with different bounds and syntaxes (one CPU
+//! list parser would allocate for `0-4000000000`). Each now lives here once:
+//!
+//! - [`cpulist`]: [`CpuSet`], the ordered CPU (or NUMA node) set, parsed from
+//!   kernel lists (`0-3,8`) and hex masks, and [`cpulist::parse_list_ordered`]
+//!   for callers that need the list as written; both bounded by
+//!   [`cpulist::MAX_CPU`].
+//! - [`duration`]: one parser ([`duration::parse`], with
+//!   [`duration::parse_strict`] for config files) and one formatter
+//!   ([`duration::format()`]) whose output always parses back.
+//! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
+//!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. The
+//!   crate's only `unsafe`.
+//!
+//! What may import it: every crate of the workspace; it imports none of
+//! them. It deliberately has **no libhwloc (hwlocality) dependency**, so
+//! ibprobe, which links it, still starts on a host without libhwloc;
+//! topology discovery that needs hwloc stays in ibtune.
+
+pub mod cpulist;
+pub mod duration;
+pub mod rt;
+
+pub use cpulist::CpuSet;
