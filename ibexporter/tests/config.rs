@@ -1,6 +1,7 @@
 //! The exporter config: the example parses, the defaults, and every
 //! refusal is one line with file:line:col and the key.
 
+use ibexporter::collect::tuning::TuningConfig;
 use ibexporter::config::{
     self, format_duration, parse_duration, CpuSelection, Op, Poll, Transport,
 };
@@ -51,7 +52,7 @@ fn example_file_parses() {
         c.tuning.profile,
         Some(PathBuf::from("/etc/ibtune/latency.toml"))
     );
-    let t = c.tuning.collector_config().expect("profile set");
+    let t = TuningConfig::from_settings(&c.tuning).expect("profile set");
     assert_eq!(t.min_interval, Duration::from_secs(10));
 }
 
@@ -114,7 +115,7 @@ fn default_is_the_built_in() {
     assert!(c.targets.static_targets.is_empty());
     assert!(c.targets.file_sd.is_empty() && c.targets.dns.is_empty());
     assert_eq!(c.tuning.profile, None);
-    assert!(c.tuning.collector_config().is_none());
+    assert!(TuningConfig::from_settings(&c.tuning).is_none());
     // An empty file is the default.
     assert_eq!(config::parse("", "x.toml").unwrap(), c);
 }

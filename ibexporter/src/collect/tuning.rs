@@ -74,6 +74,16 @@ pub struct TuningConfig {
 }
 
 impl TuningConfig {
+    /// The collector's configuration for the config file's `[tuning]`
+    /// settings, or `None` when no profile is set (nothing to watch).
+    pub fn from_settings(t: &crate::config::TuningSettings) -> Option<TuningConfig> {
+        let mut c = TuningConfig::new(t.profile.clone()?);
+        c.root = t.root.clone();
+        c.state_dir = t.state_dir.clone();
+        c.min_interval = t.min_interval;
+        Some(c)
+    }
+
     /// Watches `profile` on this machine with ibtune's defaults.
     pub fn new(profile: impl Into<PathBuf>) -> Self {
         TuningConfig {

@@ -261,18 +261,6 @@ pub struct TuningSettings {
     pub min_interval: Duration,
 }
 
-impl TuningSettings {
-    /// The drift collector's configuration, or `None` when no profile is set.
-    pub fn collector_config(&self) -> Option<crate::collect::tuning::TuningConfig> {
-        let profile = self.profile.clone()?;
-        let mut c = crate::collect::tuning::TuningConfig::new(profile);
-        c.root = self.root.clone();
-        c.state_dir = self.state_dir.clone();
-        c.min_interval = self.min_interval;
-        Some(c)
-    }
-}
-
 /// Whether `name` may be used as a target label name.
 ///
 /// Why it exists: static, file_sd and dns labels all follow the same rule

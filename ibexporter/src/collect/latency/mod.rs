@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use prometheus_client::encoding::EncodeLabelSet;
 
-use crate::http::{EncodeError, Encoded, Format};
+use crate::expo::{EncodeError, Encoded, Format};
 use series::{Labels, Series};
 
 /// Classic bucket bounds in ns: 1, 1.5, 2, 3, 5, 7 per decade from
