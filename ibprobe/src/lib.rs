@@ -1,18 +1,43 @@
 //! ibprobe: a verbs latency probe with true percentiles, as a library with
 //! a thin CLI, so ibexporter can embed the same probe.
 //!
-//! Map of the crate (one folder per concern):
+//! Map of the crate (one folder per concern; `ARCHITECTURE.md` at the
+//! workspace root says what may use what and where new things go):
+//! - [`spec`]: the vocabulary, defined once: [`spec::Transport`],
+//!   [`spec::Op`], [`spec::Poll`], the verbs knobs and
+//!   [`spec::ChannelSpec`], with every static check of a channel;
 //! - [`clock`]: the one clock every timestamp comes from (TSC calibrated
-//!   against CLOCK_MONOTONIC_RAW, or clock_gettime).
-//! - [`stats`]: the streaming HDR histogram and the summary computed from it.
+//!   against CLOCK_MONOTONIC_RAW, or clock_gettime);
+//! - [`stats`]: the streaming HDR histogram and the summary computed from it;
 //! - [`transport`]: the [`transport::Channel`] trait and one file per
-//!   reference transport (shm, udp); verbs lives in [`verbs`].
-//! - [`verbs`]: RC/UC/UD over sideway + rdma-mummy-sys; device listing.
-//! - [`probe`]: configuration, the measurement loop (`probe/hot.rs`, small
-//!   enough to read in one sitting) and the runner that yields a report.
-//! - [`report`]: the report and its formats (table, JSON, CSV, Markdown,
-//!   perftest), HDR interval logs and SVG plots.
-//! - [`cli`]: the command line.
+//!   reference transport (shm, udp); verbs lives in [`verbs`];
+//! - [`verbs`]: RC/UC/UD over sideway + rdma-mummy-sys (cold setup and
+//!   the hot data path in separate files); device listing;
+//! - [`probe`]: the probe's configuration, [`probe::open`] (both ends in
+//!   this process) and [`probe::session`] (the one client/server
+//!   handshake), the runner and the measurement loops
+//!   (`probe/workload/`, small enough to read in one sitting);
+//! - [`report`]: every output format of every command (table, JSON, CSV,
+//!   Markdown, perftest, the sweep's grid), HDR interval logs, SVG plots;
+//! - [`cli`]: the command line; `cli/args.rs` is the only file that knows
+//!   clap;
+//! - [`sys`]: all `unsafe` of the crate.
+//!
+//! Opening a channel and measuring it, as ibexporter does:
+//!
+//! ```
+//! use std::sync::atomic::AtomicBool;
+//! use ibprobe::clock::Clock;
+//! use ibprobe::probe::{open, runner, ProbeConfig};
+//! use ibprobe::spec::{ChannelSpec, Transport};
+//!
+//! let spec = ChannelSpec::new(Transport::Shm, 64);
+//! let cfg = ProbeConfig { size: 64, lock_memory: false, ..ProbeConfig::default() };
+//! let mut ch = open::loopback(&spec).unwrap();
+//! let out = runner::run(&cfg, ch.as_mut(), &Clock::monotonic(), &AtomicBool::new(false), None)
+//!     .unwrap();
+//! assert_eq!(out.one_way.unwrap().len(), 10_000);
+//! ```
 
 pub mod cli;
 pub mod clock;
