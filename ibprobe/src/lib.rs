@@ -8,8 +8,9 @@
 //! - [`transport`]: the [`transport::Channel`] trait and one file per
 //!   reference transport (shm, udp); verbs lives in [`verbs`].
 //! - [`verbs`]: RC/UC/UD over sideway + rdma-mummy-sys; device listing.
-//! - [`probe`]: configuration, the measurement loop (`probe/hot.rs`, small
-//!   enough to read in one sitting) and the runner that yields a report.
+//! - [`probe`]: configuration, the workloads (`probe/workload/`; today's
+//!   loop, `stop_wait.rs`, is small enough to read in one sitting) and the
+//!   runner that yields a report.
 //! - [`report`]: the report and its formats (table, JSON, CSV, Markdown,
 //!   perftest), HDR interval logs and SVG plots.
 //! - [`cli`]: the command line.

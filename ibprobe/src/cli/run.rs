@@ -17,9 +17,9 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, Poll, ProbeConfig};
-use crate::probe::hot::{Interval, Sink};
 use crate::probe::oob::{Closing, Done, Hello, Oob, OobError, Reply, DEFAULT_PORT};
 use crate::probe::runner::{self, EchoThread};
+use crate::probe::workload::{Interval, Sink};
 use crate::probe::Outcome;
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::{Format, Report, ReportContext, ReportError};
@@ -625,7 +625,7 @@ fn session(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliErr
         Err(e) => return Err(CliError::run(format!("client {peer}: {e}"))),
     };
     match (end, closing) {
-        (crate::probe::hot::EchoEnd::Interrupted, _) => {
+        (crate::probe::workload::EchoEnd::Interrupted, _) => {
             say!("ibprobe server: interrupted after echoing {echoed} messages");
             Ok(EXIT_INTERRUPTED)
         }

@@ -22,10 +22,10 @@ use clap::Parser;
 use serde_json::json;
 
 use super::config::{Mode, ProbeConfig};
-use super::hot::EchoEnd;
 use super::oob::{Closing, Done, Hello, Oob, Reply};
 use super::outcome::Outcome;
 use super::runner::{self, RunError};
+use super::workload::EchoEnd;
 use crate::clock::Clock;
 use crate::transport::udp::UdpChannel;
 use crate::transport::Channel;
