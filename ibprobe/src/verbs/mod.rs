@@ -52,10 +52,12 @@ pub mod args;
 mod channel;
 mod config;
 mod device;
+mod setup;
 
-pub use channel::{loopback, prepare, Endpoint, LoopbackChannel, Prepared, VerbsChannel};
+pub use channel::{LoopbackChannel, VerbsChannel};
 pub use config::{InlineMode, Op, PollMode, QpType, SignalMode, VerbsConfig};
 pub use device::{devices, DeviceCaps, DeviceInfo, GidInfo, PortInfo};
+pub use setup::{loopback, prepare, Endpoint, Prepared};
 
 use crate::transport::TransportError;
 

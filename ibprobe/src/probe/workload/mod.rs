@@ -34,7 +34,7 @@
 //! - [`record`]: [`Histos`], [`Tally`], the [`Sink`] and its [`Interval`],
 //!   and the [`Recorder`] that keeps the interval bookkeeping;
 //! - [`stop_wait`]: one message at a time, the loss policy (today's loop);
-//! - [`echo`]: the server side of a round trip.
+//! - [`echo`](mod@echo): the server side of a round trip.
 //!
 //! A new workload (a credit window, batching, pipelined acks) is a new
 //! file here implementing [`Workload`]; a new knob of it is a field of
