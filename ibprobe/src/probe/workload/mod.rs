@@ -37,8 +37,10 @@
 //! - [`echo`](mod@echo): the server side of a round trip.
 //!
 //! A new workload (a credit window, batching, pipelined acks) is a new
-//! file here implementing [`Workload`]; a new knob of it is a field of
-//! `probe::config::Plan`, read by the workload.
+//! file here implementing [`Workload`], picked in `runner.rs`. A new knob
+//! is a field of `probe::config::Plan` read where it acts: a receive-side
+//! delay, for instance, is one line in `stop_wait.rs` after an arrival and
+//! one in `echo.rs` before the echo (the echo gets the `Plan` too).
 
 use std::sync::atomic::AtomicBool;
 
