@@ -369,7 +369,7 @@ static GLOBAL: PerThreadCounting = PerThreadCounting;
 fn the_measurement_loop_allocates_nothing() {
     use ibprobe::clock::Clock;
     use ibprobe::probe::config::{Length, Plan, ProbeConfig};
-    use ibprobe::probe::hot::{measure, Histos};
+    use ibprobe::probe::workload::{stop_wait::measure, Histos};
     use ibprobe::transport::shm::ShmChannel;
     use ibprobe::transport::udp::UdpChannel;
     use ibprobe::transport::Channel;

@@ -1,5 +1,6 @@
 //! The runner: places the measuring thread, runs the warm-up and the
-//! measured part through `hot.rs`, and returns an [`Outcome`].
+//! measured part through a workload (`probe/workload/`; today always
+//! stop-and-wait), and returns an [`Outcome`].
 //!
 //! Why it exists: everything around the loop that must happen once per run
 //! (pinning, mlockall, pre-faulting, allocating the histograms, Ctrl-C)
@@ -11,8 +12,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::config::{Mode, Plan, ProbeConfig};
-use super::hot::{self, EchoEnd, Histos, Sink};
 use super::outcome::Outcome;
+use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
 use crate::clock::Clock;
 use crate::sys::host;
 use crate::transport::{Channel, TransportError};
@@ -63,6 +64,19 @@ pub fn run(
     stop: &AtomicBool,
     sink: Option<&mut dyn Sink>,
 ) -> Result<Outcome, RunError> {
+    run_workload(&mut StopWait, cfg, ch, clock, stop, sink)
+}
+
+/// [`run`] with `work` for the warm-up and the measured part (the one
+/// place a workload other than stop-and-wait would be picked).
+fn run_workload<W: Workload>(
+    work: &mut W,
+    cfg: &ProbeConfig,
+    ch: &mut dyn Channel,
+    clock: &Clock,
+    stop: &AtomicBool,
+    sink: Option<&mut dyn Sink>,
+) -> Result<Outcome, RunError> {
     let fail = |error, outcome| RunError {
         error,
         outcome: Box::new(outcome),
@@ -77,7 +91,14 @@ pub fn run(
     let mut scratch = Histos::default();
 
     let wplan = Plan::warmup(cfg, clock);
-    let w = match hot::measure(ch, clock, &wplan, 0, stop, &mut scratch, &mut warm, None) {
+    let cx = Ctx {
+        clock,
+        plan: &wplan,
+        stop,
+        first_seq: 0,
+    };
+    let mut rec = Recorder::new(clock, wplan.interval_ticks, &mut scratch, &mut warm, None);
+    let w = match work.run(ch, &cx, &mut rec) {
         Ok(t) => t,
         Err(e) => return Err(fail(e, out)),
     };
@@ -90,14 +111,18 @@ pub fn run(
 
     let plan = Plan::measured(cfg, clock);
     let result = if w.interrupted {
-        Ok(hot::Tally {
+        Ok(Tally {
             interrupted: true,
             ..Default::default()
         })
     } else {
-        hot::measure(
-            ch, clock, &plan, w.next_seq, stop, &mut cur, &mut total, sink,
-        )
+        let cx = Ctx {
+            plan: &plan,
+            first_seq: w.next_seq,
+            ..cx
+        };
+        let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink);
+        work.run(ch, &cx, &mut rec)
     };
     let has_comp = ch.has_send_completions();
     let fill = |out: &mut Outcome, total: Histos| {
@@ -160,7 +185,11 @@ impl EchoThread {
                     })?;
                 }
                 let idle = super::config::ns_to_ticks(&clock, 10_000_000);
-                let (n, _) = hot::echo(&mut ch, &clock, &s, idle, event, || {
+                let plan = Plan {
+                    event,
+                    ..Plan::default()
+                };
+                let (n, _) = workload::echo(&mut ch, &clock, &plan, &s, idle, || {
                     !s.load(Ordering::Relaxed)
                 })?;
                 Ok(n)
@@ -214,7 +243,11 @@ pub fn serve(
         })?;
     }
     let idle = super::config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
-    hot::echo(ch, clock, stop, idle, event, still_on)
+    let plan = Plan {
+        event,
+        ..Plan::default()
+    };
+    workload::echo(ch, clock, &plan, stop, idle, still_on)
 }
 
 #[cfg(test)]
@@ -306,7 +339,7 @@ mod tests {
 
     struct Collect(Vec<(u64, u64)>);
     impl Sink for Collect {
-        fn interval(&mut self, iv: &hot::Interval<'_>) {
+        fn interval(&mut self, iv: &workload::Interval<'_>) {
             self.0.push((iv.sent, iv.primary.len()));
         }
     }

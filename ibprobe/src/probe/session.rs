@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::config::{Mode, ProbeConfig};
-use super::hot::EchoEnd;
 use super::oob::{Closing, Done, Hello, Oob, OobError, Reply};
 use super::open::{udp_bound, OpenError};
 use super::outcome::Outcome;
 use super::runner::{self, RunError};
+use super::workload::EchoEnd;
 use crate::clock::Clock;
 use crate::spec::{ChannelSpec, Op, Poll, Transport};
 use crate::transport::shm::{self, ShmChannel, Side};

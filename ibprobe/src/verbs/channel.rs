@@ -1,604 +1,61 @@
-//! Queue pair setup, connection and the verbs [`Channel`]s.
+//! The hot data path: the verbs [`Channel`]s and their post/poll calls.
 //!
-//! Why it exists: the probe's hot loop talks to a [`Channel`]; this file
-//! turns a [`VerbsConfig`] into connected QPs (one-way loopback: two QPs in
-//! one process; round trip: one QP plus the peer's [`Endpoint`]) whose
-//! post/poll calls allocate nothing and take no lock.
+//! Why it exists: the probe's workloads talk to a [`Channel`]; this file is
+//! what they call per message on verbs, and nothing else: post a send
+//! (writing the sequence number into its slot), poll the receive CQ (or
+//! the write target's marker byte), poll or stash send completions, wait
+//! on the completion channel in event mode. These calls allocate nothing
+//! and take no lock. The channels are built, once, by `setup.rs`.
 
-use std::net::Ipv6Addr;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::device_context::DeviceContext;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
-use sideway::ibverbs::queue_pair::{QueuePair, QueuePairAttribute, QueuePairState};
-use sideway::ibverbs::AccessFlags;
 
-use super::config::VerbsConfig;
-use super::device::{self, GidInfo};
-use super::VerbsError;
+use super::types::Setup;
 use crate::clock::Clock;
-use crate::spec::{InlineMode, Op, Poll, QpType};
-use crate::sys::mem::{self, MemError, Placement, Region};
+use crate::spec::{Op, Poll};
 use crate::sys::verbs::{
-    source_chain, wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, PinnedBuf, RecvRing,
-    RegisteredBuf, SendOpcode, SendTemplate,
+    wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, RecvRing, RegisteredBuf,
+    SendTemplate,
 };
 use crate::transport::{Channel, TransportError, TransportInfo};
 
-/// The qkey every UD QP of the probe uses.
-const QKEY: u32 = 0x1111_1111;
-/// Bytes of GRH in front of every UD receive.
-const GRH: u32 = 40;
 /// Bits of wr_id holding how many send WRs a signaled completion frees.
 const COVER_BITS: u32 = 20;
-/// Cap on the send-slot ring's memory.
-const SEND_RING_MAX: usize = 64 << 20;
-
-/// What a peer needs to reach one QP: exchanged out of band (the client
-/// and server send theirs over TCP as JSON) before [`Prepared::connect`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// QP type (both ends must agree).
-    pub qp_type: QpType,
-    /// Queue pair number.
-    pub qpn: u32,
-    /// Initial packet sequence number of this QP's send queue.
-    pub psn: u32,
-    /// The GID this QP sends from (:: on InfiniBand without GRH).
-    pub gid: Ipv6Addr,
-    /// Whether the peer must route by GID (RoCE: always).
-    pub global: bool,
-    /// Port LID (InfiniBand; 0 on RoCE).
-    pub lid: u16,
-    /// rkey of the RDMA write target.
-    pub rkey: u32,
-    /// Address of the RDMA write target.
-    pub addr: u64,
-    /// Length of the RDMA write target.
-    pub len: u32,
-    /// UD qkey.
-    pub qkey: u32,
-    /// This side's path MTU in bytes (the connection uses the smaller).
-    pub mtu: u32,
-}
-
-/// Facts fixed at setup, shared by the prepared and connected forms.
-#[derive(Clone, Debug)]
-struct Setup {
-    dev: String,
-    port: u8,
-    gid: Option<GidInfo>,
-    lid: u16,
-    qp_type: QpType,
-    op: Op,
-    size: u32,
-    mtu: u32,
-    max_inline: u32,
-    inline_used: bool,
-    inline_cap: u32,
-    period: u32,
-    poll: Poll,
-    sq_depth: u32,
-    rq_depth: u32,
-    prepost: u32,
-    send_slots: u32,
-    send_stride: u32,
-    recv_off: u64,
-    recv_stride: u32,
-    target_off: u64,
-    psn: u32,
-    /// How the buffers were placed (crate::sys::mem::Region::describe).
-    memory: String,
-}
-
-/// A QP created, in INIT, with its CQs and registered buffers, waiting for
-/// the peer's [`Endpoint`]. Field order is drop order (QP before CQs,
-/// memory region before memory, everything before the PD and context).
-pub struct Prepared {
-    qp: OwnedQp,
-    send_cq: OwnedCq,
-    recv_cq: OwnedCq,
-    mem: RegisteredBuf,
-    pd: Arc<ProtectionDomain>,
-    _ctx: Arc<DeviceContext>,
-    s: Setup,
-}
-
-/// Creates one QP on `cfg.dev` (checked against the device: port active,
-/// MTU, max inline, queue depths, GID) and returns it with the local
-/// [`Endpoint`] to hand to the peer.
-pub fn prepare(cfg: &VerbsConfig) -> Result<(Prepared, Endpoint), VerbsError> {
-    prepare_on(cfg, cfg.dev.as_deref())
-}
-
-fn verr(what: &str, e: &dyn std::error::Error) -> VerbsError {
-    let c = source_chain(e);
-    VerbsError::verbs(
-        what,
-        if c.is_empty() {
-            e.to_string()
-        } else {
-            format!("{e}: {c}")
-        },
-    )
-}
-
-fn round_up(n: u64, a: u64) -> u64 {
-    n.div_ceil(a) * a
-}
-
-/// The QP's buffers, pre-faulted, on the device's NUMA node when sysfs
-/// names one (a failed bind there falls back to the default policy: the
-/// user did not ask for it), in huge pages with `--hugepages` (whose
-/// refusals are input errors naming /proc/sys/vm/nr_hugepages).
-fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, VerbsError> {
-    let mut placement = Placement {
-        hugepages,
-        node: mem::rdma_device_numa_node(dev),
-        ..Placement::default()
-    };
-    let mut r = Region::new(len, &placement);
-    if let Err(MemError::Bind { .. } | MemError::NoSuchNode { .. }) = r {
-        placement.node = None;
-        r = Region::new(len, &placement);
-    }
-    r.map_err(|e| match e {
-        MemError::NoHugePages { .. } | MemError::NodeHugePages { .. } => {
-            VerbsError::config(e.to_string())
-        }
-        other => VerbsError::verbs("allocate buffers", other),
-    })
-}
-
-fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoint), VerbsError> {
-    let p = device::open_port(dev, cfg.port)?;
-    for (what, d) in [("SQ", cfg.sq_depth), ("RQ", cfg.rq_depth)] {
-        if d > p.max_qp_wr {
-            return Err(VerbsError::config(format!(
-                "{what} depth {d} > {} max_qp_wr {}",
-                p.name, p.max_qp_wr
-            )));
-        }
-    }
-    let mtu = cfg.mtu.unwrap_or(p.active_mtu);
-    if mtu > p.active_mtu {
-        return Err(VerbsError::config(format!(
-            "mtu {mtu} > {} port {} active MTU {}",
-            p.name, p.port, p.active_mtu
-        )));
-    }
-    if cfg.qp_type == QpType::Ud && cfg.size > mtu {
-        return Err(VerbsError::config(format!(
-            "UD message {} B > path MTU {mtu} B (UD sends one packet; the receiver adds the 40 B GRH)",
-            cfg.size
-        )));
-    }
-    let gid = device::pick_gid(&p, cfg.gid_index)?;
-    let ctx = Arc::clone(&p.ctx);
-    let pd = ctx.alloc_pd().map_err(|e| verr("ibv_alloc_pd", &e))?;
-    let max_inline = device::probe_max_inline(&ctx, &pd, cfg.qp_type);
-    let (inline_cap, inline_used) = match cfg.inline {
-        InlineMode::Off => (0, false),
-        InlineMode::Auto => {
-            if cfg.size <= max_inline && cfg.size > 0 {
-                (cfg.size, true)
-            } else {
-                (0, false)
-            }
-        }
-        InlineMode::Bytes(n) => {
-            if n > max_inline {
-                return Err(VerbsError::config(format!(
-                    "inline {n} > {} max inline {max_inline} ({})",
-                    p.name,
-                    cfg.qp_type.upper()
-                )));
-            }
-            (n, cfg.size > 0 && cfg.size <= n)
-        }
-    };
-
-    let channel = match cfg.poll {
-        Poll::Event => Some(
-            ctx.create_comp_channel()
-                .map_err(|e| verr("ibv_create_comp_channel", &e))?,
-        ),
-        Poll::Busy => None,
-    };
-    let send_cq = ctx
-        .create_cq_builder()
-        .setup_cqe(cfg.sq_depth)
-        .build()
-        .map_err(|e| verr("ibv_create_cq (send)", &e))?;
-    let mut rb = ctx.create_cq_builder();
-    rb.setup_cqe(cfg.rq_depth);
-    if let Some(ch) = &channel {
-        rb.setup_comp_channel(ch, 0);
-    }
-    let recv_cq = rb.build().map_err(|e| verr("ibv_create_cq (recv)", &e))?;
-    let qp = pd
-        .create_qp_builder()
-        .setup_qp_type(device::to_sideway(cfg.qp_type))
-        .setup_max_send_wr(cfg.sq_depth)
-        .setup_max_recv_wr(cfg.rq_depth)
-        .setup_max_send_sge(1)
-        .setup_max_recv_sge(1)
-        .setup_max_inline_data(inline_cap)
-        .setup_send_cq(Arc::clone(&send_cq))
-        .setup_recv_cq(Arc::clone(&recv_cq))
-        .build()
-        .map_err(|e| verr("ibv_create_qp", &e))?;
-    let mut qp = OwnedQp::new(qp);
-    match cfg.qp_type {
-        QpType::Ud => qp
-            .modify_ud_init(p.port, QKEY)
-            .map_err(|e| VerbsError::verbs("ibv_modify_qp INIT", e))?,
-        QpType::Rc | QpType::Uc => {
-            let mut a = QueuePairAttribute::new();
-            a.setup_state(QueuePairState::Init)
-                .setup_pkey_index(0)
-                .setup_port(p.port)
-                .setup_access_flags(AccessFlags::LocalWrite | AccessFlags::RemoteWrite);
-            qp.qp
-                .modify(&a)
-                .map_err(|e| verr("ibv_modify_qp INIT", &e))?;
-        }
-    }
-
-    let size = cfg.size as u64;
-    let send_stride = round_up(size.max(8), 64);
-    let send_slots = (cfg.sq_depth as u64).min(((SEND_RING_MAX as u64) / send_stride).max(1));
-    let recv_len = size
-        + if cfg.qp_type == QpType::Ud {
-            GRH as u64
-        } else {
-            0
-        };
-    let recv_stride = round_up(recv_len.max(8), 64);
-    let recv_off = send_slots * send_stride;
-    let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
-    let total = target_off + round_up(size.max(8), 64);
-    let region = placed_buffers(total as usize, cfg.hugepages, &p.name)?;
-    let memory = region.describe();
-    let mem = RegisteredBuf::register(
-        &pd,
-        PinnedBuf::from_region(region),
-        AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
-    )
-    .map_err(|e| VerbsError::verbs("register buffers", e))?;
-
-    let qpn = qp.qpn();
-    let psn = qpn.wrapping_mul(2_654_435_761) & 0x00ff_ffff;
-    let s = Setup {
-        dev: p.name.clone(),
-        port: p.port,
-        gid: gid.clone(),
-        lid: p.lid,
-        qp_type: cfg.qp_type,
-        op: cfg.op,
-        size: cfg.size,
-        mtu,
-        max_inline,
-        inline_used,
-        inline_cap,
-        period: cfg.signal_period(),
-        poll: cfg.poll,
-        sq_depth: cfg.sq_depth,
-        rq_depth: cfg.rq_depth,
-        prepost: cfg.rq_prepost,
-        send_slots: send_slots as u32,
-        send_stride: send_stride as u32,
-        recv_off,
-        recv_stride: recv_stride as u32,
-        target_off,
-        psn,
-        memory,
-    };
-    let ep = Endpoint {
-        qp_type: cfg.qp_type,
-        qpn,
-        psn,
-        gid: gid
-            .as_ref()
-            .and_then(|g| g.gid.parse().ok())
-            .unwrap_or(Ipv6Addr::UNSPECIFIED),
-        global: gid.is_some(),
-        lid: p.lid,
-        rkey: mem.rkey(),
-        addr: mem.buf.addr() + target_off,
-        len: cfg.size,
-        qkey: QKEY,
-        mtu,
-    };
-    let send_cq = OwnedCq::new(send_cq, None);
-    let recv_cq = OwnedCq::new(recv_cq, channel);
-    Ok((
-        Prepared {
-            qp,
-            send_cq,
-            recv_cq,
-            mem,
-            pd,
-            _ctx: ctx,
-            s,
-        },
-        ep,
-    ))
-}
-
-impl Prepared {
-    /// Moves the QP to RTR/RTS towards `peer` (RC/UC: the peer's QPN, PSN
-    /// and GID/LID; UD: an address handle to the peer's GID + qkey), posts
-    /// the receives and, for event polling, arms the receive CQ.
-    pub fn connect(self, peer: &Endpoint) -> Result<VerbsChannel, VerbsError> {
-        let Prepared {
-            mut qp,
-            send_cq,
-            recv_cq,
-            mem,
-            pd,
-            _ctx,
-            mut s,
-        } = self;
-        if peer.qp_type != s.qp_type {
-            return Err(VerbsError::config(format!(
-                "peer QP is {}, this one {}",
-                peer.qp_type.upper(),
-                s.qp_type.upper()
-            )));
-        }
-        if s.op.is_write() && peer.len < s.size {
-            return Err(VerbsError::config(format!(
-                "peer write target {} B < message {} B",
-                peer.len, s.size
-            )));
-        }
-        s.mtu = s.mtu.min(peer.mtu);
-        if s.qp_type == QpType::Ud && s.size > s.mtu {
-            return Err(VerbsError::config(format!(
-                "UD message {} B > path MTU {} B",
-                s.size, s.mtu
-            )));
-        }
-        let sgid = s.gid.as_ref().map(|g| g.index as u8).unwrap_or(0);
-        let global = peer.global || s.gid.is_some();
-        let mut ah = None;
-        match s.qp_type {
-            QpType::Rc | QpType::Uc => {
-                let mut av = AddressHandleAttribute::new();
-                av.setup_port(s.port)
-                    .setup_dest_lid(peer.lid)
-                    .setup_service_level(0);
-                if global {
-                    av.setup_grh_dest_gid(&Gid::from(peer.gid))
-                        .setup_grh_src_gid_index(sgid)
-                        .setup_grh_hop_limit(64);
-                }
-                let mtu =
-                    device::mtu_from_bytes(s.mtu).ok_or_else(|| VerbsError::config("bad mtu"))?;
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToReceive)
-                    .setup_path_mtu(mtu)
-                    .setup_dest_qp_num(peer.qpn)
-                    .setup_rq_psn(peer.psn)
-                    .setup_address_vector(&av);
-                if s.qp_type == QpType::Rc {
-                    a.setup_max_dest_read_atomic(1).setup_min_rnr_timer(12);
-                }
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToSend)
-                    .setup_sq_psn(s.psn);
-                if s.qp_type == QpType::Rc {
-                    a.setup_timeout(14)
-                        .setup_retry_cnt(7)
-                        .setup_rnr_retry(7)
-                        .setup_max_read_atomic(1);
-                }
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
-            }
-            QpType::Ud => {
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToReceive);
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToSend)
-                    .setup_sq_psn(s.psn);
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
-                ah = Some(
-                    AddressHandle::new(&pd, s.port, peer.gid, sgid, peer.lid, global)
-                        .map_err(|e| VerbsError::verbs("ibv_create_ah", e))?,
-                );
-            }
-        }
-        let opcode = match s.op {
-            Op::Send => SendOpcode::Send,
-            Op::SendImm => SendOpcode::SendImm,
-            Op::Write => SendOpcode::Write,
-            Op::WriteImm => SendOpcode::WriteImm,
-        };
-        let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
-        let ud = ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let tpl = SendTemplate::new(opcode, mem.lkey(), rdma, ud, s.inline_used);
-        let recv_len = s.size + if s.qp_type == QpType::Ud { GRH } else { 0 };
-        let mut recv = RecvRing::new(
-            s.prepost as usize,
-            mem.buf.addr() + s.recv_off,
-            s.recv_stride,
-            recv_len.min(s.recv_stride),
-            mem.lkey(),
-        );
-        if s.op.needs_recv() {
-            for i in 0..recv.len() {
-                recv.post(&qp, i).map_err(|e| {
-                    VerbsError::verbs("ibv_post_recv", std::io::Error::from_raw_os_error(e))
-                })?;
-            }
-        }
-        if s.poll == Poll::Event {
-            recv_cq
-                .req_notify()
-                .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
-        }
-        let info = make_info(&s, qp.qpn(), peer);
-        let payload_off = if s.qp_type == QpType::Ud {
-            GRH as usize
-        } else {
-            0
-        };
-        Ok(VerbsChannel {
-            tpl,
-            _ah: ah,
-            recv,
-            qp,
-            send_cq,
-            recv_cq,
-            mem,
-            _pd: pd,
-            _ctx,
-            outstanding: 0,
-            unsignaled: 0,
-            stash: vec![0; s.sq_depth as usize + 1].into_boxed_slice(),
-            stash_head: 0,
-            stash_len: 0,
-            expected: 0,
-            last_marker: 0,
-            payload_off,
-            info,
-            s,
-        })
-    }
-
-    /// This QP's number (also in the [`Endpoint`] from [`prepare`]).
-    pub fn qpn(&self) -> u32 {
-        self.qp.qpn()
-    }
-}
-
-fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
-    let gid = match &s.gid {
-        Some(g) => format!("gid {} ({}, {})", g.index, g.gid_type, g.gid),
-        None => format!("lid {}", s.lid),
-    };
-    let inline = if s.inline_used {
-        format!("inline {}", s.size)
-    } else {
-        "inline off".to_string()
-    };
-    let detail = format!(
-        "{} port {} {gid}, {} {}, {} B, {inline} (max {}), signal every {}, poll {}, mtu {}",
-        s.dev,
-        s.port,
-        s.qp_type.upper(),
-        s.op.name(),
-        s.size,
-        s.max_inline,
-        s.period,
-        match s.poll {
-            Poll::Busy => "busy",
-            Poll::Event => "event",
-        },
-        s.mtu
-    );
-    let f = |k: &str, v: String| (k.to_string(), v);
-    let facts = vec![
-        f("device", s.dev.clone()),
-        f("port", s.port.to_string()),
-        f(
-            "gid_index",
-            s.gid
-                .as_ref()
-                .map(|g| g.index.to_string())
-                .unwrap_or_default(),
-        ),
-        f(
-            "gid",
-            s.gid.as_ref().map(|g| g.gid.clone()).unwrap_or_default(),
-        ),
-        f(
-            "gid_type",
-            s.gid
-                .as_ref()
-                .map(|g| g.gid_type.clone())
-                .unwrap_or_default(),
-        ),
-        f("qp_type", s.qp_type.upper().to_string()),
-        f("op", s.op.name().to_string()),
-        f("size", s.size.to_string()),
-        f(
-            "inline",
-            if s.inline_used {
-                s.size.to_string()
-            } else {
-                "0".to_string()
-            },
-        ),
-        f("inline_cap", s.inline_cap.to_string()),
-        f("max_inline", s.max_inline.to_string()),
-        f("signal_period", s.period.to_string()),
-        f("memory", s.memory.clone()),
-        f(
-            "poll",
-            match s.poll {
-                Poll::Busy => "busy",
-                Poll::Event => "event",
-            }
-            .to_string(),
-        ),
-        f("sq_depth", s.sq_depth.to_string()),
-        f("rq_depth", s.rq_depth.to_string()),
-        f("rq_prepost", s.prepost.to_string()),
-        f("mtu", s.mtu.to_string()),
-        f("qpn", qpn.to_string()),
-        f("peer_qpn", peer.qpn.to_string()),
-    ];
-    TransportInfo {
-        name: "verbs".to_string(),
-        detail,
-        facts,
-    }
-}
 
 /// A connected QP: `post` sends to the peer, `poll_recv` returns what the
 /// peer sent (round trip: client and server each hold one). Field order
 /// is drop order: the send template before its address handle, the QP
 /// before its CQs, the memory region before the memory, all before the PD.
+/// Built by `Prepared::connect` (`setup.rs`), which fills every field;
+/// the hot path then only reads the resources and updates the counters.
 pub struct VerbsChannel {
-    tpl: SendTemplate,
-    _ah: Option<AddressHandle>,
-    recv: RecvRing,
-    qp: OwnedQp,
-    send_cq: OwnedCq,
-    recv_cq: OwnedCq,
-    mem: RegisteredBuf,
-    _pd: Arc<ProtectionDomain>,
-    _ctx: Arc<DeviceContext>,
+    pub(super) tpl: SendTemplate,
+    pub(super) _ah: Option<AddressHandle>,
+    pub(super) recv: RecvRing,
+    pub(super) qp: OwnedQp,
+    pub(super) send_cq: OwnedCq,
+    pub(super) recv_cq: OwnedCq,
+    pub(super) mem: RegisteredBuf,
+    pub(super) _pd: Arc<ProtectionDomain>,
+    pub(super) _ctx: Arc<DeviceContext>,
     /// Send WRs posted and not yet freed by a polled signaled completion.
-    outstanding: u32,
+    pub(super) outstanding: u32,
     /// Unsignaled WRs posted since the last signaled one.
-    unsignaled: u32,
+    pub(super) unsignaled: u32,
     /// Signaled completions polled inside `post` (SQ full), handed out by
     /// `poll_send_done` later.
-    stash: Box<[u64]>,
-    stash_head: usize,
-    stash_len: usize,
+    pub(super) stash: Box<[u64]>,
+    pub(super) stash_head: usize,
+    pub(super) stash_len: usize,
     /// Next sequence number expected (unwraps truncated carriers).
-    expected: u64,
+    pub(super) expected: u64,
     /// Last marker byte seen in the write target (plain write).
-    last_marker: u8,
-    payload_off: usize,
-    info: TransportInfo,
-    s: Setup,
+    pub(super) last_marker: u8,
+    pub(super) payload_off: usize,
+    pub(super) info: TransportInfo,
+    pub(super) s: Setup,
 }
 
 #[inline(always)]
@@ -842,37 +299,14 @@ impl Channel for VerbsChannel {
 /// `wait_recv` receive on QP B, `poll_send_done` reports A's signaled
 /// sends. One clock times both ends.
 pub struct LoopbackChannel {
-    a: VerbsChannel,
-    b: VerbsChannel,
-    info: TransportInfo,
-}
-
-/// Builds a [`LoopbackChannel`]: prepares A on `cfg.dev` and B on
-/// `cfg.peer_dev` (default: the same device), connects each to the other.
-pub fn loopback(cfg: &VerbsConfig) -> Result<LoopbackChannel, VerbsError> {
-    let (pa, ea) = prepare_on(cfg, cfg.dev.as_deref())?;
-    let peer_dev = cfg
-        .peer_dev
-        .as_deref()
-        .or(cfg.dev.as_deref())
-        .map(str::to_string);
-    let peer_dev = match peer_dev {
-        Some(d) => Some(d),
-        None => Some(pa.s.dev.clone()),
-    };
-    let (pb, eb) = prepare_on(cfg, peer_dev.as_deref())?;
-    let b = pb.connect(&ea)?;
-    let a = pa.connect(&eb)?;
-    let mut info = a.info.clone();
-    info.detail = format!("loopback {} -> {}: {}", a.s.dev, b.s.dev, info.detail);
-    info.facts
-        .push(("peer_device".to_string(), b.s.dev.clone()));
-    Ok(LoopbackChannel { a, b, info })
+    pub(super) a: VerbsChannel,
+    pub(super) b: VerbsChannel,
+    pub(super) info: TransportInfo,
 }
 
 impl LoopbackChannel {
-    /// The sender's [`Endpoint`]-side facts (device, inline used, ...) as
-    /// the report prints them.
+    /// The sender's [`Endpoint`](super::Endpoint)-side facts (device,
+    /// inline used, ...) as the report prints them.
     pub fn sender_info(&self) -> &TransportInfo {
         &self.a.info
     }

@@ -17,7 +17,8 @@
 //! - [`VerbsConfig::new`] turns a [`crate::spec::ChannelSpec`] (rc, uc or
 //!   ud) into a typed, statically validated configuration.
 //!   Device-dependent limits (inline, MTU, port state, GID) are checked in
-//!   [`prepare`]. Most callers open channels through
+//!   [`prepare`] (cold setup: `setup.rs`; the hot post/poll path:
+//!   `channel.rs`). Most callers open channels through
 //!   [`crate::probe::open`] instead of calling this module directly.
 //! - One-way loopback (one process, two QPs): [`loopback`] returns a
 //!   [`LoopbackChannel`] (implements [`crate::transport::Channel`]).
@@ -53,10 +54,13 @@
 mod channel;
 mod config;
 mod device;
+mod setup;
+mod types;
 
-pub use channel::{loopback, prepare, Endpoint, LoopbackChannel, Prepared, VerbsChannel};
+pub use channel::{LoopbackChannel, VerbsChannel};
 pub use config::VerbsConfig;
 pub use device::{devices, DeviceCaps, DeviceInfo, GidInfo, PortInfo};
+pub use setup::{loopback, prepare, Endpoint, Prepared};
 
 use crate::transport::TransportError;
 

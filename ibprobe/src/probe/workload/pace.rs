@@ -1,0 +1,227 @@
+//! The pacer: when the next message may go, on the probe's own clock.
+//!
+//! Why it exists: `--rate`, `--burst`/`--pause` and `--duration` mean the
+//! same for every workload. The schedule is a step every `period_ticks`
+//! from the start; a step whose time passed while the message before was
+//! still in flight is *missed* (counted, as a timer's expiration count
+//! would, and not made up later). The end of a timed run is a step too: a
+//! step at or past the end is not sent, and the steps due before the end
+//! but never sent count as missed. After every `burst` messages the pacer
+//! pauses for `pause_ticks` and the schedule restarts from there.
+//!
+//! Waiting spins on the clock; with event polling it first sleeps in
+//! nanosleep until ~50 us before the step (the one syscall of that mode
+//! besides the transport's), so a paced event-mode probe costs almost no
+//! CPU between messages (ibexporter's overhead budget) yet posts on time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::clock::Clock;
+use crate::probe::config::Plan;
+
+/// What [`Pacer::before_post`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Post the next message now.
+    Go,
+    /// The stop flag was set during the wait.
+    Stopped,
+    /// The run's time is over; `missed` steps were due before the end and
+    /// never sent.
+    End {
+        /// Paced steps due before the end, never sent.
+        missed: u64,
+    },
+}
+
+/// The schedule of one run: built at its first timestamp, asked before
+/// each post ([`Pacer::before_post`]) and told after each message
+/// ([`Pacer::after_message`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Pacer {
+    /// Ticks between steps; 0: no pacing.
+    period_ticks: u64,
+    /// Messages per burst; 0: no pauses.
+    burst: u64,
+    /// Ticks of each pause.
+    pause_ticks: u64,
+    /// Ticks of the run (`u64::MAX` for a counted run).
+    duration_ticks: u64,
+    /// Sleep while waiting (event polling).
+    event: bool,
+    /// When the run began.
+    start: u64,
+    /// When the run ends (saturated for a counted run).
+    deadline: u64,
+    /// The next step's time.
+    step: u64,
+}
+
+impl Pacer {
+    /// The schedule of `plan` for a run that begins at `start`.
+    pub fn new(plan: &Plan, start: u64) -> Pacer {
+        Pacer {
+            period_ticks: plan.period_ticks,
+            burst: plan.burst,
+            pause_ticks: plan.pause_ticks,
+            duration_ticks: plan.duration_ticks,
+            event: plan.event,
+            start,
+            deadline: start.saturating_add(plan.duration_ticks),
+            step: start,
+        }
+    }
+
+    /// Before a post: waits for the step (paced runs), then checks the end
+    /// of a timed run.
+    #[inline(always)]
+    pub fn before_post(&mut self, clock: &Clock, stop: &AtomicBool) -> Gate {
+        if self.period_ticks > 0 {
+            wait_until(clock, self.step, stop, self.event);
+            if stop.load(Ordering::Relaxed) {
+                return Gate::Stopped;
+            }
+        }
+        // After the pacing wait: a step at or past the end is not sent.
+        if clock.now().wrapping_sub(self.start) >= self.duration_ticks {
+            // Paced steps due before the end but never sent were missed.
+            let left = self.deadline.saturating_sub(self.step);
+            let missed = match left.checked_div(self.period_ticks) {
+                Some(n) => n + u64::from(n * self.period_ticks < left),
+                None => 0,
+            };
+            return Gate::End { missed };
+        }
+        Gate::Go
+    }
+
+    /// After a message that ended at `now`, the `sent`-th of the run:
+    /// moves to the next step and returns how many steps were missed while
+    /// it was in flight; after a full burst, pauses. Returns 0 unpaced.
+    #[inline(always)]
+    pub fn after_message(&mut self, clock: &Clock, now: u64, sent: u64, stop: &AtomicBool) -> u64 {
+        let mut missed = 0;
+        // Paced (period > 0): the steps whose time has come since the last
+        // step used (up to the end of a timed run); all but the latest were
+        // missed (the message before was in flight).
+        if let Some(passed) = now
+            .min(self.deadline)
+            .saturating_sub(self.step)
+            .checked_div(self.period_ticks)
+        {
+            if passed > 1 {
+                missed = passed - 1;
+            }
+            self.step = self.step.wrapping_add(passed.max(1) * self.period_ticks);
+        }
+        if self.burst > 0 && sent.is_multiple_of(self.burst) {
+            wait_until(clock, now.wrapping_add(self.pause_ticks), stop, self.event);
+            self.step = clock.now();
+        }
+        missed
+    }
+}
+
+/// Waits until the clock reaches `t` or `stop` is set: spinning, or with
+/// `sleep` (event polling) in nanosleep until ~50 us before `t`, then
+/// spinning.
+#[inline(always)]
+pub fn wait_until(clock: &Clock, t: u64, stop: &AtomicBool, sleep: bool) {
+    if sleep {
+        loop {
+            let left = t.wrapping_sub(clock.now()) as i64;
+            let left_ns = if left > 0 {
+                clock.ticks_to_ns(left as u64)
+            } else {
+                0
+            };
+            if left_ns <= 50_000 || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            // nanosleep: no allocation, no lock; at most 100 ms so the
+            // stop flag is seen.
+            std::thread::sleep(std::time::Duration::from_nanos(
+                (left_ns - 50_000).min(100_000_000),
+            ));
+        }
+    }
+    while (clock.now().wrapping_sub(t) as i64) < 0 && !stop.load(Ordering::Relaxed) {
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::{Length, ProbeConfig};
+    use crate::probe::workload::stop_wait::measure;
+    use crate::probe::workload::Histos;
+    use crate::transport::{Channel, TransportError, TransportInfo};
+
+    /// Delivers each message `delay_ns` after its post (a slow network).
+    struct Slow {
+        clock: Clock,
+        delay_ns: u64,
+        posted: Option<(u64, u64)>,
+    }
+
+    impl Channel for Slow {
+        fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+            self.posted = Some((seq, self.clock.now()));
+            Ok(())
+        }
+        fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+            match self.posted {
+                Some((s, t)) if self.clock.ticks_to_ns(self.clock.now() - t) >= self.delay_ns => {
+                    self.posted = None;
+                    Ok(Some(s))
+                }
+                _ => Ok(None),
+            }
+        }
+        fn info(&self) -> TransportInfo {
+            TransportInfo::default()
+        }
+    }
+
+    #[test]
+    fn slow_messages_miss_paced_steps_and_the_schedule_adds_up() {
+        let clock = Clock::monotonic();
+        let cfg = ProbeConfig {
+            length: Length::Count(200),
+            rate_hz: Some(10_000.0), // 100 us steps
+            ..ProbeConfig::default()
+        };
+        let plan = Plan::measured(&cfg, &clock);
+        let mut ch = Slow {
+            clock,
+            delay_ns: 250_000,
+            posted: None,
+        };
+        let (mut cur, mut total) = (Histos::default(), Histos::default());
+        let t = measure(
+            &mut ch,
+            &clock,
+            &plan,
+            0,
+            &AtomicBool::new(false),
+            &mut cur,
+            &mut total,
+            None,
+        )
+        .unwrap();
+        assert_eq!((t.sent, t.lost), (200, 0));
+        assert_eq!(total.primary.len(), 200);
+        assert!(total.primary.summary().min_ns >= 250_000);
+        // Each message takes 2.5 steps: at least 1.5 missed per message
+        // (more if this thread was preempted).
+        assert!(t.missed_steps >= 290, "missed {}", t.missed_steps);
+        // Sent + missed steps cover the elapsed time, one step per 100 us.
+        let steps = t.sent + t.missed_steps;
+        let by_time = clock.ticks_to_ns(t.elapsed_ticks) / 100_000;
+        assert!(
+            steps.abs_diff(by_time) <= 3,
+            "steps {steps}, elapsed {by_time} periods"
+        );
+    }
+}

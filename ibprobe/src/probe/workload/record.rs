@@ -1,0 +1,266 @@
+//! Recording: the histograms a run fills, its counters, and the interval
+//! bookkeeping that streams them to a [`Sink`].
+//!
+//! Why it exists: every workload records the same way (a sample into the
+//! current interval's histograms; every `Plan::interval_ticks` the interval
+//! goes to the sink and into the run's total, then is reset), so a workload
+//! only says *what* happened ([`Recorder::posted`], [`Recorder::arrived`],
+//! [`Recorder::lost`], [`Recorder::missed`]) and *when* ([`Recorder::tick`]).
+//! Nothing here allocates: the histograms are allocated by the runner
+//! before the run, and recording only counts.
+
+use crate::clock::Clock;
+use crate::stats::LatencyHistogram;
+
+/// The distributions one loop fills: the primary (one-way or RTT) and the
+/// send-completion latency.
+#[derive(Clone, Debug, Default)]
+pub struct Histos {
+    /// t_recv - t_subm: one-way latency, or the round trip.
+    pub primary: LatencyHistogram,
+    /// t_comp - t_subm for signaled sends.
+    pub send_done: LatencyHistogram,
+}
+
+impl Histos {
+    fn absorb(&mut self, other: &Histos) {
+        self.primary.merge(&other.primary);
+        self.send_done.merge(&other.send_done);
+    }
+    fn reset(&mut self) {
+        self.primary.reset();
+        self.send_done.reset();
+    }
+}
+
+/// One interval's worth of samples, handed to a [`Sink`] and then reset.
+#[derive(Debug)]
+pub struct Interval<'a> {
+    /// Start of the interval, ns since the measured part began.
+    pub start_ns: u64,
+    /// End of the interval, ns since the measured part began.
+    pub end_ns: u64,
+    /// Samples of the interval (one-way or RTT).
+    pub primary: &'a LatencyHistogram,
+    /// Send-completion samples of the interval.
+    pub send_done: &'a LatencyHistogram,
+    /// Messages posted in the interval.
+    pub sent: u64,
+    /// Messages lost in the interval.
+    pub lost: u64,
+    /// Paced steps missed in the interval.
+    pub missed_steps: u64,
+}
+
+/// Consumes interval histograms while a probe runs, so a long-running
+/// consumer (ibexporter) gets a stream with constant memory: the loop
+/// hands over each interval's histograms and then resets them.
+/// `interval` runs on the measuring thread between messages: keep it short.
+///
+/// ```
+/// use std::sync::atomic::AtomicBool;
+/// use std::time::Duration;
+/// use ibprobe::clock::Clock;
+/// use ibprobe::probe::workload::{Interval, Sink};
+/// use ibprobe::probe::{runner, Length, ProbeConfig};
+/// use ibprobe::transport::shm::ShmChannel;
+///
+/// /// Keeps one p99 per interval (an exporter would set a gauge).
+/// struct P99s(Vec<u64>);
+/// impl Sink for P99s {
+///     fn interval(&mut self, iv: &Interval<'_>) {
+///         self.0.push(iv.primary.summary().p99_ns);
+///     }
+/// }
+/// let cfg = ProbeConfig {
+///     length: Length::Duration(Duration::from_millis(50)),
+///     interval: Some(Duration::from_millis(10)),
+///     lock_memory: false,
+///     ..ProbeConfig::default()
+/// };
+/// let mut ch = ShmChannel::loopback(cfg.size).unwrap();
+/// let mut sink = P99s(Vec::new());
+/// let stop = AtomicBool::new(false);
+/// let out = runner::run(&cfg, &mut ch, &Clock::calibrate(), &stop, Some(&mut sink)).unwrap();
+/// assert!(!sink.0.is_empty());
+/// assert!(out.one_way.unwrap().len() > 0);
+/// ```
+pub trait Sink {
+    /// One interval has ended.
+    fn interval(&mut self, iv: &Interval<'_>);
+}
+
+/// Counters of one loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Messages posted.
+    pub sent: u64,
+    /// Messages with no arrival within the timeout.
+    pub lost: u64,
+    /// Paced steps missed.
+    pub missed_steps: u64,
+    /// Ticks from the first post to the end.
+    pub elapsed_ticks: u64,
+    /// The Ctrl-C flag ended the loop.
+    pub interrupted: bool,
+    /// Next sequence number to use.
+    pub next_seq: u64,
+}
+
+/// Messages posted and lost, and paced steps missed: counted for the run
+/// and again for the current interval.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    sent: u64,
+    lost: u64,
+    missed: u64,
+}
+
+/// Records one run: samples into `cur`, which goes to the sink and into
+/// `total` every `interval_ticks` (0: only at the end), and the run's and
+/// the interval's counters. Built by the caller of a workload with the
+/// histograms allocated beforehand; the workload calls [`Recorder::begin`]
+/// at its first timestamp and [`Recorder::finish`] at its last.
+pub struct Recorder<'a> {
+    clock: &'a Clock,
+    interval_ticks: u64,
+    cur: &'a mut Histos,
+    total: &'a mut Histos,
+    sink: Option<&'a mut dyn Sink>,
+    /// When the measured part began (ticks).
+    start: u64,
+    /// When the current interval began (ticks).
+    iv_start: u64,
+    run: Counts,
+    iv: Counts,
+}
+
+impl<'a> Recorder<'a> {
+    /// A recorder filling `cur` (delivered to `sink` and merged into
+    /// `total` every `interval_ticks`, and at the end).
+    pub fn new<'s: 'a>(
+        clock: &'a Clock,
+        interval_ticks: u64,
+        cur: &'a mut Histos,
+        total: &'a mut Histos,
+        sink: Option<&'a mut (dyn Sink + 's)>,
+    ) -> Recorder<'a> {
+        Recorder {
+            clock,
+            interval_ticks,
+            cur,
+            total,
+            sink: sink.map(|s| s as &mut dyn Sink),
+            start: 0,
+            iv_start: 0,
+            run: Counts::default(),
+            iv: Counts::default(),
+        }
+    }
+
+    /// The measured part (and its first interval) begins at `now`.
+    #[inline(always)]
+    pub fn begin(&mut self, now: u64) {
+        self.start = now;
+        self.iv_start = now;
+    }
+
+    /// Messages posted so far in this run.
+    #[inline(always)]
+    pub fn sent(&self) -> u64 {
+        self.run.sent
+    }
+
+    /// One message was posted.
+    #[inline(always)]
+    pub fn posted(&mut self) {
+        self.run.sent += 1;
+        self.iv.sent += 1;
+    }
+
+    /// A message arrived `primary_ns` after its post; its send completed
+    /// `send_done_ns` after it (signaled sends only).
+    #[inline(always)]
+    pub fn arrived(&mut self, primary_ns: u64, send_done_ns: Option<u64>) {
+        self.cur.primary.record(primary_ns);
+        if let Some(c) = send_done_ns {
+            self.cur.send_done.record(c);
+        }
+    }
+
+    /// A message got no arrival within the timeout.
+    #[inline(always)]
+    pub fn lost(&mut self) {
+        self.run.lost += 1;
+        self.iv.lost += 1;
+    }
+
+    /// `n` paced steps were missed.
+    #[inline(always)]
+    pub fn missed(&mut self, n: u64) {
+        self.run.missed += n;
+        self.iv.missed += n;
+    }
+
+    /// Between messages, at `now`: when the interval is over, hands it to
+    /// the sink, merges it into the total and starts the next one.
+    #[inline(always)]
+    pub fn tick(&mut self, now: u64) {
+        if self.interval_ticks > 0 && now.wrapping_sub(self.iv_start) >= self.interval_ticks {
+            self.roll(now);
+        }
+    }
+
+    /// Ends the current interval at `now` and starts the next.
+    fn roll(&mut self, now: u64) {
+        self.deliver(now.wrapping_sub(self.start));
+        self.total.absorb(self.cur);
+        self.cur.reset();
+        self.iv = Counts::default();
+        self.iv_start = now;
+    }
+
+    /// Hands the current interval, ending `to` ticks after the start, to
+    /// the sink (if any).
+    fn deliver(&mut self, to: u64) {
+        if let Some(s) = self.sink.as_deref_mut() {
+            s.interval(&Interval {
+                start_ns: self
+                    .clock
+                    .ticks_to_ns(self.iv_start.wrapping_sub(self.start)),
+                end_ns: self.clock.ticks_to_ns(to),
+                primary: &self.cur.primary,
+                send_done: &self.cur.send_done,
+                sent: self.iv.sent,
+                lost: self.iv.lost,
+                missed_steps: self.iv.missed,
+            });
+        }
+    }
+
+    /// A run that fails part-way keeps what it measured: the current
+    /// interval goes into the total (not to the sink).
+    pub fn keep_partial(&mut self) {
+        self.total.absorb(self.cur);
+    }
+
+    /// The run ended at `end`: delivers the last, partial interval (if
+    /// intervals are on and it has messages), merges it into the total and
+    /// returns the run's counters with `next_seq` and `interrupted`.
+    pub fn finish(&mut self, end: u64, next_seq: u64, interrupted: bool) -> Tally {
+        let elapsed_ticks = end.wrapping_sub(self.start);
+        if self.interval_ticks > 0 && self.iv.sent > 0 {
+            self.deliver(elapsed_ticks);
+        }
+        self.total.absorb(self.cur);
+        self.cur.reset();
+        Tally {
+            sent: self.run.sent,
+            lost: self.run.lost,
+            missed_steps: self.run.missed,
+            elapsed_ticks,
+            interrupted,
+            next_seq,
+        }
+    }
+}

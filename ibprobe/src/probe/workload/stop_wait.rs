@@ -1,0 +1,271 @@
+//! Stop-and-wait: THE measurement loop of today's probe. One message at a
+//! time, so a reader can check it in one sitting:
+//! - no allocation (histograms are allocated before; recording never
+//!   allocates), no lock, no syscall beyond the transport's own calls and
+//!   the clock read;
+//! - one message at a time: `t_subm = now; post(seq)`, then poll until the
+//!   arrival of `seq` (`t_recv`) and, for a signaled send, its completion
+//!   (`t_comp`); record `t_recv - t_subm` (one-way, or the RTT when the
+//!   arrival is the peer's echo) and `t_comp - t_subm`;
+//! - an arrival with an older sequence number (a late message already
+//!   counted lost) is skipped; no arrival within the timeout is a loss, and
+//!   `max_consecutive_lost` losses in a row end the run (the peer is gone);
+//! - between messages: the Ctrl-C flag, the end (count or duration), the
+//!   rate pacing and the pause after a burst ([`super::pace`]), and the
+//!   interval delivery to a [`Sink`] ([`super::record`]).
+//!
+//! Event polling (`Plan::event`) waits in `Channel::wait_recv` for the
+//! arrival and then polls the send completion, so in that mode `t_comp` is
+//! taken no earlier than the arrival.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::pace::{Gate, Pacer};
+use super::record::{Histos, Recorder, Sink, Tally};
+use super::{Ctx, Workload};
+use crate::clock::Clock;
+use crate::probe::config::Plan;
+use crate::transport::{Channel, TransportError};
+
+/// The stop-and-wait workload: post, wait for the arrival, record, next.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StopWait;
+
+enum Msg {
+    Arrived { recv: u64, comp: Option<u64> },
+    Lost,
+}
+
+/// Sends one message and waits for its arrival (and send completion).
+#[inline(always)]
+fn one<C: Channel + ?Sized>(
+    ch: &mut C,
+    clock: &Clock,
+    plan: &Plan,
+    seq: u64,
+) -> Result<Msg, TransportError> {
+    let want_comp = ch.has_send_completions() && ch.is_signaled(seq);
+    let t_subm = clock.now();
+    ch.post(seq)?;
+    let (mut t_recv, mut t_comp) = (None, None);
+    loop {
+        if t_recv.is_none() {
+            let got = if plan.event {
+                ch.wait_recv(clock, plan.timeout_ns)?
+            } else {
+                ch.poll_recv()?
+            };
+            if let Some(s) = got {
+                let t = clock.now();
+                if s == seq {
+                    t_recv = Some(t);
+                }
+            }
+        }
+        if want_comp && t_comp.is_none() {
+            if let Some(s) = ch.poll_send_done()? {
+                let t = clock.now();
+                if s == seq {
+                    t_comp = Some(t);
+                }
+            }
+        }
+        if t_recv.is_some() && (!want_comp || t_comp.is_some()) {
+            break;
+        }
+        if clock.now().wrapping_sub(t_subm) > plan.timeout_ticks {
+            break;
+        }
+    }
+    Ok(match t_recv {
+        Some(r) => Msg::Arrived {
+            recv: clock.ticks_to_ns(r.wrapping_sub(t_subm)),
+            comp: t_comp.map(|c| clock.ticks_to_ns(c.wrapping_sub(t_subm))),
+        },
+        None => Msg::Lost,
+    })
+}
+
+impl Workload for StopWait {
+    fn run<C: Channel + ?Sized>(
+        &mut self,
+        ch: &mut C,
+        cx: &Ctx<'_>,
+        rec: &mut Recorder<'_>,
+    ) -> Result<Tally, TransportError> {
+        let Ctx {
+            clock, plan, stop, ..
+        } = *cx;
+        let mut seq = cx.first_seq;
+        let mut interrupted = false;
+        let mut in_a_row = 0u32;
+        let start = clock.now();
+        rec.begin(start);
+        let mut pace = Pacer::new(plan, start);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break;
+            }
+            if rec.sent() >= plan.count {
+                break;
+            }
+            match pace.before_post(clock, stop) {
+                Gate::Go => {}
+                Gate::Stopped => continue, // seen at the top of the loop
+                Gate::End { missed } => {
+                    rec.missed(missed);
+                    break;
+                }
+            }
+            let msg = one(ch, clock, plan, seq)?;
+            rec.posted();
+            match msg {
+                Msg::Arrived { recv, comp } => {
+                    in_a_row = 0;
+                    rec.arrived(recv, comp);
+                }
+                Msg::Lost => {
+                    rec.lost();
+                    in_a_row += 1;
+                    if in_a_row >= plan.max_consecutive_lost {
+                        rec.keep_partial();
+                        return Err(TransportError::PeerLost(format!(
+                            "{in_a_row} messages in a row got no answer within {} ms each (last seq {seq})",
+                            plan.timeout_ns / 1_000_000
+                        )));
+                    }
+                }
+            }
+            seq += 1;
+            let now = clock.now();
+            rec.missed(pace.after_message(clock, now, rec.sent(), stop));
+            rec.tick(now);
+        }
+        Ok(rec.finish(clock.now(), seq, interrupted))
+    }
+}
+
+/// Runs `plan` stop-and-wait on `ch`, recording into `cur` (delivered to
+/// `sink` and merged into `total` every `plan.interval_ticks`, and at the
+/// end). Sequence numbers start at `first_seq`. Returns the counters; an
+/// error from the transport, or `max_consecutive_lost` losses in a row,
+/// ends it.
+#[allow(clippy::too_many_arguments)]
+pub fn measure<C: Channel + ?Sized>(
+    ch: &mut C,
+    clock: &Clock,
+    plan: &Plan,
+    first_seq: u64,
+    stop: &AtomicBool,
+    cur: &mut Histos,
+    total: &mut Histos,
+    sink: Option<&mut dyn Sink>,
+) -> Result<Tally, TransportError> {
+    let cx = Ctx {
+        clock,
+        plan,
+        stop,
+        first_seq,
+    };
+    let mut rec = Recorder::new(clock, plan.interval_ticks, cur, total, sink);
+    StopWait.run(ch, &cx, &mut rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::{Length, ProbeConfig};
+    use crate::transport::TransportInfo;
+
+    /// Holds message 0 back until message 1 is posted, then delivers
+    /// both in order; never delivers anything when `silent`. Driven by
+    /// posts, not time, so a loaded machine cannot change the outcome.
+    struct Held {
+        silent: bool,
+        queue: Vec<u64>,
+    }
+
+    impl Channel for Held {
+        fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+            if !self.silent && seq >= 1 {
+                if seq == 1 {
+                    self.queue.push(0);
+                }
+                self.queue.push(seq);
+            }
+            Ok(())
+        }
+        fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+            Ok(if self.queue.is_empty() {
+                None
+            } else {
+                Some(self.queue.remove(0))
+            })
+        }
+        fn info(&self) -> TransportInfo {
+            TransportInfo::default()
+        }
+    }
+
+    fn short_timeout(count: u64) -> Plan {
+        let cfg = ProbeConfig {
+            length: Length::Count(count),
+            timeout: std::time::Duration::from_millis(5),
+            max_consecutive_lost: 2,
+            ..ProbeConfig::default()
+        };
+        Plan::measured(&cfg, &Clock::monotonic())
+    }
+
+    #[test]
+    fn losses_in_a_row_end_the_run() {
+        let mut ch = Held {
+            silent: true,
+            queue: Vec::new(),
+        };
+        let (mut cur, mut total) = (Histos::default(), Histos::default());
+        let clock = Clock::monotonic();
+        let stop = AtomicBool::new(false);
+        let e = measure(
+            &mut ch,
+            &clock,
+            &short_timeout(10),
+            0,
+            &stop,
+            &mut cur,
+            &mut total,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("2 messages in a row"), "{e}");
+        assert!(total.primary.is_empty());
+    }
+
+    #[test]
+    fn a_late_arrival_is_lost_once_and_then_skipped() {
+        let mut ch = Held {
+            silent: false,
+            queue: Vec::with_capacity(8),
+        };
+        let (mut cur, mut total) = (Histos::default(), Histos::default());
+        let clock = Clock::monotonic();
+        let stop = AtomicBool::new(false);
+        let t = measure(
+            &mut ch,
+            &clock,
+            &short_timeout(3),
+            0,
+            &stop,
+            &mut cur,
+            &mut total,
+            None,
+        )
+        .unwrap();
+        // 0 is lost (held past its timeout), then arrives before 1 and is
+        // skipped, not taken for 1; 1 and 2 are measured.
+        assert_eq!((t.sent, t.lost), (3, 1));
+        assert_eq!(total.primary.len(), 2);
+        assert!(ch.queue.is_empty());
+    }
+}
