@@ -100,6 +100,10 @@ fn other_bad_values_are_one_line() {
         &["--pause"],
     );
     bad_input_like(
+        &["loopback", "--transport", "shm", "--consume-delay", "2s"],
+        &["--consume-delay 2s", "--timeout 1s"],
+    );
+    bad_input_like(
         &[
             "loopback",
             "--transport",

@@ -307,6 +307,58 @@ fn shm_client_server_round_trip() {
     client_server("shm", &[]);
 }
 
+/// `--consume-delay T`: the receiver spends T on each message. In a
+/// round trip that is the echo (the in-process echo thread, and `ibprobe
+/// server`, which learns it in the handshake), so every RTT grows by T;
+/// in one-way loopback it is the measuring thread after each arrival, so
+/// the one-way latency does not include it but the run takes count x T.
+#[test]
+fn consume_delay_is_spent_by_the_receiver() {
+    let t = 200_000u64;
+    let rtt_p50 = |v: &Value| u(dist(v, "rtt"), "p50_ns");
+    let v = json_run(&[
+        "loopback",
+        "-t",
+        "shm",
+        "--round-trip",
+        "--count",
+        "300",
+        "--consume-delay",
+        "200us",
+    ]);
+    assert!(rtt_p50(&v) >= t, "in-process echo: {v}");
+    assert_eq!(v["config"]["consume_delay"], "200µs", "{v}");
+    let server = Server::start("udp", &[]);
+    let v = json_run(&[
+        "client",
+        &server.addr,
+        "-t",
+        "udp",
+        "--count",
+        "300",
+        "--consume-delay",
+        "200us",
+    ]);
+    assert!(rtt_p50(&v) >= t, "ibprobe server: {v}");
+    assert_eq!(server.wait().0, 0);
+    let v = json_run(&[
+        "loopback",
+        "-t",
+        "shm",
+        "--count",
+        "300",
+        "--consume-delay",
+        "200us",
+    ]);
+    let one_way = dist(&v, "one_way");
+    assert!(u(one_way, "p50_ns") < t, "consumed after the arrival: {v}");
+    assert!(u(&v["run"], "elapsed_ns") >= 300 * t, "{v}");
+    // Without the knob the same runs are far faster (the delay is what
+    // made the difference above).
+    let v = json_run(&["loopback", "-t", "shm", "--round-trip", "--count", "300"]);
+    assert!(rtt_p50(&v) < t / 4, "{v}");
+}
+
 /// `--poll event` on UDP: both ends sleep in poll(2) between datagrams.
 #[test]
 fn udp_event_polling_everywhere() {

@@ -222,6 +222,10 @@ pub struct MeasureArgs {
     /// A message without an answer after this long is lost; 3 in a row end the run.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub timeout: Duration,
+    /// The receiver spends this long on each message (a slow consumer), e.g. 20us:
+    /// after each arrival in one-way loopback, before each echo in a round trip.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub consume_delay: Duration,
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
     pub no_mlock: bool,
@@ -460,6 +464,7 @@ impl MeasureArgs {
             poll: t.verbs.poll,
             lock_memory: !self.no_mlock,
             interval: self.hdr_log.as_ref().map(|_| self.log_interval),
+            consume_delay: self.consume_delay,
         };
         cfg.validate().map_err(|e| CliError::input(e.0))?;
         Ok(cfg)

@@ -22,7 +22,8 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
         OobError::Refused(_) | OobError::Resolve { .. } => CliError::input(e.to_string()),
         _ => CliError::run(e.to_string()),
     })?;
-    let params = serde_json::to_value(&cfg).unwrap_or_default();
+    let mut params = serde_json::to_value(&cfg).unwrap_or_default();
+    params["receiver"] = serde_json::to_value(cfg.receiver()).unwrap_or_default();
     let mut ch = session::open_client(&mut oob, &spec, params).map_err(session_err)?;
     let r = measure_and_print(
         &cfg,

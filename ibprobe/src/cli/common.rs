@@ -151,6 +151,9 @@ pub fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)
             .unwrap_or_else(|| "unpinned".into()),
     ));
     v.push(("timeout".into(), format!("{:?}", cfg.timeout)));
+    if !cfg.consume_delay.is_zero() {
+        v.push(("consume_delay".into(), format!("{:?}", cfg.consume_delay)));
+    }
     v
 }
 

@@ -21,7 +21,7 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let (mut ch, echo) = if a.round_trip {
-        let (c, e) = open::echo_pair(&spec, clock, None).map_err(open_err)?;
+        let (c, e) = open::echo_pair(&spec, cfg.receiver(), clock, None).map_err(open_err)?;
         (c, Some(e))
     } else {
         (open::loopback(&spec).map_err(open_err)?, None)

@@ -81,6 +81,13 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         return Err(CliError::run(format!("refused {}", e.detail)));
     }
     let spec = t.channel_spec(hello.size);
+    let receiver = match session::receiver(&hello) {
+        Ok(r) => r,
+        Err(e) => {
+            let e = session::refuse(&mut oob, e);
+            return Err(CliError::run(format!("refused {}", e.detail)));
+        }
+    };
     let mut ch = session::open_server(&mut oob, &hello, &spec).map_err(|e| match e.reason {
         "refused" => CliError::run(format!("refused {}", e.detail)),
         _ => session_err(e),
@@ -97,7 +104,7 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         &clock,
         stop,
         default_cpu(t),
-        spec.poll,
+        &receiver,
         a.handshake_timeout,
     )
     .map_err(|e| CliError::run(e.detail))?;

@@ -48,16 +48,14 @@ fn cell_config(
         },
         warmup: a.warmup,
         rate_hz: (rate > 0.0).then_some(rate),
-        burst: None,
-        pause: None,
         cpu,
         timeout: a.timeout,
-        max_consecutive_lost: 3,
         mode: Mode::OneWay,
         poll: a.transport.verbs.poll,
         lock_memory: !a.no_mlock,
-        interval: None,
+        ..ProbeConfig::default()
     };
+
     cfg.validate().map_err(|e| CliError::input(e.0))?;
     Ok(cfg)
 }

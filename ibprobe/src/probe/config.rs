@@ -64,6 +64,10 @@ pub struct ProbeConfig {
     pub lock_memory: bool,
     /// Deliver an interval histogram to the sink this often (`None`: never).
     pub interval: Option<Duration>,
+    /// The receiver spends this long on each message (a slow consumer):
+    /// the measuring thread after each arrival in one-way loopback, the
+    /// echo before it answers in a round trip. Zero: none.
+    pub consume_delay: Duration,
 }
 
 impl Default for ProbeConfig {
@@ -82,6 +86,7 @@ impl Default for ProbeConfig {
             poll: Poll::Busy,
             lock_memory: true,
             interval: None,
+            consume_delay: Duration::ZERO,
         }
     }
 }
@@ -156,6 +161,12 @@ impl ProbeConfig {
                 ));
             }
         }
+        if self.consume_delay >= self.timeout {
+            return bad(format!(
+                "--consume-delay {:?} is not below --timeout {:?}: every message would count as lost; shorten it or raise --timeout",
+                self.consume_delay, self.timeout
+            ));
+        }
         if let Some(i) = self.interval {
             if i < Duration::from_millis(1) {
                 return bad(format!(
@@ -172,6 +183,42 @@ fn list(cpus: &[usize]) -> String {
         .map(|c| c.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// How the receiving end behaves: in one-way loopback the measuring
+/// thread itself, in a round trip the echo (an in-process echo thread,
+/// `ibprobe server`, ibexporter's responder).
+///
+/// Why it exists: the receive side's knobs are the client's to choose
+/// (they are part of what is measured), so the client sends this in the
+/// handshake and a server needs no flags for them. A new receive-side
+/// knob is a field here and its line in the workload that receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Receiver {
+    /// Busy or event polling.
+    pub poll: Poll,
+    /// Time spent on each message before the next is taken (or echoed).
+    #[serde(default)]
+    pub consume_delay: Duration,
+}
+
+impl Default for Receiver {
+    fn default() -> Self {
+        Receiver {
+            poll: Poll::Busy,
+            consume_delay: Duration::ZERO,
+        }
+    }
+}
+
+impl ProbeConfig {
+    /// The receive side of this probe.
+    pub fn receiver(&self) -> Receiver {
+        Receiver {
+            poll: self.poll,
+            consume_delay: self.consume_delay,
+        }
+    }
 }
 
 /// The configuration in clock ticks, computed once before the loop.
@@ -197,6 +244,8 @@ pub struct Plan {
     pub event: bool,
     /// Ticks between sink deliveries; 0: none.
     pub interval_ticks: u64,
+    /// Ticks the receiving end spends on each message; 0: none.
+    pub consume_ticks: u64,
 }
 
 /// Nanoseconds to ticks of `clock` (kept as a function so the plan's
@@ -235,6 +284,20 @@ impl Plan {
             max_consecutive_lost: cfg.max_consecutive_lost,
             event: cfg.poll == Poll::Event,
             interval_ticks: cfg.interval.map(t).unwrap_or(0),
+            // In a round trip the echo consumes (its own Plan::echo).
+            consume_ticks: match cfg.mode {
+                Mode::OneWay => t(cfg.consume_delay),
+                Mode::RoundTrip => 0,
+            },
+        }
+    }
+
+    /// The receive side alone, for an echo (the rest is the sender's).
+    pub fn echo(r: &Receiver, clock: &Clock) -> Plan {
+        Plan {
+            event: r.poll == Poll::Event,
+            consume_ticks: ns_to_ticks(clock, dur_ns(r.consume_delay)),
+            ..Plan::default()
         }
     }
 

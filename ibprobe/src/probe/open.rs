@@ -15,6 +15,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use super::config::Receiver;
 use super::runner::EchoThread;
 use crate::clock::Clock;
 use crate::spec::{ChannelSpec, Poll, SpecError, Transport};
@@ -128,26 +129,27 @@ pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
 }
 
 /// A round trip in one process: the measuring end, and an echo thread
-/// (pinned to `echo_cpu` if given) that sends every arrival back. shm and
-/// udp only: verbs round trips run between `ibprobe server` and `client`.
+/// (pinned to `echo_cpu` if given, receiving as `receiver` says) that
+/// sends every arrival back. shm and udp only: verbs round trips run
+/// between `ibprobe server` and `client`.
 pub fn echo_pair(
     spec: &ChannelSpec,
+    receiver: Receiver,
     clock: Clock,
     echo_cpu: Option<usize>,
 ) -> Result<(Box<dyn Channel>, EchoThread), OpenError> {
     spec.check()?;
-    let event = spec.poll == Poll::Event;
     match spec.transport {
         Transport::Shm => {
             let (c, s) = ShmChannel::pair(spec.size)?;
-            Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, event)))
+            Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, receiver)))
         }
         Transport::Udp => {
             let mut c = udp_bound(LOCALHOST, spec)?;
             let mut s = udp_bound(LOCALHOST, spec)?;
             c.connect(s.local_addr()?)?;
             s.connect(c.local_addr()?)?;
-            Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, event)))
+            Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, receiver)))
         }
         t => Err(OpenError::refused(format!(
             "--round-trip with --transport {t}: an in-process echo exists for shm and udp only; for verbs run `ibprobe server` and `ibprobe client`"
@@ -184,6 +186,7 @@ mod tests {
     fn echo_pair_is_for_the_references_only() {
         let e = echo_pair(
             &ChannelSpec::new(Transport::Rc, 32),
+            Receiver::default(),
             Clock::monotonic(),
             None,
         )
@@ -195,6 +198,7 @@ mod tests {
         );
         let (mut c, echo) = echo_pair(
             &ChannelSpec::new(Transport::Udp, 32),
+            Receiver::default(),
             Clock::monotonic(),
             None,
         )

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::config::{Mode, Plan, ProbeConfig};
+use super::config::{Mode, Plan, ProbeConfig, Receiver};
 use super::outcome::Outcome;
 use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
 use crate::clock::Clock;
@@ -165,13 +165,13 @@ pub struct EchoThread {
 }
 
 impl EchoThread {
-    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given;
-    /// `event`: sleep in `Channel::wait_recv` between arrivals.
+    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given,
+    /// receiving as `receiver` says.
     pub fn spawn<C: Channel + Send + 'static>(
         mut ch: C,
         clock: Clock,
         cpu: Option<usize>,
-        event: bool,
+        receiver: Receiver,
     ) -> EchoThread {
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -185,10 +185,7 @@ impl EchoThread {
                     })?;
                 }
                 let idle = super::config::ns_to_ticks(&clock, 10_000_000);
-                let plan = Plan {
-                    event,
-                    ..Plan::default()
-                };
+                let plan = Plan::echo(&receiver, &clock);
                 let (n, _) = workload::echo(&mut ch, &clock, &plan, &s, idle, || {
                     !s.load(Ordering::Relaxed)
                 })?;
@@ -227,13 +224,13 @@ pub const SERVER_IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Runs the server's echo loop until `still_on` says the session ended
 /// (checked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set.
-/// `event`: sleep in `Channel::wait_recv` between arrivals (`--poll event`).
+/// The echo receives as `receiver` says (the client's choice).
 pub fn serve(
     ch: &mut dyn Channel,
     clock: &Clock,
     stop: &AtomicBool,
     cpu: Option<usize>,
-    event: bool,
+    receiver: &Receiver,
     still_on: impl FnMut() -> bool,
 ) -> Result<(u64, EchoEnd), TransportError> {
     if let Some(c) = cpu {
@@ -243,10 +240,7 @@ pub fn serve(
         })?;
     }
     let idle = super::config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
-    let plan = Plan {
-        event,
-        ..Plan::default()
-    };
+    let plan = Plan::echo(receiver, clock);
     workload::echo(ch, clock, &plan, stop, idle, still_on)
 }
 
@@ -290,7 +284,7 @@ mod tests {
     fn round_trip_through_an_echo_thread() {
         let (mut c, s) = ShmChannel::pair(64).unwrap();
         let clock = Clock::monotonic();
-        let echo = EchoThread::spawn(s, clock, None, false);
+        let echo = EchoThread::spawn(s, clock, None, Receiver::default());
         let stop = AtomicBool::new(false);
         let o = run(&cfg(Mode::RoundTrip), &mut c, &clock, &stop, None).unwrap();
         assert_eq!(o.rtt.as_ref().unwrap().len(), 2000);

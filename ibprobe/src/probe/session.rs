@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::config::{Mode, ProbeConfig};
+use super::config::{Mode, ProbeConfig, Receiver};
 use super::oob::{Closing, Done, Hello, Oob, OobError, Reply};
 use super::open::{udp_bound, OpenError};
 use super::outcome::Outcome;
@@ -111,6 +111,12 @@ pub fn open_client(
     };
     params.insert("op".into(), json!(spec.verbs.op));
     params.insert("poll".into(), json!(spec.poll));
+    params.entry("receiver").or_insert_with(|| {
+        json!(Receiver {
+            poll: spec.poll,
+            ..Receiver::default()
+        })
+    });
     let params = Value::Object(params);
     let mut handshake = |endpoint| {
         oob.handshake(&Hello {
@@ -152,6 +158,22 @@ pub fn open_client(
             Box::new(prepared.connect(&theirs).map_err(OpenError::from)?)
         }
     })
+}
+
+/// How the client asks the server to receive (its `params.receiver`;
+/// a client that sends none gets the default with its `poll`).
+pub fn receiver(hello: &Hello) -> Result<Receiver, String> {
+    match hello.params.get("receiver") {
+        Some(r) => serde_json::from_value(r.clone()).map_err(|e| {
+            format!(
+                "malformed receiver settings {r} ({e}); run the same ibprobe version on both ends"
+            )
+        }),
+        None => Ok(Receiver {
+            poll: requested(hello, None)?.poll,
+            ..Receiver::default()
+        }),
+    }
 }
 
 /// What a client's Hello asks for: its transport, size, op and polling,
@@ -280,8 +302,8 @@ pub struct Served {
 }
 
 /// The server side of a session after the handshake: echoes on `ch`
-/// (pinned to `cpu` if given, sleeping between arrivals with
-/// [`Poll::Event`]) until the client says Done, vanishes or
+/// (pinned to `cpu` if given, receiving as the client asked, see
+/// [`receiver`]) until the client says Done, vanishes or
 /// `stop` is set. A client that finished may close its end of the
 /// transport before the server looks at the out-of-band connection, so
 /// after a transport error the server asks the connection for up to
@@ -292,17 +314,18 @@ pub fn serve(
     clock: &Clock,
     stop: &AtomicBool,
     cpu: Option<usize>,
-    poll: Poll,
+    receiver: &Receiver,
     grace: Duration,
 ) -> Result<Served, SessionError> {
     let peer = oob.peer_addr();
-    let event = poll == Poll::Event;
     let mut closing = None;
-    let r = runner::serve(ch, clock, stop, cpu, event, || match oob.poll_closing() {
-        Closing::Open => true,
-        other => {
-            closing = Some(other);
-            false
+    let r = runner::serve(ch, clock, stop, cpu, receiver, || {
+        match oob.poll_closing() {
+            Closing::Open => true,
+            other => {
+                closing = Some(other);
+                false
+            }
         }
     });
     let echoed = match r {
@@ -435,6 +458,10 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, stop: &AtomicBool) -> Result<
         }
         Err(e) => return Err(refuse(&mut oob, e)),
     };
+    let receiver = match receiver(&hello) {
+        Ok(r) => r,
+        Err(e) => return Err(refuse(&mut oob, e)),
+    };
     let mut ch = open_server(&mut oob, &hello, &spec)?;
     let clock = Clock::monotonic();
     let served = serve(
@@ -443,7 +470,7 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, stop: &AtomicBool) -> Result<
         &clock,
         stop,
         None,
-        spec.poll,
+        &receiver,
         RESPONDER_GRACE,
     )?;
     Ok(served.echoed)

@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::pace::consume;
 use crate::clock::Clock;
 use crate::probe::config::Plan;
 use crate::transport::{Channel, TransportError};
@@ -45,6 +46,7 @@ pub fn echo<C: Channel + ?Sized>(
             ch.poll_recv()?
         };
         if let Some(seq) = got {
+            consume(clock, plan, stop);
             ch.post(seq)?;
             echoed += 1;
             last = clock.now();

@@ -150,6 +150,21 @@ pub fn wait_until(clock: &Clock, t: u64, stop: &AtomicBool, sleep: bool) {
     }
 }
 
+/// The receiving end's work on one message (`Plan::consume_ticks`, a
+/// slow consumer): spins that long on the clock, no syscall; nothing when
+/// the plan has none.
+#[inline(always)]
+pub fn consume(clock: &Clock, plan: &Plan, stop: &AtomicBool) {
+    if plan.consume_ticks > 0 {
+        wait_until(
+            clock,
+            clock.now().wrapping_add(plan.consume_ticks),
+            stop,
+            false,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::pace::{Gate, Pacer};
+use super::pace::{consume, Gate, Pacer};
 use super::record::{Histos, Recorder, Sink, Tally};
 use super::{Ctx, Workload};
 use crate::clock::Clock;
@@ -124,6 +124,7 @@ impl Workload for StopWait {
                 Msg::Arrived { recv, comp } => {
                     in_a_row = 0;
                     rec.arrived(recv, comp);
+                    consume(clock, plan, stop);
                 }
                 Msg::Lost => {
                     rec.lost();
