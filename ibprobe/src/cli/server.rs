@@ -11,6 +11,7 @@ use super::args::ServerArgs;
 use super::common::{default_cpu, say, session_err, stop_flag};
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
+use crate::probe::config::Receiver;
 use crate::probe::oob::Oob;
 use crate::probe::session::{self, ServeEnd};
 
@@ -81,8 +82,13 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         return Err(CliError::run(format!("refused {}", e.detail)));
     }
     let spec = t.channel_spec(hello.size);
+    // The client's receive-side knobs (--consume-delay), with this
+    // server's own polling (its --poll built the channel).
     let receiver = match session::receiver(&hello) {
-        Ok(r) => r,
+        Ok(r) => Receiver {
+            poll: spec.poll,
+            ..r
+        },
         Err(e) => {
             let e = session::refuse(&mut oob, e);
             return Err(CliError::run(format!("refused {}", e.detail)));
