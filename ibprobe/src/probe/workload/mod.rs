@@ -38,9 +38,10 @@
 //!
 //! A new workload (a credit window, batching, pipelined acks) is a new
 //! file here implementing [`Workload`], picked in `runner.rs`. A new knob
-//! is a field of `probe::config::Plan` read where it acts: a receive-side
-//! delay, for instance, is one line in `stop_wait.rs` after an arrival and
-//! one in `echo.rs` before the echo (the echo gets the `Plan` too).
+//! is a field of `probe::config::Plan` read where it acts: the
+//! receive-side `--consume-delay`, for instance, is [`pace::consume`]
+//! called in `stop_wait.rs` after an arrival and in `echo.rs` before the
+//! echo (the echo gets its `Plan` from the client's `Receiver` settings).
 
 use std::sync::atomic::AtomicBool;
 
