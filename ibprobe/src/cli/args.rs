@@ -22,6 +22,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use super::CliError;
 use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
+use crate::report::host::HostFormat;
 use crate::report::Format;
 use crate::spec::{ChannelSpec, InlineMode, Op, Poll, SignalMode, Transport, VerbsKnobs};
 
@@ -123,7 +124,7 @@ macro_rules! value_enum {
     )+};
 }
 
-value_enum!(Transport, Format, ClockChoice);
+value_enum!(Transport, Format, ClockChoice, HostFormat);
 
 /// A `value_parser` for any `FromStr` word of `crate::spec` whose error
 /// is one line.
@@ -352,20 +353,6 @@ pub struct SweepArgs {
     /// No progress bar (it is also hidden when stderr is not a terminal).
     #[arg(long, short = 'q')]
     pub quiet: bool,
-}
-
-/// Output formats of `ibprobe host` (no perftest line: there is no
-/// perftest equivalent of this measurement).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum HostFormat {
-    /// Human-readable table with notes and warnings.
-    Table,
-    /// The `ibprobe.host/1` JSON document.
-    Json,
-    /// One header row and one row per CPU.
-    Csv,
-    /// A Markdown table, for issues and wikis.
-    Markdown,
 }
 
 /// `ibprobe host`.

@@ -25,6 +25,7 @@
 pub mod format;
 pub mod hdrlog;
 pub mod heatmap;
+pub mod host;
 pub mod plot;
 pub mod sweep;
 
