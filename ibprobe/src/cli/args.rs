@@ -472,51 +472,42 @@ impl MeasureArgs {
 /// so its rules (and errors) are testable without running a sweep.
 pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
     let hint = "pass sizes in bytes, e.g. --sizes 8,64,512 or --sizes 2..4096 (powers of two)";
-    if s.trim().is_empty() {
-        return Err(format!("--sizes {s:?}: the list is empty; {hint}"));
-    }
-    let mut out: Vec<usize> = Vec::new();
-    for item in s.split(',').map(str::trim) {
-        let num = |x: &str| {
-            x.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("--sizes {s:?}: {x:?} is not a size in bytes; {hint}"))
-        };
-        let new: Vec<usize> = if item.is_empty() {
-            return Err(format!("--sizes {s:?}: an empty item; {hint}"));
-        } else if let Some((a, b)) = item.split_once("..") {
-            let (a, b) = (num(a)?, num(b)?);
-            if !a.is_power_of_two() || !b.is_power_of_two() {
-                return Err(format!(
-                    "--sizes {s:?}: the range {item} doubles from a power of two to a power of two; use e.g. 2..4096, or list the sizes"
-                ));
+    parse_list(
+        "--sizes",
+        s,
+        hint,
+        |item| {
+            let num = |x: &str| {
+                x.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("{x:?} is not a size in bytes; {hint}"))
+            };
+            let sizes: Vec<usize> = match item.split_once("..") {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if !a.is_power_of_two() || !b.is_power_of_two() {
+                        return Err(format!(
+                        "the range {item} doubles from a power of two to a power of two; use e.g. 2..4096, or list the sizes"
+                    ));
+                    }
+                    if a > b {
+                        return Err(format!(
+                        "the range {item} runs backwards; write the smaller size first, e.g. {b}..{a}"
+                    ));
+                    }
+                    std::iter::successors(Some(a), |&x| x.checked_mul(2))
+                        .take_while(|&x| x <= b)
+                        .collect()
+                }
+                None => vec![num(item)?],
+            };
+            match sizes.contains(&0) {
+                true => Err(format!("size 0: a message needs at least 1 byte; {hint}")),
+                false => Ok(sizes),
             }
-            if a > b {
-                return Err(format!(
-                    "--sizes {s:?}: the range {item} runs backwards; write the smaller size first, e.g. {b}..{a}"
-                ));
-            }
-            std::iter::successors(Some(a), |&x| x.checked_mul(2))
-                .take_while(|&x| x <= b)
-                .collect()
-        } else {
-            vec![num(item)?]
-        };
-        for n in new {
-            if n == 0 {
-                return Err(format!(
-                    "--sizes {s:?}: size 0: a message needs at least 1 byte; {hint}"
-                ));
-            }
-            if out.contains(&n) {
-                return Err(format!(
-                    "--sizes {s:?}: {n} B is listed twice; list each size once"
-                ));
-            }
-            out.push(n);
-        }
-    }
-    Ok(out)
+        },
+        |n| format!("{n} B"),
+    )
 }
 
 /// The `--rates` list in messages per second, 0 = back to back, with
@@ -524,41 +515,64 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
 /// Public for the same reason as [`parse_sizes`].
 pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
     let hint = "pass messages per second, 0 for back to back, e.g. --rates 0,1000,10k,100k";
+    parse_list(
+        "--rates",
+        s,
+        hint,
+        |item| {
+            let (num, scale) = match item.strip_suffix(['k', 'K']) {
+                Some(n) => (n, 1e3),
+                None => match item.strip_suffix('M') {
+                    Some(n) => (n, 1e6),
+                    None => (item, 1.0),
+                },
+            };
+            let r = num
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| r.is_finite() && *r >= 0.0)
+                .map(|r| r * scale)
+                .ok_or_else(|| format!("{item:?} is not a rate (a number >= 0); {hint}"))?;
+            if r > MAX_RATE_HZ {
+                return Err(format!(
+                "{item} is above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); use 0 for back to back"
+            ));
+            }
+            Ok(vec![r])
+        },
+        |r| format!("{r}"),
+    )
+}
+
+/// A comma-separated list for a sweep axis (`--sizes`, `--rates`, ...):
+/// the items in the order given, each expanded by `item` (one value, or
+/// several for a range), no empty list or item, no value twice. Every
+/// error is one line that starts with the flag and the list as given.
+pub fn parse_list<T: PartialEq>(
+    flag: &str,
+    s: &str,
+    hint: &str,
+    item: impl Fn(&str) -> Result<Vec<T>, String>,
+    show: impl Fn(&T) -> String,
+) -> Result<Vec<T>, String> {
     if s.trim().is_empty() {
-        return Err(format!("--rates {s:?}: the list is empty; {hint}"));
+        return Err(format!("{flag} {s:?}: the list is empty; {hint}"));
     }
-    let mut out: Vec<f64> = Vec::new();
-    for item in s.split(',').map(str::trim) {
-        if item.is_empty() {
-            return Err(format!("--rates {s:?}: an empty item; {hint}"));
+    let mut out: Vec<T> = Vec::new();
+    for it in s.split(',').map(str::trim) {
+        if it.is_empty() {
+            return Err(format!("{flag} {s:?}: an empty item; {hint}"));
         }
-        let (num, scale) = match item.strip_suffix(['k', 'K']) {
-            Some(n) => (n, 1e3),
-            None => match item.strip_suffix('M') {
-                Some(n) => (n, 1e6),
-                None => (item, 1.0),
-            },
-        };
-        let r = num
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|r| r.is_finite() && *r >= 0.0)
-            .map(|r| r * scale)
-            .ok_or_else(|| {
-                format!("--rates {s:?}: {item:?} is not a rate (a number >= 0); {hint}")
-            })?;
-        if r > MAX_RATE_HZ {
-            return Err(format!(
-                "--rates {s:?}: {item} is above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); use 0 for back to back"
-            ));
+        for v in item(it).map_err(|e| format!("{flag} {s:?}: {e}"))? {
+            if out.contains(&v) {
+                return Err(format!(
+                    "{flag} {s:?}: {} is listed twice; list each once",
+                    show(&v)
+                ));
+            }
+            out.push(v);
         }
-        if out.contains(&r) {
-            return Err(format!(
-                "--rates {s:?}: {item} is listed twice; list each rate once"
-            ));
-        }
-        out.push(r);
     }
     Ok(out)
 }

@@ -116,6 +116,17 @@ fn grid_warnings(cells: &[Cell]) -> Vec<String> {
     out
 }
 
+/// The grid's warnings, one line each behind `prefix`, after a blank
+/// line; nothing when there are none.
+fn warning_lines(cells: &[Cell], prefix: &str) -> String {
+    let warnings = grid_warnings(cells);
+    if warnings.is_empty() {
+        return String::new();
+    }
+    let lines: String = warnings.iter().map(|w| format!("{prefix} {w}\n")).collect();
+    format!("\n{lines}")
+}
+
 fn heading(t: Transport, length: Length, warmup: u64) -> String {
     format!(
         "ibprobe {}: sweep, one-way loopback over {}, {}, warm-up {warmup}",
@@ -168,13 +179,7 @@ pub fn table(
         out.push_str(line.join("   ").trim_end());
         out.push('\n');
     }
-    let warnings = grid_warnings(cells);
-    if !warnings.is_empty() {
-        out.push('\n');
-        for w in warnings {
-            out.push_str(&format!("warning: {w}\n"));
-        }
-    }
+    out.push_str(&warning_lines(cells, "warning:"));
     out
 }
 
@@ -204,13 +209,7 @@ pub fn markdown(
         }
         out.push('\n');
     }
-    let warnings = grid_warnings(cells);
-    if !warnings.is_empty() {
-        out.push('\n');
-        for w in warnings {
-            out.push_str(&format!("> **warning**: {w}\n"));
-        }
-    }
+    out.push_str(&warning_lines(cells, "> **warning**:"));
     out
 }
 

@@ -87,17 +87,35 @@ pub trait Channel {
         clock: &crate::clock::Clock,
         timeout_ns: u64,
     ) -> Result<Option<u64>, TransportError> {
-        let t0 = clock.now();
-        loop {
-            if let Some(s) = self.poll_recv()? {
-                return Ok(Some(s));
-            }
-            if clock.ticks_to_ns(clock.now().wrapping_sub(t0)) > timeout_ns {
-                return Ok(None);
-            }
-        }
+        wait_recv_with(self, clock, timeout_ns, |_, _| Ok(true))
     }
 
     /// Facts for the report.
     fn info(&self) -> TransportInfo;
+}
+
+/// The shape of every [`Channel::wait_recv`]: poll; when nothing arrived
+/// and time is left, `block(ch, ns_left)` waits for the transport to have
+/// something (poll(2) on a socket, a verbs completion channel; returning
+/// at once spins). `block` answering `false` means nothing will come in
+/// the time left: one last poll decides.
+pub fn wait_recv_with<C: Channel + ?Sized>(
+    ch: &mut C,
+    clock: &crate::clock::Clock,
+    timeout_ns: u64,
+    mut block: impl FnMut(&mut C, u64) -> Result<bool, TransportError>,
+) -> Result<Option<u64>, TransportError> {
+    let t0 = clock.now();
+    loop {
+        if let Some(s) = ch.poll_recv()? {
+            return Ok(Some(s));
+        }
+        let spent = clock.ticks_to_ns(clock.now().wrapping_sub(t0));
+        if spent > timeout_ns {
+            return Ok(None);
+        }
+        if !block(ch, timeout_ns - spent)? {
+            return ch.poll_recv();
+        }
+    }
 }

@@ -175,21 +175,12 @@ impl Channel for UdpChannel {
         clock: &crate::clock::Clock,
         timeout_ns: u64,
     ) -> Result<Option<u64>, TransportError> {
-        let t0 = clock.now();
-        loop {
-            if let Some(s) = self.poll_recv()? {
-                return Ok(Some(s));
-            }
-            let spent = clock.ticks_to_ns(clock.now().wrapping_sub(t0));
-            if spent > timeout_ns {
-                return Ok(None);
-            }
-            let left_ms = (timeout_ns - spent)
-                .div_ceil(1_000_000)
-                .min(i32::MAX as u64) as i32;
-            let sock = self.rx.as_ref().unwrap_or(&self.tx);
+        super::wait_recv_with(self, clock, timeout_ns, |me, left_ns| {
+            let left_ms = left_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+            let sock = me.rx.as_ref().unwrap_or(&me.tx);
             crate::sys::host::wait_readable(sock, left_ms).map_err(io("poll udp socket"))?;
-        }
+            Ok(true)
+        })
     }
 
     fn info(&self) -> TransportInfo {

@@ -19,7 +19,7 @@ use crate::sys::verbs::{
     wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, RecvRing, RegisteredBuf,
     SendTemplate,
 };
-use crate::transport::{Channel, TransportError, TransportInfo};
+use crate::transport::{wait_recv_with, Channel, TransportError, TransportInfo};
 
 /// Bits of wr_id holding how many send WRs a signaled completion frees.
 const COVER_BITS: u32 = 20;
@@ -145,30 +145,22 @@ impl VerbsChannel {
         clock: &Clock,
         timeout_ns: u64,
     ) -> Result<Option<u64>, TransportError> {
-        let t0 = clock.now();
-        loop {
-            if let Some(s) = self.poll_recv()? {
-                return Ok(Some(s));
+        wait_recv_with(self, clock, timeout_ns, |me, left_ns| {
+            let got = me
+                .recv_cq
+                .wait_event(left_ns)
+                .map_err(|e| TransportError::Io {
+                    what: "ibv_get_cq_event",
+                    source: e,
+                })?;
+            if got {
+                me.recv_cq.req_notify().map_err(|e| TransportError::Io {
+                    what: "ibv_req_notify_cq",
+                    source: e,
+                })?;
             }
-            let spent = clock.ticks_to_ns(clock.now().wrapping_sub(t0));
-            if spent > timeout_ns {
-                return Ok(None);
-            }
-            let got =
-                self.recv_cq
-                    .wait_event(timeout_ns - spent)
-                    .map_err(|e| TransportError::Io {
-                        what: "ibv_get_cq_event",
-                        source: e,
-                    })?;
-            if !got {
-                return self.poll_recv();
-            }
-            self.recv_cq.req_notify().map_err(|e| TransportError::Io {
-                what: "ibv_req_notify_cq",
-                source: e,
-            })?;
-        }
+            Ok(got)
+        })
     }
 }
 
@@ -278,15 +270,7 @@ impl Channel for VerbsChannel {
         if self.s.poll == Poll::Event {
             return self.wait_event_recv(clock, timeout_ns);
         }
-        let t0 = clock.now();
-        loop {
-            if let Some(s) = self.poll_recv()? {
-                return Ok(Some(s));
-            }
-            if clock.ticks_to_ns(clock.now().wrapping_sub(t0)) > timeout_ns {
-                return Ok(None);
-            }
-        }
+        wait_recv_with(self, clock, timeout_ns, |_, _| Ok(true))
     }
 
     fn info(&self) -> TransportInfo {
