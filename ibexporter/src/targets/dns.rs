@@ -6,7 +6,7 @@
 //! when the timeout passes. A `targets.dns` entry (a headless Kubernetes
 //! Service) turns every A/AAAA record into a target named `<ip>:<port>`.
 
-use super::{Origin, SourceError, Target, TargetSource};
+use super::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::DnsSource;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -170,9 +170,7 @@ pub fn resolve_many(
 pub struct DnsWatch {
     cfg: DnsSource,
     next: Option<Instant>,
-    targets: Vec<Target>,
-    failures: u64,
-    last_error: Option<String>,
+    state: SourceState,
 }
 
 impl DnsWatch {
@@ -181,9 +179,7 @@ impl DnsWatch {
         DnsWatch {
             cfg,
             next: None,
-            targets: Vec::new(),
-            failures: 0,
-            last_error: None,
+            state: SourceState::default(),
         }
     }
 }
@@ -193,21 +189,15 @@ impl TargetSource for DnsWatch {
         Origin::Dns(self.cfg.name.clone())
     }
 
-    fn refresh(
-        &mut self,
-        now: Instant,
-        force: bool,
-        resolve_timeout: Duration,
-        errors: &mut Vec<SourceError>,
-    ) {
-        if !force && self.next.is_some_and(|n| now < n) {
+    fn refresh(&mut self, round: Round, errors: &mut Vec<SourceError>) {
+        if !round.force && self.next.is_some_and(|n| round.now < n) {
             return;
         }
-        self.next = Some(now + self.cfg.refresh);
-        match resolve(&self.cfg.name, self.cfg.port, resolve_timeout) {
+        self.next = Some(round.now + self.cfg.refresh);
+        match resolve(&self.cfg.name, self.cfg.port, round.resolve_timeout) {
             Ok(mut addrs) => {
                 addrs.sort();
-                self.targets = addrs
+                self.state.targets = addrs
                     .into_iter()
                     .map(|a| {
                         Target::new(
@@ -219,38 +209,24 @@ impl TargetSource for DnsWatch {
                         )
                     })
                     .collect();
-                self.last_error = None;
+                self.state.last_error = None;
             }
             Err(e) => {
-                self.failures += 1;
                 let message = format!(
                     "targets.dns {:?}: {e}; keeping the previous {} targets",
                     self.cfg.name,
-                    self.targets.len()
+                    self.state.targets.len()
                 );
-                tracing::warn!("{message}");
-                self.last_error = Some(message.clone());
-                errors.push(SourceError {
-                    origin: self.origin(),
-                    message,
-                });
+                self.state.fail(self.origin(), message, errors);
             }
         }
-    }
-
-    fn targets(&self) -> &[Target] {
-        &self.targets
     }
 
     fn next_due(&self) -> Option<Instant> {
         self.next
     }
 
-    fn failures(&self) -> u64 {
-        self.failures
-    }
-
-    fn last_error(&self) -> Option<&str> {
-        self.last_error.as_deref()
+    fn state(&self) -> &SourceState {
+        &self.state
     }
 }

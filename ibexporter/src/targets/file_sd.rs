@@ -27,7 +27,7 @@
 //!   counted and logged once as `file:line:col: what; what to do`.
 
 use super::dns::{ip_literal, resolve_many};
-use super::{Origin, SourceError, Target, TargetSource};
+use super::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::{
     check_combo, check_label_name, check_size, target_transport, FileSdSource, Op, TargetProbe,
     Transport,
@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One group of a file_sd pinglist, as written.
 #[derive(Debug, Deserialize)]
@@ -233,9 +233,7 @@ pub struct FileSdWatch {
     checked: Option<Instant>,
     entries: Vec<Entry>,
     addrs: BTreeMap<(String, u16), SocketAddr>,
-    targets: Vec<Target>,
-    failures: u64,
-    last_error: Option<String>,
+    state: SourceState,
 }
 
 impl FileSdWatch {
@@ -247,24 +245,17 @@ impl FileSdWatch {
             checked: None,
             entries: Vec::new(),
             addrs: BTreeMap::new(),
-            targets: Vec::new(),
-            failures: 0,
-            last_error: None,
+            state: SourceState::default(),
         }
     }
 
+    /// A failure of the whole pinglist: the previous list is kept.
     fn fail(&mut self, message: String, errors: &mut Vec<SourceError>) {
-        self.failures += 1;
         let message = format!(
             "{message} (keeping the previous {} targets)",
-            self.targets.len()
+            self.state.targets.len()
         );
-        tracing::warn!("{message}");
-        self.last_error = Some(message.clone());
-        errors.push(SourceError {
-            origin: Origin::FileSd(self.cfg.path.clone()),
-            message,
-        });
+        self.state.fail(self.origin(), message, errors);
     }
 }
 
@@ -273,19 +264,17 @@ impl TargetSource for FileSdWatch {
         Origin::FileSd(self.cfg.path.clone())
     }
 
-    fn refresh(
-        &mut self,
-        now: Instant,
-        force: bool,
-        resolve_timeout: Duration,
-        errors: &mut Vec<SourceError>,
-    ) {
-        if !force && self.checked.is_some_and(|c| now < c + self.cfg.refresh) {
+    fn refresh(&mut self, round: Round, errors: &mut Vec<SourceError>) {
+        if !round.force
+            && self
+                .checked
+                .is_some_and(|c| round.now < c + self.cfg.refresh)
+        {
             return;
         }
-        self.checked = Some(now);
+        self.checked = Some(round.now);
         let st = stamp(&self.cfg.path);
-        let changed = force || self.stamp.as_ref() != Some(&st);
+        let changed = round.force || self.stamp.as_ref() != Some(&st);
         let mut reparsed = false;
         if changed {
             self.stamp = Some(st.clone());
@@ -304,7 +293,7 @@ impl TargetSource for FileSdWatch {
                         Ok(entries) => {
                             self.entries = entries;
                             reparsed = true;
-                            self.last_error = None;
+                            self.state.last_error = None;
                         }
                         Err(m) => self.fail(m, errors),
                     },
@@ -320,7 +309,7 @@ impl TargetSource for FileSdWatch {
         if !reparsed && names.is_empty() {
             return;
         }
-        let results = resolve_many(&names, resolve_timeout);
+        let results = resolve_many(&names, round.resolve_timeout);
         let mut resolved = BTreeMap::new();
         for ((host, port), r) in names.into_iter().zip(results) {
             match r {
@@ -333,17 +322,11 @@ impl TargetSource for FileSdWatch {
                         Some(a) => format!("keeping its previous address {a}"),
                         None => "not probed until it resolves".to_string(),
                     };
-                    self.failures += 1;
                     let message = format!(
                         "{}: target {host}:{port}: {e}; {keeping}",
                         self.cfg.path.display()
                     );
-                    tracing::warn!("{message}");
-                    self.last_error = Some(message.clone());
-                    errors.push(SourceError {
-                        origin: self.origin(),
-                        message,
-                    });
+                    self.state.fail(self.origin(), message, errors);
                     if let Some(a) = prev {
                         resolved.insert((host, port), a);
                     }
@@ -352,7 +335,7 @@ impl TargetSource for FileSdWatch {
         }
         self.addrs = resolved;
         let origin = self.origin();
-        self.targets = self
+        self.state.targets = self
             .entries
             .iter()
             .filter_map(|e| {
@@ -371,10 +354,6 @@ impl TargetSource for FileSdWatch {
             .collect();
     }
 
-    fn targets(&self) -> &[Target] {
-        &self.targets
-    }
-
     fn next_due(&self) -> Option<Instant> {
         Some(
             self.checked
@@ -382,12 +361,8 @@ impl TargetSource for FileSdWatch {
         )
     }
 
-    fn failures(&self) -> u64 {
-        self.failures
-    }
-
-    fn last_error(&self) -> Option<&str> {
-        self.last_error.as_deref()
+    fn state(&self) -> &SourceState {
+        &self.state
     }
 }
 

@@ -184,22 +184,55 @@ pub struct SourceStatus {
     pub last_error: Option<String>,
 }
 
+/// When and how one [`TargetSet::refresh`] asks its sources to refresh.
+///
+/// Why it exists: every source gets the same three facts; one value keeps
+/// [`TargetSource::refresh`] short.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Round {
+    /// The time of this refresh.
+    now: Instant,
+    /// A reload: re-read / re-resolve even if not due.
+    force: bool,
+    /// The bound on every DNS lookup (`targets.resolve_timeout`).
+    resolve_timeout: Duration,
+}
+
+/// What every source keeps: its current targets and its failure record.
+///
+/// Why it exists: the status of a source ([`SourceStatus`]) and the steps
+/// of a failure (count, log once, remember, report) are the same for every
+/// source; each source holds one of these and defines only how it refreshes.
+#[derive(Debug, Default)]
+pub(crate) struct SourceState {
+    /// The targets it currently contributes (the last good list on failure).
+    targets: Vec<Target>,
+    /// Failures since start.
+    failures: u64,
+    /// The last failure, until the next success.
+    last_error: Option<String>,
+}
+
+impl SourceState {
+    /// Records one failure of `origin`: counts it, logs `message` once with
+    /// `tracing::warn!`, keeps it as the last error and pushes it to `errors`.
+    fn fail(&mut self, origin: Origin, message: String, errors: &mut Vec<SourceError>) {
+        self.failures += 1;
+        tracing::warn!("{message}");
+        self.last_error = Some(message.clone());
+        errors.push(SourceError { origin, message });
+    }
+}
+
 /// One source of targets (static, file_sd, dns).
 pub(crate) trait TargetSource: Send + std::fmt::Debug {
     fn origin(&self) -> Origin;
-    /// Re-reads / re-resolves if due (or `force`d); on failure keeps its
+    /// Re-reads / re-resolves if due (or a reload); on failure keeps its
     /// previous targets and pushes the error.
-    fn refresh(
-        &mut self,
-        now: Instant,
-        force: bool,
-        resolve_timeout: Duration,
-        errors: &mut Vec<SourceError>,
-    );
-    fn targets(&self) -> &[Target];
+    fn refresh(&mut self, round: Round, errors: &mut Vec<SourceError>);
     fn next_due(&self) -> Option<Instant>;
-    fn failures(&self) -> u64;
-    fn last_error(&self) -> Option<&str>;
+    /// Its current targets and failure record.
+    fn state(&self) -> &SourceState;
 }
 
 /// All remote targets, merged from every configured source.
@@ -285,9 +318,9 @@ impl TargetSet {
             .iter()
             .map(|s| SourceStatus {
                 origin: s.origin(),
-                targets: s.targets().len(),
-                failures: s.failures(),
-                last_error: s.last_error().map(str::to_string),
+                targets: s.state().targets.len(),
+                failures: s.state().failures,
+                last_error: s.state().last_error.clone(),
             })
             .collect()
     }
@@ -316,13 +349,18 @@ impl TargetSet {
         if force {
             self.local_ips.clear();
         }
+        let round = Round {
+            now,
+            force,
+            resolve_timeout: self.resolve_timeout,
+        };
         for s in &mut self.sources {
-            s.refresh(now, force, self.resolve_timeout, &mut report.errors);
+            s.refresh(round, &mut report.errors);
         }
         let all: Vec<Target> = self
             .sources
             .iter()
-            .flat_map(|s| s.targets().iter().cloned())
+            .flat_map(|s| s.state().targets.iter().cloned())
             .collect();
         let mut merged: BTreeMap<TargetKey, Target> = BTreeMap::new();
         for t in all {

@@ -7,7 +7,7 @@
 //! A name that fails after having resolved keeps its previous address.
 
 use super::dns::resolve_many;
-use super::{Origin, SourceError, Target, TargetSource};
+use super::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::StaticTarget;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -25,9 +25,7 @@ pub struct StaticList {
     addrs: Vec<Option<SocketAddr>>,
     started: bool,
     next_retry: Option<Instant>,
-    targets: Vec<Target>,
-    failures: u64,
-    last_error: Option<String>,
+    state: SourceState,
 }
 
 /// The `target` name of a static entry: `host:port`, IPv6 in brackets.
@@ -48,9 +46,7 @@ impl StaticList {
             addrs: vec![None; n],
             started: false,
             next_retry: None,
-            targets: Vec::new(),
-            failures: 0,
-            last_error: None,
+            state: SourceState::default(),
         }
     }
 }
@@ -60,19 +56,13 @@ impl TargetSource for StaticList {
         Origin::Static
     }
 
-    fn refresh(
-        &mut self,
-        now: Instant,
-        force: bool,
-        resolve_timeout: Duration,
-        errors: &mut Vec<SourceError>,
-    ) {
-        let retry_due = self.next_retry.is_some_and(|t| now >= t);
-        if self.started && !force && !retry_due {
+    fn refresh(&mut self, round: Round, errors: &mut Vec<SourceError>) {
+        let retry_due = self.next_retry.is_some_and(|t| round.now >= t);
+        if self.started && !round.force && !retry_due {
             return;
         }
         // First time or reload: everything; a retry: only what failed.
-        let all = !self.started || force;
+        let all = !self.started || round.force;
         self.started = true;
         let todo: Vec<usize> = (0..self.entries.len())
             .filter(|&i| all || self.addrs[i].is_none())
@@ -81,14 +71,13 @@ impl TargetSource for StaticList {
             .iter()
             .map(|&i| (self.entries[i].host.clone(), self.entries[i].port))
             .collect();
-        let results = resolve_many(&names, resolve_timeout);
+        let results = resolve_many(&names, round.resolve_timeout);
         let mut failed = false;
         for (&i, r) in todo.iter().zip(results) {
             match r {
                 Ok(a) => self.addrs[i] = a.first().copied(),
                 Err(err) => {
                     failed = true;
-                    self.failures += 1;
                     let e = &self.entries[i];
                     let keeping = match self.addrs[i] {
                         Some(a) => format!("keeping its previous address {a}"),
@@ -101,26 +90,21 @@ impl TargetSource for StaticList {
                         "targets.static {}: {err}; {keeping}",
                         static_name(&e.host, e.port)
                     );
-                    tracing::warn!("{message}");
-                    self.last_error = Some(message.clone());
-                    errors.push(SourceError {
-                        origin: Origin::Static,
-                        message,
-                    });
+                    self.state.fail(Origin::Static, message, errors);
                 }
             }
         }
         if failed {
-            self.next_retry = Some(now + RETRY);
+            self.next_retry = Some(round.now + RETRY);
         } else {
-            self.last_error = None;
+            self.state.last_error = None;
             self.next_retry = self
                 .addrs
                 .iter()
                 .any(Option::is_none)
-                .then_some(now + RETRY);
+                .then_some(round.now + RETRY);
         }
-        self.targets = self
+        self.state.targets = self
             .entries
             .iter()
             .zip(&self.addrs)
@@ -136,19 +120,11 @@ impl TargetSource for StaticList {
             .collect();
     }
 
-    fn targets(&self) -> &[Target] {
-        &self.targets
-    }
-
     fn next_due(&self) -> Option<Instant> {
         self.next_retry
     }
 
-    fn failures(&self) -> u64 {
-        self.failures
-    }
-
-    fn last_error(&self) -> Option<&str> {
-        self.last_error.as_deref()
+    fn state(&self) -> &SourceState {
+        &self.state
     }
 }
