@@ -404,6 +404,154 @@ pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
     }
 }
 
+vocabulary! {
+    /// How a stream's receiver gives credits back (`--credit-return`).
+    CreditReturn, "credit return" {
+        Piggyback = "piggyback", "In the header of reverse traffic (acks, echoes), or a small message when there is none.";
+        Message = "message", "A small message every --credit-batch consumed slots.";
+        Write = "write", "An RDMA write of the consumed-slot counter into the sender's memory (rc only).";
+    }
+}
+
+/// Bytes at the start of every stream slot: total length, messages in
+/// the slot, flags, piggybacked credits, first sequence number.
+pub const SLOT_HEADER: usize = 16;
+/// Bytes before each message's payload in a slot: its sequence number
+/// and the tick the application handed it over.
+pub const RECORD_HEADER: usize = 16;
+
+/// A streaming workload's knobs (issue 13; design in
+/// `ibprobe/docs/stream-design.md`): a pool of slots per direction, a
+/// credit window, batching with a flush timer, pipelined acks.
+/// [`StreamSpec::check`] holds every refusal of a combination.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StreamSpec {
+    /// Slots per direction (the registered pool; every receive slot is
+    /// posted up front).
+    pub slots: u32,
+    /// Bytes per slot; a message larger than a slot spans several.
+    pub slot_size: usize,
+    /// Credits: slots the sender may have posted and not yet seen
+    /// consumed (at most `slots`).
+    pub window: u32,
+    /// Messages packed into one slot before it is posted (1: no batching).
+    pub batch: u32,
+    /// A partial batch is posted this long after its first message
+    /// (None: only when full or at the end of a burst).
+    pub flush: Option<std::time::Duration>,
+    /// Posted slots that may await the application's ack (None: no
+    /// acks; 1 is stop-and-wait).
+    pub pipeline: Option<u32>,
+    /// How credits come back.
+    pub credit_return: CreditReturn,
+    /// With [`CreditReturn::Message`], one credit message per this many
+    /// consumed slots.
+    pub credit_batch: u32,
+}
+
+impl Default for StreamSpec {
+    fn default() -> Self {
+        StreamSpec {
+            slots: 64,
+            slot_size: 4096,
+            window: 64,
+            batch: 1,
+            flush: None,
+            pipeline: None,
+            credit_return: CreditReturn::Piggyback,
+            credit_batch: 1,
+        }
+    }
+}
+
+impl StreamSpec {
+    /// How many messages of `size` bytes fit one slot (0: a message
+    /// needs more than one slot).
+    pub fn per_slot(&self, size: usize) -> usize {
+        self.slot_size.saturating_sub(SLOT_HEADER) / (RECORD_HEADER + size)
+    }
+
+    /// Every static check of a stream over the channel `ch`: one line
+    /// naming the knob, the limit and what fits instead.
+    pub fn check(&self, ch: &ChannelSpec) -> Result<(), SpecError> {
+        let t = ch.transport;
+        if self.slots == 0 {
+            return bad("--slots 0: a stream needs at least 1 slot; e.g. --slots 64".into());
+        }
+        if self.window == 0 {
+            return bad(
+                "--window 0: the sender could never post; pass --window N with N >= 1".into(),
+            );
+        }
+        if self.window > self.slots {
+            return bad(format!(
+                "--window {} > --slots {}: a credit is a posted receive slot; raise --slots or lower --window",
+                self.window, self.slots
+            ));
+        }
+        if self.batch == 0 {
+            return bad(
+                "--batch 0: a batch holds at least 1 message; --batch 1 is no batching".into(),
+            );
+        }
+        let fit = self.per_slot(ch.size);
+        if self.batch > 1 && (fit as u64) < u64::from(self.batch) {
+            return bad(format!(
+                "--batch {} x --size {} B does not fit a {} B slot ({SLOT_HEADER} B header, {RECORD_HEADER} B per message); {}",
+                self.batch,
+                ch.size,
+                self.slot_size,
+                match fit {
+                    0 | 1 => "batch 1 fits; raise --slot-size to batch more".to_string(),
+                    k => format!("at most --batch {k} fits, or raise --slot-size"),
+                }
+            ));
+        }
+        if let Some(f) = self.flush {
+            if f.is_zero() {
+                return bad("--flush 0: a partial batch would never wait; leave --flush out to flush only when full".into());
+            }
+        }
+        if let Some(d) = self.pipeline {
+            if d == 0 {
+                return bad("--pipeline 0: at least 1 slot must be allowed unacknowledged (1 is stop-and-wait)".into());
+            }
+            if d > self.window {
+                return bad(format!(
+                    "--pipeline {d} > --window {}: an unacknowledged slot also holds a credit; raise --window or lower --pipeline",
+                    self.window
+                ));
+            }
+        }
+        if self.credit_return == CreditReturn::Write && t != Transport::Rc {
+            return bad(format!(
+                "--credit-return write with --transport {t}: the credit counter is an RDMA write, which needs rc; use piggyback or message"
+            ));
+        }
+        if self.credit_batch == 0 || self.credit_batch > self.window {
+            return bad(format!(
+                "--credit-batch {}: use 1..={} (the window); a larger batch would hold every credit back",
+                self.credit_batch, self.window
+            ));
+        }
+        let (range, why) = match t {
+            Transport::Ud => (1..=UD_MAX_SIZE, "UD sends one packet"),
+            Transport::Udp => (1..=UDP_MAX_SIZE, "one datagram"),
+            Transport::Shm => (1..=SHM_MAX_SIZE, "one ring slot"),
+            Transport::Rc | Transport::Uc => (1..=VERBS_MAX_SIZE, "a 32-bit verbs length"),
+        };
+        if self.slot_size < SLOT_HEADER + RECORD_HEADER + 1 || !range.contains(&self.slot_size) {
+            return bad(format!(
+                "--slot-size {} B with --transport {t}: use {}..={} B ({why}, and room for the {SLOT_HEADER} B header and one message)",
+                self.slot_size,
+                SLOT_HEADER + RECORD_HEADER + 1,
+                range.end()
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,5 +640,66 @@ mod tests {
             .contains("udp message size 4 B is out of range 8..=65507 B"));
         assert!(refusal(ChannelSpec::new(Shm, SHM_MAX_SIZE + 1)).contains("shm"));
         assert!(refusal(ChannelSpec::new(Udp, 0)).contains("udp"));
+    }
+
+    #[test]
+    fn stream_refusals_name_the_knob_and_what_fits() {
+        let ch = |t, size| ChannelSpec::new(t, size);
+        let st = StreamSpec::default;
+        let refused = |s: StreamSpec, c: ChannelSpec| s.check(&c).unwrap_err().0;
+        st().check(&ch(Transport::Shm, 32)).unwrap();
+        assert_eq!(st().per_slot(32), (4096 - 16) / 48);
+        assert!(
+            refused(StreamSpec { window: 0, ..st() }, ch(Transport::Shm, 32))
+                .starts_with("--window 0")
+        );
+        assert!(
+            refused(StreamSpec { batch: 0, ..st() }, ch(Transport::Shm, 32))
+                .starts_with("--batch 0")
+        );
+        let e = refused(
+            StreamSpec {
+                batch: 16,
+                slot_size: 256,
+                ..st()
+            },
+            ch(Transport::Udp, 32),
+        );
+        assert!(e.contains("at most --batch 5 fits"), "{e}");
+        let e = refused(
+            StreamSpec {
+                pipeline: Some(8),
+                window: 4,
+                ..st()
+            },
+            ch(Transport::Rc, 32),
+        );
+        assert!(e.starts_with("--pipeline 8 > --window 4"), "{e}");
+        let e = refused(
+            StreamSpec {
+                credit_return: CreditReturn::Write,
+                ..st()
+            },
+            ch(Transport::Uc, 32),
+        );
+        assert!(e.contains("needs rc"), "{e}");
+        StreamSpec {
+            credit_return: CreditReturn::Write,
+            ..st()
+        }
+        .check(&ch(Transport::Rc, 32))
+        .unwrap();
+        let e = refused(
+            StreamSpec {
+                slot_size: 8192,
+                ..st()
+            },
+            ch(Transport::Ud, 32),
+        );
+        assert!(e.contains("UD sends one packet"), "{e}");
+        assert_eq!(
+            "MESSAGE".parse::<CreditReturn>().unwrap(),
+            CreditReturn::Message
+        );
     }
 }
