@@ -1,7 +1,7 @@
 //! Transports: what carries a probe's messages. One trait, one file per
 //! transport (verbs lives in `crate::verbs`).
 //!
-//! Why it exists: the same measurement loop (`probe/hot.rs`) and the same
+//! Why it exists: the same measurement loops (`probe/workload/`) and the same
 //! statistics must run over verbs, over shared memory (the zero-latency
 //! reference) and over UDP (the kernel-network reference), so the
 //! reference transports test every statistic and output path on machines
