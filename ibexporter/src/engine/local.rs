@@ -87,7 +87,6 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
                                     },
                                     ..ChannelSpec::new(o.qp, size)
                                 }),
-                                size,
                             });
                         }
                     }
@@ -109,7 +108,6 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
             specs.push(ProbeSpec {
                 key: key(o, "loopback", r.name(), "send", size),
                 kind: ProbeKind::Loopback(ChannelSpec::new(r, size)),
-                size,
             });
         }
     }
@@ -124,7 +122,6 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
                     specs.push(ProbeSpec {
                         key: key(o, &format!("cpu{cpu}"), "host", "wakeup", 0),
                         kind: ProbeKind::Wakeup { cpu },
-                        size: 0,
                     });
                 }
             }

@@ -70,8 +70,6 @@ pub struct ProbeSpec {
     pub key: SeriesKey,
     /// What it runs.
     pub kind: ProbeKind,
-    /// Message size in bytes (unused by wake-ups).
-    pub size: usize,
 }
 
 /// How the engine probes.

@@ -102,7 +102,6 @@ pub fn remote_specs(source: &str, targets: &[Target], card: &CardinalityConfig) 
                         ..ChannelSpec::new(t.transport, size)
                     },
                 },
-                size,
             });
         }
     }

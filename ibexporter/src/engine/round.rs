@@ -44,7 +44,7 @@ pub(super) fn run(
             remote_round(*addr, &polled(spec, cfg), cfg, clock, stop)
         }
         ProbeKind::Loopback(spec) => match open::loopback(&polled(spec, cfg)) {
-            Ok(mut ch) => message_round(ch.as_mut(), p.size, cfg, clock, stop),
+            Ok(mut ch) => message_round(ch.as_mut(), spec.size, cfg, clock, stop),
             Err(e) => {
                 tracing::debug!("probe {}: {e}", p.key.target);
                 (0, failed(e.reason()))
