@@ -174,6 +174,16 @@ fn round_to_page(bytes: usize) -> usize {
     bytes.max(1).div_ceil(4096) * 4096
 }
 
+/// Asks for `bytes` of send and receive buffer on a socket (the kernel
+/// caps them at net.core.wmem_max / rmem_max; the caller treats a failure
+/// as best effort).
+pub fn set_socket_buffers(fd: &impl std::os::fd::AsFd, bytes: usize) -> io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    setsockopt(fd, sockopt::SndBuf, &bytes).map_err(io::Error::from)?;
+    setsockopt(fd, sockopt::RcvBuf, &bytes).map_err(io::Error::from)?;
+    Ok(())
+}
+
 /// Blocks until `fd` is readable or `timeout_ms` passes; true if readable.
 ///
 /// Why it exists: `--poll event` on the UDP reference transport sleeps in

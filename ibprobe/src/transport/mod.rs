@@ -14,6 +14,7 @@
 //!   client posts and waits for the echo, the server echoes what arrives.
 
 pub mod shm;
+pub mod stream;
 pub mod udp;
 
 use serde::Serialize;

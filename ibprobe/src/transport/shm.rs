@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::Arc;
 
+use super::stream::SlotEnd;
 use super::{Channel, TransportError, TransportInfo};
 use crate::sys::host::SharedMap;
 
@@ -305,6 +306,236 @@ impl Drop for ShmChannel {
     }
 }
 
+/// Magic of a stream mapping ("IBPSTRM1").
+const STREAM_MAGIC: u64 = 0x4942_5053_5452_4d31;
+
+/// One end of a streaming slot pool over shared memory (a
+/// [`SlotEnd`]): two rings of `slots` slots, one per direction. A slot is
+/// a stamp word (0 empty, `len + 1` full) and the slot's bytes as words.
+/// The producer copies the bytes in, then stores the stamp (Release); the
+/// consumer reads the stamp (Acquire), copies the bytes out and stores 0
+/// (Release): the slot is free again, which is what a credit counts.
+pub struct ShmSlots {
+    map: Arc<SharedMap>,
+    slots: usize,
+    slot_size: usize,
+    slot_words: usize,
+    tx_base: usize,
+    rx_base: usize,
+    head: u64,
+    tail: u64,
+    my_closed: usize,
+    peer_closed: usize,
+    path: Option<PathBuf>,
+    label: &'static str,
+}
+
+fn stream_slot_words(slot_size: usize) -> usize {
+    (1 + slot_size.div_ceil(8)).div_ceil(LINE_WORDS) * LINE_WORDS
+}
+
+fn stream_map_bytes(slots: usize, slot_size: usize) -> usize {
+    (LINE_WORDS + 2 * slots * stream_slot_words(slot_size)) * 8
+}
+
+fn init_stream_header(map: &SharedMap, slots: usize, slot_size: usize) {
+    let w = map.words();
+    w[H_SLOTS].store(slots as u64, Relaxed);
+    w[H_SLOT_WORDS].store(slot_size as u64, Relaxed);
+    w[H_MAGIC].store(STREAM_MAGIC, Release);
+}
+
+impl ShmSlots {
+    /// Both ends in one process (sender end, receiver end), for a
+    /// loopback stream whose two loops run on two threads.
+    pub fn pair(slots: u32, slot_size: usize) -> Result<(ShmSlots, ShmSlots), TransportError> {
+        let map = Arc::new(
+            SharedMap::anonymous(stream_map_bytes(slots as usize, slot_size))
+                .map_err(io("mmap (anonymous shared)"))?,
+        );
+        init_stream_header(&map, slots as usize, slot_size);
+        Ok((
+            ShmSlots::on_side(map.clone(), slots, slot_size, Side::Client, None),
+            ShmSlots::on_side(map, slots, slot_size, Side::Server, None),
+        ))
+    }
+
+    /// Creates the shared file at `path` (the server's end of a stream
+    /// between two processes); removed when this end drops.
+    pub fn create(
+        path: &Path,
+        slots: u32,
+        slot_size: usize,
+        side: Side,
+    ) -> Result<ShmSlots, TransportError> {
+        let map = SharedMap::file(path, stream_map_bytes(slots as usize, slot_size), true)
+            .map_err(io("create shm file"))?;
+        init_stream_header(&map, slots as usize, slot_size);
+        Ok(ShmSlots::on_side(
+            Arc::new(map),
+            slots,
+            slot_size,
+            side,
+            Some(path.to_path_buf()),
+        ))
+    }
+
+    /// Opens the shared file a peer created at `path`.
+    pub fn open(
+        path: &Path,
+        slots: u32,
+        slot_size: usize,
+        side: Side,
+    ) -> Result<ShmSlots, TransportError> {
+        let map = SharedMap::file(path, stream_map_bytes(slots as usize, slot_size), false)
+            .map_err(io("open shm file"))?;
+        let w = map.words();
+        let (magic, n, bytes) = (
+            w[H_MAGIC].load(Acquire),
+            w[H_SLOTS].load(Relaxed),
+            w[H_SLOT_WORDS].load(Relaxed),
+        );
+        if magic != STREAM_MAGIC || n != u64::from(slots) || bytes != slot_size as u64 {
+            return Err(TransportError::Unsupported(format!(
+                "{}: not an ibprobe stream ring of {slots} slots of {slot_size} B (magic {magic:#x}, {n} slots of {bytes} B); \
+                 are client and server the same ibprobe version?",
+                path.display()
+            )));
+        }
+        Ok(ShmSlots::on_side(
+            Arc::new(map),
+            slots,
+            slot_size,
+            side,
+            None,
+        ))
+    }
+
+    fn on_side(
+        map: Arc<SharedMap>,
+        slots: u32,
+        slot_size: usize,
+        side: Side,
+        path: Option<PathBuf>,
+    ) -> ShmSlots {
+        let slots = slots as usize;
+        let sw = stream_slot_words(slot_size);
+        let rings = [LINE_WORDS, LINE_WORDS + slots * sw];
+        let (tx, rx, label) = match side {
+            Side::Client => (0, 1, "client"),
+            Side::Server => (1, 0, "server"),
+        };
+        ShmSlots {
+            map,
+            slots,
+            slot_size,
+            slot_words: sw,
+            tx_base: rings[tx],
+            rx_base: rings[rx],
+            head: 0,
+            tail: 0,
+            my_closed: H_CLOSED[tx],
+            peer_closed: H_CLOSED[rx],
+            path,
+            label,
+        }
+    }
+}
+
+impl SlotEnd for ShmSlots {
+    fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    #[inline]
+    fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError> {
+        debug_assert!(bytes.len() <= self.slot_size);
+        let w = self.map.words();
+        let slot = self.tx_base + (self.head as usize % self.slots) * self.slot_words;
+        if w[slot].load(Acquire) != 0 {
+            // The peer has not consumed this slot yet: no room.
+            return Ok(false);
+        }
+        let words = &w[slot + 1..slot + 1 + bytes.len().div_ceil(8)];
+        let mut chunks = bytes.chunks_exact(8);
+        for (word, c) in words.iter().zip(&mut chunks) {
+            word.store(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])), Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            words[words.len() - 1].store(u64::from_le_bytes(last), Relaxed);
+        }
+        w[slot].store(bytes.len() as u64 + 1, Release);
+        self.head += 1;
+        Ok(true)
+    }
+
+    #[inline]
+    fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        let w = self.map.words();
+        let slot = self.rx_base + (self.tail as usize % self.slots) * self.slot_words;
+        let stamp = w[slot].load(Acquire);
+        if stamp == 0 {
+            if w[self.peer_closed].load(Relaxed) != 0 {
+                return Err(TransportError::PeerLost(
+                    "the peer closed the shm stream".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let len = (stamp - 1) as usize;
+        if len > self.slot_size || len > into.len() {
+            return Err(TransportError::Completion(format!(
+                "shm stream slot of {len} B is larger than the {} B slot",
+                self.slot_size
+            )));
+        }
+        let words = &w[slot + 1..slot + 1 + len.div_ceil(8)];
+        let mut chunks = into[..len].chunks_exact_mut(8);
+        for (word, c) in words.iter().zip(&mut chunks) {
+            c.copy_from_slice(&word.load(Relaxed).to_le_bytes());
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let n = rest.len();
+            rest.copy_from_slice(&words[words.len() - 1].load(Relaxed).to_le_bytes()[..n]);
+        }
+        w[slot].store(0, Release);
+        self.tail += 1;
+        Ok(Some(len))
+    }
+
+    fn lossy(&self) -> bool {
+        false
+    }
+
+    fn info(&self) -> TransportInfo {
+        TransportInfo {
+            name: "shm".into(),
+            detail: format!(
+                "shared-memory slot rings ({}), {} slots of {} B per direction",
+                self.label, self.slots, self.slot_size
+            ),
+            facts: vec![
+                ("slots".into(), self.slots.to_string()),
+                ("slot_bytes".into(), self.slot_size.to_string()),
+                ("end".into(), self.label.into()),
+            ],
+        }
+    }
+}
+
+impl Drop for ShmSlots {
+    fn drop(&mut self) {
+        self.map.words()[self.my_closed].store(1, Release);
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 /// Where a server puts its shared file: /dev/shm when it exists (memory,
 /// not disk), else the temp dir. Unique per process and call.
 pub fn default_path() -> PathBuf {
@@ -361,6 +592,30 @@ mod tests {
         assert_eq!(c.poll_recv().unwrap(), Some(5));
         drop(c);
         assert!(matches!(s.poll_recv(), Err(TransportError::PeerLost(_))));
+    }
+
+    #[test]
+    fn stream_slots_carry_bytes_both_ways_and_fill_up() {
+        let (mut a, mut b) = ShmSlots::pair(4, 100).unwrap();
+        let mut buf = [0u8; 100];
+        assert_eq!(b.recv(&mut buf).unwrap(), None);
+        let msg: Vec<u8> = (0..37u8).collect();
+        for _ in 0..4 {
+            assert!(a.send(&msg).unwrap());
+        }
+        assert!(!a.send(&msg).unwrap(), "a full ring has no room");
+        assert_eq!(b.recv(&mut buf).unwrap(), Some(37));
+        assert_eq!(&buf[..37], &msg[..]);
+        assert!(a.send(&[9; 100]).unwrap(), "a consumed slot is free again");
+        assert_eq!(a.recv(&mut buf).unwrap(), None, "own slots are not echoed");
+        b.send(&[7; 3]).unwrap();
+        assert_eq!(a.recv(&mut buf).unwrap(), Some(3));
+        assert_eq!(&buf[..3], &[7; 3]);
+        drop(a);
+        for _ in 0..4 {
+            b.recv(&mut buf).unwrap();
+        }
+        assert!(matches!(b.recv(&mut buf), Err(TransportError::PeerLost(_))));
     }
 
     #[test]

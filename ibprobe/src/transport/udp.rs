@@ -14,6 +14,7 @@
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
+use super::stream::SlotEnd;
 use super::{Channel, TransportError, TransportInfo};
 
 /// Smallest message: the 8-byte sequence number.
@@ -209,6 +210,122 @@ impl Channel for UdpChannel {
                     if self.event { "event" } else { "busy" }.into(),
                 ),
             ],
+        }
+    }
+}
+
+/// One end of a UDP stream (a [`SlotEnd`]): a connected non-blocking
+/// socket; a slot is one datagram. UDP may drop a datagram (a full socket
+/// buffer on either side): the stream counts it lost.
+pub struct UdpSlots {
+    sock: UdpSocket,
+    slot_size: usize,
+    peer: Option<SocketAddr>,
+}
+
+/// Socket buffers of a stream end: room for a full window of slots.
+const STREAM_SOCKBUF: usize = 4 << 20;
+
+impl UdpSlots {
+    /// A socket bound to `addr` (port 0: any) for slots of `slot_size`
+    /// bytes; connect it to its peer next.
+    pub fn bind(addr: SocketAddr, slot_size: usize) -> Result<UdpSlots, TransportError> {
+        let sock = open(addr)?;
+        // Best effort: the kernel caps these at net.core.{r,w}mem_max.
+        let _ = crate::sys::host::set_socket_buffers(&sock, STREAM_SOCKBUF);
+        Ok(UdpSlots {
+            sock,
+            slot_size,
+            peer: None,
+        })
+    }
+
+    /// Both ends on `ip` in this process, connected to each other.
+    pub fn pair(ip: IpAddr, slot_size: usize) -> Result<(UdpSlots, UdpSlots), TransportError> {
+        let mut a = UdpSlots::bind(SocketAddr::new(ip, 0), slot_size)?;
+        let mut b = UdpSlots::bind(SocketAddr::new(ip, 0), slot_size)?;
+        let (aa, ba) = (a.local_addr()?, b.local_addr()?);
+        a.connect(ba)?;
+        b.connect(aa)?;
+        Ok((a, b))
+    }
+
+    /// The address this end receives on.
+    pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
+        self.sock.local_addr().map_err(io("getsockname"))
+    }
+
+    /// Connects to the peer: only its datagrams are received from now on.
+    pub fn connect(&mut self, peer: SocketAddr) -> Result<(), TransportError> {
+        self.sock.connect(peer).map_err(io("connect udp socket"))?;
+        self.peer = Some(peer);
+        Ok(())
+    }
+}
+
+impl SlotEnd for UdpSlots {
+    fn slot_size(&self) -> usize {
+        self.slot_size
+    }
+
+    #[inline]
+    fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError> {
+        match self.sock.send(bytes) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(false),
+            Err(e) if lost_peer(&e) => Err(TransportError::PeerLost(format!(
+                "udp send to {}: {e} (nothing listens there any more)",
+                fmt_peer(self.peer)
+            ))),
+            Err(e) => Err(TransportError::Io {
+                what: "udp send",
+                source: e,
+            }),
+        }
+    }
+
+    #[inline]
+    fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        loop {
+            match self.sock.recv(into) {
+                Ok(n) => return Ok(Some(n)),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if lost_peer(&e) => {
+                    return Err(TransportError::PeerLost(format!(
+                        "udp receive from {}: {e} (the peer's socket is gone)",
+                        fmt_peer(self.peer)
+                    )))
+                }
+                Err(e) => {
+                    return Err(TransportError::Io {
+                        what: "udp recv",
+                        source: e,
+                    })
+                }
+            }
+        }
+    }
+
+    fn lossy(&self) -> bool {
+        true
+    }
+
+    fn info(&self) -> TransportInfo {
+        let local = self
+            .sock
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let peer = fmt_peer(self.peer);
+        TransportInfo {
+            name: "udp".into(),
+            detail: format!(
+                "kernel UDP stream, busy poll, {local} -> {peer}, one datagram per slot of up to {} B",
+                self.slot_size
+            ),
+            facts: vec![("local".into(), local), ("peer".into(), peer)],
         }
     }
 }

@@ -1,0 +1,102 @@
+//! The streaming layer: one end of a duplex pool of slots.
+//!
+//! Why it exists: a [`super::Channel`] carries one message at a time and
+//! knows only its sequence number; a stream (issue 13,
+//! `docs/stream-design.md`) keeps many slots in flight, packs several
+//! messages into one slot, and needs a return path for credits and acks.
+//! A [`SlotEnd`] is what the stream loops (`probe/workload/stream.rs`)
+//! need from a transport, and nothing more: send the bytes of one slot as
+//! one operation (one ring write, one datagram, one verbs post), and take
+//! the bytes of the next arrived slot. What the bytes mean (headers,
+//! records, credits) is the workload's business (`probe/workload/slot.rs`).
+//!
+//! The pool: each end has `slots` receive slots (posted up front on verbs,
+//! ring entries on shm, the socket buffer on udp) of `slot_size` bytes.
+//! The sender's credit window never exceeds `slots`, so a sender that
+//! respects its credits never overruns the peer's pool.
+//!
+//! One file per transport implements it: `shm.rs` ([`super::shm::ShmSlots`]),
+//! `udp.rs` ([`super::udp::UdpSlots`]), `crate::verbs` for rc/uc/ud.
+//!
+//! Hot-path contract (as for `Channel`): `send`, `recv`, `write_counter`
+//! and `read_counter` allocate nothing, take no lock and make no syscall
+//! beyond the transport's own data path.
+
+use super::{TransportError, TransportInfo};
+
+/// One end of a streaming connection: it sends slots to the peer and
+/// receives the peer's slots. In loopback the two ends live on two threads
+/// of one process; across hosts, one per process.
+pub trait SlotEnd: Send {
+    /// Bytes per slot (the most one `send` carries).
+    fn slot_size(&self) -> usize;
+
+    /// Sends `bytes` (at most [`SlotEnd::slot_size`]) as one slot, one
+    /// operation. `Ok(false)`: the transport has no room right now (a full
+    /// send queue or socket buffer); nothing was sent, try again after
+    /// polling.
+    fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError>;
+
+    /// Looks once for an arrived slot: copies it into `into` (at least
+    /// `slot_size` bytes) and returns its length, and the transport's
+    /// receive slot is free again (re-posted).
+    fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError>;
+
+    /// Whether the transport may lose a slot (udp, uc, ud): the loops
+    /// then count gaps as losses instead of waiting for them.
+    fn lossy(&self) -> bool;
+
+    /// Whether [`SlotEnd::write_counter`] works (`--credit-return write`:
+    /// an RDMA write into the peer's memory; rc only).
+    fn has_counter(&self) -> bool {
+        false
+    }
+
+    /// Writes `v` into the peer's counter word (no receive completion on
+    /// the peer: it reads the word with [`SlotEnd::read_counter`]).
+    fn write_counter(&mut self, _v: u64) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported(
+            "this transport has no remote counter (--credit-return write needs rc)".into(),
+        ))
+    }
+
+    /// The last value the peer wrote into this end's counter word.
+    fn read_counter(&self) -> u64 {
+        0
+    }
+
+    /// Facts for the report.
+    fn info(&self) -> TransportInfo;
+}
+
+impl<T: SlotEnd + ?Sized> SlotEnd for Box<T> {
+    #[inline(always)]
+    fn slot_size(&self) -> usize {
+        (**self).slot_size()
+    }
+    #[inline(always)]
+    fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError> {
+        (**self).send(bytes)
+    }
+    #[inline(always)]
+    fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        (**self).recv(into)
+    }
+    fn lossy(&self) -> bool {
+        (**self).lossy()
+    }
+    fn has_counter(&self) -> bool {
+        (**self).has_counter()
+    }
+    #[inline(always)]
+    fn write_counter(&mut self, v: u64) -> Result<(), TransportError> {
+        (**self).write_counter(v)
+    }
+    #[inline(always)]
+    fn read_counter(&self) -> u64 {
+        (**self).read_counter()
+    }
+    fn info(&self) -> TransportInfo {
+        (**self).info()
+    }
+}
