@@ -6,6 +6,8 @@
 //!   streaming [`workload::Sink`], the stop-and-wait loop (read it: it is
 //!   short) and the server's echo loop;
 //! - [`runner`]: placement, warm-up, measured run, Ctrl-C -> [`Outcome`];
+//! - [`stream`]: a stream's two loops at once (sender here, receiver on a
+//!   pinned thread) -> [`stream::StreamOutcome`] (issue 13);
 //! - [`oob`]: the out-of-band TCP handshake of server and client;
 //! - `outcome.rs`: the contract between the runner, which fills it, and
 //!   `crate::report`, which prints it.
@@ -16,6 +18,7 @@ pub mod open;
 pub mod outcome;
 pub mod runner;
 pub mod session;
+pub mod stream;
 pub mod wakeup;
 pub mod workload;
 

@@ -18,9 +18,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::config::Receiver;
 use super::runner::EchoThread;
 use crate::clock::Clock;
-use crate::spec::{ChannelSpec, Poll, SpecError, Transport};
-use crate::transport::shm::ShmChannel;
-use crate::transport::udp::UdpChannel;
+use crate::spec::{ChannelSpec, Poll, SpecError, StreamSpec, Transport};
+use crate::transport::shm::{ShmChannel, ShmSlots};
+use crate::transport::stream::SlotEnd;
+use crate::transport::udp::{UdpChannel, UdpSlots};
 use crate::transport::{Channel, TransportError};
 use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
 
@@ -124,6 +125,32 @@ pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
         }
         Transport::Rc | Transport::Uc | Transport::Ud => {
             Box::new(verbs::loopback(&VerbsConfig::new(spec)?)?)
+        }
+    })
+}
+
+/// A stream in one process (`ibprobe stream` in loopback): the sending
+/// end and the receiving end of a slot pool of `stream`'s shape, each to
+/// be driven by its own thread. Both specs are checked first.
+pub fn stream_pair(
+    spec: &ChannelSpec,
+    stream: &StreamSpec,
+) -> Result<(Box<dyn SlotEnd>, Box<dyn SlotEnd>), OpenError> {
+    spec.check()?;
+    stream.check(spec)?;
+    Ok(match spec.transport {
+        Transport::Shm => {
+            let (a, b) = ShmSlots::pair(stream.slots, stream.slot_size)?;
+            (Box::new(a), Box::new(b))
+        }
+        Transport::Udp => {
+            let (a, b) = UdpSlots::pair(LOCALHOST, stream.slot_size)?;
+            (Box::new(a), Box::new(b))
+        }
+        t => {
+            return Err(OpenError::refused(format!(
+                "ibprobe stream over --transport {t} is not built yet; use shm or udp"
+            )))
         }
     })
 }

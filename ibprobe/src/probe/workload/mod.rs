@@ -49,10 +49,15 @@ use crate::clock::Clock;
 use crate::probe::config::Plan;
 use crate::transport::{Channel, TransportError};
 
+pub mod batch;
 pub mod echo;
 pub mod pace;
+pub mod pipeline;
 pub mod record;
+pub mod slot;
 pub mod stop_wait;
+pub mod stream;
+pub mod window;
 
 pub use echo::{echo, EchoEnd};
 pub use record::{Histos, Interval, Recorder, Sink, Tally};

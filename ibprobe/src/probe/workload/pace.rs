@@ -72,6 +72,12 @@ impl Pacer {
         }
     }
 
+    /// The next paced step's tick (unpaced: the start, always due).
+    #[inline(always)]
+    pub fn next_step(&self) -> u64 {
+        self.step
+    }
+
     /// Before a post: waits for the step (paced runs), then checks the end
     /// of a timed run.
     #[inline(always)]

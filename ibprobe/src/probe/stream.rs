@@ -1,0 +1,328 @@
+//! Running a stream: both loops of `probe/workload/stream.rs` at once,
+//! placed, and their counters turned into a [`StreamOutcome`].
+//!
+//! Why it exists: a stream needs its two ends running at the same time.
+//! In loopback ([`run_loopback`]) this process owns both: the sender runs
+//! on the calling thread (pinned to `--cpu`), the receiver on a scoped
+//! thread pinned to another CPU (`--rx-cpu`, or the next allowed one), one
+//! clock for both, so the per-message latency is exact. Across hosts the
+//! client runs [`run_sender`] and the server [`serve_receiver`].
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::config::{Plan, ProbeConfig};
+use super::runner::place;
+use super::workload::stream::{receive, RecvTally, SendHistos, SendTally, Sender, StreamPlan};
+use crate::clock::Clock;
+use crate::spec::StreamSpec;
+use crate::stats::LatencyHistogram;
+use crate::sys::host;
+use crate::transport::stream::SlotEnd;
+use crate::transport::TransportError;
+
+/// What a stream run measured, before any formatting.
+#[derive(Clone, Debug, Default)]
+pub struct StreamOutcome {
+    /// Per message: delivery at the receiver minus hand-over at the sender, ns.
+    pub latency: LatencyHistogram,
+    /// The sender's distributions (time in batch, credit wait).
+    pub send_histos: SendHistos,
+    /// The sender's counters.
+    pub send: SendTally,
+    /// The receiver's counters (in client/server: what the server reported).
+    pub recv: RecvTally,
+    /// First measured hand-over to last measured delivery, ns.
+    pub elapsed_ns: u64,
+    /// Placement facts and warnings.
+    pub notes: Vec<String>,
+    /// CPU of the receiving loop, when pinned.
+    pub rx_cpu: Option<usize>,
+}
+
+impl StreamOutcome {
+    /// Measured messages that never arrived.
+    pub fn lost(&self) -> u64 {
+        self.send.msgs.saturating_sub(self.recv.msgs)
+    }
+
+    /// Delivered messages per second.
+    pub fn msgs_per_sec(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            return 0.0;
+        }
+        self.recv.msgs as f64 * 1e9 / self.elapsed_ns as f64
+    }
+
+    /// Data posts per message (1/K with batches of K).
+    pub fn ops_per_msg(&self) -> f64 {
+        ratio(self.send.data_posts, self.send.msgs)
+    }
+
+    /// Every operation per message: data posts, credit and ack messages,
+    /// credit counter writes.
+    pub fn ops_per_msg_total(&self) -> f64 {
+        ratio(
+            self.send.data_posts
+                + self.recv.credit_msgs
+                + self.recv.ack_msgs
+                + self.recv.counter_writes,
+            self.send.msgs,
+        )
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// A stream run that failed: the error and what was measured before it.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct StreamError {
+    /// What went wrong.
+    pub error: TransportError,
+    /// The statistics up to the failure.
+    pub outcome: Box<StreamOutcome>,
+}
+
+/// The CPU for the receiving loop: `asked`, else the first allowed CPU
+/// other than the sender's (None when this process may use only one).
+pub fn receiver_cpu(asked: Option<usize>, sender: Option<usize>) -> Option<usize> {
+    asked.or_else(|| {
+        let allowed = host::allowed_cpus();
+        let after = sender.map_or(0, |s| s + 1);
+        allowed
+            .iter()
+            .copied()
+            .find(|&c| Some(c) != sender && c >= after)
+            .or_else(|| allowed.iter().copied().find(|&c| Some(c) != sender))
+    })
+}
+
+/// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
+/// thread pinned to `rx_cpu`. `cfg` gives the size, length, warm-up,
+/// pacing, consume delay and timeout; `spec` the stream's knobs (checked
+/// by the caller).
+pub fn run_loopback(
+    cfg: &ProbeConfig,
+    spec: &StreamSpec,
+    tx: &mut dyn SlotEnd,
+    rx: &mut dyn SlotEnd,
+    clock: &Clock,
+    stop: &AtomicBool,
+    rx_cpu: Option<usize>,
+) -> Result<StreamOutcome, StreamError> {
+    let mut out = StreamOutcome {
+        rx_cpu,
+        ..StreamOutcome::default()
+    };
+    let fail = |error, out| StreamError {
+        error,
+        outcome: Box::new(out),
+    };
+    match place(cfg) {
+        Ok(n) => out.notes = n,
+        Err(e) => return Err(fail(e, out)),
+    }
+    let measured = Plan::measured(cfg, clock);
+    let sp = StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock);
+    let sender_done = AtomicBool::new(false);
+    let mut latency = LatencyHistogram::new();
+    let (sent, received) = std::thread::scope(|s| {
+        let (sp, sender_done, lat) = (&sp, &sender_done, &mut latency);
+        let h = std::thread::Builder::new()
+            .name("ibprobe-stream-rx".into())
+            .spawn_scoped(s, move || -> Result<RecvTally, TransportError> {
+                if let Some(c) = rx_cpu {
+                    host::pin_to_cpu(c).map_err(|source| TransportError::Io {
+                        what: "pin the receiving thread to --rx-cpu (sched_setaffinity)",
+                        source,
+                    })?;
+                }
+                receive(rx, clock, sp, stop, sender_done, lat)
+            })
+            .expect("spawning a thread");
+        let sent = run_sender(tx, cfg, &sp, clock, stop);
+        sender_done.store(true, Ordering::Relaxed);
+        let received = match h.join() {
+            Ok(r) => r,
+            Err(_) => Err(TransportError::Completion(
+                "the receiving thread panicked".into(),
+            )),
+        };
+        (sent, received)
+    });
+    out.latency = latency;
+    if let Some(c) = rx_cpu {
+        out.notes.push(format!("receiver pinned to cpu {c}"));
+    }
+    let send_err = match sent {
+        Ok((t, h)) => {
+            out.send = t;
+            out.send_histos = h;
+            None
+        }
+        Err(e) => Some(e),
+    };
+    match received {
+        Ok(r) => out.recv = r,
+        Err(e) => return Err(fail(e, out)),
+    }
+    if let Some(e) = send_err {
+        return Err(fail(e, out));
+    }
+    out.elapsed_ns = clock.ticks_to_ns(out.recv.last_arrival.wrapping_sub(out.send.first_handover));
+    Ok(out)
+}
+
+/// The sending side of a stream: the warm-up, the measured part, the FIN
+/// and the drain, on `tx`.
+pub fn run_sender(
+    tx: &mut dyn SlotEnd,
+    cfg: &ProbeConfig,
+    sp: &StreamPlan,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> Result<(SendTally, SendHistos), TransportError> {
+    let mut s = Sender::new(tx, clock, sp, stop);
+    s.run(&Plan::warmup(cfg, clock), false)?;
+    s.run(&Plan::measured(cfg, clock), true)?;
+    let t = s.finish()?;
+    Ok((t, std::mem::take(&mut s.histos)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::Length;
+    use crate::probe::open::stream_pair;
+    use crate::spec::{ChannelSpec, Transport};
+    use std::time::Duration;
+
+    fn cfg(count: u64) -> ProbeConfig {
+        ProbeConfig {
+            length: Length::Count(count),
+            warmup: 100,
+            lock_memory: false,
+            ..ProbeConfig::default()
+        }
+    }
+
+    fn run(
+        t: Transport,
+        cfg: &ProbeConfig,
+        spec: &StreamSpec,
+    ) -> Result<StreamOutcome, StreamError> {
+        let (mut a, mut b) = stream_pair(&ChannelSpec::new(t, cfg.size), spec).unwrap();
+        let stop = AtomicBool::new(false);
+        run_loopback(
+            cfg,
+            spec,
+            a.as_mut(),
+            b.as_mut(),
+            &Clock::calibrate(),
+            &stop,
+            None,
+        )
+    }
+
+    #[test]
+    fn batches_of_k_take_one_post_per_k_messages() {
+        for t in [Transport::Shm, Transport::Udp] {
+            let spec = StreamSpec {
+                batch: 8,
+                ..StreamSpec::default()
+            };
+            let o = run(t, &cfg(20_000), &spec).unwrap();
+            assert_eq!(o.send.msgs, 20_000, "{t}");
+            assert_eq!(o.recv.msgs + o.lost(), 20_000, "{t}");
+            assert_eq!(o.send.data_posts, 2_500, "{t}: 20000 / 8, no partial batch");
+            assert!((o.ops_per_msg() - 0.125).abs() < 1e-9, "{t}");
+            assert_eq!(o.send.flushes, [2_500, 0, 0], "{t}");
+            assert_eq!(o.latency.len(), o.recv.msgs);
+            assert!(o.msgs_per_sec() > 0.0);
+        }
+    }
+
+    #[test]
+    fn a_slow_consumer_stalls_the_window_and_never_exceeds_it() {
+        let spec = StreamSpec {
+            window: 4,
+            ..StreamSpec::default()
+        };
+        let c = ProbeConfig {
+            consume_delay: Duration::from_micros(20),
+            ..cfg(2_000)
+        };
+        let o = run(Transport::Shm, &c, &spec).unwrap();
+        assert!(o.send.credit_stalls > 0, "{:?}", o.send);
+        assert!(
+            o.recv.max_unconsumed <= 4 && o.recv.max_unconsumed >= 2,
+            "{}",
+            o.recv.max_unconsumed
+        );
+        assert!(o.send.max_in_flight <= 4);
+    }
+
+    #[test]
+    fn pipeline_depth_bounds_unacked_slots() {
+        for d in [1, 2] {
+            let spec = StreamSpec {
+                pipeline: Some(d),
+                ..StreamSpec::default()
+            };
+            let o = run(Transport::Shm, &cfg(5_000), &spec).unwrap();
+            assert!(o.recv.max_unacked <= u64::from(d));
+            assert!(o.send.max_unacked <= u64::from(d) && o.send.max_unacked >= 1);
+            assert_eq!(
+                o.recv.ack_msgs,
+                o.send.data_posts + 100,
+                "one ack per data slot, warm-up included"
+            );
+        }
+    }
+
+    #[test]
+    fn a_timer_flushes_partial_batches_at_a_slow_rate() {
+        let spec = StreamSpec {
+            batch: 16,
+            flush: Some(Duration::from_micros(200)),
+            ..StreamSpec::default()
+        };
+        let c = ProbeConfig {
+            rate_hz: Some(1_000.0),
+            warmup: 0,
+            ..cfg(200)
+        };
+        let o = run(Transport::Udp, &c, &spec).unwrap();
+        // Every flush is the timer's, but the run's end (explicit).
+        assert_eq!(o.send.flushes[0], 0, "{:?}", o.send);
+        assert!(o.send.flushes[2] <= 1, "{:?}", o.send);
+        assert_eq!(o.send.flushes[1] + o.send.flushes[2], o.send.data_posts);
+        let p99 = o.send_histos.in_batch.summary().p99_ns;
+        assert!(p99 <= 250_000 && p99 >= 200_000, "{p99}");
+    }
+
+    #[test]
+    fn large_messages_span_slots() {
+        let spec = StreamSpec {
+            slot_size: 256,
+            ..StreamSpec::default()
+        };
+        let c = ProbeConfig {
+            size: 1000,
+            ..cfg(1_000)
+        };
+        let o = run(Transport::Shm, &c, &spec).unwrap();
+        assert_eq!(o.recv.msgs, 1_000);
+        assert_eq!(o.recv.corrupt, 0);
+        assert_eq!(
+            o.send.data_posts, 5_000,
+            "(16 + 1000) / 240 -> 5 slots per message"
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! Batching with a flush timer (Derecho's SMC batching, seed 003):
+//! messages are appended to the open slot, which is posted when it holds
+//! `k` messages (fill), when `--flush T` has passed since its first
+//! message entered it (timer), or at the end of a burst or of the run
+//! (explicit, Derecho's `flush()`). k = 1 is no batching.
+
+use super::slot::Cause;
+
+/// The open slot's batch state and the flush counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Batcher {
+    k: u32,
+    /// Ticks after the first message at which a partial batch is posted;
+    /// 0: no timer.
+    flush_ticks: u64,
+    /// Messages in the open slot.
+    open: u32,
+    /// When the open slot's first message was handed over.
+    first: u64,
+    /// Posts by cause: fill, timer, explicit.
+    pub flushes: [u64; 3],
+}
+
+impl Batcher {
+    /// Batches of `k`, a partial batch flushed after `flush_ticks` (0: never).
+    pub fn new(k: u32, flush_ticks: u64) -> Batcher {
+        Batcher {
+            k: k.max(1),
+            flush_ticks,
+            ..Batcher::default()
+        }
+    }
+
+    /// Messages in the open slot.
+    #[inline(always)]
+    pub fn open(&self) -> u32 {
+        self.open
+    }
+
+    /// A message handed over at `now` joined the open slot; true when the
+    /// batch is now full.
+    #[inline(always)]
+    pub fn add(&mut self, now: u64) -> bool {
+        if self.open == 0 {
+            self.first = now;
+        }
+        self.open += 1;
+        self.open >= self.k
+    }
+
+    /// When the open, partial batch must go (`None`: empty, or no timer).
+    #[inline(always)]
+    pub fn deadline(&self) -> Option<u64> {
+        (self.open > 0 && self.flush_ticks > 0).then(|| self.first.wrapping_add(self.flush_ticks))
+    }
+
+    /// The open slot was posted for `cause`: counts it and empties it.
+    #[inline(always)]
+    pub fn posted(&mut self, cause: Cause) {
+        self.flushes[cause as usize] += 1;
+        self.open = 0;
+    }
+
+    /// Forgets the flush counts (after the warm-up).
+    pub fn reset_counts(&mut self) {
+        self.flushes = [0; 3];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_at_k_times_out_after_t_and_counts_causes() {
+        let mut b = Batcher::new(3, 100);
+        assert_eq!(b.deadline(), None);
+        assert!(!b.add(1000));
+        assert_eq!(b.deadline(), Some(1100));
+        assert!(!b.add(1050));
+        assert!(b.add(1060));
+        b.posted(Cause::Fill);
+        assert_eq!((b.open(), b.deadline()), (0, None));
+        b.add(2000);
+        assert_eq!(
+            b.deadline(),
+            Some(2100),
+            "the timer starts at the first message"
+        );
+        b.posted(Cause::Timer);
+        b.posted(Cause::Explicit);
+        assert_eq!(b.flushes, [1, 1, 1]);
+        assert_eq!(Batcher::new(1, 0).deadline(), None);
+        assert!(Batcher::new(1, 0).add(5), "k = 1: every message fills");
+    }
+}

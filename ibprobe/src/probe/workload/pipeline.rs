@@ -1,0 +1,83 @@
+//! Pipelined acks (DSM's ORIG/PIPE, seed 004): every posted data slot
+//! needs the receiver's application-level ack, and at most `depth` may be
+//! unacknowledged; depth 1 is stop-and-wait (ORIG).
+//!
+//! The receiver acks a slot once it has consumed it, with a cumulative
+//! count (so a lost ack is covered by the next one).
+
+/// The sender's view of its acks; `None` depth: no acks are asked for.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Acks {
+    depth: Option<u64>,
+    acked: u64,
+    /// Most data slots ever unacknowledged at a post.
+    pub max_unacked: u64,
+}
+
+impl Acks {
+    /// At most `depth` unacknowledged slots (`None`: no acks).
+    pub fn new(depth: Option<u32>) -> Acks {
+        Acks {
+            depth: depth.map(u64::from),
+            ..Acks::default()
+        }
+    }
+
+    /// Whether acks are in use.
+    pub fn on(&self) -> bool {
+        self.depth.is_some()
+    }
+
+    /// Whether one more slot may be posted when `posted` were.
+    #[inline(always)]
+    pub fn allows(&self, posted: u64) -> bool {
+        self.depth
+            .is_none_or(|d| posted - self.acked.min(posted) < d)
+    }
+
+    /// A slot was posted; `posted` counts it.
+    #[inline(always)]
+    pub fn on_post(&mut self, posted: u64) {
+        if self.depth.is_some() {
+            self.max_unacked = self.max_unacked.max(posted - self.acked.min(posted));
+        }
+    }
+
+    /// The receiver acknowledged `acked` slots (cumulative). True when it
+    /// moved.
+    #[inline(always)]
+    pub fn on_ack(&mut self, acked: u64) -> bool {
+        if acked > self.acked {
+            self.acked = acked;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// On a lossy transport, acks that never came within the timeout are
+    /// taken as lost with their slots.
+    pub fn forget(&mut self, posted: u64) {
+        self.acked = self.acked.max(posted);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_d_allows_d_unacked_and_none_allows_all() {
+        let mut a = Acks::new(Some(2));
+        assert!(a.allows(0) && a.allows(1) && !a.allows(2));
+        a.on_post(2);
+        assert_eq!(a.max_unacked, 2);
+        assert!(a.on_ack(1));
+        assert!(a.allows(2) && !a.allows(3));
+        assert!(!a.on_ack(1));
+        a.forget(5);
+        assert!(a.allows(5) && !a.allows(7));
+        let none = Acks::new(None);
+        assert!(!none.on() && none.allows(1_000_000));
+    }
+}

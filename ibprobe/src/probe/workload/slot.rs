@@ -1,0 +1,181 @@
+//! The bytes of a stream slot: what the two stream loops write and read.
+//!
+//! Why it exists: the sender, the receiver and their tests must agree on
+//! one layout, and it should be readable in one place. Every slot starts
+//! with a 16-byte header ([`SLOT_HEADER`]):
+//!
+//! | bytes | field | data slot | control slot (receiver -> sender) | FIN |
+//! |---|---|---|---|---|
+//! | 0..4 | `u32 len` | bytes of the slot used | 24 | 24 |
+//! | 4..6 | `u16 msgs` | message records ending in this slot | 0 | 0 |
+//! | 6..8 | `u16 flags` | [`DATA`], [`FRAG`], flush cause | [`CREDIT`] and/or [`ACK`] | [`FIN`] |
+//! | 8..16 | `u64 word` | the slot's sequence number | slots consumed (cumulative) | slots posted before it |
+//! | 16..24 | | records | acks (cumulative) | messages sent |
+//!
+//! A data slot holds `msgs` records of [`RECORD_HEADER`] bytes (`u64
+//! seq`, `u64 t_handover` in the sender's clock ticks) each followed by
+//! the payload (`size` bytes, every byte the sequence number's low byte).
+//! A message larger than a slot spans consecutive slots flagged [`FRAG`]:
+//! the first carries the record header and the start of the payload, the
+//! last one says `msgs = 1`.
+//!
+//! Counters are cumulative, so a lost control slot (udp, uc, ud) only
+//! delays what the next one says.
+
+pub use crate::spec::{RECORD_HEADER, SLOT_HEADER};
+
+/// A data slot (messages).
+pub const DATA: u16 = 1 << 0;
+/// A fragment of a message larger than a slot.
+pub const FRAG: u16 = 1 << 1;
+/// Control: the word is the receiver's count of consumed slots.
+pub const CREDIT: u16 = 1 << 2;
+/// Control: bytes 16..24 are the receiver's count of acknowledged slots.
+pub const ACK: u16 = 1 << 3;
+/// The sender's last slot: the word is the slots posted before it, bytes
+/// 16..24 the messages sent.
+pub const FIN: u16 = 1 << 4;
+/// Bytes of a control or FIN slot.
+pub const CTRL_LEN: usize = SLOT_HEADER + 8;
+
+/// Why a data slot was posted (its flush cause, also in its flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The batch was full (always, without batching).
+    Fill = 0,
+    /// The flush timer (`--flush`) ran out on a partial batch.
+    Timer = 1,
+    /// The end of a burst or of the run flushed a partial batch.
+    Explicit = 2,
+}
+
+const CAUSE_SHIFT: u16 = 8;
+
+/// A slot's header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    /// Bytes of the slot used.
+    pub len: u32,
+    /// Message records that end in this slot.
+    pub msgs: u16,
+    /// [`DATA`], [`FRAG`], [`CREDIT`], [`ACK`], [`FIN`] and the cause.
+    pub flags: u16,
+    /// Slot sequence number, consumed count or posted count (see the table).
+    pub word: u64,
+}
+
+#[inline(always)]
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+#[inline(always)]
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+impl Header {
+    /// Writes the header into the first 16 bytes of `b`.
+    #[inline(always)]
+    pub fn write(&self, b: &mut [u8]) {
+        b[0..4].copy_from_slice(&self.len.to_le_bytes());
+        b[4..6].copy_from_slice(&self.msgs.to_le_bytes());
+        b[6..8].copy_from_slice(&self.flags.to_le_bytes());
+        put_u64(b, 8, self.word);
+    }
+
+    /// Reads the header of a slot of at least 16 bytes.
+    #[inline(always)]
+    pub fn read(b: &[u8]) -> Header {
+        Header {
+            len: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            msgs: u16::from_le_bytes([b[4], b[5]]),
+            flags: u16::from_le_bytes([b[6], b[7]]),
+            word: u64_at(b, 8),
+        }
+    }
+
+    /// The flush cause of a data slot.
+    pub fn cause(&self) -> Cause {
+        match (self.flags >> CAUSE_SHIFT) & 3 {
+            1 => Cause::Timer,
+            2 => Cause::Explicit,
+            _ => Cause::Fill,
+        }
+    }
+}
+
+/// The flags of a data slot posted for `cause`.
+#[inline(always)]
+pub fn data_flags(cause: Cause, frag: bool) -> u16 {
+    DATA | ((cause as u16) << CAUSE_SHIFT) | if frag { FRAG } else { 0 }
+}
+
+/// Writes a control (or FIN) slot into `b`: `flags`, the header word and
+/// the second counter; returns its length.
+#[inline(always)]
+pub fn write_ctrl(b: &mut [u8], flags: u16, word: u64, second: u64) -> usize {
+    Header {
+        len: CTRL_LEN as u32,
+        msgs: 0,
+        flags,
+        word,
+    }
+    .write(b);
+    put_u64(b, SLOT_HEADER, second);
+    CTRL_LEN
+}
+
+/// The second counter of a control or FIN slot.
+#[inline(always)]
+pub fn ctrl_second(b: &[u8]) -> u64 {
+    u64_at(b, SLOT_HEADER)
+}
+
+/// Writes a message record (sequence number, hand-over tick) at `at`.
+#[inline(always)]
+pub fn write_record(b: &mut [u8], at: usize, seq: u64, t_handover: u64) {
+    put_u64(b, at, seq);
+    put_u64(b, at + 8, t_handover);
+}
+
+/// Reads the record at `at`: (sequence number, hand-over tick).
+#[inline(always)]
+pub fn read_record(b: &[u8], at: usize) -> (u64, u64) {
+    (u64_at(b, at), u64_at(b, at + 8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_records_and_control_slots_round_trip() {
+        let mut b = [0u8; 64];
+        let h = Header {
+            len: 48,
+            msgs: 2,
+            flags: data_flags(Cause::Timer, false),
+            word: u64::MAX - 3,
+        };
+        h.write(&mut b);
+        assert_eq!(Header::read(&b), h);
+        assert_eq!(Header::read(&b).cause(), Cause::Timer);
+        assert_eq!(
+            Header {
+                flags: data_flags(Cause::Explicit, true),
+                ..h
+            }
+            .cause(),
+            Cause::Explicit
+        );
+        write_record(&mut b, 16, 7, 123_456);
+        assert_eq!(read_record(&b, 16), (7, 123_456));
+        let n = write_ctrl(&mut b, CREDIT | ACK, 10, 9);
+        assert_eq!(n, CTRL_LEN);
+        let c = Header::read(&b);
+        assert_eq!((c.flags, c.word, ctrl_second(&b)), (CREDIT | ACK, 10, 9));
+    }
+}

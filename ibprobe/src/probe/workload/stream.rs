@@ -1,0 +1,805 @@
+//! The stream loops: one sender and one receiver over a [`SlotEnd`] each,
+//! running at the same time (two threads in loopback, two hosts in
+//! client/server). The policies are small structs asked one question each:
+//! [`Credits`] "may I post?" (the window), [`Acks`] "may I post?" (the
+//! pipeline), [`Batcher`] "is the slot full, or its timer out?".
+//!
+//! The sender, per message: wait for its paced step (or take the next at
+//! once), stamp `t_handover`, append the record to the open slot, and post
+//! the slot when it is full, its `--flush` timer ran out, or a burst or the
+//! run ended. Posting waits for a credit and, with `--pipeline`, for an ack
+//! slot; that wait is the credit wait (a stall when it waits at all). A
+//! message larger than a slot is cut into fragments, one slot each.
+//!
+//! The receiver, per slot: copy it out (the transport's receive slot is
+//! re-posted), read the clock once, record `now - t_handover` for every
+//! record in it, spend `--consume-delay` per message, then count the slot
+//! consumed and return credits and acks as `--credit-return` says. It
+//! checks the window and the pipeline inside the run: when slot `s`
+//! arrives, slots `consumed..=s` are all sent and unconsumed, so
+//! `s + 1 - consumed` must not exceed the window (and `s + 1 - acked` the
+//! pipeline depth); a violation ends the run with an error.
+//!
+//! The contract of `probe/workload/mod.rs` holds: between the first and
+//! last timestamps nothing allocates (the slot buffers and histograms are
+//! made before), no lock, no syscall beyond the transport's `send`/`recv`
+//! and the clock. Losses (udp, uc, ud): the receiver counts gaps in slot
+//! sequence numbers; a sender whose credits do not come back within
+//! `--timeout` takes the slots in flight as lost and goes on, and
+//! `max_consecutive_lost` such timeouts in a row end the run. On a
+//! reliable transport (shm, rc) the first such timeout ends the run: the
+//! receiver is dead or stuck.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::batch::Batcher;
+use super::pace::{wait_until, Gate, Pacer};
+use super::pipeline::Acks;
+use super::slot::{self, Cause, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
+use super::window::Credits;
+use crate::clock::Clock;
+use crate::probe::config::Plan;
+use crate::spec::{CreditReturn, StreamSpec};
+use crate::stats::LatencyHistogram;
+use crate::transport::stream::SlotEnd;
+use crate::transport::TransportError;
+
+/// A stream's knobs in the loops' terms, computed once before the run.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamPlan {
+    /// Message size (payload bytes).
+    pub size: usize,
+    /// Bytes per slot.
+    pub slot_size: usize,
+    /// Credits.
+    pub window: u32,
+    /// Messages per slot.
+    pub batch: u32,
+    /// Ticks of `--flush`; 0: none.
+    pub flush_ticks: u64,
+    /// `--pipeline` depth.
+    pub pipeline: Option<u32>,
+    /// How credits come back.
+    pub credit_return: CreditReturn,
+    /// Slots per credit message.
+    pub credit_batch: u32,
+    /// Messages sent before the measured ones (sequence numbers below
+    /// this are not recorded by the receiver).
+    pub warmup: u64,
+    /// Ticks of `--consume-delay` (receiver).
+    pub consume_ticks: u64,
+    /// Ticks of `--timeout`.
+    pub timeout_ticks: u64,
+    /// Timeouts in a row that end a lossy run.
+    pub max_consecutive_lost: u32,
+}
+
+impl StreamPlan {
+    /// The plan of `spec` for messages of `size` bytes; timing from the
+    /// measured `plan`, `--flush` converted on `clock`.
+    pub fn new(
+        spec: &StreamSpec,
+        size: usize,
+        warmup: u64,
+        plan: &Plan,
+        clock: &Clock,
+    ) -> StreamPlan {
+        StreamPlan {
+            size,
+            slot_size: spec.slot_size,
+            window: spec.window,
+            batch: spec.batch,
+            flush_ticks: spec
+                .flush
+                .map(|d| {
+                    clock
+                        .ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64)
+                        .max(1)
+                })
+                .unwrap_or(0),
+            pipeline: spec.pipeline,
+            credit_return: spec.credit_return,
+            credit_batch: spec.credit_batch,
+            warmup,
+            consume_ticks: plan.consume_ticks,
+            timeout_ticks: plan.timeout_ticks,
+            max_consecutive_lost: plan.max_consecutive_lost,
+        }
+    }
+
+    /// Slots one message takes: 1 when it fits a slot, else its fragments.
+    pub fn slots_per_msg(&self) -> usize {
+        let room = self.slot_size - SLOT_HEADER;
+        (RECORD_HEADER + self.size).div_ceil(room)
+    }
+}
+
+/// The sender's distributions (measured messages only).
+#[derive(Clone, Debug, Default)]
+pub struct SendHistos {
+    /// Per message: its slot's post minus its hand-over (waiting in a batch,
+    /// and for a credit when the slot had to wait).
+    pub in_batch: LatencyHistogram,
+    /// Per data slot: how long it waited for a credit or an ack once ready.
+    pub credit_wait: LatencyHistogram,
+}
+
+/// The sender's counters of the measured part.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SendTally {
+    /// Messages handed over.
+    pub msgs: u64,
+    /// Data slots posted (one operation each).
+    pub data_posts: u64,
+    /// Posts by cause: fill, timer, explicit.
+    pub flushes: [u64; 3],
+    /// Posts that had to wait for a credit, and the ticks they waited.
+    pub credit_stalls: u64,
+    /// Ticks spent in credit stalls.
+    pub credit_stall_ticks: u64,
+    /// Posts that had to wait for an ack (pipeline), and the ticks.
+    pub ack_waits: u64,
+    /// Ticks spent waiting for acks.
+    pub ack_wait_ticks: u64,
+    /// Sends the transport refused for lack of room (retried).
+    pub transport_full: u64,
+    /// Slots in flight taken as lost after a timeout (lossy transports).
+    pub slots_given_up: u64,
+    /// Paced steps missed.
+    pub missed_steps: u64,
+    /// Most slots in flight at a post (the window bounds it).
+    pub max_in_flight: u64,
+    /// Most slots unacknowledged at a post (the pipeline bounds it).
+    pub max_unacked: u64,
+    /// Tick of the first measured hand-over.
+    pub first_handover: u64,
+    /// Tick the sender finished (drained, or gave up).
+    pub end: u64,
+    /// Ctrl-C ended the run.
+    pub interrupted: bool,
+}
+
+/// The sending end's loop state: the open slot, the policies, the counters.
+pub struct Sender<'a, E: SlotEnd + ?Sized> {
+    end: &'a mut E,
+    clock: &'a Clock,
+    sp: &'a StreamPlan,
+    stop: &'a AtomicBool,
+    /// The open slot (composed here, copied once by `send`).
+    buf: Vec<u8>,
+    /// Where control slots are copied to.
+    ctrl: Vec<u8>,
+    used: usize,
+    credits: Credits,
+    acks: Acks,
+    batch: Batcher,
+    next_seq: u64,
+    slot_seq: u64,
+    /// Last tick a credit or ack came back (or the wait began).
+    progress: u64,
+    timeouts_in_a_row: u32,
+    measuring: bool,
+    /// The sender's counters (measured part).
+    pub tally: SendTally,
+    /// The sender's distributions (measured part).
+    pub histos: SendHistos,
+}
+
+/// What ended a wait for a credit.
+enum Wait {
+    Go,
+    Stopped,
+}
+
+impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
+    /// A sender on `end`; allocates its slot buffers and histograms now.
+    pub fn new(end: &'a mut E, clock: &'a Clock, sp: &'a StreamPlan, stop: &'a AtomicBool) -> Self {
+        let n = end.slot_size().max(CTRL_LEN);
+        Sender {
+            end,
+            clock,
+            sp,
+            stop,
+            buf: vec![0u8; n],
+            ctrl: vec![0u8; n],
+            used: SLOT_HEADER,
+            credits: Credits::new(sp.window),
+            acks: Acks::new(sp.pipeline),
+            batch: Batcher::new(sp.batch, sp.flush_ticks),
+            next_seq: 0,
+            slot_seq: 0,
+            progress: 0,
+            timeouts_in_a_row: 0,
+            measuring: false,
+            tally: SendTally::default(),
+            histos: SendHistos::default(),
+        }
+    }
+
+    /// Sends `plan` (the warm-up, then the measured part: call twice),
+    /// then posts what is left in the open slot (an explicit flush). The
+    /// measured call records; the warm-up only sends.
+    pub fn run(&mut self, plan: &Plan, measured: bool) -> Result<(), TransportError> {
+        if measured {
+            self.measuring = true;
+            self.batch.reset_counts();
+            self.tally = SendTally::default();
+        }
+        let clock = self.clock;
+        let mut pacer = Pacer::new(plan, clock.now());
+        let frags = self.sp.slots_per_msg() > 1;
+        let mut sent = 0u64;
+        while sent < plan.count {
+            if self.stop.load(Ordering::Relaxed) {
+                self.tally.interrupted = true;
+                break;
+            }
+            // A partial batch whose timer runs out before the next step.
+            if let Some(d) = self.batch.deadline() {
+                if (pacer.next_step().wrapping_sub(d) as i64) > 0 {
+                    wait_until(clock, d, self.stop, plan.event);
+                    self.flush(Cause::Timer)?;
+                }
+            }
+            match pacer.before_post(clock, self.stop) {
+                Gate::Go => {}
+                Gate::Stopped => {
+                    self.tally.interrupted = true;
+                    break;
+                }
+                Gate::End { missed } => {
+                    self.tally.missed_steps += missed;
+                    break;
+                }
+            }
+            let now = clock.now();
+            if sent == 0 && measured {
+                self.tally.first_handover = now;
+            }
+            if frags {
+                self.send_fragmented(now)?;
+            } else if self.append(now) {
+                self.flush(Cause::Fill)?;
+            }
+            sent += 1;
+            if measured {
+                self.tally.msgs += 1;
+            }
+            if plan.burst > 0 && sent.is_multiple_of(plan.burst) {
+                self.flush(Cause::Explicit)?;
+            } else if let Some(d) = self.batch.deadline() {
+                if (clock.now().wrapping_sub(d) as i64) >= 0 {
+                    self.flush(Cause::Timer)?;
+                }
+            }
+            let missed = pacer.after_message(clock, clock.now(), sent, self.stop);
+            self.tally.missed_steps += missed;
+        }
+        self.flush(Cause::Explicit)
+    }
+
+    /// Ends the stream: a FIN slot (it takes a credit like any slot), then
+    /// waits until every slot was consumed (or, lossy, the timeout).
+    pub fn finish(&mut self) -> Result<SendTally, TransportError> {
+        if !self.tally.interrupted {
+            if let Wait::Go = self.wait_for_credit(false)? {
+                let n = slot::write_ctrl(&mut self.buf, slot::FIN, self.slot_seq, self.next_seq);
+                self.send_now(n)?;
+            }
+            self.drain()?;
+        }
+        self.tally.flushes = self.batch.flushes;
+        self.tally.max_in_flight = self.credits.max_in_flight;
+        self.tally.max_unacked = self.acks.max_unacked;
+        self.tally.end = self.clock.now();
+        Ok(self.tally)
+    }
+
+    /// Waits until every posted slot's credit came back.
+    fn drain(&mut self) -> Result<(), TransportError> {
+        self.progress = self.clock.now();
+        while !self.credits.drained() {
+            if self.stop.load(Ordering::Relaxed) {
+                self.tally.interrupted = true;
+                return Ok(());
+            }
+            self.poll_control()?;
+            if !self.credits.drained() && self.timed_out("the last slots")? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends message `next_seq`, handed over at `now`, to the open
+    /// slot; true when the batch is full.
+    #[inline(always)]
+    fn append(&mut self, now: u64) -> bool {
+        let at = self.used;
+        let seq = self.next_seq;
+        slot::write_record(&mut self.buf, at, seq, now);
+        let payload = at + RECORD_HEADER;
+        self.buf[payload..payload + self.sp.size].fill(seq as u8);
+        self.used = payload + self.sp.size;
+        self.next_seq += 1;
+        self.batch.add(now)
+    }
+
+    /// Posts the open slot (if it holds messages) for `cause`.
+    #[inline(always)]
+    fn flush(&mut self, cause: Cause) -> Result<(), TransportError> {
+        let msgs = self.batch.open();
+        if msgs == 0 {
+            return Ok(());
+        }
+        Header {
+            len: self.used as u32,
+            msgs: msgs as u16,
+            flags: slot::data_flags(cause, false),
+            word: self.slot_seq,
+        }
+        .write(&mut self.buf);
+        if let Wait::Stopped = self.wait_for_credit(true)? {
+            return Ok(());
+        }
+        let t_post = self.send_now(self.used)?;
+        if self.measuring {
+            let rec = RECORD_HEADER + self.sp.size;
+            for i in 0..msgs as usize {
+                let (seq, t_h) = slot::read_record(&self.buf, SLOT_HEADER + i * rec);
+                if seq >= self.sp.warmup {
+                    self.histos
+                        .in_batch
+                        .record(self.clock.ticks_to_ns(t_post.wrapping_sub(t_h)));
+                }
+            }
+        }
+        self.batch.posted(cause);
+        self.tally.data_posts += 1;
+        self.used = SLOT_HEADER;
+        Ok(())
+    }
+
+    /// Sends message `next_seq` as consecutive fragment slots.
+    fn send_fragmented(&mut self, now: u64) -> Result<(), TransportError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let room = self.sp.slot_size - SLOT_HEADER;
+        let mut left = RECORD_HEADER + self.sp.size;
+        let mut first = true;
+        while left > 0 {
+            let n = left.min(room);
+            left -= n;
+            let last = left == 0;
+            Header {
+                len: (SLOT_HEADER + n) as u32,
+                msgs: u16::from(last),
+                flags: slot::data_flags(Cause::Fill, true),
+                word: self.slot_seq,
+            }
+            .write(&mut self.buf);
+            let body = &mut self.buf[SLOT_HEADER..SLOT_HEADER + n];
+            body.fill(seq as u8);
+            if first {
+                slot::write_record(&mut self.buf, SLOT_HEADER, seq, now);
+                first = false;
+            }
+            if let Wait::Stopped = self.wait_for_credit(true)? {
+                return Ok(());
+            }
+            let t_post = self.send_now(SLOT_HEADER + n)?;
+            if last && self.measuring && seq >= self.sp.warmup {
+                self.histos
+                    .in_batch
+                    .record(self.clock.ticks_to_ns(t_post.wrapping_sub(now)));
+            }
+            self.batch.posted(Cause::Fill);
+            self.tally.data_posts += 1;
+        }
+        Ok(())
+    }
+
+    /// Sends the first `len` bytes of the open slot as the next slot (the
+    /// caller holds a credit); returns the post tick.
+    #[inline(always)]
+    fn send_now(&mut self, len: usize) -> Result<u64, TransportError> {
+        self.progress = self.clock.now();
+        while !self.end.send(&self.buf[..len])? {
+            self.tally.transport_full += 1;
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            // The peer's receive side is full: its control slots may be
+            // what it waits to send, so read them meanwhile.
+            self.poll_control()?;
+            let late = self.clock.now().wrapping_sub(self.progress) > self.sp.timeout_ticks;
+            if late {
+                return Err(TransportError::PeerLost(format!(
+                    "the transport had no room for a slot for {} ms: the receiver stopped reading",
+                    self.clock.ticks_to_ns(self.sp.timeout_ticks) / 1_000_000
+                )));
+            }
+        }
+        let t = self.clock.now();
+        self.slot_seq += 1;
+        self.credits.on_post();
+        self.acks.on_post(self.credits.posted());
+        Ok(t)
+    }
+
+    /// Waits until the window and the pipeline allow one more slot;
+    /// `record`: the wait counts in the credit-wait distribution.
+    #[inline(always)]
+    fn wait_for_credit(&mut self, record: bool) -> Result<Wait, TransportError> {
+        // Read what came back when the window is half used (so control
+        // slots never pile up), or when it must.
+        if self.credits.in_flight() * 2 >= u64::from(self.sp.window) || self.acks.on() {
+            self.poll_control()?;
+        }
+        let ready = self.clock.now();
+        let (mut credit_stall, mut ack_wait) = (false, false);
+        self.progress = ready;
+        loop {
+            let c = self.credits.available();
+            let a = self.acks.allows(self.credits.posted());
+            if c && a {
+                break;
+            }
+            credit_stall |= !c;
+            ack_wait |= c && !a;
+            if self.stop.load(Ordering::Relaxed) {
+                self.tally.interrupted = true;
+                return Ok(Wait::Stopped);
+            }
+            self.poll_control()?;
+            if self.timed_out("a credit")? {
+                break;
+            }
+        }
+        let waited = self.clock.now().wrapping_sub(ready);
+        if self.measuring {
+            if credit_stall {
+                self.tally.credit_stalls += 1;
+                self.tally.credit_stall_ticks += waited;
+            } else if ack_wait {
+                self.tally.ack_waits += 1;
+                self.tally.ack_wait_ticks += waited;
+            }
+            if record {
+                self.histos.credit_wait.record(if credit_stall || ack_wait {
+                    self.clock.ticks_to_ns(waited)
+                } else {
+                    0
+                });
+            }
+        }
+        Ok(Wait::Go)
+    }
+
+    /// When nothing came back for `--timeout`: on a lossy transport the
+    /// slots in flight are lost (true: the caller stops waiting), until
+    /// too many timeouts in a row; on a reliable one the receiver is gone.
+    fn timed_out(&mut self, what: &str) -> Result<bool, TransportError> {
+        if self.clock.now().wrapping_sub(self.progress) <= self.sp.timeout_ticks {
+            return Ok(false);
+        }
+        let ms = self.clock.ticks_to_ns(self.sp.timeout_ticks) / 1_000_000;
+        if !self.end.lossy() {
+            return Err(TransportError::PeerLost(format!(
+                "no credit or ack came back for {ms} ms while waiting for {what} ({} slots posted): the receiver stopped consuming; raise --timeout for a slower consumer",
+                self.credits.posted()
+            )));
+        }
+        self.timeouts_in_a_row += 1;
+        if self.timeouts_in_a_row >= self.sp.max_consecutive_lost.max(1) {
+            return Err(TransportError::PeerLost(format!(
+                "{} timeouts of {ms} ms in a row with nothing back: the receiver is gone",
+                self.timeouts_in_a_row
+            )));
+        }
+        self.tally.slots_given_up += self.credits.forget_in_flight();
+        self.acks.forget(self.credits.posted());
+        self.progress = self.clock.now();
+        Ok(true)
+    }
+
+    /// Reads every control slot that arrived (and the rc counter).
+    #[inline(always)]
+    fn poll_control(&mut self) -> Result<(), TransportError> {
+        let mut moved = false;
+        while let Some(n) = self.end.recv(&mut self.ctrl)? {
+            if n < CTRL_LEN {
+                continue;
+            }
+            let h = Header::read(&self.ctrl);
+            if h.flags & slot::CREDIT != 0 {
+                moved |= self.credits.on_return(h.word);
+            }
+            if h.flags & slot::ACK != 0 {
+                moved |= self.acks.on_ack(slot::ctrl_second(&self.ctrl));
+            }
+        }
+        if self.sp.credit_return == CreditReturn::Write {
+            moved |= self.credits.on_return(self.end.read_counter());
+        }
+        if moved {
+            self.progress = self.clock.now();
+            self.timeouts_in_a_row = 0;
+        }
+        Ok(())
+    }
+}
+
+/// The receiver's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecvTally {
+    /// Measured messages delivered.
+    pub msgs: u64,
+    /// Data slots received (warm-up included).
+    pub slots: u64,
+    /// Slots missing in the sequence (lossy transports).
+    pub lost_slots: u64,
+    /// Credit messages sent (control slots carrying only credits).
+    pub credit_msgs: u64,
+    /// Ack messages sent (with or without credits on them).
+    pub ack_msgs: u64,
+    /// RDMA writes of the credit counter.
+    pub counter_writes: u64,
+    /// Most slots ever unconsumed when one arrived (the window bounds it).
+    pub max_unconsumed: u64,
+    /// Most slots ever unacknowledged when one arrived (the pipeline bounds it).
+    pub max_unacked: u64,
+    /// Messages whose payload was not what the sender wrote.
+    pub corrupt: u64,
+    /// Messages the sender said it sent (FIN), if the FIN came.
+    pub sender_msgs: Option<u64>,
+    /// Tick of the first and the last measured delivery.
+    pub first_arrival: u64,
+    /// Tick of the last measured delivery.
+    pub last_arrival: u64,
+    /// Ctrl-C ended the run.
+    pub interrupted: bool,
+}
+
+/// The receiving end's loop: records every measured message's latency
+/// into `latency` (ns, arrival at the receiver minus `t_handover` on the
+/// sender's clock: one clock in loopback). Ends at the sender's FIN, at
+/// `stop`, or after `--timeout` with nothing arriving once `sender_done`
+/// is set (a FIN lost on a lossy transport).
+///
+/// Arrived slots are taken from the transport into a local queue of
+/// `window` slots (allocated here, before the loop) and consumed from its
+/// head; a slot arriving while `window` are unconsumed breaks the window
+/// and ends the run with an error (the in-run check of the credits).
+pub fn receive<E: SlotEnd + ?Sized>(
+    end: &mut E,
+    clock: &Clock,
+    sp: &StreamPlan,
+    stop: &AtomicBool,
+    sender_done: &AtomicBool,
+    latency: &mut LatencyHistogram,
+) -> Result<RecvTally, TransportError> {
+    let mut t = RecvTally::default();
+    let ss = end.slot_size().max(CTRL_LEN);
+    let window = sp.window as usize;
+    // The local queue: `window` slots, their lengths and arrival ticks.
+    let mut queue = vec![0u8; window * ss];
+    let mut lens = vec![(0usize, 0u64); window];
+    let (mut head, mut held) = (0usize, 0usize);
+    let mut spare = vec![0u8; ss];
+    let mut out = vec![0u8; CTRL_LEN];
+    let depth = sp.pipeline.map(u64::from);
+    let rec = RECORD_HEADER + sp.size;
+    let (mut next_slot, mut consumed, mut acked) = (0u64, 0u64, 0u64);
+    // A fragmented message in progress: (seq, t_handover) of its first slot.
+    let mut frag: Option<(u64, u64)> = None;
+    let mut idle_since = clock.now();
+    loop {
+        // Take every arrived slot into the queue.
+        loop {
+            if held == window {
+                if end.recv(&mut spare)?.is_some() {
+                    return Err(TransportError::Completion(format!(
+                        "stream protocol broken: a slot arrived while {window} (the window) were unconsumed"
+                    )));
+                }
+                break;
+            }
+            let i = (head + held) % window;
+            match end.recv(&mut queue[i * ss..(i + 1) * ss])? {
+                Some(len) => {
+                    lens[i] = (len, clock.now());
+                    held += 1;
+                }
+                None => break,
+            }
+        }
+        t.max_unconsumed = t.max_unconsumed.max(held as u64);
+        if held == 0 {
+            if stop.load(Ordering::Relaxed) {
+                t.interrupted = true;
+                break;
+            }
+            if sender_done.load(Ordering::Relaxed)
+                && clock.now().wrapping_sub(idle_since) > sp.timeout_ticks
+            {
+                break;
+            }
+            continue;
+        }
+        let (len, now) = lens[head];
+        let buf = &queue[head * ss..head * ss + len.max(SLOT_HEADER)];
+        head = (head + 1) % window;
+        held -= 1;
+        idle_since = now;
+        if len < SLOT_HEADER {
+            continue;
+        }
+        let h = Header::read(buf);
+        if h.flags & slot::FIN != 0 {
+            t.sender_msgs = Some(slot::ctrl_second(buf));
+            if h.word > next_slot {
+                t.lost_slots += h.word - next_slot;
+            }
+            consumed = h.word + 1;
+            send_ctrl(
+                end,
+                &mut out,
+                slot::CREDIT | slot::ACK,
+                consumed,
+                consumed,
+                clock,
+                sp,
+            )?;
+            break;
+        }
+        if h.flags & slot::DATA == 0 {
+            continue;
+        }
+        let s = h.word;
+        if s < next_slot {
+            continue; // late or duplicated: already counted lost
+        }
+        if s > next_slot {
+            t.lost_slots += s - next_slot;
+            frag = None;
+        }
+        next_slot = s + 1;
+        t.slots += 1;
+        if let Some(d) = depth {
+            // This slot and those queued behind it are unacknowledged.
+            let unacked = s + 1 + held as u64 - acked;
+            t.max_unacked = t.max_unacked.max(unacked);
+            if unacked > d {
+                return Err(TransportError::Completion(format!(
+                    "stream protocol broken: {unacked} slots unacknowledged at the receiver, above --pipeline {d}"
+                )));
+            }
+        }
+        // The messages that end in this slot.
+        if h.flags & slot::FRAG != 0 {
+            if frag.is_none() {
+                frag = Some(slot::read_record(buf, SLOT_HEADER));
+            }
+            if h.msgs == 1 {
+                if let Some((seq, t_h)) = frag.take() {
+                    let bad = buf[len - 1] != seq as u8;
+                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, stop);
+                }
+            }
+        } else {
+            for i in 0..h.msgs as usize {
+                let at = SLOT_HEADER + i * rec;
+                if at + rec > len {
+                    t.corrupt += 1;
+                    break;
+                }
+                let (seq, t_h) = slot::read_record(buf, at);
+                let p = &buf[at + RECORD_HEADER..at + rec];
+                let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
+                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, stop);
+            }
+        }
+        consumed = s + 1;
+        // Credits and acks go back.
+        let ack_due = depth.is_some();
+        let credit_due = consumed.is_multiple_of(u64::from(sp.credit_batch));
+        if ack_due {
+            acked = consumed;
+        }
+        match sp.credit_return {
+            CreditReturn::Piggyback if ack_due => {
+                send_ctrl(
+                    end,
+                    &mut out,
+                    slot::CREDIT | slot::ACK,
+                    consumed,
+                    acked,
+                    clock,
+                    sp,
+                )?;
+                t.ack_msgs += 1;
+            }
+            CreditReturn::Write => {
+                if ack_due {
+                    send_ctrl(end, &mut out, slot::ACK, consumed, acked, clock, sp)?;
+                    t.ack_msgs += 1;
+                }
+                if credit_due {
+                    end.write_counter(consumed)?;
+                    t.counter_writes += 1;
+                }
+            }
+            CreditReturn::Piggyback | CreditReturn::Message => {
+                if ack_due {
+                    send_ctrl(end, &mut out, slot::ACK, consumed, acked, clock, sp)?;
+                    t.ack_msgs += 1;
+                }
+                if credit_due {
+                    send_ctrl(end, &mut out, slot::CREDIT, consumed, acked, clock, sp)?;
+                    t.credit_msgs += 1;
+                }
+            }
+        }
+    }
+    Ok(t)
+}
+
+/// Counts and records one delivered message, then consumes it.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn deliver(
+    t: &mut RecvTally,
+    latency: &mut LatencyHistogram,
+    clock: &Clock,
+    sp: &StreamPlan,
+    (seq, t_handover): (u64, u64),
+    now: u64,
+    bad: bool,
+    stop: &AtomicBool,
+) {
+    if seq >= sp.warmup {
+        if t.msgs == 0 {
+            t.first_arrival = now;
+        }
+        t.msgs += 1;
+        t.last_arrival = now;
+        latency.record(clock.ticks_to_ns(now.wrapping_sub(t_handover)));
+    }
+    t.corrupt += u64::from(bad);
+    if sp.consume_ticks > 0 {
+        wait_until(
+            clock,
+            clock.now().wrapping_add(sp.consume_ticks),
+            stop,
+            false,
+        );
+    }
+}
+
+/// Sends one control slot, retrying while the transport has no room (the
+/// sender reads control slots while it waits, so room comes back).
+#[inline(always)]
+fn send_ctrl<E: SlotEnd + ?Sized>(
+    end: &mut E,
+    out: &mut [u8],
+    flags: u16,
+    consumed: u64,
+    acked: u64,
+    clock: &Clock,
+    sp: &StreamPlan,
+) -> Result<(), TransportError> {
+    let n = slot::write_ctrl(out, flags, consumed, acked);
+    let t0 = clock.now();
+    while !end.send(&out[..n])? {
+        if clock.now().wrapping_sub(t0) > sp.timeout_ticks {
+            if end.lossy() {
+                return Ok(()); // dropped, as the network would; the next one covers it
+            }
+            return Err(TransportError::PeerLost(
+                "the sender stopped reading credits and acks".into(),
+            ));
+        }
+    }
+    Ok(())
+}
