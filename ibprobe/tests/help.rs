@@ -20,7 +20,9 @@ fn help(args: &[&str]) -> String {
 #[test]
 fn help_texts_are_as_snapshotted() {
     insta::assert_snapshot!("ibprobe", help(&["--help"]));
-    for sub in ["devices", "loopback", "server", "client", "sweep", "host"] {
+    for sub in [
+        "devices", "loopback", "server", "client", "stream", "sweep", "host",
+    ] {
         insta::assert_snapshot!(format!("ibprobe-{sub}"), help(&[sub, "--help"]));
         insta::assert_snapshot!(format!("ibprobe-{sub}-short"), help(&[sub, "-h"]));
     }

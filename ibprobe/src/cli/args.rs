@@ -24,7 +24,9 @@ use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::report::host::HostFormat;
 use crate::report::Format;
-use crate::spec::{ChannelSpec, InlineMode, Op, Poll, SignalMode, Transport, VerbsKnobs};
+use crate::spec::{
+    ChannelSpec, CreditReturn, InlineMode, Op, Poll, SignalMode, StreamSpec, Transport, VerbsKnobs,
+};
 
 pub const AFTER_HELP: &str = "\
 Examples:
@@ -82,6 +84,10 @@ pub enum Command {
         after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n  ibprobe client 10.0.0.1:18515 --transport udp --duration 30s --rate 1000 --json"
     )]
     Client(ClientArgs),
+    /// Messages streaming through a credit window, batches with a flush timer,
+    /// pipelined acks: messages/s and the per-message latency tail side by side.
+    #[command(after_help = STREAM_AFTER_HELP)]
+    Stream(StreamArgs),
     /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
     #[command(
         after_help = "Examples:\n  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,1000,10000\n  ibprobe sweep --transport udp --sizes 8,64,512 --rates 0,10k --count 2000 --format csv\n  ibprobe sweep --transport rc --dev rxe0 --sizes 8,64,512 --rates 0,1000 --plot grid.svg"
@@ -91,6 +97,29 @@ pub enum Command {
     #[command(after_help = HOST_AFTER_HELP)]
     Host(HostArgs),
 }
+
+/// Shown after `ibprobe stream --help`.
+pub const STREAM_AFTER_HELP: &str = "\
+How it works: the sender appends each message (a 16 B record: sequence
+number and hand-over tick, then the payload) to the open slot, and posts
+the slot as ONE operation when it holds --batch messages, when --flush
+has passed since its first message, or at the end of a burst or of the
+run. Each posted slot takes a credit (--window); the receiver gives it
+back once it has consumed the slot (--credit-return). With --pipeline D
+every slot also needs the receiver's ack, at most D unacknowledged.
+Latency is per message, from hand-over to delivery at the receiver, so
+waiting in a batch or for a credit counts. In loopback the receiver runs
+on its own thread, pinned to --rx-cpu (default: the next allowed CPU).
+
+Examples:
+  ibprobe stream -t shm --batch 8 --count 200000 --json
+  ibprobe stream -t udp --window 4 --consume-delay 20us --count 20000 --json
+  ibprobe stream -t shm --pipeline 2 --count 100000 --format table
+  ibprobe stream -t rc --dev rxe0 --batch 16 --flush 150us --rate 100k
+  ibprobe sweep -t shm --batches 1,4,16 --sizes 32,256 --json
+
+Exit codes: 0 ok, 2 bad input, 3 run failed (the receiver stopped
+returning credits within --timeout, peer lost), 130 interrupted.";
 
 /// Shown after `ibprobe host --help`.
 pub const HOST_AFTER_HELP: &str = "\
@@ -259,6 +288,70 @@ pub struct LoopbackArgs {
     /// shm/udp: measure the round trip through an echo thread instead of one-way.
     #[arg(long)]
     pub round_trip: bool,
+}
+
+/// The knobs of a stream (`ibprobe stream`, and `sweep`'s stream axes).
+#[derive(Args, Debug, Clone)]
+pub struct StreamKnobArgs {
+    /// Credits: slots the sender may have posted and not yet seen consumed.
+    #[arg(long, default_value_t = 64)]
+    pub window: u32,
+    /// Messages packed into one slot and one operation (1: no batching).
+    #[arg(long, default_value_t = 1)]
+    pub batch: u32,
+    /// Post a partial batch this long after its first message, e.g. 150us
+    /// (default: only when full, or at the end of a burst or of the run).
+    #[arg(long, value_parser = parse_duration)]
+    pub flush: Option<Duration>,
+    /// Every slot needs the receiver's ack; at most D unacknowledged (1: stop-and-wait).
+    #[arg(long, value_name = "D")]
+    pub pipeline: Option<u32>,
+    /// How credits come back: piggyback (on acks) | message | write (RDMA write, rc only).
+    #[arg(long, default_value = "piggyback", value_parser = word::<CreditReturn>)]
+    pub credit_return: CreditReturn,
+    /// One credit message (or counter write) per this many consumed slots.
+    #[arg(long, default_value_t = 1, value_name = "C")]
+    pub credit_batch: u32,
+    /// Slots per direction in the registered pool [default: 64, or --window if larger].
+    #[arg(long)]
+    pub slots: Option<u32>,
+    /// Bytes per slot; a message larger than a slot spans several.
+    #[arg(long, default_value_t = 4096)]
+    pub slot_size: usize,
+}
+
+impl StreamKnobArgs {
+    /// The stream these flags describe (checked when it is opened, or by
+    /// [`StreamSpec::check`]).
+    pub fn spec(&self) -> StreamSpec {
+        StreamSpec {
+            slots: self.slots.unwrap_or(self.window.max(64)),
+            slot_size: self.slot_size,
+            window: self.window,
+            batch: self.batch,
+            flush: self.flush,
+            pipeline: self.pipeline,
+            credit_return: self.credit_return,
+            credit_batch: self.credit_batch,
+        }
+    }
+}
+
+/// `ibprobe stream`.
+#[derive(Args, Debug, Clone)]
+pub struct StreamArgs {
+    /// Transport and placement (--cpu pins the sender).
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// Measurement.
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// The stream.
+    #[command(flatten)]
+    pub stream: StreamKnobArgs,
+    /// CPU of the receiving thread [default: the next allowed CPU after --cpu].
+    #[arg(long)]
+    pub rx_cpu: Option<usize>,
 }
 
 /// `ibprobe server`.

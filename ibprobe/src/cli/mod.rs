@@ -1,4 +1,4 @@
-//! The command line: `ibprobe devices | loopback | server | client | sweep | host`.
+//! The command line: `ibprobe devices | loopback | server | client | stream | sweep | host`.
 //!
 //! Why it exists: a thin layer over the library. Map:
 //! - `args.rs`: every clap type, and their conversion into the library's
@@ -7,7 +7,7 @@
 //! - `common.rs`: what the probing commands share (placement, report
 //!   context, HDR log sink, measure-and-print, error mapping);
 //! - one file per command: `devices.rs`, `loopback.rs`, `server.rs`,
-//!   `client.rs`, `sweep.rs`, `host.rs`; each reads in order: settings ->
+//!   `client.rs`, `stream.rs`, `sweep.rs`, `host.rs`; each reads in order: settings ->
 //!   channel (`crate::probe::open` or `crate::probe::session`) -> run ->
 //!   print (`crate::report`).
 //!
@@ -22,6 +22,7 @@ mod devices;
 mod host;
 mod loopback;
 mod server;
+mod stream;
 mod sweep;
 
 use std::process::ExitCode;
@@ -116,6 +117,7 @@ pub fn main() -> ExitCode {
         Command::Loopback(a) => loopback::run(&a),
         Command::Server(a) => server::run(&a),
         Command::Client(a) => client::run(&a),
+        Command::Stream(a) => stream::run(&a),
         Command::Sweep(a) => sweep::run(&a),
         Command::Host(a) => host::run(&a),
     };

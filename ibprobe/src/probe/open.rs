@@ -129,13 +129,13 @@ pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
     })
 }
 
+/// The two ends of a loopback stream: (sender, receiver).
+pub type StreamEnds = (Box<dyn SlotEnd>, Box<dyn SlotEnd>);
+
 /// A stream in one process (`ibprobe stream` in loopback): the sending
 /// end and the receiving end of a slot pool of `stream`'s shape, each to
 /// be driven by its own thread. Both specs are checked first.
-pub fn stream_pair(
-    spec: &ChannelSpec,
-    stream: &StreamSpec,
-) -> Result<(Box<dyn SlotEnd>, Box<dyn SlotEnd>), OpenError> {
+pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds, OpenError> {
     spec.check()?;
     stream.check(spec)?;
     Ok(match spec.transport {

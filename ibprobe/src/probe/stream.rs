@@ -33,6 +33,10 @@ pub struct StreamOutcome {
     pub recv: RecvTally,
     /// First measured hand-over to last measured delivery, ns.
     pub elapsed_ns: u64,
+    /// Time the sender spent in credit stalls, ns.
+    pub credit_stall_ns: u64,
+    /// Time the sender spent waiting for acks, ns.
+    pub ack_wait_ns: u64,
     /// Placement facts and warnings.
     pub notes: Vec<String>,
     /// CPU of the receiving loop, when pinned.
@@ -89,18 +93,24 @@ pub struct StreamError {
     pub outcome: Box<StreamOutcome>,
 }
 
-/// The CPU for the receiving loop: `asked`, else the first allowed CPU
-/// other than the sender's (None when this process may use only one).
-pub fn receiver_cpu(asked: Option<usize>, sender: Option<usize>) -> Option<usize> {
-    asked.or_else(|| {
-        let allowed = host::allowed_cpus();
+/// Where the two loops of a loopback stream run: `(sender, receiver)`.
+/// Asked CPUs win; otherwise, when this process may use two or more
+/// CPUs, the sender takes the last but one allowed and the receiver the
+/// last (away from CPU 0's housekeeping when there are three or more), or
+/// the next allowed after the sender's. `None`: unpinned (one CPU only).
+pub fn placement(sender: Option<usize>, receiver: Option<usize>) -> (Option<usize>, Option<usize>) {
+    let allowed = host::allowed_cpus();
+    let n = allowed.len();
+    let sender = sender.or_else(|| (n >= 2).then(|| allowed[n - 2]));
+    let receiver = receiver.or_else(|| {
         let after = sender.map_or(0, |s| s + 1);
         allowed
             .iter()
             .copied()
             .find(|&c| Some(c) != sender && c >= after)
             .or_else(|| allowed.iter().copied().find(|&c| Some(c) != sender))
-    })
+    });
+    (sender, receiver)
 }
 
 /// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
@@ -130,10 +140,10 @@ pub fn run_loopback(
     }
     let measured = Plan::measured(cfg, clock);
     let sp = StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock);
-    let sender_done = AtomicBool::new(false);
+    let (sender_done, abort) = (AtomicBool::new(false), AtomicBool::new(false));
     let mut latency = LatencyHistogram::new();
     let (sent, received) = std::thread::scope(|s| {
-        let (sp, sender_done, lat) = (&sp, &sender_done, &mut latency);
+        let (sp, sender_done, abort, lat) = (&sp, &sender_done, &abort, &mut latency);
         let h = std::thread::Builder::new()
             .name("ibprobe-stream-rx".into())
             .spawn_scoped(s, move || -> Result<RecvTally, TransportError> {
@@ -143,10 +153,13 @@ pub fn run_loopback(
                         source,
                     })?;
                 }
-                receive(rx, clock, sp, stop, sender_done, lat)
+                receive(rx, clock, sp, stop, sender_done, abort, lat)
             })
             .expect("spawning a thread");
-        let sent = run_sender(tx, cfg, &sp, clock, stop);
+        let sent = run_sender(tx, cfg, sp, clock, stop);
+        if sent.is_err() || stop.load(Ordering::Relaxed) {
+            abort.store(true, Ordering::Relaxed);
+        }
         sender_done.store(true, Ordering::Relaxed);
         let received = match h.join() {
             Ok(r) => r,
@@ -176,6 +189,8 @@ pub fn run_loopback(
         return Err(fail(e, out));
     }
     out.elapsed_ns = clock.ticks_to_ns(out.recv.last_arrival.wrapping_sub(out.send.first_handover));
+    out.credit_stall_ns = clock.ticks_to_ns(out.send.credit_stall_ticks);
+    out.ack_wait_ns = clock.ticks_to_ns(out.send.ack_wait_ticks);
     Ok(out)
 }
 
@@ -304,7 +319,7 @@ mod tests {
         assert!(o.send.flushes[2] <= 1, "{:?}", o.send);
         assert_eq!(o.send.flushes[1] + o.send.flushes[2], o.send.data_posts);
         let p99 = o.send_histos.in_batch.summary().p99_ns;
-        assert!(p99 <= 250_000 && p99 >= 200_000, "{p99}");
+        assert!((200_000..=250_000).contains(&p99), "{p99}");
     }
 
     #[test]
@@ -324,5 +339,46 @@ mod tests {
             o.send.data_posts, 5_000,
             "(16 + 1000) / 240 -> 5 slots per message"
         );
+    }
+}
+
+#[cfg(test)]
+mod dead_receiver {
+    use super::*;
+    use crate::probe::config::Length;
+    use crate::probe::open::stream_pair;
+    use crate::spec::{ChannelSpec, Transport};
+    use std::time::{Duration, Instant};
+
+    /// A receiver that never reads: the sender fills the window, waits
+    /// `--timeout` for a credit, and fails (shm at once; udp, lossy, after
+    /// `max_consecutive_lost` timeouts in a row), never hangs.
+    #[test]
+    fn a_dead_receiver_ends_the_run_with_peer_lost_within_the_timeouts() {
+        for (t, timeouts) in [(Transport::Shm, 1u32), (Transport::Udp, 3)] {
+            let cfg = ProbeConfig {
+                length: Length::Count(100_000),
+                warmup: 0,
+                timeout: Duration::from_millis(100),
+                lock_memory: false,
+                ..ProbeConfig::default()
+            };
+            let spec = StreamSpec {
+                window: 8,
+                ..StreamSpec::default()
+            };
+            let (mut tx, _rx) = stream_pair(&ChannelSpec::new(t, 32), &spec).unwrap();
+            let clock = Clock::calibrate();
+            let sp = StreamPlan::new(&spec, 32, 0, &Plan::measured(&cfg, &clock), &clock);
+            let t0 = Instant::now();
+            let r = run_sender(tx.as_mut(), &cfg, &sp, &clock, &AtomicBool::new(false));
+            let took = t0.elapsed();
+            assert!(matches!(r, Err(TransportError::PeerLost(_))), "{t}: {r:?}");
+            let most = Duration::from_millis(100) * timeouts + Duration::from_millis(400);
+            assert!(
+                took >= Duration::from_millis(100) && took < most,
+                "{t}: {took:?}"
+            );
+        }
     }
 }

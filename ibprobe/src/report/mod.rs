@@ -27,6 +27,7 @@ pub mod hdrlog;
 pub mod heatmap;
 pub mod host;
 pub mod plot;
+pub mod stream;
 pub mod sweep;
 
 use crate::clock::{Clock, ClockKind};
@@ -61,6 +62,9 @@ pub enum ReportError {
     /// The HDR interval log rejected a histogram or a tag.
     #[error("HDR log: {0}")]
     HdrLog(String),
+    /// The output format cannot show this result.
+    #[error("{0}")]
+    Format(String),
     /// The plot could not be drawn.
     #[error("plot {path}: {message}")]
     Plot {

@@ -303,7 +303,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 self.tally.interrupted = true;
                 return Ok(());
             }
-            self.poll_control()?;
+            self.poll_control(usize::MAX)?;
             if !self.credits.drained() && self.timed_out("the last slots")? {
                 return Ok(());
             }
@@ -411,7 +411,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             }
             // The peer's receive side is full: its control slots may be
             // what it waits to send, so read them meanwhile.
-            self.poll_control()?;
+            self.poll_control(usize::MAX)?;
             let late = self.clock.now().wrapping_sub(self.progress) > self.sp.timeout_ticks;
             if late {
                 return Err(TransportError::PeerLost(format!(
@@ -431,10 +431,11 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// `record`: the wait counts in the credit-wait distribution.
     #[inline(always)]
     fn wait_for_credit(&mut self, record: bool) -> Result<Wait, TransportError> {
-        // Read what came back when the window is half used (so control
-        // slots never pile up), or when it must.
-        if self.credits.in_flight() * 2 >= u64::from(self.sp.window) || self.acks.on() {
-            self.poll_control()?;
+        // Read everything that came back when the window is half used
+        // (so control slots never pile up); else only while blocked, one
+        // at a time (no empty poll once the awaited one is in).
+        if self.credits.in_flight() * 2 >= u64::from(self.sp.window) {
+            self.poll_control(usize::MAX)?;
         }
         let ready = self.clock.now();
         let (mut credit_stall, mut ack_wait) = (false, false);
@@ -451,7 +452,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 self.tally.interrupted = true;
                 return Ok(Wait::Stopped);
             }
-            self.poll_control()?;
+            self.poll_control(1)?;
             if self.timed_out("a credit")? {
                 break;
             }
@@ -503,11 +504,17 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(true)
     }
 
-    /// Reads every control slot that arrived (and the rc counter).
+    /// Reads the control slots that arrived, at most `max` (the counters
+    /// are cumulative, so the latest says all), and the rc counter.
     #[inline(always)]
-    fn poll_control(&mut self) -> Result<(), TransportError> {
+    fn poll_control(&mut self, max: usize) -> Result<(), TransportError> {
         let mut moved = false;
-        while let Some(n) = self.end.recv(&mut self.ctrl)? {
+        let mut read = 0;
+        while read < max {
+            let Some(n) = self.end.recv(&mut self.ctrl)? else {
+                break;
+            };
+            read += 1;
             if n < CTRL_LEN {
                 continue;
             }
@@ -564,8 +571,9 @@ pub struct RecvTally {
 /// The receiving end's loop: records every measured message's latency
 /// into `latency` (ns, arrival at the receiver minus `t_handover` on the
 /// sender's clock: one clock in loopback). Ends at the sender's FIN, at
-/// `stop`, or after `--timeout` with nothing arriving once `sender_done`
-/// is set (a FIN lost on a lossy transport).
+/// `stop`, at `abort` (the sender failed), or after `--timeout` with
+/// nothing arriving once `sender_done` is set (a FIN lost on a lossy
+/// transport).
 ///
 /// Arrived slots are taken from the transport into a local queue of
 /// `window` slots (allocated here, before the loop) and consumed from its
@@ -577,6 +585,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
     sp: &StreamPlan,
     stop: &AtomicBool,
     sender_done: &AtomicBool,
+    abort: &AtomicBool,
     latency: &mut LatencyHistogram,
 ) -> Result<RecvTally, TransportError> {
     let mut t = RecvTally::default();
@@ -590,12 +599,15 @@ pub fn receive<E: SlotEnd + ?Sized>(
     let mut out = vec![0u8; CTRL_LEN];
     let depth = sp.pipeline.map(u64::from);
     let rec = RECORD_HEADER + sp.size;
-    let (mut next_slot, mut consumed, mut acked) = (0u64, 0u64, 0u64);
+    let (mut next_slot, mut acked) = (0u64, 0u64);
     // A fragmented message in progress: (seq, t_handover) of its first slot.
     let mut frag: Option<(u64, u64)> = None;
     let mut idle_since = clock.now();
+    let mut drain = false;
     loop {
-        // Take every arrived slot into the queue.
+        // Take arrived slots into the queue: all of them after a slot was
+        // consumed (its credit and ack are out by then, so the drain's
+        // last, empty poll is off the critical path), else one.
         loop {
             if held == window {
                 if end.recv(&mut spare)?.is_some() {
@@ -610,11 +622,18 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 Some(len) => {
                     lens[i] = (len, clock.now());
                     held += 1;
+                    if !drain {
+                        break;
+                    }
                 }
                 None => break,
             }
         }
+        drain = false;
         t.max_unconsumed = t.max_unconsumed.max(held as u64);
+        if abort.load(Ordering::Relaxed) {
+            break;
+        }
         if held == 0 {
             if stop.load(Ordering::Relaxed) {
                 t.interrupted = true;
@@ -631,6 +650,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
         let buf = &queue[head * ss..head * ss + len.max(SLOT_HEADER)];
         head = (head + 1) % window;
         held -= 1;
+        drain = true;
         idle_since = now;
         if len < SLOT_HEADER {
             continue;
@@ -641,7 +661,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
             if h.word > next_slot {
                 t.lost_slots += h.word - next_slot;
             }
-            consumed = h.word + 1;
+            let consumed = h.word + 1;
             send_ctrl(
                 end,
                 &mut out,
@@ -684,7 +704,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
             if h.msgs == 1 {
                 if let Some((seq, t_h)) = frag.take() {
                     let bad = buf[len - 1] != seq as u8;
-                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, stop);
+                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, abort);
                 }
             }
         } else {
@@ -697,10 +717,10 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 let (seq, t_h) = slot::read_record(buf, at);
                 let p = &buf[at + RECORD_HEADER..at + rec];
                 let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
-                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, stop);
+                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, abort);
             }
         }
-        consumed = s + 1;
+        let consumed = s + 1;
         // Credits and acks go back.
         let ack_due = depth.is_some();
         let credit_due = consumed.is_multiple_of(u64::from(sp.credit_batch));
@@ -756,7 +776,7 @@ fn deliver(
     (seq, t_handover): (u64, u64),
     now: u64,
     bad: bool,
-    stop: &AtomicBool,
+    abort: &AtomicBool,
 ) {
     if seq >= sp.warmup {
         if t.msgs == 0 {
@@ -771,7 +791,7 @@ fn deliver(
         wait_until(
             clock,
             clock.now().wrapping_add(sp.consume_ticks),
-            stop,
+            abort,
             false,
         );
     }

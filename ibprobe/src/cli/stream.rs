@@ -1,0 +1,88 @@
+//! `ibprobe stream`: messages streaming through a credit window, batches
+//! with a flush timer and pipelined acks (issue 13), in loopback: this
+//! process owns both ends, the receiver on its own pinned thread, one clock.
+
+use super::args::StreamArgs;
+use super::common::{default_cpu, open_err, stop_flag};
+use super::{CliError, EXIT_INTERRUPTED};
+use crate::clock::Clock;
+use crate::probe::config::Mode;
+use crate::probe::open;
+use crate::probe::stream::{placement, run_loopback};
+use crate::report::hdrlog::HdrLogWriter;
+use crate::report::stream::StreamReport;
+use crate::report::Format;
+
+/// Runs `ibprobe stream`; the exit code.
+pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let format = a.measure.format();
+    if format == Format::Perftest {
+        return Err(CliError::input(
+            "--format perftest has no stream row; use table, json, csv or markdown",
+        ));
+    }
+    let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
+    let cfg = a.measure.probe_config(t, Mode::OneWay, cpu)?;
+    let spec = t.channel_spec(cfg.size);
+    let stream = a.stream.spec();
+    let stop = stop_flag()?;
+    let clock = Clock::choose(t.clock);
+    let (mut tx, mut rx) = open::stream_pair(&spec, &stream).map_err(open_err)?;
+    let info = tx.info();
+    let out = run_loopback(
+        &cfg,
+        &stream,
+        tx.as_mut(),
+        rx.as_mut(),
+        &clock,
+        stop,
+        rx_cpu,
+    )
+    .map_err(|e| CliError::run(format!("{} stream failed: {e}", t.transport.name())))?;
+    let interrupted = out.send.interrupted || out.recv.interrupted;
+    let report = StreamReport::new(
+        t.transport,
+        info,
+        "loopback",
+        cfg.size,
+        &stream,
+        &clock,
+        out,
+    );
+    print!(
+        "{}",
+        report
+            .render(format)
+            .map_err(|e| CliError::input(e.to_string()))?
+    );
+    if let Some(path) = &a.measure.hdr_log {
+        write_hdr_log(path, &report).map_err(|e| CliError::run(format!("--hdr-log: {e}")))?;
+    }
+    if let Some(path) = &a.measure.plot {
+        let title = format!(
+            "ibprobe stream {} {} B, batch {}, window {}",
+            t.transport, cfg.size, stream.batch, stream.window
+        );
+        crate::report::plot::write_svg(path, &title, &report.out.latency)
+            .map_err(|e| CliError::run(format!("--plot: {e}")))?;
+    }
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+/// The run as one interval of an HdrHistogram log: the per-message
+/// latency, the time in batch and the credit wait, one tag each.
+fn write_hdr_log(
+    path: &std::path::Path,
+    r: &StreamReport,
+) -> Result<(), crate::report::ReportError> {
+    let mut log = HdrLogWriter::create(
+        path,
+        &format!("ibprobe stream {} {} B", r.info.detail, r.size),
+    )?;
+    let end = r.out.elapsed_ns;
+    log.write_interval("latency", &r.out.latency, 0, end)?;
+    log.write_interval("time_in_batch", &r.out.send_histos.in_batch, 0, end)?;
+    log.write_interval("credit_wait", &r.out.send_histos.credit_wait, 0, end)?;
+    log.finish().map(|_| ())
+}

@@ -1,0 +1,386 @@
+//! The report of `ibprobe stream`: table, JSON `ibprobe.stream/1`,
+//! Markdown and CSV, from a [`StreamOutcome`].
+//!
+//! Why it exists: a stream's result is throughput and the latency tail
+//! side by side (messages/s, operations per message, per-message latency
+//! from hand-over to delivery, time in batch, credit waits, flush causes),
+//! which the one-message [`super::Report`] has no room for. The JSON
+//! schema is documented in `src/report/README.md`; its top-level fields
+//! are what scripts read, so they only ever grow.
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::format::Format;
+use super::{us, ReportError};
+use crate::clock::Clock;
+use crate::probe::stream::StreamOutcome;
+use crate::spec::{StreamSpec, Transport};
+use crate::stats::{LatencyHistogram, Summary};
+use crate::transport::TransportInfo;
+
+/// Percentiles of one stream distribution, ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Tail {
+    /// Samples.
+    pub count: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// 99.99th percentile.
+    pub p9999: u64,
+    /// The true maximum (not a bucket bound).
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Tail {
+    fn of(h: &LatencyHistogram) -> Tail {
+        let s: Summary = h.summary();
+        Tail {
+            count: s.count,
+            p50: s.p50_ns,
+            p99: s.p99_ns,
+            p999: s.p999_ns,
+            p9999: s.p9999_ns,
+            max: s.max_ns,
+            mean: s.mean_ns,
+        }
+    }
+}
+
+/// Everything the stream outputs print, computed once.
+#[derive(Clone, Debug)]
+pub struct StreamReport {
+    /// The transport.
+    pub transport: Transport,
+    /// Its facts (device, slots, ...).
+    pub info: TransportInfo,
+    /// loopback or client.
+    pub mode: &'static str,
+    /// Message size, bytes.
+    pub size: usize,
+    /// The stream's knobs.
+    pub spec: StreamSpec,
+    /// The clock's name.
+    pub clock: String,
+    /// The measured outcome.
+    pub out: StreamOutcome,
+    /// Warnings (code, sentence).
+    pub warnings: Vec<(&'static str, String)>,
+}
+
+impl StreamReport {
+    /// The report of one run.
+    pub fn new(
+        transport: Transport,
+        info: TransportInfo,
+        mode: &'static str,
+        size: usize,
+        spec: &StreamSpec,
+        clock: &Clock,
+        out: StreamOutcome,
+    ) -> StreamReport {
+        let mut warnings = Vec::new();
+        if out.lost() > 0 {
+            warnings.push((
+                "lost",
+                format!(
+                    "{} of {} messages never arrived ({} slots missing)",
+                    out.lost(),
+                    out.send.msgs,
+                    out.recv.lost_slots
+                ),
+            ));
+        }
+        if out.recv.corrupt > 0 {
+            warnings.push((
+                "corrupt",
+                format!("{} messages arrived with a wrong payload", out.recv.corrupt),
+            ));
+        }
+        if out.send.missed_steps > 0 {
+            warnings.push((
+                "missed_steps",
+                format!(
+                    "{} paced steps were missed (the sender was waiting for a credit, an ack or the CPU)",
+                    out.send.missed_steps
+                ),
+            ));
+        }
+        if out.send.interrupted || out.recv.interrupted {
+            warnings.push((
+                "interrupted",
+                "Ctrl-C ended the run early; the statistics cover what ran".into(),
+            ));
+        }
+        StreamReport {
+            transport,
+            info,
+            mode,
+            size,
+            spec: spec.clone(),
+            clock: clock.describe(),
+            out,
+            warnings,
+        }
+    }
+
+    /// Payload bytes delivered per second.
+    pub fn bytes_per_sec(&self) -> f64 {
+        self.out.msgs_per_sec() * self.size as f64
+    }
+
+    /// The run in `format` (perftest's one-line format has no stream row).
+    pub fn render(&self, format: Format) -> Result<String, ReportError> {
+        Ok(match format {
+            Format::Table => self.table(),
+            Format::Json => {
+                let mut s = serde_json::to_string_pretty(&self.json()).unwrap_or_default();
+                s.push('\n');
+                s
+            }
+            Format::Markdown => self.markdown(),
+            Format::Csv => self.csv(),
+            Format::Perftest => {
+                return Err(ReportError::Format(
+                    "--format perftest has no stream row; use table, json, csv or markdown".into(),
+                ))
+            }
+        })
+    }
+
+    fn flush_ns(&self) -> Option<u64> {
+        self.spec.flush.map(|d| d.as_nanos() as u64)
+    }
+
+    /// The `ibprobe.stream/1` document.
+    pub fn json(&self) -> serde_json::Value {
+        let o = &self.out;
+        let (s, r) = (&o.send, &o.recv);
+        let mut v = json!({
+            "schema": "ibprobe.stream/1",
+            "transport": self.transport.name(),
+            "mode": self.mode,
+            "size": self.size,
+            "window": self.spec.window,
+            "batch": self.spec.batch,
+            "flush_ns": self.flush_ns(),
+            "pipeline": self.spec.pipeline,
+            "slots": self.spec.slots,
+            "slot_size": self.spec.slot_size,
+            "credit_return": self.spec.credit_return.name(),
+            "credit_batch": self.spec.credit_batch,
+            "msgs_per_sec": o.msgs_per_sec(),
+            "bytes_per_sec": self.bytes_per_sec(),
+            "ops_per_msg": o.ops_per_msg(),
+            "ops_per_msg_total": o.ops_per_msg_total(),
+            "messages": s.msgs,
+            "delivered": r.msgs,
+            "lost": o.lost(),
+            "lost_slots": r.lost_slots + s.slots_given_up,
+            "corrupt": r.corrupt,
+            "data_posts": s.data_posts,
+            "credit_msgs": r.credit_msgs,
+            "ack_msgs": r.ack_msgs,
+            "counter_writes": r.counter_writes,
+            "credit_stalls": s.credit_stalls,
+            "credit_stall_ns": o.credit_stall_ns,
+            "ack_waits": s.ack_waits,
+            "ack_wait_ns": o.ack_wait_ns,
+            "flushes": {"fill": s.flushes[0], "timer": s.flushes[1], "explicit": s.flushes[2]},
+        });
+        let more = json!({
+            "max_in_flight": s.max_in_flight,
+            "max_unconsumed": r.max_unconsumed,
+            "max_unacked": s.max_unacked.max(r.max_unacked),
+            "missed_steps": s.missed_steps,
+            "transport_full": s.transport_full,
+            "elapsed_ns": o.elapsed_ns,
+            "interrupted": s.interrupted || r.interrupted,
+            "latency": Tail::of(&o.latency),
+            "time_in_batch": Tail::of(&o.send_histos.in_batch),
+            "credit_wait": Tail::of(&o.send_histos.credit_wait),
+            "clock": self.clock,
+            "transport_detail": self.info.detail,
+            "notes": o.notes,
+            "warnings": self.warnings.iter().map(|(c, m)| json!({"code": c, "message": m})).collect::<Vec<_>>(),
+        });
+        if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
+            a.extend(b);
+        }
+        v
+    }
+
+    fn knobs_line(&self) -> String {
+        format!(
+            "window {} · batch {} · flush {} · pipeline {} · credit return {} (every {}) · {} slots of {} B",
+            self.spec.window,
+            self.spec.batch,
+            self.spec
+                .flush
+                .map_or("off".to_string(), ibhost::duration::format),
+            self.spec
+                .pipeline
+                .map_or("off".to_string(), |d| d.to_string()),
+            self.spec.credit_return,
+            self.spec.credit_batch,
+            self.spec.slots,
+            self.spec.slot_size
+        )
+    }
+
+    fn tail_rows(&self) -> [(&'static str, Tail); 3] {
+        [
+            (
+                "latency (hand-over -> delivery)",
+                Tail::of(&self.out.latency),
+            ),
+            ("time in batch", Tail::of(&self.out.send_histos.in_batch)),
+            (
+                "credit/ack wait per slot",
+                Tail::of(&self.out.send_histos.credit_wait),
+            ),
+        ]
+    }
+
+    fn table(&self) -> String {
+        let o = &self.out;
+        let (s, r) = (&o.send, &o.recv);
+        let mut t = String::new();
+        t += &format!(
+            "ibprobe stream · {} {} · {} B messages · {}\n",
+            self.transport, self.mode, self.size, self.info.detail
+        );
+        t += &format!("{}\n", self.knobs_line());
+        t += &format!("clock: {}\n\n", self.clock);
+        t += &format!(
+            "throughput   {:.0} msg/s · {:.1} MB/s payload · {} delivered of {} ({} lost)\n",
+            o.msgs_per_sec(),
+            self.bytes_per_sec() / 1e6,
+            r.msgs,
+            s.msgs,
+            o.lost()
+        );
+        t += &format!(
+            "operations   {:.4} data posts/msg · {:.4} with credits and acks ({} data, {} credit msgs, {} acks, {} counter writes)\n",
+            o.ops_per_msg(),
+            o.ops_per_msg_total(),
+            s.data_posts,
+            r.credit_msgs,
+            r.ack_msgs,
+            r.counter_writes
+        );
+        t += &format!(
+            "flushes      fill {} · timer {} · explicit {}\n",
+            s.flushes[0], s.flushes[1], s.flushes[2]
+        );
+        t += &format!(
+            "stalls       credit {} ({} us) · ack {} ({} us) · max in flight {} · max unconsumed {} · max unacked {}\n\n",
+            s.credit_stalls,
+            us(o.credit_stall_ns),
+            s.ack_waits,
+            us(o.ack_wait_ns),
+            s.max_in_flight,
+            r.max_unconsumed,
+            s.max_unacked.max(r.max_unacked)
+        );
+        t += &format!(
+            "{:<34} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+            "distribution (us)", "count", "p50", "p99", "p99.9", "p99.99", "max"
+        );
+        for (name, d) in self.tail_rows() {
+            t += &format!(
+                "{:<34} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+                name,
+                d.count,
+                us(d.p50),
+                us(d.p99),
+                us(d.p999),
+                us(d.p9999),
+                us(d.max)
+            );
+        }
+        for n in &o.notes {
+            t += &format!("note: {n}\n");
+        }
+        for (_, w) in &self.warnings {
+            t += &format!("warning: {w}\n");
+        }
+        t
+    }
+
+    fn markdown(&self) -> String {
+        let o = &self.out;
+        let mut t = format!(
+            "**ibprobe stream** · {} {} · {} B · {}\n\n",
+            self.transport,
+            self.mode,
+            self.size,
+            self.knobs_line()
+        );
+        t += "| msg/s | ops/msg | ops/msg (all) | credit stalls | flushes fill/timer/explicit |\n|---:|---:|---:|---:|---|\n";
+        t += &format!(
+            "| {:.0} | {:.4} | {:.4} | {} | {}/{}/{} |\n\n",
+            o.msgs_per_sec(),
+            o.ops_per_msg(),
+            o.ops_per_msg_total(),
+            o.send.credit_stalls,
+            o.send.flushes[0],
+            o.send.flushes[1],
+            o.send.flushes[2]
+        );
+        t += "| distribution (us) | count | p50 | p99 | p99.9 | p99.99 | max |\n|---|---:|---:|---:|---:|---:|---:|\n";
+        for (name, d) in self.tail_rows() {
+            t += &format!(
+                "| {name} | {} | {} | {} | {} | {} | {} |\n",
+                d.count,
+                us(d.p50),
+                us(d.p99),
+                us(d.p999),
+                us(d.p9999),
+                us(d.max)
+            );
+        }
+        t
+    }
+
+    /// One header line and one row (the sweep writes many rows).
+    fn csv(&self) -> String {
+        format!("{}\n{}\n", CSV_HEADER, self.csv_row())
+    }
+
+    /// The CSV row of this run (columns of [`CSV_HEADER`]).
+    pub fn csv_row(&self) -> String {
+        let o = &self.out;
+        let l = Tail::of(&o.latency);
+        format!(
+            "{},{},{},{},{},{},{:.1},{:.6},{:.6},{},{},{},{},{},{},{},{},{}",
+            self.transport,
+            self.size,
+            self.spec.window,
+            self.spec.batch,
+            self.flush_ns().unwrap_or(0),
+            self.spec.pipeline.unwrap_or(0),
+            o.msgs_per_sec(),
+            o.ops_per_msg(),
+            o.ops_per_msg_total(),
+            o.send.credit_stalls,
+            o.lost(),
+            l.count,
+            l.p50,
+            l.p99,
+            l.p999,
+            l.p9999,
+            l.max,
+            o.send.flushes[1]
+        )
+    }
+}
+
+/// Columns of a stream CSV row.
+pub const CSV_HEADER: &str = "transport,size,window,batch,flush_ns,pipeline,msgs_per_sec,ops_per_msg,ops_per_msg_total,credit_stalls,lost,count,p50_ns,p99_ns,p999_ns,p9999_ns,max_ns,timer_flushes";
