@@ -241,7 +241,7 @@ pub struct MeasureArgs {
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
     /// Messages per second, paced on the probe's clock; missed steps are counted.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// Messages per burst; each burst is followed by --pause.
     #[arg(long, requires = "pause")]
@@ -612,30 +612,48 @@ pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
         "--rates",
         s,
         hint,
-        |item| {
-            let (num, scale) = match item.strip_suffix(['k', 'K']) {
-                Some(n) => (n, 1e3),
-                None => match item.strip_suffix('M') {
-                    Some(n) => (n, 1e6),
-                    None => (item, 1.0),
-                },
-            };
-            let r = num
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| r.is_finite() && *r >= 0.0)
-                .map(|r| r * scale)
-                .ok_or_else(|| format!("{item:?} is not a rate (a number >= 0); {hint}"))?;
-            if r > MAX_RATE_HZ {
-                return Err(format!(
-                "{item} is above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); use 0 for back to back"
-            ));
-            }
-            Ok(vec![r])
-        },
+        |item| Ok(vec![rate_value(item, hint)?]),
         |r| format!("{r}"),
     )
+}
+
+/// `--rate`: messages per second, with the k and M suffixes of `--rates`
+/// (the range is `ProbeConfig::validate`'s to check, with its messages).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let (num, scale) = rate_suffix(s);
+    num.trim().parse::<f64>().map(|r| r * scale).map_err(|_| {
+        format!("{s:?} is not a rate; pass messages per second, e.g. --rate 1000 or --rate 10k")
+    })
+}
+
+/// A rate's number and the scale of its k or M suffix.
+fn rate_suffix(item: &str) -> (&str, f64) {
+    match item.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1e3),
+        None => match item.strip_suffix('M') {
+            Some(n) => (n, 1e6),
+            None => (item, 1.0),
+        },
+    }
+}
+
+/// One rate: a number >= 0 with an optional k or M suffix, at most
+/// [`MAX_RATE_HZ`].
+fn rate_value(item: &str, hint: &str) -> Result<f64, String> {
+    let (num, scale) = rate_suffix(item);
+    let r = num
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r >= 0.0)
+        .map(|r| r * scale)
+        .ok_or_else(|| format!("{item:?} is not a rate (a number >= 0); {hint}"))?;
+    if r > MAX_RATE_HZ {
+        return Err(format!(
+            "{item} is above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); use 0 for back to back"
+        ));
+    }
+    Ok(r)
 }
 
 /// A comma-separated list for a sweep axis (`--sizes`, `--rates`, ...):

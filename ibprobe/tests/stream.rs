@@ -1,0 +1,261 @@
+//! `ibprobe stream` end to end over the reference transports (shm, udp),
+//! through the real CLI and its JSON (`ibprobe.stream/1`): what issue 13
+//! says must be true, each as an assertion that can fail.
+//!
+//! One test function on purpose: every run spins two threads, and runs in
+//! parallel on a 2-core CI machine would measure each other.
+
+use serde_json::Value;
+
+mod common;
+
+use common::{ibprobe, one_line_exit_2};
+
+fn stream(args: &[&str]) -> Value {
+    let mut a = vec!["stream"];
+    a.extend(args);
+    a.extend(["--json", "--no-mlock"]);
+    let (code, out, err) = ibprobe(&a);
+    assert_eq!(code, 0, "ibprobe {a:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn stream_over_shm_and_udp_keeps_its_promises() {
+    examples_work_as_written();
+    batches_of_k_cost_one_post_per_k_messages();
+    a_slow_rate_flushes_every_batch_by_timer_within_t();
+    a_slow_consumer_stalls_the_window_and_never_sees_more_than_n();
+    the_pipeline_never_has_more_than_d_unacked();
+    stop_and_wait_runs_at_one_message_per_round_trip_on_udp();
+    bad_input_is_one_line_and_exit_2();
+    memory_does_not_grow_with_the_message_count();
+}
+
+fn examples_work_as_written() {
+    // The issue's examples (without --no-mlock, exactly as written).
+    for ex in [
+        "stream -t shm --batch 8 --count 200000 --json",
+        "stream -t udp --window 4 --consume-delay 20us --count 20000 --json",
+    ] {
+        let a: Vec<&str> = ex.split(' ').collect();
+        let (code, out, err) = ibprobe(&a);
+        assert_eq!(code, 0, "{ex}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["schema"], "ibprobe.stream/1");
+        for k in [
+            "msgs_per_sec",
+            "bytes_per_sec",
+            "ops_per_msg",
+            "ops_per_msg_total",
+            "credit_stalls",
+            "window",
+            "batch",
+            "pipeline",
+            "size",
+            "transport",
+            "flush_ns",
+        ] {
+            assert!(v.get(k).is_some(), "{ex}: no {k}");
+        }
+        for k in ["fill", "timer", "explicit"] {
+            assert!(v["flushes"][k].is_u64(), "{ex}: flushes.{k}");
+        }
+        for k in ["p50", "p99", "p999", "p9999", "max"] {
+            assert!(v["latency"][k].as_u64().unwrap() > 0, "{ex}: latency.{k}");
+        }
+    }
+    let (code, out, err) = ibprobe(&[
+        "stream",
+        "-t",
+        "shm",
+        "--pipeline",
+        "2",
+        "--count",
+        "100000",
+        "--format",
+        "table",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("throughput") && out.contains("pipeline 2"),
+        "{out}"
+    );
+}
+
+fn batches_of_k_cost_one_post_per_k_messages() {
+    for t in ["shm", "udp"] {
+        for k in [4u64, 16] {
+            let n: u64 = 16_000 + 3; // a last, partial batch
+            let v = stream(&[
+                "-t",
+                t,
+                "--batch",
+                &k.to_string(),
+                "--count",
+                &n.to_string(),
+            ]);
+            let want = n.div_ceil(k);
+            assert_eq!(u(&v, "data_posts"), want, "{t} batch {k}: {v}");
+            let ops = f(&v, "ops_per_msg");
+            assert!(
+                (ops - 1.0 / k as f64).abs() <= 1.0 / n as f64 + 1e-12,
+                "{t} batch {k}: ops_per_msg {ops}"
+            );
+            assert_eq!(v["flushes"]["timer"], 0);
+            assert_eq!(v["flushes"]["explicit"], 1, "the last partial batch");
+            assert_eq!(u(&v, "delivered") + u(&v, "lost"), n);
+        }
+    }
+}
+
+fn a_slow_rate_flushes_every_batch_by_timer_within_t() {
+    // 2k msg/s = one message per 500 us; a batch of 16 never fills in
+    // 100 us, so every post is the timer's (the run's end: explicit).
+    for t in ["shm", "udp"] {
+        let v = stream(&[
+            "-t", t, "--batch", "16", "--flush", "100us", "--rate", "2k", "--count", "400",
+            "--warmup", "0",
+        ]);
+        let fl = &v["flushes"];
+        assert_eq!(fl["fill"], 0, "{t}: {v}");
+        assert!(fl["explicit"].as_u64().unwrap() <= 1, "{t}: {fl}");
+        assert_eq!(
+            fl["timer"].as_u64().unwrap() + fl["explicit"].as_u64().unwrap(),
+            u(&v, "data_posts")
+        );
+        let p99 = u(&v["time_in_batch"], "p99");
+        assert!(
+            p99 <= 100_000 + 50_000,
+            "{t}: time-in-batch p99 {p99} ns > T + 50 us"
+        );
+        assert!(
+            p99 >= 100_000,
+            "{t}: the timer cannot fire early ({p99} ns)"
+        );
+    }
+}
+
+fn a_slow_consumer_stalls_the_window_and_never_sees_more_than_n() {
+    for t in ["shm", "udp"] {
+        let v = stream(&[
+            "-t",
+            t,
+            "--window",
+            "4",
+            "--consume-delay",
+            "20us",
+            "--count",
+            "5000",
+        ]);
+        assert!(u(&v, "credit_stalls") > 0, "{t}: {v}");
+        // Checked inside the run too: a fifth unconsumed slot ends it.
+        assert!(u(&v, "max_unconsumed") <= 4, "{t}: {v}");
+        assert!(u(&v, "max_in_flight") <= 4, "{t}: {v}");
+        assert!(
+            u(&v, "max_unconsumed") >= 2,
+            "{t}: the window was never used: {v}"
+        );
+    }
+}
+
+fn the_pipeline_never_has_more_than_d_unacked() {
+    for t in ["shm", "udp"] {
+        for d in [1u64, 2, 4] {
+            let v = stream(&["-t", t, "--pipeline", &d.to_string(), "--count", "20000"]);
+            assert!(u(&v, "max_unacked") <= d, "{t} D={d}: {v}");
+            assert!(u(&v, "max_unacked") >= 1);
+            assert!(u(&v, "ack_msgs") >= 20_000, "one ack per slot: {v}");
+        }
+    }
+}
+
+fn stop_and_wait_runs_at_one_message_per_round_trip_on_udp() {
+    // Alternated, three pairs, the median ratio: one pair proves nothing.
+    let mut ratios = Vec::new();
+    for _ in 0..3 {
+        let s = stream(&["-t", "udp", "--pipeline", "1", "--count", "20000"]);
+        let (code, out, err) = ibprobe(&[
+            "loopback",
+            "-t",
+            "udp",
+            "--round-trip",
+            "--count",
+            "20000",
+            "--json",
+            "--no-mlock",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let rt: Value = serde_json::from_str(&out).unwrap();
+        let rtt = rt["distributions"][0]["mean_ns"].as_f64().unwrap();
+        ratios.push(f(&s, "msgs_per_sec") / (1e9 / rtt));
+    }
+    let r = median(ratios.clone());
+    assert!(
+        (0.8..=1.2).contains(&r),
+        "stop-and-wait msg/s over 1/RTT: median {r:.3} of {ratios:?}"
+    );
+}
+
+fn bad_input_is_one_line_and_exit_2() {
+    for (args, parts) in [
+        (&["--window", "0"][..], &["--window 0"][..]),
+        (&["--batch", "0"], &["--batch 0"]),
+        (
+            &["--batch", "100", "--size", "64"],
+            &["--batch 100", "at most --batch 51 fits"],
+        ),
+        (
+            &["--window", "2", "--pipeline", "4"],
+            &["--pipeline 4 > --window 2"],
+        ),
+        (
+            &["--credit-return", "write"],
+            &["--credit-return write", "rc"],
+        ),
+        (&["--format", "perftest"], &["perftest"]),
+        (&["--credit-return", "carrier-pigeon"], &["carrier-pigeon"]),
+    ] {
+        let mut a = vec!["stream", "-t", "shm"];
+        a.extend(args);
+        let (code, out, err) = ibprobe(&a);
+        one_line_exit_2(code, &out, &err, parts);
+    }
+}
+
+/// Max RSS of the finished children so far, KiB.
+fn children_max_rss_kib() -> i64 {
+    // SAFETY: getrusage writes one rusage into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_CHILDREN and a valid pointer.
+    assert_eq!(
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) },
+        0
+    );
+    ru.ru_maxrss
+}
+
+fn memory_does_not_grow_with_the_message_count() {
+    // No per-message storage: 20x the messages, the same peak memory.
+    let _ = stream(&["-t", "shm", "--batch", "4", "--count", "100000"]);
+    let small = children_max_rss_kib();
+    let _ = stream(&["-t", "shm", "--batch", "4", "--count", "2000000"]);
+    let big = children_max_rss_kib();
+    assert!(
+        big <= small + 2048,
+        "peak RSS grew from {small} KiB to {big} KiB with 20x the messages"
+    );
+}
