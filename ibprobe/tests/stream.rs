@@ -43,6 +43,64 @@ fn stream_over_shm_and_udp_keeps_its_promises() {
     stop_and_wait_runs_at_one_message_per_round_trip_on_udp();
     bad_input_is_one_line_and_exit_2();
     memory_does_not_grow_with_the_message_count();
+    the_sweep_grows_stream_axes();
+}
+
+fn the_sweep_grows_stream_axes() {
+    // The example, as written.
+    let a = [
+        "sweep",
+        "-t",
+        "shm",
+        "--batches",
+        "1,4,16",
+        "--sizes",
+        "32,256",
+        "--json",
+    ];
+    let (code, out, err) = ibprobe(&a);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "ibprobe.stream-sweep/1");
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2 * 4 * 3, "sizes x default rates x batches");
+    for c in cells {
+        assert_eq!(c["schema"], "ibprobe.stream/1");
+        let (b, n) = (u(c, "batch"), u(c, "messages"));
+        assert_eq!(u(c, "data_posts"), n.div_ceil(b), "{c}");
+    }
+    // Windows against rates, as CSV and a throughput heatmap.
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("w.svg");
+    let (code, out, err) = ibprobe(&[
+        "sweep",
+        "-t",
+        "udp",
+        "--windows",
+        "1,8",
+        "--sizes",
+        "32",
+        "--rates",
+        "0,20k",
+        "--count",
+        "2000",
+        "--format",
+        "csv",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--no-mlock",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1 + 4, "{out}");
+    assert!(out.starts_with("transport,size,rate_hz,window,batch"));
+    let pic = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        pic.contains("messages/s") && pic.contains("w8"),
+        "heatmap of throughput by window"
+    );
+    // A bad list is one line, exit 2, before anything runs.
+    let (code, out, err) = ibprobe(&["sweep", "-t", "shm", "--windows", "4,0"]);
+    one_line_exit_2(code, &out, &err, &["--windows", "\"0\""]);
 }
 
 fn examples_work_as_written() {
@@ -215,7 +273,7 @@ fn bad_input_is_one_line_and_exit_2() {
         (&["--window", "0"][..], &["--window 0"][..]),
         (&["--batch", "0"], &["--batch 0"]),
         (
-            &["--batch", "100", "--size", "64"],
+            &["--batch", "100", "--size", "64", "--slot-size", "4096"],
             &["--batch 100", "at most --batch 51 fits"],
         ),
         (

@@ -26,6 +26,7 @@ use crate::report::host::HostFormat;
 use crate::report::Format;
 use crate::spec::{
     ChannelSpec, CreditReturn, InlineMode, Op, Poll, SignalMode, StreamSpec, Transport, VerbsKnobs,
+    RECORD_HEADER, SLOT_HEADER,
 };
 
 pub const AFTER_HELP: &str = "\
@@ -315,22 +316,37 @@ pub struct StreamKnobArgs {
     /// Slots per direction in the registered pool [default: 64, or --window if larger].
     #[arg(long)]
     pub slots: Option<u32>,
-    /// Bytes per slot; a message larger than a slot spans several.
-    #[arg(long, default_value_t = 4096)]
-    pub slot_size: usize,
+    /// Bytes per slot; a message larger than a slot spans several
+    /// [default: 4096, or what one full batch needs if more].
+    #[arg(long)]
+    pub slot_size: Option<usize>,
 }
 
 impl StreamKnobArgs {
-    /// The stream these flags describe (checked when it is opened, or by
-    /// [`StreamSpec::check`]).
-    pub fn spec(&self) -> StreamSpec {
+    /// The stream these flags describe for messages of `size` bytes
+    /// (checked when it is opened, or by [`StreamSpec::check`]).
+    pub fn spec(&self, size: usize) -> StreamSpec {
+        self.spec_with(size, self.window, self.batch, self.pipeline)
+    }
+
+    /// [`StreamKnobArgs::spec`] with a sweep cell's window, batch and
+    /// pipeline instead of the flags'.
+    pub fn spec_with(
+        &self,
+        size: usize,
+        window: u32,
+        batch: u32,
+        pipeline: Option<u32>,
+    ) -> StreamSpec {
         StreamSpec {
-            slots: self.slots.unwrap_or(self.window.max(64)),
-            slot_size: self.slot_size,
-            window: self.window,
-            batch: self.batch,
+            slots: self.slots.unwrap_or(window.max(64)),
+            slot_size: self.slot_size.unwrap_or_else(|| {
+                (SLOT_HEADER + batch as usize * (RECORD_HEADER + size)).max(4096)
+            }),
+            window,
+            batch,
             flush: self.flush,
-            pipeline: self.pipeline,
+            pipeline,
             credit_return: self.credit_return,
             credit_batch: self.credit_batch,
         }
@@ -446,6 +462,86 @@ pub struct SweepArgs {
     /// No progress bar (it is also hidden when stderr is not a terminal).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Stream axis: credit windows, e.g. 1,4,16 (any stream axis makes every
+    /// cell an `ibprobe stream` run; see `ibprobe stream --help`).
+    #[arg(long, value_name = "LIST")]
+    pub windows: Option<String>,
+    /// Stream axis: batch sizes, e.g. 1,4,16.
+    #[arg(long, value_name = "LIST")]
+    pub batches: Option<String>,
+    /// Stream axis: pipeline depths, e.g. 1,2,4 (0: no acks).
+    #[arg(long, value_name = "LIST")]
+    pub pipelines: Option<String>,
+    /// What a stream sweep's heatmap shows.
+    #[arg(long, value_enum, default_value = "throughput")]
+    pub heat: HeatValue,
+    /// The stream's other knobs (with a stream axis).
+    #[command(flatten)]
+    pub stream: StreamKnobArgs,
+}
+
+/// What a stream sweep's `--plot` heatmap shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HeatValue {
+    /// Delivered messages per second.
+    Throughput,
+    /// The per-message latency's 99th percentile.
+    P99,
+}
+
+impl SweepArgs {
+    /// The stream axes (windows, batches, pipelines), when any is given;
+    /// an axis not given is the single value of its `--window`,
+    /// `--batch`, `--pipeline` flag.
+    pub fn stream_axes(&self) -> Result<Option<StreamAxes>, String> {
+        if self.windows.is_none() && self.batches.is_none() && self.pipelines.is_none() {
+            return Ok(None);
+        }
+        let k = &self.stream;
+        Ok(Some(StreamAxes {
+            windows: match &self.windows {
+                Some(s) => parse_counts("--windows", s, 1)?,
+                None => vec![k.window],
+            },
+            batches: match &self.batches {
+                Some(s) => parse_counts("--batches", s, 1)?,
+                None => vec![k.batch],
+            },
+            pipelines: match &self.pipelines {
+                Some(s) => parse_counts("--pipelines", s, 0)?
+                    .into_iter()
+                    .map(|d| (d > 0).then_some(d))
+                    .collect(),
+                None => vec![k.pipeline],
+            },
+        }))
+    }
+}
+
+/// The stream axes of a sweep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamAxes {
+    /// Credit windows.
+    pub windows: Vec<u32>,
+    /// Batch sizes.
+    pub batches: Vec<u32>,
+    /// Pipeline depths (None: no acks).
+    pub pipelines: Vec<Option<u32>>,
+}
+
+/// A list of whole numbers, each at least `min`, e.g. `1,4,16`.
+pub fn parse_counts(flag: &str, s: &str, min: u32) -> Result<Vec<u32>, String> {
+    let hint = format!("pass whole numbers >= {min}, e.g. {flag} 1,4,16");
+    parse_list(
+        flag,
+        s,
+        &hint,
+        |item| match item.parse::<u32>() {
+            Ok(n) if n >= min => Ok(vec![n]),
+            _ => Err(format!("{item:?} is not a whole number >= {min}")),
+        },
+        |n| n.to_string(),
+    )
 }
 
 /// `ibprobe host`.

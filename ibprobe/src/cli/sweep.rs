@@ -19,13 +19,16 @@ use std::io::IsTerminal as _;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::args::{parse_rates, parse_sizes, SweepArgs, SweepFormat};
+use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs, SweepFormat};
 use super::common::{self, default_cpu, open_err, report_context, stop_flag};
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
+use crate::probe::stream::{placement, run_loopback};
 use crate::probe::{open, runner};
 use crate::report::heatmap;
+use crate::report::stream::StreamReport;
+use crate::report::stream_sweep::{self, Axes};
 use crate::report::sweep::{self as formats, rate_label, Cell};
 use crate::report::Report;
 
@@ -84,6 +87,9 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     let sizes = parse_sizes(&a.sizes).map_err(CliError::input)?;
     let rates = parse_rates(&a.rates).map_err(CliError::input)?;
+    if let Some(axes) = a.stream_axes().map_err(CliError::input)? {
+        return run_stream(a, sizes, rates, axes);
+    }
     // Everything that can be refused is refused before the first cell runs.
     for &size in &sizes {
         if let Err(why) = t.channel_spec(size).check() {
@@ -160,6 +166,111 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     print!("{text}");
     if let Some(path) = &a.plot {
         let grid = formats::heat_grid(tr, &sizes, &rates, &cells);
+        heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+/// A stream sweep: every cell of sizes x rates x windows x batches x
+/// pipelines is an `ibprobe stream` loopback run (a fresh pair of ends per
+/// cell); every cell's configuration is checked before the first runs.
+fn run_stream(
+    a: &SweepArgs,
+    sizes: Vec<usize>,
+    rates: Vec<f64>,
+    axes: StreamAxes,
+) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let (cpu, rx_cpu) = placement(default_cpu(t), None);
+    let mut plan = Vec::new();
+    for &size in &sizes {
+        for &rate in &rates {
+            for &window in &axes.windows {
+                for &batch in &axes.batches {
+                    for &pipeline in &axes.pipelines {
+                        let cfg = cell_config(a, size, rate, cpu)?;
+                        let spec = a.stream.spec_with(size, window, batch, pipeline);
+                        let ch = t.channel_spec(size);
+                        if let Err(why) = ch.check().and_then(|()| spec.check(&ch)) {
+                            return Err(CliError::input(format!(
+                                "cell {size} B, window {window}, batch {batch}: {why}"
+                            )));
+                        }
+                        plan.push((cfg, spec));
+                    }
+                }
+            }
+        }
+    }
+    let stop = stop_flag()?;
+    let clock = Clock::choose(t.clock);
+    let bar = progress(a, plan.len() as u64);
+    let mut cells: Vec<StreamReport> = Vec::new();
+    let (mut failure, mut interrupted) = (None, false);
+    for (cfg, spec) in &plan {
+        let at = format!(
+            "{} B, {}, window {}, batch {}",
+            cfg.size,
+            rate_label(cfg.rate_hz.unwrap_or(0.0)),
+            spec.window,
+            spec.batch
+        );
+        bar.set_message(at.clone());
+        let (mut tx, mut rx) = match open::stream_pair(&t.channel_spec(cfg.size), spec) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut e = open_err(e);
+                e.message = format!("{at}: {}", e.message);
+                failure = Some(e);
+                break;
+            }
+        };
+        let info = tx.info();
+        match run_loopback(cfg, spec, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu) {
+            Ok(out) => {
+                interrupted = out.send.interrupted || out.recv.interrupted;
+                let mut r =
+                    StreamReport::new(t.transport, info, "loopback", cfg.size, spec, &clock, out);
+                r.rate_hz = cfg.rate_hz;
+                cells.push(r);
+            }
+            Err(e) => {
+                failure = Some(CliError::run(format!(
+                    "{} stream failed at {at}: {e}",
+                    t.transport.name()
+                )));
+                break;
+            }
+        }
+        bar.inc(1);
+        if interrupted {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let tr = t.transport;
+    let axes = Axes {
+        sizes,
+        rates,
+        windows: axes.windows,
+        batches: axes.batches,
+        pipelines: axes.pipelines,
+    };
+    let format = if a.json { SweepFormat::Json } else { a.format };
+    print!(
+        "{}",
+        match format {
+            SweepFormat::Table => stream_sweep::table(tr, &cells),
+            SweepFormat::Markdown => stream_sweep::markdown(tr, &cells),
+            SweepFormat::Csv => stream_sweep::csv(&cells),
+            SweepFormat::Json => stream_sweep::json(tr, &axes, &cells, interrupted),
+        }
+    );
+    if let Some(path) = &a.plot {
+        let grid = stream_sweep::heat_grid(tr, &axes, &cells, a.heat == HeatValue::Throughput);
         heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
     if let Some(e) = failure {

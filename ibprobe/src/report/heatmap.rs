@@ -14,7 +14,7 @@
 //! scale. Cells without a value (a sweep cut short) are grey, labelled
 //! "n/a". The caller orders rows and columns; row 0 is drawn at the bottom.
 
-use super::{us, ReportError};
+use super::ReportError;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use std::path::Path;
@@ -39,8 +39,34 @@ pub struct Grid {
     pub columns: Vec<String>,
     /// One label per row (sizes), bottom to top.
     pub rows: Vec<String>,
-    /// `values[row][column]` in ns; `None`: not measured.
+    /// `values[row][column]` (ns, or messages/s with [`Unit::PerSecond`]);
+    /// `None`: not measured.
     pub values: Vec<Vec<Option<u64>>>,
+    /// What the columns are (default: [`X_DESC`], rates).
+    pub x_desc: Option<String>,
+    /// What a value is, under the colour bar (default: "p50 [us]").
+    pub value_desc: Option<String>,
+    /// How values print.
+    pub unit: Unit,
+}
+
+/// How a grid's values print.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unit {
+    /// Nanoseconds, printed in us.
+    #[default]
+    Nanos,
+    /// Messages per second, printed in millions (M/s).
+    PerSecond,
+}
+
+impl Unit {
+    fn text(self, v: f64) -> String {
+        match self {
+            Unit::Nanos => format!("{:.3}", v / 1000.0),
+            Unit::PerSecond => format!("{:.3}M", v / 1e6),
+        }
+    }
 }
 
 impl Grid {
@@ -149,7 +175,7 @@ fn render(grid: &Grid) -> Result<String, String> {
         chart
             .configure_mesh()
             .disable_mesh()
-            .x_desc(X_DESC)
+            .x_desc(grid.x_desc.as_deref().unwrap_or(X_DESC))
             .y_desc(Y_DESC)
             .x_labels(ncol)
             .y_labels(nrow)
@@ -173,7 +199,7 @@ fn render(grid: &Grid) -> Result<String, String> {
                         fill.filled(),
                     )))
                     .map_err(e)?;
-                let text = v.map_or("n/a".to_string(), us);
+                let text = v.map_or("n/a".to_string(), |v| grid.unit.text(v as f64));
                 let style = ("sans-serif", 15)
                     .into_font()
                     .color(&text_colour(fill))
@@ -205,8 +231,8 @@ fn render(grid: &Grid) -> Result<String, String> {
             .disable_mesh()
             .disable_x_axis()
             .y_labels(5)
-            .y_label_formatter(&|v| format!("{:.3}", v.exp() / 1000.0))
-            .y_desc("p50 [us]")
+            .y_label_formatter(&|v| grid.unit.text(v.exp()))
+            .y_desc(grid.value_desc.as_deref().unwrap_or("p50 [us]"))
             .label_style(("sans-serif", 13))
             .draw()
             .map_err(e)?;
@@ -237,6 +263,7 @@ mod tests {
                 vec![Some(120), None],
                 vec![Some(2_500), Some(3_000)],
             ],
+            ..Grid::default()
         }
     }
 

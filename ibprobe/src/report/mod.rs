@@ -28,6 +28,7 @@ pub mod heatmap;
 pub mod host;
 pub mod plot;
 pub mod stream;
+pub mod stream_sweep;
 pub mod sweep;
 
 use crate::clock::{Clock, ClockKind};

@@ -39,7 +39,8 @@ pub struct Tail {
 }
 
 impl Tail {
-    fn of(h: &LatencyHistogram) -> Tail {
+    /// The percentiles of `h`.
+    pub fn of(h: &LatencyHistogram) -> Tail {
         let s: Summary = h.summary();
         Tail {
             count: s.count,
@@ -72,6 +73,8 @@ pub struct StreamReport {
     pub out: StreamOutcome,
     /// Warnings (code, sentence).
     pub warnings: Vec<(&'static str, String)>,
+    /// `--rate` (None: back to back).
+    pub rate_hz: Option<f64>,
 }
 
 impl StreamReport {
@@ -127,6 +130,7 @@ impl StreamReport {
             clock: clock.describe(),
             out,
             warnings,
+            rate_hz: None,
         }
     }
 
@@ -167,6 +171,7 @@ impl StreamReport {
             "transport": self.transport.name(),
             "mode": self.mode,
             "size": self.size,
+            "rate_hz": self.rate_hz,
             "window": self.spec.window,
             "batch": self.spec.batch,
             "flush_ns": self.flush_ns(),
@@ -359,9 +364,10 @@ impl StreamReport {
         let o = &self.out;
         let l = Tail::of(&o.latency);
         format!(
-            "{},{},{},{},{},{},{:.1},{:.6},{:.6},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{:.1},{:.6},{:.6},{},{},{},{},{},{},{},{},{}",
             self.transport,
             self.size,
+            self.rate_hz.unwrap_or(0.0),
             self.spec.window,
             self.spec.batch,
             self.flush_ns().unwrap_or(0),
@@ -383,4 +389,4 @@ impl StreamReport {
 }
 
 /// Columns of a stream CSV row.
-pub const CSV_HEADER: &str = "transport,size,window,batch,flush_ns,pipeline,msgs_per_sec,ops_per_msg,ops_per_msg_total,credit_stalls,lost,count,p50_ns,p99_ns,p999_ns,p9999_ns,max_ns,timer_flushes";
+pub const CSV_HEADER: &str = "transport,size,rate_hz,window,batch,flush_ns,pipeline,msgs_per_sec,ops_per_msg,ops_per_msg_total,credit_stalls,lost,count,p50_ns,p99_ns,p999_ns,p9999_ns,max_ns,timer_flushes";

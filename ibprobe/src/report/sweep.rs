@@ -294,6 +294,7 @@ pub fn heat_grid(t: Transport, sizes: &[usize], rates: &[f64], cells: &[Cell]) -
                     .collect()
             })
             .collect(),
+        ..Grid::default()
     }
 }
 

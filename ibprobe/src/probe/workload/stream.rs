@@ -400,10 +400,13 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     }
 
     /// Sends the first `len` bytes of the open slot as the next slot (the
-    /// caller holds a credit); returns the post tick.
+    /// caller holds a credit); returns the tick the post began.
     #[inline(always)]
     fn send_now(&mut self, len: usize) -> Result<u64, TransportError> {
-        self.progress = self.clock.now();
+        // The post begins here: what the transport's send itself costs is
+        // not time in the batch.
+        let t = self.clock.now();
+        self.progress = t;
         while !self.end.send(&self.buf[..len])? {
             self.tally.transport_full += 1;
             if self.stop.load(Ordering::Relaxed) {
@@ -420,7 +423,6 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 )));
             }
         }
-        let t = self.clock.now();
         self.slot_seq += 1;
         self.credits.on_post();
         self.acks.on_post(self.credits.posted());

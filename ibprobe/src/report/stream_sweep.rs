@@ -1,0 +1,247 @@
+//! The formats of a stream sweep (`ibprobe sweep` with `--windows`,
+//! `--batches` or `--pipelines`): table, Markdown, CSV, the
+//! `ibprobe.stream-sweep/1` JSON document and the heatmap's grid.
+//!
+//! Why it exists: every cell is an `ibprobe stream` run
+//! ([`StreamReport`]); the grid shows throughput and the latency tail of
+//! each, one row per cell, in run order (sizes, then rates, windows,
+//! batches, pipelines).
+//!
+//! JSON: `{ "schema": "ibprobe.stream-sweep/1", "transport", "axes":
+//! {"sizes", "rates_hz", "windows", "batches", "pipelines"}, "interrupted",
+//! "cells": [<ibprobe.stream/1 of that cell, as `stream --json` prints it>] }`.
+
+use serde_json::json;
+
+use super::heatmap::{Grid, Unit};
+use super::stream::{StreamReport, CSV_HEADER};
+use super::us;
+use crate::spec::Transport;
+
+/// The JSON schema identifier of a stream sweep.
+pub const SCHEMA: &str = "ibprobe.stream-sweep/1";
+
+/// The axes a stream sweep ran over.
+#[derive(Clone, Debug)]
+pub struct Axes {
+    /// Message sizes.
+    pub sizes: Vec<usize>,
+    /// Rates, 0 = back to back.
+    pub rates: Vec<f64>,
+    /// Credit windows.
+    pub windows: Vec<u32>,
+    /// Batch sizes.
+    pub batches: Vec<u32>,
+    /// Pipeline depths (None: no acks).
+    pub pipelines: Vec<Option<u32>>,
+}
+
+fn pipe(p: Option<u32>) -> String {
+    p.map_or("off".into(), |d| d.to_string())
+}
+
+/// The label of a cell's column: the values of the axes that vary.
+fn column(a: &Axes, c: &StreamReport) -> String {
+    let mut parts = Vec::new();
+    if a.rates.len() > 1 {
+        parts.push(match c.rate_hz {
+            Some(r) => format!("{r}/s"),
+            None => "b2b".into(),
+        });
+    }
+    if a.windows.len() > 1 {
+        parts.push(format!("w{}", c.spec.window));
+    }
+    if a.batches.len() > 1 {
+        parts.push(format!("b{}", c.spec.batch));
+    }
+    if a.pipelines.len() > 1 {
+        parts.push(format!("p{}", pipe(c.spec.pipeline)));
+    }
+    if parts.is_empty() {
+        parts.push(format!("w{} b{}", c.spec.window, c.spec.batch));
+    }
+    parts.join(" ")
+}
+
+const HEAD: [&str; 11] = [
+    "size", "rate", "window", "batch", "pipeline", "msg/s", "ops/msg", "p50 us", "p99 us",
+    "p99.9 us", "stalls",
+];
+
+fn row(c: &StreamReport) -> [String; 11] {
+    let l = super::stream::Tail::of(&c.out.latency);
+    [
+        c.size.to_string(),
+        c.rate_hz.map_or("b2b".into(), |r| format!("{r}")),
+        c.spec.window.to_string(),
+        c.spec.batch.to_string(),
+        pipe(c.spec.pipeline),
+        format!("{:.0}", c.out.msgs_per_sec()),
+        format!("{:.4}", c.out.ops_per_msg()),
+        us(l.p50),
+        us(l.p99),
+        us(l.p999),
+        c.out.send.credit_stalls.to_string(),
+    ]
+}
+
+fn heading(t: Transport, cells: &[StreamReport]) -> String {
+    format!(
+        "ibprobe {}: stream sweep over {}, {} cells",
+        env!("CARGO_PKG_VERSION"),
+        t.name(),
+        cells.len()
+    )
+}
+
+fn warnings(cells: &[StreamReport], prefix: &str) -> String {
+    let mut out = String::new();
+    for c in cells {
+        for (_, w) in &c.warnings {
+            out += &format!("{prefix} {} B, {}: {w}\n", c.size, column_all(c));
+        }
+    }
+    out
+}
+
+fn column_all(c: &StreamReport) -> String {
+    format!(
+        "window {} batch {} pipeline {}",
+        c.spec.window,
+        c.spec.batch,
+        pipe(c.spec.pipeline)
+    )
+}
+
+/// One row per cell, aligned.
+pub fn table(t: Transport, cells: &[StreamReport]) -> String {
+    let rows: Vec<[String; 11]> = cells.iter().map(row).collect();
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].len())
+            .chain([HEAD[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let line = |r: &[String]| {
+        r.iter()
+            .enumerate()
+            .map(|(i, v)| format!("{v:>w$}", w = width(i)))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut s = heading(t, cells) + "\n\n";
+    s += &line(&HEAD.map(String::from));
+    s += "\n";
+    for r in &rows {
+        s += &line(r);
+        s += "\n";
+    }
+    let w = warnings(cells, "warning:");
+    if !w.is_empty() {
+        s += "\n";
+        s += &w;
+    }
+    s
+}
+
+/// The table as Markdown.
+pub fn markdown(t: Transport, cells: &[StreamReport]) -> String {
+    let mut s = format!(
+        "**{}**\n\n| {} |\n|{}\n",
+        heading(t, cells),
+        HEAD.join(" | "),
+        "---:|".repeat(HEAD.len())
+    );
+    for c in cells {
+        s += &format!("| {} |\n", row(c).join(" | "));
+    }
+    s += &warnings(cells, "-");
+    s
+}
+
+/// One CSV row per cell under the header of a single stream run.
+pub fn csv(cells: &[StreamReport]) -> String {
+    let mut s = format!("{CSV_HEADER}\n");
+    for c in cells {
+        s += &c.csv_row();
+        s += "\n";
+    }
+    s
+}
+
+/// The `ibprobe.stream-sweep/1` document.
+pub fn json(t: Transport, axes: &Axes, cells: &[StreamReport], interrupted: bool) -> String {
+    let doc = json!({
+        "schema": SCHEMA,
+        "transport": t.name(),
+        "axes": {
+            "sizes": axes.sizes,
+            "rates_hz": axes.rates,
+            "windows": axes.windows,
+            "batches": axes.batches,
+            "pipelines": axes.pipelines,
+        },
+        "interrupted": interrupted,
+        "cells": cells.iter().map(StreamReport::json).collect::<Vec<_>>(),
+    });
+    let mut s = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+    s.push('\n');
+    s
+}
+
+/// The heatmap: rows = sizes, columns = the other axes' combinations,
+/// each cell its throughput (msg/s) or its p99 (ns).
+pub fn heat_grid(t: Transport, axes: &Axes, cells: &[StreamReport], throughput: bool) -> Grid {
+    let mut columns: Vec<String> = Vec::new();
+    for c in cells {
+        let k = column(axes, c);
+        if !columns.contains(&k) {
+            columns.push(k);
+        }
+    }
+    let values = axes
+        .sizes
+        .iter()
+        .map(|&s| {
+            columns
+                .iter()
+                .map(|k| {
+                    cells
+                        .iter()
+                        .find(|c| c.size == s && &column(axes, c) == k)
+                        .filter(|c| c.out.recv.msgs > 0)
+                        .map(|c| {
+                            if throughput {
+                                c.out.msgs_per_sec() as u64
+                            } else {
+                                c.out.latency.summary().p99_ns
+                            }
+                        })
+                })
+                .collect()
+        })
+        .collect();
+    Grid {
+        title: format!(
+            "ibprobe stream sweep: {} {}",
+            t.name(),
+            if throughput {
+                "messages/s"
+            } else {
+                "per-message latency p99 [us]"
+            }
+        ),
+        columns,
+        rows: axes.sizes.iter().map(|s| s.to_string()).collect(),
+        values,
+        x_desc: Some("stream knobs (w = window, b = batch, p = pipeline)".into()),
+        value_desc: Some(if throughput { "msg/s" } else { "p99 [us]" }.into()),
+        unit: if throughput {
+            Unit::PerSecond
+        } else {
+            Unit::Nanos
+        },
+    }
+}
