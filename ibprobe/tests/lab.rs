@@ -6,6 +6,7 @@
 //!   through `ibprobe loopback` in one guest: the ones verbs allow deliver
 //!   every message and complete every signaled send; the ones they forbid
 //!   are refused with exit 2 and one line.
+//! - `ibprobe stream` in one guest: every mode on rc, uc and ud.
 //! - Client/server across two guests, and a server killed mid-run: the
 //!   client ends with an error within its timeout instead of hanging.
 
@@ -18,7 +19,7 @@ const IBPROBE: &str = env!("CARGO_BIN_EXE_ibprobe");
 const COUNT: u64 = 200;
 
 fn main() -> ExitCode {
-    harness::run(vec![loopback_guest(), pair()])
+    harness::run(vec![loopback_guest(), stream_guest(), pair()])
 }
 
 /// Why verbs forbid a combination, or None when it must run.
@@ -213,6 +214,85 @@ fn loopback_guest() -> Group {
         .test("host_wakeup_latency_per_cpu", host_wakeup)
         .test("every_verbs_combination_runs_or_is_refused", matrix)
         .test("peer_dev_one_way_across_two_devices", peer_dev)
+}
+
+/// `ibprobe stream` over rxe0 in one guest: every mode (plain, batch,
+/// window with a slow consumer, pipeline, rc's counter write) on rc, uc and
+/// ud with send, and write-imm where it applies. rc delivers every message
+/// intact; uc and ud deliver intact what they deliver and count the rest
+/// lost. A ud slot above the path MTU is refused with one line, exit 2.
+fn stream_modes(lab: &Lab) {
+    let modes = [
+        ("plain", ""),
+        ("batch16", "--batch 16"),
+        ("window4", "--window 4 --consume-delay 5us"),
+        ("pipeline2", "--pipeline 2"),
+        ("counter", "--credit-return write"),
+    ];
+    let mut runs = Vec::new();
+    for qp in ["rc", "uc", "ud"] {
+        for op in ["send", "write-imm"] {
+            for (mode, flags) in modes {
+                if (qp == "ud" && op == "write-imm") || (qp != "rc" && mode == "counter") {
+                    continue;
+                }
+                runs.push((qp, op, mode, flags));
+            }
+        }
+    }
+    let mut script = String::from("mkdir -p $LAB_RESULTS/s; cd $LAB_RESULTS/s\n");
+    for (qp, op, mode, flags) in &runs {
+        let name = format!("{qp}.{op}.{mode}");
+        // A ud slot is one packet: rxe0 over a 1500 B netdev has a 1024 B MTU.
+        let slot = if *qp == "ud" { "--slot-size 1024" } else { "" };
+        script.push_str(&format!(
+            "timeout 120 {IBPROBE} stream --transport {qp} --op {op} {slot} {flags} --size 32 --count 5000 --warmup 100 --timeout 2s --json > {name}.json 2> {name}.err; echo $? > {name}.rc\n"
+        ));
+    }
+    script.push_str(&format!(
+        "{IBPROBE} stream --transport ud --slot-size 4096 --count 10 > ud-mtu.out 2> ud-mtu.err; echo $? > ud-mtu.rc\n"
+    ));
+    lab.exec(Node::A, &script, Duration::from_secs(1800))
+        .unwrap_or_else(|e| std::panic::panic_any(e))
+        .success();
+    let dir = lab.results(Node::A).join("s");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    for (qp, op, mode, _) in &runs {
+        let name = format!("{qp}.{op}.{mode}");
+        let rc = read(&format!("{name}.rc"));
+        let err = read(&format!("{name}.err"));
+        assert_eq!(rc.trim(), "0", "{name}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&read(&format!("{name}.json")))
+            .unwrap_or_else(|e| panic!("{name}: not JSON ({e}): {err}"));
+        let n = |k: &str| {
+            v[k].as_u64()
+                .unwrap_or_else(|| panic!("{name}: no {k} in {v}"))
+        };
+        assert_eq!(n("corrupt"), 0, "{name}: {v}");
+        assert!(n("delivered") > 0, "{name}: {v}");
+        if *qp == "rc" {
+            assert_eq!(
+                (n("delivered"), n("lost")),
+                (n("messages"), 0),
+                "{name}: {v}"
+            );
+        }
+        if *mode == "counter" {
+            assert!(n("counter_writes") > 0, "{name}: {v}");
+        }
+        if *mode == "window4" {
+            assert!(n("max_unconsumed") <= 4, "{name}: {v}");
+        }
+    }
+    let err = read("ud-mtu.err");
+    assert_eq!(read("ud-mtu.rc").trim(), "2", "ud above the MTU: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("a UD slot is one packet"), "{err}");
+}
+
+fn stream_guest() -> Group {
+    Group::with_lab("rxe_stream", LabConfig::loopback())
+        .test("stream_every_mode_on_rc_uc_ud", stream_modes)
 }
 
 /// Two rxe devices over the two ends of a veth pair, with policy routing

@@ -127,6 +127,49 @@ impl PinnedBuf {
         }
         u64::from_le_bytes(b)
     }
+
+    /// Copies `src` to `off` (a send slot the HCA reads after the post).
+    #[inline(always)]
+    pub fn write_bytes(&self, off: usize, src: &[u8]) {
+        assert!(off <= self.len && src.len() <= self.len - off);
+        // SAFETY: [off, off + src.len()) is inside the mapping owned by
+        // self; src is a distinct Rust slice, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+        }
+    }
+
+    /// Copies `into.len()` bytes at `off` into `into` (a receive slot the
+    /// HCA wrote before its completion was polled; the caller fences).
+    #[inline(always)]
+    pub fn read_bytes(&self, off: usize, into: &mut [u8]) {
+        assert!(off <= self.len && into.len() <= self.len - off);
+        // SAFETY: [off, off + into.len()) is inside the mapping owned by
+        // self; into is a distinct, exclusively borrowed Rust slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), into.as_mut_ptr(), into.len())
+        }
+    }
+
+    /// Writes the aligned u64 at `off` in one store (volatile: the HCA
+    /// reads it, e.g. the source of a counter write).
+    #[inline(always)]
+    pub fn write_u64(&self, off: usize, v: u64) {
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        // SAFETY: off is 8-aligned (the mapping is page-aligned) and
+        // off + 8 <= len, inside the mapping owned by self.
+        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off) as *mut u64, v) }
+    }
+
+    /// Reads the aligned u64 at `off` in one load (volatile: the peer's
+    /// HCA writes it, e.g. a counter word), never torn.
+    #[inline(always)]
+    pub fn read_u64(&self, off: usize) -> u64 {
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        // SAFETY: off is 8-aligned (the mapping is page-aligned) and
+        // off + 8 <= len, inside the mapping owned by self.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off) as *const u64) }
+    }
 }
 
 impl Drop for PinnedBuf {
@@ -429,20 +472,21 @@ pub enum SendOpcode {
 pub struct SendTemplate {
     wr: Box<ffi::ibv_send_wr>,
     sge: Box<ffi::ibv_sge>,
-    inline: bool,
+    inline_upto: u32,
 }
 
 impl SendTemplate {
     /// Builds the template. `rdma` is (rkey, remote address) for writes;
-    /// `ud` is (address handle, remote QPN, qkey) for UD sends; `inline`
-    /// posts every non-empty message with IBV_SEND_INLINE. The AH must
-    /// outlive the template (keep both in one struct, template first).
+    /// `ud` is (address handle, remote QPN, qkey) for UD sends; a
+    /// non-empty message of at most `inline_upto` bytes is posted with
+    /// IBV_SEND_INLINE (0: never; at most the QP's max_inline_data). The AH
+    /// must outlive the template (keep both in one struct, template first).
     pub fn new(
         opcode: SendOpcode,
         lkey: u32,
         rdma: Option<(u32, u64)>,
         ud: Option<(&AddressHandle, u32, u32)>,
-        inline: bool,
+        inline_upto: u32,
     ) -> SendTemplate {
         // SAFETY: ibv_send_wr is plain data (pointers may be null); zeroed is valid.
         let mut wr: Box<ffi::ibv_send_wr> =
@@ -473,7 +517,20 @@ impl SendTemplate {
                 remote_qkey: qkey,
             };
         }
-        SendTemplate { wr, sge, inline }
+        SendTemplate {
+            wr,
+            sge,
+            inline_upto,
+        }
+    }
+
+    /// Points the next RDMA writes at `addr` in the peer's memory (same
+    /// rkey): a stream's write-imm targets the peer's receive slot i.
+    #[inline(always)]
+    pub fn set_remote_addr(&mut self, addr: u64) {
+        // A plain write into the union's `rdma` member (safe: no read); the
+        // template was built with an rdma target for the write opcodes.
+        self.wr.wr.rdma.remote_addr = addr;
     }
 
     /// Posts one message of `len` bytes at `addr` (inside the registered
@@ -499,7 +556,7 @@ impl SendTemplate {
         if signaled {
             flags |= ffi::ibv_send_flags::IBV_SEND_SIGNALED.0;
         }
-        if self.inline && len > 0 {
+        if len > 0 && len <= self.inline_upto {
             flags |= ffi::ibv_send_flags::IBV_SEND_INLINE.0;
         }
         self.wr.send_flags = flags;

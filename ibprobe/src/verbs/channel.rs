@@ -7,18 +7,10 @@
 //! on the completion channel in event mode. These calls allocate nothing
 //! and take no lock. The channels are built, once, by `setup.rs`.
 
-use std::sync::Arc;
-
-use sideway::ibverbs::device_context::DeviceContext;
-use sideway::ibverbs::protection_domain::ProtectionDomain;
-
-use super::types::Setup;
+use super::types::{errno, poll_cq, Setup, Wired};
 use crate::clock::Clock;
 use crate::spec::{Op, Poll};
-use crate::sys::verbs::{
-    wc_status_str, AddressHandle, Completion, OwnedCq, OwnedQp, RecvRing, RegisteredBuf,
-    SendTemplate,
-};
+use crate::sys::verbs::{wc_status_str, Completion, SendTemplate};
 use crate::transport::{wait_recv_with, Channel, TransportError, TransportInfo};
 
 /// Bits of wr_id holding how many send WRs a signaled completion frees.
@@ -32,14 +24,7 @@ const COVER_BITS: u32 = 20;
 /// the hot path then only reads the resources and updates the counters.
 pub struct VerbsChannel {
     pub(super) tpl: SendTemplate,
-    pub(super) _ah: Option<AddressHandle>,
-    pub(super) recv: RecvRing,
-    pub(super) qp: OwnedQp,
-    pub(super) send_cq: OwnedCq,
-    pub(super) recv_cq: OwnedCq,
-    pub(super) mem: RegisteredBuf,
-    pub(super) _pd: Arc<ProtectionDomain>,
-    pub(super) _ctx: Arc<DeviceContext>,
+    pub(super) w: Wired,
     /// Send WRs posted and not yet freed by a polled signaled completion.
     pub(super) outstanding: u32,
     /// Unsignaled WRs posted since the last signaled one.
@@ -77,25 +62,18 @@ impl VerbsChannel {
     /// Polls one send completion; frees the SQ slots it covers.
     #[inline(always)]
     fn poll_send_cq(&mut self) -> Result<Option<u64>, TransportError> {
-        let mut c = Completion::default();
-        match self.send_cq.poll_one(&mut c) {
-            Ok(false) => Ok(None),
-            Ok(true) => {
-                if c.status != 0 {
-                    return Err(TransportError::Completion(format!(
-                        "send: {} (vendor err)",
-                        wc_status_str(c.status)
-                    )));
-                }
-                let covered = (c.wr_id & ((1 << COVER_BITS) - 1)) as u32;
-                self.outstanding = self.outstanding.saturating_sub(covered);
-                Ok(Some(c.wr_id >> COVER_BITS))
-            }
-            Err(e) => Err(TransportError::Io {
-                what: "ibv_poll_cq (send)",
-                source: std::io::Error::from_raw_os_error(-e),
-            }),
+        let Some(c) = poll_cq(&self.w.send_cq, "ibv_poll_cq (send)")? else {
+            return Ok(None);
+        };
+        if c.status != 0 {
+            return Err(TransportError::Completion(format!(
+                "send: {} (vendor err)",
+                wc_status_str(c.status)
+            )));
         }
+        let covered = (c.wr_id & ((1 << COVER_BITS) - 1)) as u32;
+        self.outstanding = self.outstanding.saturating_sub(covered);
+        Ok(Some(c.wr_id >> COVER_BITS))
     }
 
     /// Makes room in the SQ: polls send completions, keeping their
@@ -136,7 +114,7 @@ impl VerbsChannel {
         }
         let off =
             (self.s.recv_off + c.wr_id * self.s.recv_stride as u64) as usize + self.payload_off;
-        unwrap_seq(self.mem.buf.read_le(off, n), 8 * n as u32, self.expected)
+        unwrap_seq(self.w.mem.buf.read_le(off, n), 8 * n as u32, self.expected)
     }
 
     /// Blocks on the receive CQ's completion channel (event polling).
@@ -146,15 +124,15 @@ impl VerbsChannel {
         timeout_ns: u64,
     ) -> Result<Option<u64>, TransportError> {
         wait_recv_with(self, clock, timeout_ns, |me, left_ns| {
-            let got = me
-                .recv_cq
-                .wait_event(left_ns)
-                .map_err(|e| TransportError::Io {
-                    what: "ibv_get_cq_event",
-                    source: e,
-                })?;
+            let got =
+                me.w.recv_cq
+                    .wait_event(left_ns)
+                    .map_err(|e| TransportError::Io {
+                        what: "ibv_get_cq_event",
+                        source: e,
+                    })?;
             if got {
-                me.recv_cq.req_notify().map_err(|e| TransportError::Io {
+                me.w.recv_cq.req_notify().map_err(|e| TransportError::Io {
                     what: "ibv_req_notify_cq",
                     source: e,
                 })?;
@@ -173,7 +151,7 @@ impl Channel for VerbsChannel {
         let size = self.s.size as usize;
         let slot = (seq % self.s.send_slots as u64) as usize;
         let off = slot * self.s.send_stride as usize;
-        let buf = &self.mem.buf;
+        let buf = &self.w.mem.buf;
         if self.s.op == Op::Write {
             if size >= 9 {
                 buf.write_le(off, seq, 8);
@@ -189,13 +167,10 @@ impl Channel for VerbsChannel {
             wr_id |= self.unsignaled as u64;
             self.unsignaled = 0;
         }
-        let addr = self.mem.buf.addr() + off as u64;
+        let addr = self.w.mem.buf.addr() + off as u64;
         self.tpl
-            .post(&self.qp, wr_id, addr, self.s.size, seq as u32, signaled)
-            .map_err(|e| TransportError::Io {
-                what: "ibv_post_send",
-                source: std::io::Error::from_raw_os_error(e),
-            })?;
+            .post(&self.w.qp, wr_id, addr, self.s.size, seq as u32, signaled)
+            .map_err(|e| errno("ibv_post_send", e))?;
         self.outstanding += 1;
         Ok(())
     }
@@ -205,14 +180,14 @@ impl Channel for VerbsChannel {
         if self.s.op == Op::Write {
             let size = self.s.size as usize;
             let off = self.s.target_off as usize;
-            let m = self.mem.buf.read_u8(off + size - 1);
+            let m = self.w.mem.buf.read_u8(off + size - 1);
             if m == self.last_marker {
                 return Ok(None);
             }
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             self.last_marker = m;
             let seq = if size >= 9 {
-                self.mem.buf.read_le(off, 8)
+                self.w.mem.buf.read_le(off, 8)
             } else {
                 let r = (m.wrapping_sub(1)) as u64;
                 self.expected + (r + 255 - self.expected % 255) % 255
@@ -220,31 +195,22 @@ impl Channel for VerbsChannel {
             self.expected = seq.wrapping_add(1);
             return Ok(Some(seq));
         }
-        let mut c = Completion::default();
-        match self.recv_cq.poll_one(&mut c) {
-            Ok(false) => Ok(None),
-            Ok(true) => {
-                if c.status != 0 {
-                    return Err(TransportError::Completion(format!(
-                        "receive: {}",
-                        wc_status_str(c.status)
-                    )));
-                }
-                let seq = self.seq_of(&c);
-                self.expected = seq.wrapping_add(1);
-                self.recv
-                    .post(&self.qp, c.wr_id as usize)
-                    .map_err(|e| TransportError::Io {
-                        what: "ibv_post_recv",
-                        source: std::io::Error::from_raw_os_error(e),
-                    })?;
-                Ok(Some(seq))
-            }
-            Err(e) => Err(TransportError::Io {
-                what: "ibv_poll_cq (recv)",
-                source: std::io::Error::from_raw_os_error(-e),
-            }),
+        let Some(c) = poll_cq(&self.w.recv_cq, "ibv_poll_cq (recv)")? else {
+            return Ok(None);
+        };
+        if c.status != 0 {
+            return Err(TransportError::Completion(format!(
+                "receive: {}",
+                wc_status_str(c.status)
+            )));
         }
+        let seq = self.seq_of(&c);
+        self.expected = seq.wrapping_add(1);
+        self.w
+            .recv
+            .post(&self.w.qp, c.wr_id as usize)
+            .map_err(|e| errno("ibv_post_recv", e))?;
+        Ok(Some(seq))
     }
 
     #[inline]

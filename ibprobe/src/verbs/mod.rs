@@ -18,7 +18,8 @@
 //!   ud) into a typed, statically validated configuration.
 //!   Device-dependent limits (inline, MTU, port state, GID) are checked in
 //!   [`prepare`] (cold setup: `setup.rs`; the hot post/poll path:
-//!   `channel.rs`). Most callers open channels through
+//!   `channel.rs`; the record both share and the stream's immediate
+//!   format: `types.rs`). Most callers open channels through
 //!   [`crate::probe::open`] instead of calling this module directly.
 //! - One-way loopback (one process, two QPs): [`loopback`] returns a
 //!   [`LoopbackChannel`] (implements [`crate::transport::Channel`]).
@@ -27,6 +28,16 @@
 //!   [`Prepared::connect`] with the peer's `Endpoint` returns a
 //!   [`VerbsChannel`] (implements `Channel`: `post` sends to the peer,
 //!   `poll_recv` sees what the peer sent).
+//! - Streams (issue 13, [`crate::transport::stream::SlotEnd`]): a
+//!   [`VerbsSlots`] end holds a registered pool of `slots` send and receive
+//!   buffers (every receive posted up front) and sends one slot as one WR
+//!   (send, send-imm or write-imm into the peer's pool; rc also writes a
+//!   credit counter word). In one process [`stream_pair`] (sender end,
+//!   receiver end); across hosts [`prepare_slots`], then
+//!   [`PreparedSlots::connect`] with the peer's [`Endpoint`], whose
+//!   [`StreamTarget`] says where the peer's pool and counter are. Cold
+//!   setup: `stream_setup.rs` (reusing `setup.rs`'s QP creation and
+//!   connection); the hot send/recv/counter path: `slots.rs`.
 //!
 //! Errors are [`VerbsError`]; its [`VerbsErrorKind::Config`] kind marks a
 //! refusal of the configuration (one line naming the limit; exit 2).
@@ -55,12 +66,16 @@ mod channel;
 mod config;
 mod device;
 mod setup;
+mod slots;
+mod stream_setup;
 mod types;
 
 pub use channel::{LoopbackChannel, VerbsChannel};
 pub use config::VerbsConfig;
 pub use device::{devices, DeviceCaps, DeviceInfo, GidInfo, PortInfo};
-pub use setup::{loopback, prepare, Endpoint, Prepared};
+pub use setup::{loopback, prepare, Endpoint, Prepared, StreamTarget};
+pub use slots::VerbsSlots;
+pub use stream_setup::{prepare_slots, stream_pair, PreparedSlots};
 
 use crate::transport::TransportError;
 

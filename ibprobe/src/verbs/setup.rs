@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel};
 use sideway::ibverbs::device_context::DeviceContext;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{QueuePair, QueuePairAttribute, QueuePairState};
@@ -22,8 +23,8 @@ use sideway::ibverbs::AccessFlags;
 
 use super::channel::{LoopbackChannel, VerbsChannel};
 use super::config::VerbsConfig;
-use super::device;
-use super::types::Setup;
+use super::device::{self, GidInfo};
+use super::types::{Setup, Wired};
 use super::VerbsError;
 use crate::spec::{InlineMode, Op, Poll, QpType};
 use crate::sys::mem::{self, MemError, Placement, Region};
@@ -34,9 +35,9 @@ use crate::sys::verbs::{
 use crate::transport::TransportInfo;
 
 /// The qkey every UD QP of the probe uses.
-const QKEY: u32 = 0x1111_1111;
+pub(super) const QKEY: u32 = 0x1111_1111;
 /// Bytes of GRH in front of every UD receive.
-const GRH: u32 = 40;
+pub(super) const GRH: u32 = 40;
 /// Cap on the send-slot ring's memory.
 const SEND_RING_MAX: usize = 64 << 20;
 
@@ -66,6 +67,27 @@ pub struct Endpoint {
     pub qkey: u32,
     /// This side's path MTU in bytes (the connection uses the smaller).
     pub mtu: u32,
+    /// A stream end's slot pool and counter word (`prepare_slots`); absent
+    /// for a channel, so a channel's JSON is what it always was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamTarget>,
+}
+
+/// Where a stream end's peer writes: its receive pool (write-imm puts
+/// slot i at `recv_addr + i * recv_stride`) and its counter word (rc
+/// `--credit-return write`), both under the [`Endpoint`]'s `rkey`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamTarget {
+    /// Receive slots in the pool (both ends must agree).
+    pub slots: u32,
+    /// Bytes per slot (both ends must agree).
+    pub slot_size: u32,
+    /// Address of receive slot 0.
+    pub recv_addr: u64,
+    /// Bytes between two receive slots.
+    pub recv_stride: u32,
+    /// Address of the 8-byte counter word.
+    pub counter_addr: u64,
 }
 
 /// A QP created, in INIT, with its CQs and registered buffers, waiting for
@@ -100,7 +122,7 @@ fn verr(what: &str, e: &dyn std::error::Error) -> VerbsError {
     )
 }
 
-fn round_up(n: u64, a: u64) -> u64 {
+pub(super) fn round_up(n: u64, a: u64) -> u64 {
     n.div_ceil(a) * a
 }
 
@@ -127,9 +149,50 @@ fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, Verb
     })
 }
 
-fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoint), VerbsError> {
+/// A QP in INIT with its CQs, on an opened port: what every verbs end
+/// (channel or stream) starts from. Field order is drop order.
+pub(super) struct OpenedQp {
+    pub(super) qp: OwnedQp,
+    pub(super) send_cq: Arc<BasicCompletionQueue>,
+    pub(super) recv_cq: Arc<BasicCompletionQueue>,
+    pub(super) channel: Option<Arc<CompletionChannel>>,
+    pub(super) pd: Arc<ProtectionDomain>,
+    pub(super) ctx: Arc<DeviceContext>,
+    pub(super) dev: String,
+    pub(super) port: u8,
+    pub(super) lid: u16,
+    pub(super) gid: Option<GidInfo>,
+    /// The path MTU this side asks for (bytes).
+    pub(super) mtu: u32,
+    pub(super) max_inline: u32,
+    /// The QP's max_inline_data.
+    pub(super) inline_cap: u32,
+}
+
+/// How big a QP [`open_qp`] creates, and which messages go inline.
+pub(super) struct QpShape {
+    pub(super) sq_depth: u32,
+    pub(super) rq_depth: u32,
+    /// `--inline auto`: the QP's inline capacity is this many bytes when
+    /// the device allows that much (0: inline off). A channel passes its
+    /// message size; a stream, whose slots vary in length, passes the slot
+    /// size (capped at the device's maximum).
+    pub(super) inline_upto: u32,
+    /// Whether `--inline auto` may cap `inline_upto` at the device maximum
+    /// (streams) instead of turning inline off (a channel's one size).
+    pub(super) inline_partial: bool,
+}
+
+/// Opens `dev`'s port, checks the depths and the MTU against it, creates
+/// the PD, CQs (a completion channel for event polling) and the QP, and
+/// moves the QP to INIT.
+pub(super) fn open_qp(
+    cfg: &VerbsConfig,
+    dev: Option<&str>,
+    shape: &QpShape,
+) -> Result<OpenedQp, VerbsError> {
     let p = device::open_port(dev, cfg.port)?;
-    for (what, d) in [("SQ", cfg.sq_depth), ("RQ", cfg.rq_depth)] {
+    for (what, d) in [("SQ", shape.sq_depth), ("RQ", shape.rq_depth)] {
         if d > p.max_qp_wr {
             return Err(VerbsError::config(format!(
                 "{what} depth {d} > {} max_qp_wr {}",
@@ -154,15 +217,12 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     let ctx = Arc::clone(&p.ctx);
     let pd = ctx.alloc_pd().map_err(|e| verr("ibv_alloc_pd", &e))?;
     let max_inline = device::probe_max_inline(&ctx, &pd, cfg.qp_type);
-    let (inline_cap, inline_used) = match cfg.inline {
-        InlineMode::Off => (0, false),
-        InlineMode::Auto => {
-            if cfg.size <= max_inline && cfg.size > 0 {
-                (cfg.size, true)
-            } else {
-                (0, false)
-            }
-        }
+    let upto = shape.inline_upto;
+    let inline_cap = match cfg.inline {
+        InlineMode::Off => 0,
+        InlineMode::Auto if upto > 0 && upto <= max_inline => upto,
+        InlineMode::Auto if shape.inline_partial => max_inline,
+        InlineMode::Auto => 0,
         InlineMode::Bytes(n) => {
             if n > max_inline {
                 return Err(VerbsError::config(format!(
@@ -171,7 +231,7 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
                     cfg.qp_type.upper()
                 )));
             }
-            (n, cfg.size > 0 && cfg.size <= n)
+            n
         }
     };
 
@@ -184,11 +244,11 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     };
     let send_cq = ctx
         .create_cq_builder()
-        .setup_cqe(cfg.sq_depth)
+        .setup_cqe(shape.sq_depth)
         .build()
         .map_err(|e| verr("ibv_create_cq (send)", &e))?;
     let mut rb = ctx.create_cq_builder();
-    rb.setup_cqe(cfg.rq_depth);
+    rb.setup_cqe(shape.rq_depth);
     if let Some(ch) = &channel {
         rb.setup_comp_channel(ch, 0);
     }
@@ -196,8 +256,8 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     let qp = pd
         .create_qp_builder()
         .setup_qp_type(device::to_sideway(cfg.qp_type))
-        .setup_max_send_wr(cfg.sq_depth)
-        .setup_max_recv_wr(cfg.rq_depth)
+        .setup_max_send_wr(shape.sq_depth)
+        .setup_max_recv_wr(shape.rq_depth)
         .setup_max_send_sge(1)
         .setup_max_recv_sge(1)
         .setup_max_inline_data(inline_cap)
@@ -221,6 +281,41 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
                 .map_err(|e| verr("ibv_modify_qp INIT", &e))?;
         }
     }
+    Ok(OpenedQp {
+        qp,
+        send_cq,
+        recv_cq,
+        channel,
+        pd,
+        ctx,
+        dev: p.name.clone(),
+        port: p.port,
+        lid: p.lid,
+        gid,
+        mtu,
+        max_inline,
+        inline_cap,
+    })
+}
+
+/// The initial PSN of a QP's send queue (any 24-bit value; derived from
+/// the QPN so both ends differ).
+pub(super) fn initial_psn(qpn: u32) -> u32 {
+    qpn.wrapping_mul(2_654_435_761) & 0x00ff_ffff
+}
+
+fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoint), VerbsError> {
+    let o = open_qp(
+        cfg,
+        dev,
+        &QpShape {
+            sq_depth: cfg.sq_depth,
+            rq_depth: cfg.rq_depth,
+            inline_upto: cfg.size,
+            inline_partial: false,
+        },
+    )?;
+    let inline_used = cfg.size > 0 && cfg.size <= o.inline_cap;
 
     let size = cfg.size as u64;
     let send_stride = round_up(size.max(8), 64);
@@ -235,29 +330,25 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     let recv_off = send_slots * send_stride;
     let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
     let total = target_off + round_up(size.max(8), 64);
-    let region = placed_buffers(total as usize, cfg.hugepages, &p.name)?;
-    let memory = region.describe();
-    let mem = RegisteredBuf::register(
-        &pd,
-        PinnedBuf::from_region(region),
-        AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
-    )
-    .map_err(|e| VerbsError::verbs("register buffers", e))?;
-
-    let qpn = qp.qpn();
-    let psn = qpn.wrapping_mul(2_654_435_761) & 0x00ff_ffff;
+    let (mem, memory) = registered_buffers(total as usize, cfg.hugepages, &o)?;
+    let ep = o.endpoint(
+        cfg.qp_type,
+        mem.rkey(),
+        mem.buf.addr() + target_off,
+        cfg.size,
+    );
     let s = Setup {
-        dev: p.name.clone(),
-        port: p.port,
-        gid: gid.clone(),
-        lid: p.lid,
+        dev: o.dev,
+        port: o.port,
+        gid: o.gid,
+        lid: o.lid,
         qp_type: cfg.qp_type,
         op: cfg.op,
         size: cfg.size,
-        mtu,
-        max_inline,
+        mtu: o.mtu,
+        max_inline: o.max_inline,
         inline_used,
-        inline_cap,
+        inline_cap: o.inline_cap,
         period: cfg.signal_period(),
         poll: cfg.poll,
         sq_depth: cfg.sq_depth,
@@ -268,39 +359,65 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         recv_off,
         recv_stride: recv_stride as u32,
         target_off,
-        psn,
+        psn: ep.psn,
         memory,
     };
-    let ep = Endpoint {
-        qp_type: cfg.qp_type,
-        qpn,
-        psn,
-        gid: gid
-            .as_ref()
-            .and_then(|g| g.gid.parse().ok())
-            .unwrap_or(Ipv6Addr::UNSPECIFIED),
-        global: gid.is_some(),
-        lid: p.lid,
-        rkey: mem.rkey(),
-        addr: mem.buf.addr() + target_off,
-        len: cfg.size,
-        qkey: QKEY,
-        mtu,
-    };
-    let send_cq = OwnedCq::new(send_cq, None);
-    let recv_cq = OwnedCq::new(recv_cq, channel);
     Ok((
         Prepared {
-            qp,
-            send_cq,
-            recv_cq,
+            qp: o.qp,
+            send_cq: OwnedCq::new(o.send_cq, None),
+            recv_cq: OwnedCq::new(o.recv_cq, o.channel),
             mem,
-            pd,
-            _ctx: ctx,
+            pd: o.pd,
+            _ctx: o.ctx,
             s,
         },
         ep,
     ))
+}
+
+impl OpenedQp {
+    /// The [`Endpoint`] a peer needs to reach this QP; `rkey`, `addr`
+    /// and `len` name the RDMA write target (a stream adds its
+    /// [`StreamTarget`]).
+    pub(super) fn endpoint(&self, qp_type: QpType, rkey: u32, addr: u64, len: u32) -> Endpoint {
+        Endpoint {
+            qp_type,
+            qpn: self.qp.qpn(),
+            psn: initial_psn(self.qp.qpn()),
+            gid: self
+                .gid
+                .as_ref()
+                .and_then(|g| g.gid.parse().ok())
+                .unwrap_or(Ipv6Addr::UNSPECIFIED),
+            global: self.gid.is_some(),
+            lid: self.lid,
+            rkey,
+            addr,
+            len,
+            qkey: QKEY,
+            mtu: self.mtu,
+            stream: None,
+        }
+    }
+}
+
+/// `len` bytes of placed buffers (see [`placed_buffers`]) registered on
+/// `o`'s PD for local and remote writes, with how they were placed.
+pub(super) fn registered_buffers(
+    len: usize,
+    hugepages: bool,
+    o: &OpenedQp,
+) -> Result<(RegisteredBuf, String), VerbsError> {
+    let region = placed_buffers(len, hugepages, &o.dev)?;
+    let memory = region.describe();
+    let mem = RegisteredBuf::register(
+        &o.pd,
+        PinnedBuf::from_region(region),
+        AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
+    )
+    .map_err(|e| VerbsError::verbs("register buffers", e))?;
+    Ok((mem, memory))
 }
 
 impl Prepared {
@@ -337,65 +454,7 @@ impl Prepared {
                 s.size, s.mtu
             )));
         }
-        let sgid = s.gid.as_ref().map(|g| g.index as u8).unwrap_or(0);
-        let global = peer.global || s.gid.is_some();
-        let mut ah = None;
-        match s.qp_type {
-            QpType::Rc | QpType::Uc => {
-                let mut av = AddressHandleAttribute::new();
-                av.setup_port(s.port)
-                    .setup_dest_lid(peer.lid)
-                    .setup_service_level(0);
-                if global {
-                    av.setup_grh_dest_gid(&Gid::from(peer.gid))
-                        .setup_grh_src_gid_index(sgid)
-                        .setup_grh_hop_limit(64);
-                }
-                let mtu =
-                    device::mtu_from_bytes(s.mtu).ok_or_else(|| VerbsError::config("bad mtu"))?;
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToReceive)
-                    .setup_path_mtu(mtu)
-                    .setup_dest_qp_num(peer.qpn)
-                    .setup_rq_psn(peer.psn)
-                    .setup_address_vector(&av);
-                if s.qp_type == QpType::Rc {
-                    a.setup_max_dest_read_atomic(1).setup_min_rnr_timer(12);
-                }
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToSend)
-                    .setup_sq_psn(s.psn);
-                if s.qp_type == QpType::Rc {
-                    a.setup_timeout(14)
-                        .setup_retry_cnt(7)
-                        .setup_rnr_retry(7)
-                        .setup_max_read_atomic(1);
-                }
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
-            }
-            QpType::Ud => {
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToReceive);
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
-                let mut a = QueuePairAttribute::new();
-                a.setup_state(QueuePairState::ReadyToSend)
-                    .setup_sq_psn(s.psn);
-                qp.qp
-                    .modify(&a)
-                    .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
-                ah = Some(
-                    AddressHandle::new(&pd, s.port, peer.gid, sgid, peer.lid, global)
-                        .map_err(|e| VerbsError::verbs("ibv_create_ah", e))?,
-                );
-            }
-        }
+        let ah = connect_qp(&mut qp, &pd, s.port, s.gid.as_ref(), s.psn, s.mtu, peer)?;
         let opcode = match s.op {
             Op::Send => SendOpcode::Send,
             Op::SendImm => SendOpcode::SendImm,
@@ -404,7 +463,8 @@ impl Prepared {
         };
         let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
         let ud = ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let tpl = SendTemplate::new(opcode, mem.lkey(), rdma, ud, s.inline_used);
+        let inline_upto = if s.inline_used { s.size } else { 0 };
+        let tpl = SendTemplate::new(opcode, mem.lkey(), rdma, ud, inline_upto);
         let recv_len = s.size + if s.qp_type == QpType::Ud { GRH } else { 0 };
         let mut recv = RecvRing::new(
             s.prepost as usize,
@@ -433,14 +493,16 @@ impl Prepared {
         };
         Ok(VerbsChannel {
             tpl,
-            _ah: ah,
-            recv,
-            qp,
-            send_cq,
-            recv_cq,
-            mem,
-            _pd: pd,
-            _ctx,
+            w: Wired {
+                _ah: ah,
+                recv,
+                qp,
+                send_cq,
+                recv_cq,
+                mem,
+                _pd: pd,
+                _ctx,
+            },
             outstanding: 0,
             unsignaled: 0,
             stash: vec![0; s.sq_depth as usize + 1].into_boxed_slice(),
@@ -458,6 +520,79 @@ impl Prepared {
     pub fn qpn(&self) -> u32 {
         self.qp.qpn()
     }
+}
+
+/// Moves `qp` (in INIT) to RTR/RTS towards `peer` (RC/UC: the peer's
+/// QPN, PSN and GID/LID at `mtu_bytes`; UD: returns an address handle to
+/// the peer's GID). `gid`: the local GID the QP sends from (None: LID
+/// routing); `psn`: this QP's initial send PSN.
+pub(super) fn connect_qp(
+    qp: &mut OwnedQp,
+    pd: &Arc<ProtectionDomain>,
+    port: u8,
+    gid: Option<&GidInfo>,
+    psn: u32,
+    mtu_bytes: u32,
+    peer: &Endpoint,
+) -> Result<Option<AddressHandle>, VerbsError> {
+    let sgid = gid.map(|g| g.index as u8).unwrap_or(0);
+    let global = peer.global || gid.is_some();
+    let ah = match peer.qp_type {
+        QpType::Rc | QpType::Uc => {
+            let mut av = AddressHandleAttribute::new();
+            av.setup_port(port)
+                .setup_dest_lid(peer.lid)
+                .setup_service_level(0);
+            if global {
+                av.setup_grh_dest_gid(&Gid::from(peer.gid))
+                    .setup_grh_src_gid_index(sgid)
+                    .setup_grh_hop_limit(64);
+            }
+            let mtu =
+                device::mtu_from_bytes(mtu_bytes).ok_or_else(|| VerbsError::config("bad mtu"))?;
+            let mut a = QueuePairAttribute::new();
+            a.setup_state(QueuePairState::ReadyToReceive)
+                .setup_path_mtu(mtu)
+                .setup_dest_qp_num(peer.qpn)
+                .setup_rq_psn(peer.psn)
+                .setup_address_vector(&av);
+            if peer.qp_type == QpType::Rc {
+                a.setup_max_dest_read_atomic(1).setup_min_rnr_timer(12);
+            }
+            qp.qp
+                .modify(&a)
+                .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
+            let mut a = QueuePairAttribute::new();
+            a.setup_state(QueuePairState::ReadyToSend).setup_sq_psn(psn);
+            if peer.qp_type == QpType::Rc {
+                a.setup_timeout(14)
+                    .setup_retry_cnt(7)
+                    .setup_rnr_retry(7)
+                    .setup_max_read_atomic(1);
+            }
+            qp.qp
+                .modify(&a)
+                .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
+            None
+        }
+        QpType::Ud => {
+            let mut a = QueuePairAttribute::new();
+            a.setup_state(QueuePairState::ReadyToReceive);
+            qp.qp
+                .modify(&a)
+                .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
+            let mut a = QueuePairAttribute::new();
+            a.setup_state(QueuePairState::ReadyToSend).setup_sq_psn(psn);
+            qp.qp
+                .modify(&a)
+                .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
+            Some(
+                AddressHandle::new(pd, port, peer.gid, sgid, peer.lid, global)
+                    .map_err(|e| VerbsError::verbs("ibv_create_ah", e))?,
+            )
+        }
+    };
+    Ok(ah)
 }
 
 fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
@@ -486,29 +621,8 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
         s.mtu
     );
     let f = |k: &str, v: String| (k.to_string(), v);
-    let facts = vec![
-        f("device", s.dev.clone()),
-        f("port", s.port.to_string()),
-        f(
-            "gid_index",
-            s.gid
-                .as_ref()
-                .map(|g| g.index.to_string())
-                .unwrap_or_default(),
-        ),
-        f(
-            "gid",
-            s.gid.as_ref().map(|g| g.gid.clone()).unwrap_or_default(),
-        ),
-        f(
-            "gid_type",
-            s.gid
-                .as_ref()
-                .map(|g| g.gid_type.clone())
-                .unwrap_or_default(),
-        ),
-        f("qp_type", s.qp_type.upper().to_string()),
-        f("op", s.op.name().to_string()),
+    let mut facts = verbs_facts(&s.dev, s.port, s.gid.as_ref(), s.qp_type, s.op);
+    facts.extend([
         f("size", s.size.to_string()),
         f(
             "inline",
@@ -536,7 +650,7 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
         f("mtu", s.mtu.to_string()),
         f("qpn", qpn.to_string()),
         f("peer_qpn", peer.qpn.to_string()),
-    ];
+    ]);
     TransportInfo {
         name: "verbs".to_string(),
         detail,
@@ -544,20 +658,49 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
     }
 }
 
+/// The report facts every verbs end starts with (channel or stream),
+/// in this order: device, port, gid_index, gid, gid_type, qp_type, op.
+pub(super) fn verbs_facts(
+    dev: &str,
+    port: u8,
+    gid: Option<&GidInfo>,
+    qp_type: QpType,
+    op: Op,
+) -> Vec<(String, String)> {
+    let f = |k: &str, v: String| (k.to_string(), v);
+    vec![
+        f("device", dev.to_string()),
+        f("port", port.to_string()),
+        f(
+            "gid_index",
+            gid.map(|g| g.index.to_string()).unwrap_or_default(),
+        ),
+        f("gid", gid.map(|g| g.gid.clone()).unwrap_or_default()),
+        f(
+            "gid_type",
+            gid.map(|g| g.gid_type.clone()).unwrap_or_default(),
+        ),
+        f("qp_type", qp_type.upper().to_string()),
+        f("op", op.name().to_string()),
+    ]
+}
+
+/// The receiver's device in one-way loopback: `--peer-dev`, else
+/// `--dev`, else the device the first end opened (`first`).
+pub(super) fn loopback_peer_dev(cfg: &VerbsConfig, first: &str) -> String {
+    cfg.peer_dev
+        .as_deref()
+        .or(cfg.dev.as_deref())
+        .unwrap_or(first)
+        .to_string()
+}
+
 /// Builds a [`LoopbackChannel`]: prepares A on `cfg.dev` and B on
 /// `cfg.peer_dev` (default: the same device), connects each to the other.
 pub fn loopback(cfg: &VerbsConfig) -> Result<LoopbackChannel, VerbsError> {
     let (pa, ea) = prepare_on(cfg, cfg.dev.as_deref())?;
-    let peer_dev = cfg
-        .peer_dev
-        .as_deref()
-        .or(cfg.dev.as_deref())
-        .map(str::to_string);
-    let peer_dev = match peer_dev {
-        Some(d) => Some(d),
-        None => Some(pa.s.dev.clone()),
-    };
-    let (pb, eb) = prepare_on(cfg, peer_dev.as_deref())?;
+    let peer_dev = loopback_peer_dev(cfg, &pa.s.dev);
+    let (pb, eb) = prepare_on(cfg, Some(&peer_dev))?;
     let b = pb.connect(&ea)?;
     let a = pa.connect(&eb)?;
     let mut info = a.info.clone();
