@@ -317,7 +317,7 @@ pub struct StreamKnobArgs {
     #[arg(long)]
     pub slots: Option<u32>,
     /// Bytes per slot; a message larger than a slot spans several
-    /// [default: 4096, or what one full batch needs if more].
+    /// [default: 4096 (ud: 1024, one packet), or what one full batch needs if more].
     #[arg(long)]
     pub slot_size: Option<usize>,
 }
@@ -325,14 +325,15 @@ pub struct StreamKnobArgs {
 impl StreamKnobArgs {
     /// The stream these flags describe for messages of `size` bytes
     /// (checked when it is opened, or by [`StreamSpec::check`]).
-    pub fn spec(&self, size: usize) -> StreamSpec {
-        self.spec_with(size, self.window, self.batch, self.pipeline)
+    pub fn spec(&self, t: Transport, size: usize) -> StreamSpec {
+        self.spec_with(t, size, self.window, self.batch, self.pipeline)
     }
 
     /// [`StreamKnobArgs::spec`] with a sweep cell's window, batch and
     /// pipeline instead of the flags'.
     pub fn spec_with(
         &self,
+        t: Transport,
         size: usize,
         window: u32,
         batch: u32,
@@ -340,8 +341,10 @@ impl StreamKnobArgs {
     ) -> StreamSpec {
         StreamSpec {
             slots: self.slots.unwrap_or(window.max(64)),
+            // A UD slot is one packet: start from rxe's usual 1024 B MTU.
             slot_size: self.slot_size.unwrap_or_else(|| {
-                (SLOT_HEADER + batch as usize * (RECORD_HEADER + size)).max(4096)
+                let base = if t == Transport::Ud { 1024 } else { 4096 };
+                (SLOT_HEADER + batch as usize * (RECORD_HEADER + size)).max(base)
             }),
             window,
             batch,

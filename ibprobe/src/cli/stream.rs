@@ -25,7 +25,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
     let cfg = a.measure.probe_config(t, Mode::OneWay, cpu)?;
     let spec = t.channel_spec(cfg.size);
-    let stream = a.stream.spec(cfg.size);
+    let stream = a.stream.spec(t.transport, cfg.size);
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let (mut tx, mut rx) = open::stream_pair(&spec, &stream).map_err(open_err)?;

@@ -192,7 +192,9 @@ fn run_stream(
                 for &batch in &axes.batches {
                     for &pipeline in &axes.pipelines {
                         let cfg = cell_config(a, size, rate, cpu)?;
-                        let spec = a.stream.spec_with(size, window, batch, pipeline);
+                        let spec = a
+                            .stream
+                            .spec_with(t.transport, size, window, batch, pipeline);
                         let ch = t.channel_spec(size);
                         if let Err(why) = ch.check().and_then(|()| spec.check(&ch)) {
                             return Err(CliError::input(format!(

@@ -147,10 +147,10 @@ pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds
             let (a, b) = UdpSlots::pair(LOCALHOST, stream.slot_size)?;
             (Box::new(a), Box::new(b))
         }
-        t => {
-            return Err(OpenError::refused(format!(
-                "ibprobe stream over --transport {t} is not built yet; use shm or udp"
-            )))
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            let cfg = VerbsConfig::new(spec)?;
+            let (a, b) = verbs::stream_pair(&cfg, stream.slots, stream.slot_size)?;
+            (Box::new(a), Box::new(b))
         }
     })
 }
