@@ -424,7 +424,7 @@ pub const RECORD_HEADER: usize = 16;
 /// `ibprobe/docs/stream-design.md`): a pool of slots per direction, a
 /// credit window, batching with a flush timer, pipelined acks.
 /// [`StreamSpec::check`] holds every refusal of a combination.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StreamSpec {
     /// Slots per direction (the registered pool; every receive slot is
     /// posted up front).

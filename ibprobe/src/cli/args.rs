@@ -111,12 +111,16 @@ every slot also needs the receiver's ack, at most D unacknowledged.
 Latency is per message, from hand-over to delivery at the receiver, so
 waiting in a batch or for a credit counts. In loopback the receiver runs
 on its own thread, pinned to --rx-cpu (default: the next allowed CPU).
+Against a server (HOST) the receiver's clock is another machine's, so the
+latency is from hand-over to the slot's credit coming back (a round trip
+on this host's clock), and the receiver's counters come back at the end.
 
 Examples:
   ibprobe stream -t shm --batch 8 --count 200000 --json
   ibprobe stream -t udp --window 4 --consume-delay 20us --count 20000 --json
   ibprobe stream -t shm --pipeline 2 --count 100000 --format table
   ibprobe stream -t rc --dev rxe0 --batch 16 --flush 150us --rate 100k
+  ibprobe stream 10.0.0.2 -t rc --window 16 --pipeline 2    (against `ibprobe server -t rc`)
   ibprobe sweep -t shm --batches 1,4,16 --sizes 32,256 --json
 
 Exit codes: 0 ok, 2 bad input, 3 run failed (the receiver stopped
@@ -359,6 +363,13 @@ impl StreamKnobArgs {
 /// `ibprobe stream`.
 #[derive(Args, Debug, Clone)]
 pub struct StreamArgs {
+    /// Stream to `ibprobe server` at HOST, HOST:PORT or an IP address (port
+    /// 18515 by default) instead of in loopback; the server learns the
+    /// stream in the handshake.
+    pub host: Option<String>,
+    /// With HOST: give up connecting (and on each handshake read) after this long.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
     /// Transport and placement (--cpu pins the sender).
     #[command(flatten)]
     pub transport: TransportArgs,

@@ -1,7 +1,8 @@
 //! `ibprobe server`: the echo side of a round trip. Waits for clients on
 //! TCP, agrees on the channel through the one handshake of
 //! `probe/session.rs` (refusing a client that asks for another transport
-//! than the server's), echoes until the client is done.
+//! than the server's), echoes until the client is done; or, for an
+//! `ibprobe stream` client, receives its stream and sends back the counts.
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +13,9 @@ use super::common::{default_cpu, say, session_err, stop_flag};
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
-use crate::probe::oob::Oob;
-use crate::probe::session::{self, ServeEnd};
+use crate::probe::oob::{Hello, Oob, StreamTally};
+use crate::probe::session::{self, ServeEnd, StreamHello};
+use crate::probe::stream::serve_receiver;
 
 /// Runs `ibprobe server`; the exit code.
 pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
@@ -81,6 +83,9 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         ));
         return Err(CliError::run(format!("refused {}", e.detail)));
     }
+    if let Some(sh) = session::stream_hello(&hello) {
+        return serve_stream(a, oob, &hello, sh, stop);
+    }
     let spec = t.channel_spec(hello.size);
     // The client's receive-side knobs (--consume-delay), with this
     // server's own polling (its --poll built the channel).
@@ -135,4 +140,49 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         }
         ServeEnd::Closed => Ok(0),
     }
+}
+
+/// One `ibprobe stream` client: opens the stream its Hello asks for,
+/// receives until its FIN, and sends back what the receiving loop counted.
+fn serve_stream(
+    a: &ServerArgs,
+    mut oob: Oob,
+    hello: &Hello,
+    sh: Result<StreamHello, String>,
+    stop: &AtomicBool,
+) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let peer = oob.peer_addr();
+    let refused = |e: session::SessionError| CliError::run(format!("refused {}", e.detail));
+    let sh = match sh {
+        Ok(s) => s,
+        Err(e) => return Err(refused(session::refuse(&mut oob, e))),
+    };
+    let spec = t.channel_spec(hello.size);
+    let mut end =
+        session::open_stream_server(&mut oob, hello, &spec, &sh).map_err(|e| match e.reason {
+            "refused" => refused(e),
+            _ => session_err(e),
+        })?;
+    say!(
+        "ibprobe server: client {peer}: stream of {} B messages over {}",
+        hello.size,
+        end.info().detail
+    );
+    let clock = Clock::choose(t.clock);
+    let tally = serve_receiver(end.as_mut(), &sh, hello.size, &clock, stop, default_cpu(t))
+        .map_err(|e| CliError::run(format!("client {peer}: stream: {e}")))?;
+    oob.send(&StreamTally { tally })
+        .map_err(|e| CliError::run(format!("client {peer}: {e}")))?;
+    say!(
+        "ibprobe server: client {peer} stream done: {} messages in {} slots, {} slots lost",
+        tally.msgs,
+        tally.slots,
+        tally.lost_slots
+    );
+    Ok(if tally.interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        0
+    })
 }

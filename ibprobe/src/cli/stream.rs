@@ -1,17 +1,21 @@
 //! `ibprobe stream`: messages streaming through a credit window, batches
-//! with a flush timer and pipelined acks (issue 13), in loopback: this
-//! process owns both ends, the receiver on its own pinned thread, one clock.
+//! with a flush timer and pipelined acks (issue 13). In loopback this
+//! process owns both ends, the receiver on its own pinned thread, one
+//! clock; with HOST it is the sending side against `ibprobe server`.
 
 use super::args::StreamArgs;
-use super::common::{default_cpu, open_err, stop_flag};
+use super::common::{default_cpu, open_err, session_err, stop_flag};
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Mode;
+use crate::probe::oob::{Oob, StreamTally, DEFAULT_PORT};
 use crate::probe::open;
-use crate::probe::stream::{placement, run_loopback};
+use crate::probe::session::{self, StreamHello};
+use crate::probe::stream::{placement, run_client, run_loopback};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::stream::StreamReport;
 use crate::report::Format;
+use crate::transport::TransportError;
 
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
@@ -28,28 +32,39 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let stream = a.stream.spec(t.transport, cfg.size);
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
-    let (mut tx, mut rx) = open::stream_pair(&spec, &stream).map_err(open_err)?;
-    let info = tx.info();
-    let out = run_loopback(
-        &cfg,
-        &stream,
-        tx.as_mut(),
-        rx.as_mut(),
-        &clock,
-        stop,
-        rx_cpu,
-    )
-    .map_err(|e| CliError::run(format!("{} stream failed: {e}", t.transport.name())))?;
+    let failed = |e| CliError::run(format!("{} stream failed: {e}", t.transport.name()));
+    let (info, out, mode) = match &a.host {
+        None => {
+            let (mut tx, mut rx) = open::stream_pair(&spec, &stream).map_err(open_err)?;
+            let info = tx.info();
+            let (tx, rx) = (tx.as_mut(), rx.as_mut());
+            let out = run_loopback(&cfg, &stream, tx, rx, &clock, stop, rx_cpu).map_err(failed)?;
+            (info, out, "loopback")
+        }
+        Some(host) => {
+            let mut oob = Oob::connect(host, DEFAULT_PORT, a.connect_timeout)
+                .map_err(|e| CliError::run(e.to_string()))?;
+            let hello = StreamHello {
+                spec: stream.clone(),
+                warmup: cfg.warmup,
+                consume_delay: cfg.consume_delay,
+                timeout: cfg.timeout,
+            };
+            let mut tx =
+                session::open_stream_client(&mut oob, &spec, &hello).map_err(session_err)?;
+            let info = tx.info();
+            let out = run_client(&cfg, &stream, tx.as_mut(), &clock, stop, || {
+                oob.recv::<StreamTally>("the server's stream counters")
+                    .map(|m| m.tally)
+                    .map_err(|e| TransportError::PeerLost(e.to_string()))
+            })
+            .map_err(failed)?;
+            (info, out, "client")
+        }
+    };
     let interrupted = out.send.interrupted || out.recv.interrupted;
-    let report = StreamReport::new(
-        t.transport,
-        info,
-        "loopback",
-        cfg.size,
-        &stream,
-        &clock,
-        out,
-    );
+    let mut report = StreamReport::new(t.transport, info, mode, cfg.size, &stream, &clock, out);
+    report.rate_hz = cfg.rate_hz;
     print!(
         "{}",
         report

@@ -146,6 +146,14 @@ pub struct Done {
     pub interrupted: bool,
 }
 
+/// The server's last word on a stream (after the client's FIN): what its
+/// receiving loop counted.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct StreamTally {
+    /// The receiver's counters.
+    pub tally: crate::probe::workload::stream::RecvTally,
+}
+
 /// One end of the out-of-band connection.
 pub struct Oob {
     stream: TcpStream,

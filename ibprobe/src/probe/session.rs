@@ -37,8 +37,10 @@ use super::outcome::Outcome;
 use super::runner::{self, RunError};
 use super::workload::EchoEnd;
 use crate::clock::Clock;
-use crate::spec::{ChannelSpec, Op, Poll, Transport};
-use crate::transport::shm::{self, ShmChannel, Side};
+use crate::spec::{ChannelSpec, Op, Poll, StreamSpec, Transport};
+use crate::transport::shm::{self, ShmChannel, ShmSlots, Side};
+use crate::transport::stream::SlotEnd;
+use crate::transport::udp::UdpSlots;
 use crate::transport::{Channel, TransportError};
 use crate::verbs::{self, VerbsConfig};
 
@@ -276,6 +278,161 @@ pub fn open_server(
     oob.send(&Reply::Welcome { endpoint })
         .map_err(|e| err("protocol", e))?;
     Ok(ch)
+}
+
+/// What a stream client asks of the server, in its Hello's
+/// `params.stream`: the stream's knobs and what the receiving loop needs
+/// (the warm-up to leave out, the consume delay, the timeout).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamHello {
+    /// The stream's knobs.
+    pub spec: StreamSpec,
+    /// Messages before the measured ones.
+    pub warmup: u64,
+    /// The receiver's `--consume-delay`.
+    pub consume_delay: Duration,
+    /// `--timeout`.
+    pub timeout: Duration,
+}
+
+/// The stream a client's Hello asks for (None: a one-message channel).
+pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
+    let v = hello.params.get("stream")?;
+    Some(serde_json::from_value(v.clone()).map_err(|e| {
+        format!("malformed stream settings {v} ({e}); run the same ibprobe version on both ends")
+    }))
+}
+
+/// The client end of a stream's handshake: sends the Hello for `spec`
+/// with `stream` in its params and returns its end, connected.
+pub fn open_stream_client(
+    oob: &mut Oob,
+    spec: &ChannelSpec,
+    stream: &StreamHello,
+) -> Result<Box<dyn SlotEnd>, SessionError> {
+    spec.check().map_err(OpenError::from)?;
+    stream.spec.check(spec).map_err(OpenError::from)?;
+    let local_ip = oob.local_addr().map_err(|e| err("connect", e))?.ip();
+    let server_ip = oob.peer_addr().ip();
+    let params = json!({ "op": spec.verbs.op, "poll": spec.poll, "stream": stream });
+    let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
+    let mut handshake = |endpoint| {
+        oob.handshake(&Hello {
+            transport: spec.transport.name().into(),
+            size: spec.size,
+            params: params.clone(),
+            endpoint,
+        })
+        .map_err(oob_err)
+    };
+    Ok(match spec.transport {
+        Transport::Udp => {
+            let mut u =
+                UdpSlots::bind(SocketAddr::new(local_ip, 0), slot_size).map_err(OpenError::from)?;
+            let port = u.local_addr().map_err(OpenError::from)?.port();
+            let ep = handshake(json!({ "port": port }))?;
+            let sport = udp_port(&ep).ok_or_else(|| malformed("udp", &ep))?;
+            u.connect(SocketAddr::new(server_ip, sport))
+                .map_err(OpenError::from)?;
+            Box::new(u)
+        }
+        Transport::Shm => {
+            let ep = handshake(Value::Null)?;
+            let path = ep
+                .get("path")
+                .and_then(|p| p.as_str())
+                .ok_or_else(|| malformed("shm", &ep))?;
+            Box::new(
+                ShmSlots::open(Path::new(path), slots, slot_size, Side::Client).map_err(|e| {
+                    err("setup", format!(
+                        "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
+                    ))
+                })?,
+            )
+        }
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            let vcfg = VerbsConfig::new(spec).map_err(OpenError::from)?;
+            let (prepared, ep) =
+                verbs::prepare_slots(&vcfg, slots, slot_size).map_err(OpenError::from)?;
+            let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
+            let theirs: verbs::Endpoint =
+                serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+            Box::new(prepared.connect(&theirs).map_err(OpenError::from)?)
+        }
+    })
+}
+
+/// The server end of a stream's handshake: opens this end of the stream
+/// the client's Hello asks for and answers Welcome (or refuses, with
+/// the reason, as [`open_server`] does).
+pub fn open_stream_server(
+    oob: &mut Oob,
+    hello: &Hello,
+    spec: &ChannelSpec,
+    stream: &StreamHello,
+) -> Result<Box<dyn SlotEnd>, SessionError> {
+    let peer = oob.peer_addr();
+    let local_ip: IpAddr = match oob.local_addr() {
+        Ok(a) => a.ip(),
+        Err(e) => return Err(err("protocol", e)),
+    };
+    if let Err(e) = spec.check().and_then(|()| stream.spec.check(spec)) {
+        return Err(refuse(oob, e.0));
+    }
+    let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
+    let (end, endpoint): (Box<dyn SlotEnd>, Value) = match spec.transport {
+        Transport::Udp => {
+            let Some(cport) = udp_port(&hello.endpoint) else {
+                return Err(refuse(
+                    oob,
+                    format!(
+                        "malformed udp endpoint {}; run the same ibprobe version on both ends",
+                        hello.endpoint
+                    ),
+                ));
+            };
+            let mut u = match UdpSlots::bind(SocketAddr::new(local_ip, 0), slot_size) {
+                Ok(u) => u,
+                Err(e) => return Err(refuse(oob, e.to_string())),
+            };
+            u.connect(SocketAddr::new(peer.ip(), cport))
+                .map_err(OpenError::from)?;
+            let port = u.local_addr().map_err(OpenError::from)?.port();
+            (Box::new(u), json!({ "port": port }))
+        }
+        Transport::Shm => {
+            let path = shm::default_path();
+            match ShmSlots::create(&path, slots, slot_size, Side::Server) {
+                Ok(s) => (Box::new(s), json!({ "path": path.display().to_string() })),
+                Err(e) => return Err(refuse(oob, e.to_string())),
+            }
+        }
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
+                Ok(e) => e,
+                Err(e) => return Err(refuse(
+                    oob,
+                    format!(
+                        "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
+                    ),
+                )),
+            };
+            let prepared =
+                VerbsConfig::new(spec).and_then(|v| verbs::prepare_slots(&v, slots, slot_size));
+            let (prepared, ours) = match prepared {
+                Ok(p) => p,
+                Err(e) => return Err(refuse(oob, e.message)),
+            };
+            let end = prepared.connect(&theirs).map_err(OpenError::from)?;
+            (
+                Box::new(end),
+                serde_json::to_value(&ours).unwrap_or_default(),
+            )
+        }
+    };
+    oob.send(&Reply::Welcome { endpoint })
+        .map_err(|e| err("protocol", e))?;
+    Ok(end)
 }
 
 /// How a served session ended well.

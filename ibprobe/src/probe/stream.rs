@@ -6,12 +6,14 @@
 //! on the calling thread (pinned to `--cpu`), the receiver on a scoped
 //! thread pinned to another CPU (`--rx-cpu`, or the next allowed one), one
 //! clock for both, so the per-message latency is exact. Across hosts the
-//! client runs [`run_sender`] and the server [`serve_receiver`].
+//! client runs [`run_client`] (latency: hand-over to credit back, on its
+//! own clock) and the server [`serve_receiver`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::config::{Plan, ProbeConfig};
 use super::runner::place;
+use super::session::StreamHello;
 use super::workload::stream::{receive, RecvTally, SendHistos, SendTally, Sender, StreamPlan};
 use crate::clock::Clock;
 use crate::spec::StreamSpec;
@@ -156,7 +158,7 @@ pub fn run_loopback(
                 receive(rx, clock, sp, stop, sender_done, abort, lat)
             })
             .expect("spawning a thread");
-        let sent = run_sender(tx, cfg, sp, clock, stop);
+        let sent = run_sender(tx, cfg, sp, clock, stop, false);
         if sent.is_err() || stop.load(Ordering::Relaxed) {
             abort.store(true, Ordering::Relaxed);
         }
@@ -194,16 +196,105 @@ pub fn run_loopback(
     Ok(out)
 }
 
+/// The client side of a stream across hosts: sends on `tx` (this
+/// thread, placed as `cfg` says); the per-message latency is hand-over to
+/// the slot's credit coming back, on this host's clock (the receiver's
+/// clock is another machine's). `recv_tally` fetches the receiver's
+/// counters once the stream is drained (the server sends them over the
+/// out-of-band connection).
+pub fn run_client(
+    cfg: &ProbeConfig,
+    spec: &StreamSpec,
+    tx: &mut dyn SlotEnd,
+    clock: &Clock,
+    stop: &AtomicBool,
+    recv_tally: impl FnOnce() -> Result<RecvTally, TransportError>,
+) -> Result<StreamOutcome, StreamError> {
+    let mut out = StreamOutcome::default();
+    let fail = |error, out| StreamError {
+        error,
+        outcome: Box::new(out),
+    };
+    match place(cfg) {
+        Ok(n) => out.notes = n,
+        Err(e) => return Err(fail(e, out)),
+    }
+    let sp = StreamPlan::new(
+        spec,
+        cfg.size,
+        cfg.warmup,
+        &Plan::measured(cfg, clock),
+        clock,
+    );
+    let (t, mut h) = match run_sender(tx, cfg, &sp, clock, stop, true) {
+        Ok(r) => r,
+        Err(e) => return Err(fail(e, out)),
+    };
+    out.latency = std::mem::take(&mut h.returned);
+    out.send = t;
+    out.send_histos = h;
+    out.elapsed_ns = clock.ticks_to_ns(t.end.wrapping_sub(t.first_handover));
+    out.credit_stall_ns = clock.ticks_to_ns(t.credit_stall_ticks);
+    out.ack_wait_ns = clock.ticks_to_ns(t.ack_wait_ticks);
+    match recv_tally() {
+        Ok(r) => out.recv = r,
+        Err(e) => return Err(fail(e, out)),
+    }
+    Ok(out)
+}
+
+/// The server side of a stream across hosts: receives on `rx` (pinned to
+/// `cpu`) until the client's FIN, its transport is lost, or nothing
+/// arrives for the client's `--timeout`; the counters to send back.
+pub fn serve_receiver(
+    rx: &mut dyn SlotEnd,
+    hello: &StreamHello,
+    size: usize,
+    clock: &Clock,
+    stop: &AtomicBool,
+    cpu: Option<usize>,
+) -> Result<RecvTally, TransportError> {
+    if let Some(c) = cpu {
+        host::pin_to_cpu(c).map_err(|source| TransportError::Io {
+            what: "pin the receiving loop (sched_setaffinity)",
+            source,
+        })?;
+    }
+    let cfg = ProbeConfig {
+        size,
+        warmup: hello.warmup,
+        timeout: hello.timeout,
+        consume_delay: hello.consume_delay,
+        ..ProbeConfig::default()
+    };
+    let sp = StreamPlan::new(
+        &hello.spec,
+        size,
+        hello.warmup,
+        &Plan::measured(&cfg, clock),
+        clock,
+    );
+    // The client's clock is not ours: this histogram is not reported.
+    let mut unused = LatencyHistogram::new();
+    let idle_ends = AtomicBool::new(true);
+    receive(rx, clock, &sp, stop, &idle_ends, stop, &mut unused)
+}
+
 /// The sending side of a stream: the warm-up, the measured part, the FIN
-/// and the drain, on `tx`.
+/// and the drain, on `tx`; `track`: record each message's hand-over to
+/// credit-back time (`SendHistos::returned`).
 pub fn run_sender(
     tx: &mut dyn SlotEnd,
     cfg: &ProbeConfig,
     sp: &StreamPlan,
     clock: &Clock,
     stop: &AtomicBool,
+    track: bool,
 ) -> Result<(SendTally, SendHistos), TransportError> {
     let mut s = Sender::new(tx, clock, sp, stop);
+    if track {
+        s.track_returns();
+    }
     s.run(&Plan::warmup(cfg, clock), false)?;
     s.run(&Plan::measured(cfg, clock), true)?;
     let t = s.finish()?;
@@ -380,7 +471,14 @@ mod dead_receiver {
             let clock = Clock::calibrate();
             let sp = StreamPlan::new(&spec, 32, 0, &Plan::measured(&cfg, &clock), &clock);
             let t0 = Instant::now();
-            let r = run_sender(tx.as_mut(), &cfg, &sp, &clock, &AtomicBool::new(false));
+            let r = run_sender(
+                tx.as_mut(),
+                &cfg,
+                &sp,
+                &clock,
+                &AtomicBool::new(false),
+                false,
+            );
             let took = t0.elapsed();
             assert!(matches!(r, Err(TransportError::PeerLost(_))), "{t}: {r:?}");
             let most = Duration::from_millis(100) * timeouts + Duration::from_millis(400);

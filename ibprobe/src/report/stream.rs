@@ -207,6 +207,7 @@ impl StreamReport {
             "transport_full": s.transport_full,
             "elapsed_ns": o.elapsed_ns,
             "interrupted": s.interrupted || r.interrupted,
+            "latency_kind": self.latency_kind(),
             "latency": Tail::of(&o.latency),
             "time_in_batch": Tail::of(&o.send_histos.in_batch),
             "credit_wait": Tail::of(&o.send_histos.credit_wait),
@@ -239,12 +240,25 @@ impl StreamReport {
         )
     }
 
+    /// What `latency` measures: `one_way` (hand-over to delivery, one
+    /// clock, loopback) or `credit_round_trip` (hand-over to the slot's
+    /// credit back at the sender, across hosts).
+    pub fn latency_kind(&self) -> &'static str {
+        if self.mode == "client" {
+            "credit_round_trip"
+        } else {
+            "one_way"
+        }
+    }
+
     fn tail_rows(&self) -> [(&'static str, Tail); 3] {
+        let latency = if self.mode == "client" {
+            "latency (hand-over -> credit back)"
+        } else {
+            "latency (hand-over -> delivery)"
+        };
         [
-            (
-                "latency (hand-over -> delivery)",
-                Tail::of(&self.out.latency),
-            ),
+            (latency, Tail::of(&self.out.latency)),
             ("time in batch", Tail::of(&self.out.send_histos.in_batch)),
             (
                 "credit/ack wait per slot",

@@ -122,6 +122,11 @@ pub struct SendHistos {
     pub in_batch: LatencyHistogram,
     /// Per data slot: how long it waited for a credit or an ack once ready.
     pub credit_wait: LatencyHistogram,
+    /// Per message, from its hand-over to the credit for its slot coming
+    /// back (the sender's own clock: what a client measures across hosts,
+    /// where the receiver's clock is another machine's). Filled only when
+    /// the sender was built with [`Sender::track_returns`].
+    pub returned: LatencyHistogram,
 }
 
 /// The sender's counters of the measured part.
@@ -179,6 +184,11 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     progress: u64,
     timeouts_in_a_row: u32,
     measuring: bool,
+    /// Hand-over ticks of the messages of each slot in flight, by slot
+    /// number modulo `window + 1` (`batch` entries per slot), and how many
+    /// each slot holds; empty unless [`Sender::track_returns`].
+    handovers: Vec<u64>,
+    held: Vec<u32>,
     /// The sender's counters (measured part).
     pub tally: SendTally,
     /// The sender's distributions (measured part).
@@ -211,8 +221,66 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             progress: 0,
             timeouts_in_a_row: 0,
             measuring: false,
+            handovers: Vec::new(),
+            held: Vec::new(),
             tally: SendTally::default(),
             histos: SendHistos::default(),
+        }
+    }
+
+    /// Records, per message, the time from its hand-over to its slot's
+    /// credit coming back (`histos.returned`); allocates the ring of
+    /// hand-over ticks now.
+    pub fn track_returns(&mut self) {
+        let slots = self.sp.window as usize + 1;
+        self.handovers = vec![0; slots * self.sp.batch as usize];
+        self.held = vec![0; slots];
+    }
+
+    /// Remembers the hand-overs of the slot just posted (`n` records in
+    /// the open slot, or the one message of a last fragment at `t_h`).
+    #[inline(always)]
+    fn remember(&mut self, n: usize, last_fragment: Option<u64>) {
+        if self.held.is_empty() {
+            return;
+        }
+        let slot = ((self.slot_seq - 1) % self.held.len() as u64) as usize;
+        let k = self.sp.batch as usize;
+        match last_fragment {
+            Some(t_h) => {
+                self.handovers[slot * k] = t_h;
+                self.held[slot] = 1;
+            }
+            None => {
+                let rec = RECORD_HEADER + self.sp.size;
+                for i in 0..n {
+                    let (seq, t_h) = slot::read_record(&self.buf, SLOT_HEADER + i * rec);
+                    // Warm-up messages are not recorded.
+                    self.handovers[slot * k + i] = if seq >= self.sp.warmup { t_h } else { 0 };
+                }
+                self.held[slot] = n as u32;
+            }
+        }
+    }
+
+    /// Slots `from..to` were just consumed (their credits came back at
+    /// `now`): records each of their messages' round trip.
+    #[inline(always)]
+    fn returned(&mut self, from: u64, to: u64, now: u64) {
+        if self.held.is_empty() || !self.measuring {
+            return;
+        }
+        let k = self.sp.batch as usize;
+        for s in from..to {
+            let slot = (s % self.held.len() as u64) as usize;
+            for i in 0..std::mem::take(&mut self.held[slot]) as usize {
+                let t_h = self.handovers[slot * k + i];
+                if t_h != 0 {
+                    self.histos
+                        .returned
+                        .record(self.clock.ticks_to_ns(now.wrapping_sub(t_h)));
+                }
+            }
         }
     }
 
@@ -343,6 +411,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             return Ok(());
         }
         let t_post = self.send_now(self.used)?;
+        self.remember(msgs as usize, None);
         if self.measuring {
             let rec = RECORD_HEADER + self.sp.size;
             for i in 0..msgs as usize {
@@ -388,6 +457,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 return Ok(());
             }
             let t_post = self.send_now(SLOT_HEADER + n)?;
+            let measured = self.measuring && seq >= self.sp.warmup;
+            self.remember(0, Some(if last && measured { now } else { 0 }));
             if last && self.measuring && seq >= self.sp.warmup {
                 self.histos
                     .in_batch
@@ -422,6 +493,11 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                     self.clock.ticks_to_ns(self.sp.timeout_ticks) / 1_000_000
                 )));
             }
+        }
+        if !self.held.is_empty() {
+            // A FIN holds no messages; a data slot's `remember` fills it.
+            let n = self.held.len() as u64;
+            self.held[(self.slot_seq % n) as usize] = 0;
         }
         self.slot_seq += 1;
         self.credits.on_post();
@@ -506,6 +582,19 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(true)
     }
 
+    /// The receiver consumed `consumed` slots: credits back, and the
+    /// round trips of their messages when tracked.
+    #[inline(always)]
+    fn credit_back(&mut self, consumed: u64) -> bool {
+        let before = self.credits.consumed();
+        if !self.credits.on_return(consumed) {
+            return false;
+        }
+        let after = self.credits.consumed();
+        self.returned(before, after, self.clock.now());
+        true
+    }
+
     /// Reads the control slots that arrived, at most `max` (the counters
     /// are cumulative, so the latest says all), and the rc counter.
     #[inline(always)]
@@ -522,14 +611,14 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             }
             let h = Header::read(&self.ctrl);
             if h.flags & slot::CREDIT != 0 {
-                moved |= self.credits.on_return(h.word);
+                moved |= self.credit_back(h.word);
             }
             if h.flags & slot::ACK != 0 {
                 moved |= self.acks.on_ack(slot::ctrl_second(&self.ctrl));
             }
         }
         if self.sp.credit_return == CreditReturn::Write {
-            moved |= self.credits.on_return(self.end.read_counter());
+            moved |= self.credit_back(self.end.read_counter());
         }
         if moved {
             self.progress = self.clock.now();
@@ -539,8 +628,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     }
 }
 
-/// The receiver's counters.
-#[derive(Clone, Copy, Debug, Default)]
+/// The receiver's counters (sent back to a client over the out-of-band
+/// connection at the end of a run across hosts).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RecvTally {
     /// Measured messages delivered.
     pub msgs: u64,

@@ -34,6 +34,12 @@ impl Credits {
         self.posted - self.consumed < self.window
     }
 
+    /// Slots the receiver said it consumed.
+    #[inline(always)]
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
     /// Slots posted so far.
     #[inline(always)]
     pub fn posted(&self) -> u64 {
