@@ -403,8 +403,86 @@ fn udp_event(lab: &Lab) {
     assert_eq!(v["transport"]["facts"]["poll"], "event", "{o}");
 }
 
+/// `ibprobe stream HOST` against `ibprobe server` on the other guest:
+/// every qp, send and write-imm where it applies, plain, batched,
+/// pipelined and with a slow consumer; then a server killed mid-stream.
+fn stream_across_guests(lab: &Lab) {
+    let modes = [
+        ("plain", ""),
+        ("batch16", "--batch 16"),
+        ("pipeline2", "--pipeline 2"),
+        ("window4", "--window 4 --consume-delay 5us"),
+        ("counter", "--credit-return write"),
+    ];
+    for (i, qp) in ["rc", "uc", "ud"].into_iter().enumerate() {
+        let port = 18520 + i;
+        lab.sh_on(
+            Node::B,
+            &format!("({IBPROBE} server --transport {qp} --bind 0.0.0.0:{port} --forever > $LAB_RESULTS/stream-server-{qp}.log 2>&1 &); for i in $(seq 100); do ss -ltn | grep -q ':{port} ' && exit 0; sleep 0.1; done; exit 1"),
+        )
+        .success();
+        for op in ["send", "write-imm"] {
+            for (mode, flags) in modes {
+                if (qp == "ud" && op == "write-imm") || (qp != "rc" && mode == "counter") {
+                    continue;
+                }
+                let slot = if qp == "ud" { "--slot-size 1024" } else { "" };
+                let o = lab
+                    .sh_on(
+                        Node::A,
+                        &format!("timeout 120 {IBPROBE} stream $LAB_PEER_IP:{port} --transport {qp} --op {op} {slot} {flags} --size 32 --count 2000 --warmup 50 --timeout 2s --json"),
+                    )
+                    .success();
+                let v: serde_json::Value = serde_json::from_str(&o.stdout)
+                    .unwrap_or_else(|e| panic!("{qp} {op} {mode}: {e}: {o}"));
+                let n = |k: &str| {
+                    v[k].as_u64()
+                        .unwrap_or_else(|| panic!("{qp} {op} {mode}: no {k}: {o}"))
+                };
+                assert_eq!(v["mode"], "client", "{o}");
+                assert_eq!(n("corrupt"), 0, "{qp} {op} {mode}: {o}");
+                assert!(n("delivered") > 0, "{qp} {op} {mode}: {o}");
+                assert_eq!(n("delivered") + n("lost"), 2000, "{qp} {op} {mode}: {o}");
+                if qp == "rc" {
+                    assert_eq!(n("lost"), 0, "{qp} {op} {mode}: {o}");
+                }
+                if mode == "window4" {
+                    assert!(n("max_unconsumed") <= 4, "{qp} {op} {mode}: {o}");
+                }
+                if mode == "counter" {
+                    assert!(n("counter_writes") > 0, "{o}");
+                }
+            }
+        }
+    }
+    // The server dies mid-stream: the client ends with exit 3 within its
+    // timeouts, never hangs.
+    lab.sh_on(
+        Node::B,
+        &format!("({IBPROBE} server --transport rc --bind 0.0.0.0:18529 > $LAB_RESULTS/stream-dead.log 2>&1 & echo $! > /tmp/sd.pid); for i in $(seq 100); do ss -ltn | grep -q ':18529 ' && exit 0; sleep 0.1; done; exit 1"),
+    )
+    .success();
+    lab.sh_on(
+        Node::B,
+        "(sleep 3; kill -9 $(cat /tmp/sd.pid)) > /dev/null 2>&1 &",
+    )
+    .success();
+    let t0 = std::time::Instant::now();
+    let o = lab.sh_on(
+        Node::A,
+        &format!("timeout 60 {IBPROBE} stream $LAB_PEER_IP:18529 --transport rc --rate 2000 --duration 40s --timeout 1s --json; echo rc=$?"),
+    );
+    assert!(o.stdout.contains("rc=3"), "a dead server is exit 3: {o}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}: {o}",
+        t0.elapsed()
+    );
+}
+
 fn pair() -> Group {
     Group::with_lab("rxe_pair", LabConfig::pair())
+        .test("stream_client_server_across_guests", stream_across_guests)
         .test("client_server_rc_across_guests", client_server)
         .test("client_server_udp_event_poll_across_guests", udp_event)
         .test("dead_peer_ends_the_client_with_an_error", dead_peer_test)

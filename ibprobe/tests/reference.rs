@@ -7,17 +7,13 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
-use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
 mod common;
 
-use common::ibprobe;
+use common::{ibprobe, Server};
 
 // ---------------------------------------------------------------- helpers
 
@@ -56,62 +52,6 @@ fn check_dist(d: &Value, count: u64) {
     assert!(min <= p50 && p50 <= p99, "percentiles out of order: {d}");
     // max is exact, p99 is bucketed (within 0.1%).
     assert!(p99 as f64 <= max as f64 * 1.001 + 1.0, "p99 above max: {d}");
-}
-
-/// A server process killed on drop, with the address it listens on.
-struct Server {
-    child: Child,
-    addr: String,
-    stderr: BufReader<std::process::ChildStderr>,
-}
-
-impl Server {
-    fn start(transport: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(cargo_bin("ibprobe"))
-            .args(["server", "--transport", transport, "--bind", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("server starts");
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let addr = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_string();
-        Server {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    fn wait(mut self) -> (i32, String) {
-        let t = std::time::Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                let mut rest = String::new();
-                let _ = std::io::Read::read_to_string(&mut self.stderr, &mut rest);
-                return (s.code().unwrap_or(-1), rest);
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "server did not exit after its client"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 // ------------------------------------------------------------- loopback

@@ -27,6 +27,12 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
         ));
     }
     let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
+    if a.host.is_none() && cpu.is_some() && cpu == rx_cpu {
+        return Err(CliError::input(format!(
+            "--rx-cpu {} is the sender's CPU: both loops spin, and on one CPU each waits a scheduler tick for the other (about 125 messages/s); pick another CPU for --rx-cpu or --cpu",
+            cpu.unwrap_or_default()
+        )));
+    }
     let cfg = a.measure.probe_config(t, Mode::OneWay, cpu)?;
     let spec = t.channel_spec(cfg.size);
     let stream = a.stream.spec(t.transport, cfg.size);

@@ -410,12 +410,14 @@ pub fn open_stream_server(
         Transport::Rc | Transport::Uc | Transport::Ud => {
             let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
                 Ok(e) => e,
-                Err(e) => return Err(refuse(
-                    oob,
-                    format!(
+                Err(e) => {
+                    return Err(refuse(
+                        oob,
+                        format!(
                         "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
                     ),
-                )),
+                    ))
+                }
             };
             let prepared =
                 VerbsConfig::new(spec).and_then(|v| verbs::prepare_slots(&v, slots, slot_size));

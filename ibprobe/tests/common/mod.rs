@@ -5,7 +5,8 @@
 //! only some of these, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::cargo::cargo_bin;
@@ -39,5 +40,61 @@ pub fn one_line_exit_2(code: i32, out: &str, err: &str, parts: &[&str]) {
     assert!(err.starts_with("ibprobe: "), "{err}");
     for p in parts {
         assert!(err.contains(p), "{err:?} lacks {p:?}");
+    }
+}
+
+/// A server process killed on drop, with the address it listens on.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: BufReader<std::process::ChildStderr>,
+}
+
+impl Server {
+    pub fn start(transport: &str, extra: &[&str]) -> Server {
+        let mut child = Command::new(cargo_bin("ibprobe"))
+            .args(["server", "--transport", transport, "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("server starts");
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let addr = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    pub fn wait(mut self) -> (i32, String) {
+        let t = std::time::Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                let mut rest = String::new();
+                let _ = std::io::Read::read_to_string(&mut self.stderr, &mut rest);
+                return (s.code().unwrap_or(-1), rest);
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "server did not exit after its client"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
