@@ -404,6 +404,36 @@ pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
     }
 }
 
+/// Where the thesis's stamping thread (`--stamp-thread`) means something:
+/// one-way verbs loopback whose sends the HCA reads after the post (no
+/// inline data), with room for the stamp (bytes 8..16 of the payload).
+pub fn check_stamp(
+    t: Transport,
+    inline: InlineMode,
+    size: usize,
+    round_trip: bool,
+) -> Result<(), SpecError> {
+    if t.qp_type().is_none() {
+        return bad(format!(
+            "--stamp-thread with --transport {t}: no HCA reads the buffer, so there is no \"before the HCA read\" to measure; use --transport rc|uc|ud"
+        ));
+    }
+    if inline != InlineMode::Off {
+        return bad(format!(
+            "--stamp-thread with --inline {inline}: the CPU copies an inline payload into the work request at post time, so no HCA read happens later to split t_send at; pass --inline off"
+        ));
+    }
+    if round_trip {
+        return bad("--stamp-thread splits one-way latency in loopback; drop --round-trip".into());
+    }
+    if size < 24 {
+        return bad(format!(
+            "--stamp-thread with --size {size}: the stamp is bytes 8..16 of the payload, after the sequence number and before the last byte; use --size 24 or more"
+        ));
+    }
+    Ok(())
+}
+
 vocabulary! {
     /// How a stream's receiver gives credits back (`--credit-return`).
     CreditReturn, "credit return" {

@@ -314,6 +314,29 @@ fn stop_and_wait_runs_at_one_message_per_round_trip_on_udp() {
 }
 
 fn bad_input_is_one_line_and_exit_2() {
+    // The thesis's stamping thread, where it means nothing (checked
+    // before any device is opened).
+    for (args, parts) in [
+        (
+            &["-t", "shm"][..],
+            &["--stamp-thread with --transport shm", "rc|uc|ud"][..],
+        ),
+        (&["-t", "udp"], &["--transport udp"]),
+        (&["-t", "rc"], &["--inline auto", "--inline off"]),
+        (
+            &["-t", "rc", "--inline", "off", "--size", "8"],
+            &["--size 8", "24"],
+        ),
+        (
+            &["-t", "rc", "--inline", "off", "--round-trip"],
+            &["--round-trip"],
+        ),
+    ] {
+        let mut a = vec!["loopback", "--stamp-thread"];
+        a.extend(args);
+        let (code, out, err) = ibprobe(&a);
+        one_line_exit_2(code, &out, &err, parts);
+    }
     for (args, parts) in [
         (&["--window", "0"][..], &["--window 0"][..]),
         (&["--batch", "0"], &["--batch 0"]),

@@ -293,6 +293,11 @@ pub struct LoopbackArgs {
     /// shm/udp: measure the round trip through an echo thread instead of one-way.
     #[arg(long)]
     pub round_trip: bool,
+    /// Verbs, --inline off: a second thread keeps writing the clock into the
+    /// send buffer, splitting one-way latency at the HCA's read of it
+    /// (the thesis's t_send split): "before HCA read" and "after".
+    #[arg(long)]
+    pub stamp_thread: bool,
 }
 
 /// The knobs of a stream (`ibprobe stream`, and `sweep`'s stream axes).
@@ -655,6 +660,7 @@ impl MeasureArgs {
             lock_memory: !self.no_mlock,
             interval: self.hdr_log.as_ref().map(|_| self.log_interval),
             consume_delay: self.consume_delay,
+            stamp_thread: false,
         };
         cfg.validate().map_err(|e| CliError::input(e.0))?;
         Ok(cfg)

@@ -16,7 +16,12 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     } else {
         Mode::OneWay
     };
-    let cfg = a.measure.probe_config(t, mode, default_cpu(t))?;
+    let mut cfg = a.measure.probe_config(t, mode, default_cpu(t))?;
+    if a.stamp_thread {
+        crate::spec::check_stamp(t.transport, t.verbs.inline, cfg.size, a.round_trip)
+            .map_err(|e| CliError::input(e.0))?;
+        cfg.stamp_thread = true;
+    }
     let spec = t.channel_spec(cfg.size);
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);

@@ -68,6 +68,9 @@ pub struct ProbeConfig {
     /// the measuring thread after each arrival in one-way loopback, the
     /// echo before it answers in a round trip. Zero: none.
     pub consume_delay: Duration,
+    /// The thesis's stamping thread (`--stamp-thread`): split one-way
+    /// latency at the HCA's read of the send buffer (verbs, no inline).
+    pub stamp_thread: bool,
 }
 
 impl Default for ProbeConfig {
@@ -87,6 +90,7 @@ impl Default for ProbeConfig {
             lock_memory: true,
             interval: None,
             consume_delay: Duration::ZERO,
+            stamp_thread: false,
         }
     }
 }
@@ -246,6 +250,8 @@ pub struct Plan {
     pub interval_ticks: u64,
     /// Ticks the receiving end spends on each message; 0: none.
     pub consume_ticks: u64,
+    /// Read the stamp of each arrival (`--stamp-thread`).
+    pub stamp: bool,
 }
 
 /// Nanoseconds to ticks of `clock` (kept as a function so the plan's
@@ -289,6 +295,7 @@ impl Plan {
                 Mode::OneWay => t(cfg.consume_delay),
                 Mode::RoundTrip => 0,
             },
+            stamp: cfg.stamp_thread,
         }
     }
 

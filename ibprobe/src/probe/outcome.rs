@@ -14,6 +14,9 @@ pub struct Outcome {
     pub send_done: Option<LatencyHistogram>,
     /// Round trip time (client mode), ns. RTT/2 is derived by the report.
     pub rtt: Option<LatencyHistogram>,
+    /// `--stamp-thread`: one-way latency split at the HCA's read of the
+    /// send buffer: (post to read, read to arrival), ns.
+    pub t_send_split: Option<(LatencyHistogram, LatencyHistogram)>,
     /// Warm-up messages sent (excluded from the distributions).
     pub warmup_count: u64,
     /// Largest latency seen during warm-up, ns (the thesis's maxima were warm-up).

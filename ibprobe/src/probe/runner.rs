@@ -64,7 +64,43 @@ pub fn run(
     stop: &AtomicBool,
     sink: Option<&mut dyn Sink>,
 ) -> Result<Outcome, RunError> {
-    run_workload(&mut StopWait, cfg, ch, clock, stop, sink)
+    if !cfg.stamp_thread {
+        return run_workload(&mut StopWait, cfg, ch, clock, stop, sink);
+    }
+    // The thesis's stamping thread: it keeps writing the clock into the
+    // send buffer's stamp word, so each message carries the time the HCA
+    // read it. It runs beside the whole run, on another CPU.
+    let word = ch.stamp_target().map_err(|error| RunError {
+        error,
+        outcome: Box::default(),
+    })?;
+    let done = AtomicBool::new(false);
+    let cpu = stamp_cpu(cfg.cpu);
+    std::thread::scope(|s| {
+        let done = &done;
+        std::thread::Builder::new()
+            .name("ibprobe-stamp".into())
+            .spawn_scoped(s, move || {
+                if let Some(c) = cpu {
+                    let _ = host::pin_to_cpu(c);
+                }
+                while !done.load(Ordering::Relaxed) {
+                    word.store(clock.now());
+                }
+            })
+            .expect("spawning a thread");
+        let r = run_workload(&mut StopWait, cfg, ch, clock, stop, sink);
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+/// The stamping thread's CPU: the first allowed one that is not the
+/// measuring thread's (None: this process may use one CPU only).
+fn stamp_cpu(measuring: Option<usize>) -> Option<usize> {
+    host::allowed_cpus()
+        .into_iter()
+        .find(|&c| Some(c) != measuring)
 }
 
 /// [`run`] with `work` for the warm-up and the measured part (the one
@@ -87,8 +123,10 @@ fn run_workload<W: Workload>(
         Err(e) => return Err(fail(e, out)),
     }
     // Allocated here, once: the loop only records.
-    let (mut cur, mut total, mut warm) = (Histos::default(), Histos::default(), Histos::default());
-    let mut scratch = Histos::default();
+    let split = cfg.stamp_thread;
+    let (mut cur, mut total, mut warm) =
+        (Histos::new(split), Histos::new(split), Histos::new(split));
+    let mut scratch = Histos::new(split);
 
     let wplan = Plan::warmup(cfg, clock);
     let cx = Ctx {
@@ -133,6 +171,7 @@ fn run_workload<W: Workload>(
         if has_comp {
             out.send_done = Some(total.send_done);
         }
+        out.t_send_split = total.split;
     };
     match result {
         Ok(t) => {

@@ -144,16 +144,23 @@ pub enum DistKind {
     Rtt,
     /// Round trip / 2, perftest's number.
     RttHalf,
+    /// `--stamp-thread`: post to the HCA's read of the send buffer.
+    SendBeforeRead,
+    /// `--stamp-thread`: the HCA's read of the send buffer to the arrival.
+    SendAfterRead,
 }
 
 impl DistKind {
-    /// Machine name: one_way, send_completion, rtt, rtt_half (JSON, CSV).
+    /// Machine name: one_way, send_completion, rtt, rtt_half,
+    /// before_hca_read, after_hca_read (JSON, CSV).
     pub fn name(&self) -> &'static str {
         match self {
             DistKind::OneWay => "one_way",
             DistKind::SendCompletion => "send_completion",
             DistKind::Rtt => "rtt",
             DistKind::RttHalf => "rtt_half",
+            DistKind::SendBeforeRead => "before_hca_read",
+            DistKind::SendAfterRead => "after_hca_read",
         }
     }
 
@@ -164,6 +171,8 @@ impl DistKind {
             DistKind::SendCompletion => "send-completion",
             DistKind::Rtt => "RTT",
             DistKind::RttHalf => "RTT/2",
+            DistKind::SendBeforeRead => "before HCA read",
+            DistKind::SendAfterRead => "after HCA read",
         }
     }
 }
@@ -265,6 +274,10 @@ impl Report {
         if let Some(h) = &outcome.rtt {
             push(DistKind::Rtt, h);
             push(DistKind::RttHalf, &h.halved());
+        }
+        if let Some((before, after)) = &outcome.t_send_split {
+            push(DistKind::SendBeforeRead, before);
+            push(DistKind::SendAfterRead, after);
         }
         let run = RunCounters {
             sent: outcome.sent,

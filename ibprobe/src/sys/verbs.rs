@@ -172,6 +172,48 @@ impl PinnedBuf {
     }
 }
 
+/// One 8-byte word of a registered send buffer that another thread keeps
+/// rewriting (the thesis's stamping thread, `--stamp-thread`): the value
+/// the HCA finds when it DMA-reads the buffer tells when it read it.
+///
+/// Made by [`PinnedBuf::stamp_word`]; valid while the buffer lives, which
+/// its user guarantees by joining the writing thread before the channel
+/// drops (the runner's scoped thread).
+pub struct StampWord {
+    word: NonNull<u64>,
+}
+
+// SAFETY: the word is only ever written through this handle, with atomic
+// stores (see `store`), from one thread at a time (the handle is moved, not
+// shared); the buffer it points into outlives it (see the type's doc).
+unsafe impl Send for StampWord {}
+
+impl StampWord {
+    /// Stores `v` into the word (one relaxed atomic store: the HCA reads it
+    /// whenever it DMA-reads the buffer; no other thread writes it).
+    #[inline(always)]
+    pub fn store(&self, v: u64) {
+        // SAFETY: the word is 8-aligned and inside a live mapping (see
+        // `PinnedBuf::stamp_word` and the type's doc); it is accessed only
+        // atomically from Rust while this handle exists.
+        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(self.word.as_ptr()) };
+        a.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl PinnedBuf {
+    /// The aligned word at `off` as a [`StampWord`] for another thread.
+    pub fn stamp_word(&self, off: usize) -> StampWord {
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        // SAFETY: off + 8 <= len: the pointer is inside the mapping, and
+        // non-null because the mapping's base is.
+        let p = unsafe { self.ptr.as_ptr().add(off) } as *mut u64;
+        StampWord {
+            word: NonNull::new(p).unwrap_or(NonNull::dangling()),
+        }
+    }
+}
+
 impl Drop for PinnedBuf {
     fn drop(&mut self) {
         // SAFETY: ptr/len are exactly what mmap returned; no reference into

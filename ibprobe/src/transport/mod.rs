@@ -91,6 +91,25 @@ pub trait Channel {
         wait_recv_with(self, clock, timeout_ns, |_, _| Ok(true))
     }
 
+    /// The word of the send buffer a stamping thread keeps rewriting with
+    /// the clock (`--stamp-thread`, the thesis's t_send split), after which
+    /// every message is sent from that one buffer. Only where an HCA reads
+    /// the buffer after the post: verbs without inline data. Others refuse
+    /// with one line saying why.
+    fn stamp_target(&mut self) -> Result<crate::sys::verbs::StampWord, TransportError> {
+        Err(TransportError::Unsupported(
+            "--stamp-thread needs an HCA that reads the send buffer after the post: use --transport rc|uc|ud with --inline off"
+                .into(),
+        ))
+    }
+
+    /// The stamp the last arrival carried: the value the stamping thread
+    /// had written when the HCA read the buffer (call right after
+    /// `poll_recv` returned the message).
+    fn arrived_stamp(&self) -> u64 {
+        0
+    }
+
     /// Facts for the report.
     fn info(&self) -> TransportInfo;
 }

@@ -10,7 +10,7 @@
 use super::types::{errno, poll_cq, Setup, Wired};
 use crate::clock::Clock;
 use crate::spec::{Op, Poll};
-use crate::sys::verbs::{wc_status_str, Completion, SendTemplate};
+use crate::sys::verbs::{wc_status_str, Completion, SendTemplate, StampWord};
 use crate::transport::{wait_recv_with, Channel, TransportError, TransportInfo};
 
 /// Bits of wr_id holding how many send WRs a signaled completion frees.
@@ -39,6 +39,11 @@ pub struct VerbsChannel {
     /// Last marker byte seen in the write target (plain write).
     pub(super) last_marker: u8,
     pub(super) payload_off: usize,
+    /// `--stamp-thread`: every send uses send slot 0, whose word 8..16 the
+    /// stamping thread rewrites.
+    pub(super) stamp: bool,
+    /// Where the last arrival's payload lies in this end's memory.
+    pub(super) last_recv_off: usize,
     pub(super) info: TransportInfo,
     pub(super) s: Setup,
 }
@@ -149,7 +154,11 @@ impl Channel for VerbsChannel {
             self.reclaim()?;
         }
         let size = self.s.size as usize;
-        let slot = (seq % self.s.send_slots as u64) as usize;
+        let slot = if self.stamp {
+            0
+        } else {
+            (seq % self.s.send_slots as u64) as usize
+        };
         let off = slot * self.s.send_stride as usize;
         let buf = &self.w.mem.buf;
         if self.s.op == Op::Write {
@@ -186,6 +195,7 @@ impl Channel for VerbsChannel {
             }
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
             self.last_marker = m;
+            self.last_recv_off = off;
             let seq = if size >= 9 {
                 self.w.mem.buf.read_le(off, 8)
             } else {
@@ -206,6 +216,11 @@ impl Channel for VerbsChannel {
         }
         let seq = self.seq_of(&c);
         self.expected = seq.wrapping_add(1);
+        self.last_recv_off = if self.s.op == Op::WriteImm {
+            self.s.target_off as usize
+        } else {
+            (self.s.recv_off + c.wr_id * self.s.recv_stride as u64) as usize + self.payload_off
+        };
         self.w
             .recv
             .post(&self.w.qp, c.wr_id as usize)
@@ -237,6 +252,27 @@ impl Channel for VerbsChannel {
             return self.wait_event_recv(clock, timeout_ns);
         }
         wait_recv_with(self, clock, timeout_ns, |_, _| Ok(true))
+    }
+
+    fn stamp_target(&mut self) -> Result<StampWord, TransportError> {
+        if self.s.inline_used {
+            return Err(TransportError::Unsupported(
+                "--stamp-thread with inline data: the CPU copies an inline payload into the work request at post time, so no HCA read happens later to split t_send at; pass --inline off".into(),
+            ));
+        }
+        if self.s.size < 24 {
+            return Err(TransportError::Unsupported(format!(
+                "--stamp-thread with --size {}: the stamp is bytes 8..16 of the payload, after the sequence number and before the last byte; use --size 24 or more",
+                self.s.size
+            )));
+        }
+        self.stamp = true;
+        Ok(self.w.mem.buf.stamp_word(8))
+    }
+
+    #[inline(always)]
+    fn arrived_stamp(&self) -> u64 {
+        self.w.mem.buf.read_le(self.last_recv_off + 8, 8)
     }
 
     fn info(&self) -> TransportInfo {
@@ -288,6 +324,15 @@ impl Channel for LoopbackChannel {
 
     fn wait_recv(&mut self, clock: &Clock, timeout_ns: u64) -> Result<Option<u64>, TransportError> {
         self.b.wait_recv(clock, timeout_ns)
+    }
+
+    fn stamp_target(&mut self) -> Result<StampWord, TransportError> {
+        self.a.stamp_target()
+    }
+
+    #[inline(always)]
+    fn arrived_stamp(&self) -> u64 {
+        self.b.arrived_stamp()
     }
 
     fn info(&self) -> TransportInfo {

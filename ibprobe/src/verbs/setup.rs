@@ -511,6 +511,8 @@ impl Prepared {
             expected: 0,
             last_marker: 0,
             payload_off,
+            stamp: false,
+            last_recv_off: 0,
             info,
             s,
         })

@@ -13,23 +13,42 @@ use crate::clock::Clock;
 use crate::stats::LatencyHistogram;
 
 /// The distributions one loop fills: the primary (one-way or RTT) and the
-/// send-completion latency.
+/// send-completion latency; with `--stamp-thread`, also one-way latency
+/// split at the HCA's read of the send buffer.
 #[derive(Clone, Debug, Default)]
 pub struct Histos {
     /// t_recv - t_subm: one-way latency, or the round trip.
     pub primary: LatencyHistogram,
     /// t_comp - t_subm for signaled sends.
     pub send_done: LatencyHistogram,
+    /// `--stamp-thread`: (t_read - t_subm, t_recv - t_read), where t_read
+    /// is the stamp the HCA read with the payload; None when not stamping.
+    pub split: Option<(LatencyHistogram, LatencyHistogram)>,
 }
 
 impl Histos {
+    /// Histograms for one loop; `split`: with the stamping thread's two.
+    pub fn new(split: bool) -> Histos {
+        Histos {
+            split: split.then(|| (LatencyHistogram::new(), LatencyHistogram::new())),
+            ..Histos::default()
+        }
+    }
     fn absorb(&mut self, other: &Histos) {
         self.primary.merge(&other.primary);
         self.send_done.merge(&other.send_done);
+        if let (Some(a), Some(b)) = (self.split.as_mut(), other.split.as_ref()) {
+            a.0.merge(&b.0);
+            a.1.merge(&b.1);
+        }
     }
     fn reset(&mut self) {
         self.primary.reset();
         self.send_done.reset();
+        if let Some((a, b)) = self.split.as_mut() {
+            a.reset();
+            b.reset();
+        }
     }
 }
 
@@ -185,6 +204,16 @@ impl<'a> Recorder<'a> {
         self.cur.primary.record(primary_ns);
         if let Some(c) = send_done_ns {
             self.cur.send_done.record(c);
+        }
+    }
+
+    /// A stamped arrival: `before_ns` from the post to the HCA's read of
+    /// the send buffer, `after_ns` from that read to the arrival.
+    #[inline(always)]
+    pub fn split(&mut self, before_ns: u64, after_ns: u64) {
+        if let Some((b, a)) = self.cur.split.as_mut() {
+            b.record(before_ns);
+            a.record(after_ns);
         }
     }
 

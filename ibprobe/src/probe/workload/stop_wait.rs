@@ -32,7 +32,13 @@ use crate::transport::{Channel, TransportError};
 pub struct StopWait;
 
 enum Msg {
-    Arrived { recv: u64, comp: Option<u64> },
+    Arrived {
+        recv: u64,
+        comp: Option<u64>,
+        /// `--stamp-thread`: (post to HCA read, HCA read to arrival), ns;
+        /// None when the stamp is not inside the message's flight.
+        split: Option<(u64, u64)>,
+    },
     Lost,
 }
 
@@ -47,7 +53,7 @@ fn one<C: Channel + ?Sized>(
     let want_comp = ch.has_send_completions() && ch.is_signaled(seq);
     let t_subm = clock.now();
     ch.post(seq)?;
-    let (mut t_recv, mut t_comp) = (None, None);
+    let (mut t_recv, mut t_comp, mut stamp) = (None, None, 0);
     loop {
         if t_recv.is_none() {
             let got = if plan.event {
@@ -59,6 +65,9 @@ fn one<C: Channel + ?Sized>(
                 let t = clock.now();
                 if s == seq {
                     t_recv = Some(t);
+                    if plan.stamp {
+                        stamp = ch.arrived_stamp();
+                    }
                 }
             }
         }
@@ -81,6 +90,14 @@ fn one<C: Channel + ?Sized>(
         Some(r) => Msg::Arrived {
             recv: clock.ticks_to_ns(r.wrapping_sub(t_subm)),
             comp: t_comp.map(|c| clock.ticks_to_ns(c.wrapping_sub(t_subm))),
+            // A stamp from before the post (the stamping thread was not
+            // running then) or after the arrival cannot split it.
+            split: (plan.stamp && stamp >= t_subm && stamp <= r).then(|| {
+                (
+                    clock.ticks_to_ns(stamp - t_subm),
+                    clock.ticks_to_ns(r - stamp),
+                )
+            }),
         },
         None => Msg::Lost,
     })
@@ -121,9 +138,12 @@ impl Workload for StopWait {
             let msg = one(ch, clock, plan, seq)?;
             rec.posted();
             match msg {
-                Msg::Arrived { recv, comp } => {
+                Msg::Arrived { recv, comp, split } => {
                     in_a_row = 0;
                     rec.arrived(recv, comp);
+                    if let Some((before, after)) = split {
+                        rec.split(before, after);
+                    }
                     consume(clock, plan, stop);
                 }
                 Msg::Lost => {
