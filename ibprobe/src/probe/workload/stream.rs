@@ -195,12 +195,6 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     pub histos: SendHistos,
 }
 
-/// What ended a wait for a credit.
-enum Wait {
-    Go,
-    Stopped,
-}
-
 impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// A sender on `end`; allocates its slot buffers and histograms now.
     pub fn new(end: &'a mut E, clock: &'a Clock, sp: &'a StreamPlan, stop: &'a AtomicBool) -> Self {
@@ -296,6 +290,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         let clock = self.clock;
         let mut pacer = Pacer::new(plan, clock.now());
         let frags = self.sp.slots_per_msg() > 1;
+        // A counted run back to back asks the pacer nothing (two clock
+        // reads per message saved).
+        let paced = plan.period_ticks > 0 || plan.duration_ticks != u64::MAX || plan.burst > 0;
         let mut sent = 0u64;
         while sent < plan.count {
             if self.stop.load(Ordering::Relaxed) {
@@ -309,15 +306,17 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                     self.flush(Cause::Timer)?;
                 }
             }
-            match pacer.before_post(clock, self.stop) {
-                Gate::Go => {}
-                Gate::Stopped => {
-                    self.tally.interrupted = true;
-                    break;
-                }
-                Gate::End { missed } => {
-                    self.tally.missed_steps += missed;
-                    break;
+            if paced {
+                match pacer.before_post(clock, self.stop) {
+                    Gate::Go => {}
+                    Gate::Stopped => {
+                        self.tally.interrupted = true;
+                        break;
+                    }
+                    Gate::End { missed } => {
+                        self.tally.missed_steps += missed;
+                        break;
+                    }
                 }
             }
             let now = clock.now();
@@ -340,8 +339,10 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                     self.flush(Cause::Timer)?;
                 }
             }
-            let missed = pacer.after_message(clock, clock.now(), sent, self.stop);
-            self.tally.missed_steps += missed;
+            if paced {
+                let missed = pacer.after_message(clock, clock.now(), sent, self.stop);
+                self.tally.missed_steps += missed;
+            }
         }
         self.flush(Cause::Explicit)
     }
@@ -350,7 +351,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// waits until every slot was consumed (or, lossy, the timeout).
     pub fn finish(&mut self) -> Result<SendTally, TransportError> {
         if !self.tally.interrupted {
-            if let Wait::Go = self.wait_for_credit(false)? {
+            if self.wait_for_credit()?.is_some() {
                 let n = slot::write_ctrl(&mut self.buf, slot::FIN, self.slot_seq, self.next_seq);
                 self.send_now(n)?;
             }
@@ -407,12 +408,16 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             word: self.slot_seq,
         }
         .write(&mut self.buf);
-        if let Wait::Stopped = self.wait_for_credit(true)? {
+        let Some(waited) = self.wait_for_credit()? else {
             return Ok(());
-        }
+        };
         let t_post = self.send_now(self.used)?;
         self.remember(msgs as usize, None);
+        // Recorded after the post: off the path to the receiver.
         if self.measuring {
+            self.histos
+                .credit_wait
+                .record(self.clock.ticks_to_ns(waited));
             let rec = RECORD_HEADER + self.sp.size;
             for i in 0..msgs as usize {
                 let (seq, t_h) = slot::read_record(&self.buf, SLOT_HEADER + i * rec);
@@ -453,10 +458,15 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 slot::write_record(&mut self.buf, SLOT_HEADER, seq, now);
                 first = false;
             }
-            if let Wait::Stopped = self.wait_for_credit(true)? {
+            let Some(waited) = self.wait_for_credit()? else {
                 return Ok(());
-            }
+            };
             let t_post = self.send_now(SLOT_HEADER + n)?;
+            if self.measuring {
+                self.histos
+                    .credit_wait
+                    .record(self.clock.ticks_to_ns(waited));
+            }
             let measured = self.measuring && seq >= self.sp.warmup;
             self.remember(0, Some(if last && measured { now } else { 0 }));
             if last && self.measuring && seq >= self.sp.warmup {
@@ -505,22 +515,27 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(t)
     }
 
-    /// Waits until the window and the pipeline allow one more slot;
-    /// `record`: the wait counts in the credit-wait distribution.
+    /// Waits until the window and the pipeline allow one more slot: the
+    /// ticks it waited (0 at once: no clock read on that path), or None
+    /// when Ctrl-C stopped it. A wait is counted as a credit stall or an
+    /// ack wait.
     #[inline(always)]
-    fn wait_for_credit(&mut self, record: bool) -> Result<Wait, TransportError> {
+    fn wait_for_credit(&mut self) -> Result<Option<u64>, TransportError> {
         // Read everything that came back when the window is half used
         // (so control slots never pile up); else only while blocked, one
         // at a time (no empty poll once the awaited one is in).
         if self.credits.in_flight() * 2 >= u64::from(self.sp.window) {
             self.poll_control(usize::MAX)?;
         }
+        let may = |me: &Self| (me.credits.available(), me.acks.allows(me.credits.posted()));
+        if may(self) == (true, true) {
+            return Ok(Some(0));
+        }
         let ready = self.clock.now();
         let (mut credit_stall, mut ack_wait) = (false, false);
         self.progress = ready;
         loop {
-            let c = self.credits.available();
-            let a = self.acks.allows(self.credits.posted());
+            let (c, a) = may(self);
             if c && a {
                 break;
             }
@@ -528,7 +543,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             ack_wait |= c && !a;
             if self.stop.load(Ordering::Relaxed) {
                 self.tally.interrupted = true;
-                return Ok(Wait::Stopped);
+                return Ok(None);
             }
             self.poll_control(1)?;
             if self.timed_out("a credit")? {
@@ -544,15 +559,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 self.tally.ack_waits += 1;
                 self.tally.ack_wait_ticks += waited;
             }
-            if record {
-                self.histos.credit_wait.record(if credit_stall || ack_wait {
-                    self.clock.ticks_to_ns(waited)
-                } else {
-                    0
-                });
-            }
         }
-        Ok(Wait::Go)
+        Ok(Some(waited.max(1)))
     }
 
     /// When nothing came back for `--timeout`: on a lossy transport the
