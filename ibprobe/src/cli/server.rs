@@ -158,7 +158,14 @@ fn serve_stream(
         Ok(s) => s,
         Err(e) => return Err(refused(session::refuse(&mut oob, e))),
     };
-    let spec = t.channel_spec(hello.size);
+    // Both directions of a stream use the client's operation (its
+    // control slots come back the way its data goes); the rest of the
+    // channel is this server's (device, port, GID, inline, depths).
+    let mut spec = t.channel_spec(hello.size);
+    match session::requested(hello, None) {
+        Ok(asked) => spec.verbs.op = asked.verbs.op,
+        Err(e) => return Err(refused(session::refuse(&mut oob, e))),
+    }
     let mut end =
         session::open_stream_server(&mut oob, hello, &spec, &sh).map_err(|e| match e.reason {
             "refused" => refused(e),
