@@ -182,6 +182,11 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     slot_seq: u64,
     /// Last tick a credit or ack came back (or the wait began).
     progress: u64,
+    /// A credit or ack came back since `progress` was last set.
+    progressed: bool,
+    /// The tick a wait for a credit ended (0: it did not wait), the post's
+    /// start for `send_now`.
+    waited_until: u64,
     timeouts_in_a_row: u32,
     measuring: bool,
     /// Hand-over ticks of the messages of each slot in flight, by slot
@@ -213,6 +218,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             next_seq: 0,
             slot_seq: 0,
             progress: 0,
+            progressed: false,
+            waited_until: 0,
             timeouts_in_a_row: 0,
             measuring: false,
             handovers: Vec::new(),
@@ -484,9 +491,13 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// caller holds a credit); returns the tick the post began.
     #[inline(always)]
     fn send_now(&mut self, len: usize) -> Result<u64, TransportError> {
-        // The post begins here: what the transport's send itself costs is
-        // not time in the batch.
-        let t = self.clock.now();
+        // The post begins here (or where the wait for a credit ended,
+        // read then): what the transport's send itself costs is not time
+        // in the batch.
+        let t = match std::mem::take(&mut self.waited_until) {
+            0 => self.clock.now(),
+            t => t,
+        };
         self.progress = t;
         while !self.end.send(&self.buf[..len])? {
             self.tally.transport_full += 1;
@@ -529,6 +540,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
         let may = |me: &Self| (me.credits.available(), me.acks.allows(me.credits.posted()));
         if may(self) == (true, true) {
+            self.waited_until = 0;
             return Ok(Some(0));
         }
         let ready = self.clock.now();
@@ -545,12 +557,16 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 self.tally.interrupted = true;
                 return Ok(None);
             }
-            self.poll_control(1)?;
+            if self.poll_control(1)? {
+                continue; // something came back: ask again before the clock
+            }
             if self.timed_out("a credit")? {
                 break;
             }
         }
-        let waited = self.clock.now().wrapping_sub(ready);
+        let end = self.clock.now();
+        self.waited_until = end;
+        let waited = end.wrapping_sub(ready);
         if self.measuring {
             if credit_stall {
                 self.tally.credit_stalls += 1;
@@ -567,7 +583,11 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// slots in flight are lost (true: the caller stops waiting), until
     /// too many timeouts in a row; on a reliable one the receiver is gone.
     fn timed_out(&mut self, what: &str) -> Result<bool, TransportError> {
-        if self.clock.now().wrapping_sub(self.progress) <= self.sp.timeout_ticks {
+        let now = self.clock.now();
+        if std::mem::take(&mut self.progressed) {
+            self.progress = now;
+        }
+        if now.wrapping_sub(self.progress) <= self.sp.timeout_ticks {
             return Ok(false);
         }
         let ms = self.clock.ticks_to_ns(self.sp.timeout_ticks) / 1_000_000;
@@ -598,15 +618,19 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         if !self.credits.on_return(consumed) {
             return false;
         }
-        let after = self.credits.consumed();
-        self.returned(before, after, self.clock.now());
+        if !self.held.is_empty() {
+            let after = self.credits.consumed();
+            self.returned(before, after, self.clock.now());
+        }
         true
     }
 
     /// Reads the control slots that arrived, at most `max` (the counters
-    /// are cumulative, so the latest says all), and the rc counter.
+    /// are cumulative, so the latest says all), and the rc counter; true
+    /// when a credit or an ack came back (the timeout restarts, without a
+    /// clock read here: see `timed_out`).
     #[inline(always)]
-    fn poll_control(&mut self, max: usize) -> Result<(), TransportError> {
+    fn poll_control(&mut self, max: usize) -> Result<bool, TransportError> {
         let mut moved = false;
         let mut read = 0;
         while read < max {
@@ -629,10 +653,10 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             moved |= self.credit_back(self.end.read_counter());
         }
         if moved {
-            self.progress = self.clock.now();
+            self.progressed = true;
             self.timeouts_in_a_row = 0;
         }
-        Ok(())
+        Ok(moved)
     }
 }
 
@@ -796,28 +820,15 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 )));
             }
         }
-        // The messages that end in this slot.
-        if h.flags & slot::FRAG != 0 {
-            if frag.is_none() {
-                frag = Some(slot::read_record(buf, SLOT_HEADER));
-            }
-            if h.msgs == 1 {
-                if let Some((seq, t_h)) = frag.take() {
-                    let bad = buf[len - 1] != seq as u8;
-                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, abort);
-                }
-            }
-        } else {
-            for i in 0..h.msgs as usize {
-                let at = SLOT_HEADER + i * rec;
-                if at + rec > len {
-                    t.corrupt += 1;
-                    break;
-                }
-                let (seq, t_h) = slot::read_record(buf, at);
-                let p = &buf[at + RECORD_HEADER..at + rec];
-                let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
-                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad, abort);
+        // Consuming: the receiver's work on each message that ends here.
+        if sp.consume_ticks > 0 {
+            for _ in 0..h.msgs {
+                wait_until(
+                    clock,
+                    clock.now().wrapping_add(sp.consume_ticks),
+                    abort,
+                    false,
+                );
             }
         }
         let consumed = s + 1;
@@ -861,11 +872,36 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 }
             }
         }
+        // Recording, once the credits and acks are out (off the path back
+        // to the sender): the messages that ended in this slot.
+        if h.flags & slot::FRAG != 0 {
+            if frag.is_none() {
+                frag = Some(slot::read_record(buf, SLOT_HEADER));
+            }
+            if h.msgs == 1 {
+                if let Some((seq, t_h)) = frag.take() {
+                    let bad = buf[len - 1] != seq as u8;
+                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+                }
+            }
+        } else {
+            for i in 0..h.msgs as usize {
+                let at = SLOT_HEADER + i * rec;
+                if at + rec > len {
+                    t.corrupt += 1;
+                    break;
+                }
+                let (seq, t_h) = slot::read_record(buf, at);
+                let p = &buf[at + RECORD_HEADER..at + rec];
+                let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
+                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+            }
+        }
     }
     Ok(t)
 }
 
-/// Counts and records one delivered message, then consumes it.
+/// Counts and records one delivered message.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn deliver(
@@ -876,7 +912,6 @@ fn deliver(
     (seq, t_handover): (u64, u64),
     now: u64,
     bad: bool,
-    abort: &AtomicBool,
 ) {
     if seq >= sp.warmup {
         if t.msgs == 0 {
@@ -887,14 +922,6 @@ fn deliver(
         latency.record(clock.ticks_to_ns(now.wrapping_sub(t_handover)));
     }
     t.corrupt += u64::from(bad);
-    if sp.consume_ticks > 0 {
-        wait_until(
-            clock,
-            clock.now().wrapping_add(sp.consume_ticks),
-            abort,
-            false,
-        );
-    }
 }
 
 /// Sends one control slot, retrying while the transport has no room (the
