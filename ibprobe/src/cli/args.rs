@@ -319,9 +319,11 @@ pub struct StreamKnobArgs {
     /// How credits come back: piggyback (on acks) | message | write (RDMA write, rc only).
     #[arg(long, default_value = "piggyback", value_parser = word::<CreditReturn>)]
     pub credit_return: CreditReturn,
-    /// One credit message (or counter write) per this many consumed slots.
-    #[arg(long, default_value_t = 1, value_name = "C")]
-    pub credit_batch: u32,
+    /// One credit message (or counter write) per this many consumed slots
+    /// [default: a quarter of the window, at least 1: on rxe a credit per
+    /// slot cost 15% of the message rate].
+    #[arg(long, value_name = "C")]
+    pub credit_batch: Option<u32>,
     /// Slots per direction in the registered pool [default: 64, or --window if larger].
     #[arg(long)]
     pub slots: Option<u32>,
@@ -360,7 +362,7 @@ impl StreamKnobArgs {
             flush: self.flush,
             pipeline,
             credit_return: self.credit_return,
-            credit_batch: self.credit_batch,
+            credit_batch: self.credit_batch.unwrap_or((window / 4).max(1)),
         }
     }
 }
