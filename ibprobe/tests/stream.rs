@@ -5,6 +5,10 @@
 //! One test function on purpose: every run spins two threads, and runs in
 //! parallel on a 2-core CI machine would measure each other.
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
 mod common;
@@ -40,7 +44,7 @@ fn stream_over_shm_and_udp_keeps_its_promises() {
     a_slow_rate_flushes_every_batch_by_timer_within_t();
     a_slow_consumer_stalls_the_window_and_never_sees_more_than_n();
     the_pipeline_never_has_more_than_d_unacked();
-    stop_and_wait_runs_at_one_message_per_round_trip_on_udp();
+    stop_and_wait_runs_at_one_message_per_round_trip();
     bad_input_is_one_line_and_exit_2();
     memory_does_not_grow_with_the_message_count();
     the_sweep_grows_stream_axes();
@@ -285,32 +289,89 @@ fn the_pipeline_never_has_more_than_d_unacked() {
     }
 }
 
-fn stop_and_wait_runs_at_one_message_per_round_trip_on_udp() {
-    // Alternated, five pairs, the ratio of the medians: one pair proves
-    // nothing (the UDP round trip of this VM moves by 30% between runs).
+fn stop_and_wait_runs_at_one_message_per_round_trip() {
+    // udp: the test build will do (a system call each way dominates).
+    saw_against_round_trip(&cargo_bin("ibprobe"), "udp", "20000", 5, 0.8);
+    // shm: two spin loops of ~150 ns each way, which an unoptimized
+    // build distorts (there the stream runs at 0.2 of 1/RTT), so this
+    // one runs the release build. The 0.8 is not met on shm yet
+    // (0.79..0.83 on the project's VM, `ibprobe/benches/stream-shm`):
+    // here a guard against falling back below 0.7 (it was 0.56 once).
+    saw_against_round_trip(&release_ibprobe(), "shm", "300000", 7, 0.7);
+}
+
+/// Stop-and-wait (`--pipeline 1`) on `t` against 1/RTT of `ibprobe
+/// loopback -t t --round-trip` (32 B both): `pairs` runs of each,
+/// alternated, the ratio of the medians within `low`..1.2. One pair
+/// proves nothing (the UDP round trip of this VM moves by 30% between
+/// runs).
+fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, low: f64) {
+    let run = |args: &[&str]| -> Value {
+        let o = Command::new(bin)
+            .args(args)
+            .args([
+                "--size",
+                "32",
+                "-t",
+                t,
+                "--count",
+                count,
+                "--json",
+                "--no-mlock",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{} {args:?}: {}",
+            bin.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
     let (mut rates, mut per_rtt) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        let s = stream(&["-t", "udp", "--pipeline", "1", "--count", "20000"]);
-        rates.push(f(&s, "msgs_per_sec"));
-        let (code, out, err) = ibprobe(&[
-            "loopback",
-            "-t",
-            "udp",
-            "--round-trip",
-            "--count",
-            "20000",
-            "--json",
-            "--no-mlock",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let rt: Value = serde_json::from_str(&out).unwrap();
-        per_rtt.push(1e9 / rt["distributions"][0]["mean_ns"].as_f64().unwrap());
+    for i in 0..pairs {
+        let mut saw = || rates.push(f(&run(&["stream", "--pipeline", "1"]), "msgs_per_sec"));
+        let mut rtt = || {
+            let rt = run(&["loopback", "--round-trip"]);
+            per_rtt.push(1e9 / rt["distributions"][0]["mean_ns"].as_f64().unwrap());
+        };
+        if i % 2 == 0 {
+            saw();
+            rtt();
+        } else {
+            rtt();
+            saw();
+        }
     }
     let r = median(rates.clone()) / median(per_rtt.clone());
+    eprintln!("{t}: stop-and-wait / (1/RTT), ratio of medians of {pairs} pairs: {r:.3}");
     assert!(
-        (0.8..=1.2).contains(&r),
-        "stop-and-wait msg/s {rates:?} over 1/RTT {per_rtt:?}: ratio of medians {r:.3}"
+        (low..=1.2).contains(&r),
+        "{t}: stop-and-wait msg/s {rates:?} over 1/RTT {per_rtt:?}: ratio of medians {r:.3}"
     );
+}
+
+/// The optimized ibprobe, built now (`cargo build --release`; a no-op
+/// when it is up to date).
+fn release_ibprobe() -> PathBuf {
+    let o = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "ibprobe", "--bin", "ibprobe"])
+        .args(["--message-format", "json-render-diagnostics"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cargo build --release -p ibprobe failed (above)"
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"]["name"] == "ibprobe")
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from))
+        .expect("cargo build named no ibprobe executable")
 }
 
 fn bad_input_is_one_line_and_exit_2() {

@@ -328,7 +328,7 @@ pub struct StreamKnobArgs {
     #[arg(long)]
     pub slots: Option<u32>,
     /// Bytes per slot; a message larger than a slot spans several
-    /// [default: 4096 (ud: 1024, one packet), or what one full batch needs if more].
+    /// [default: what one full batch needs, rounded up to 64 B (ud: at least 1024, one packet)].
     #[arg(long)]
     pub slot_size: Option<usize>,
 }
@@ -354,8 +354,12 @@ impl StreamKnobArgs {
             slots: self.slots.unwrap_or(window.max(64)),
             // A UD slot is one packet: start from rxe's usual 1024 B MTU.
             slot_size: self.slot_size.unwrap_or_else(|| {
-                let base = if t == Transport::Ud { 1024 } else { 4096 };
-                (SLOT_HEADER + batch as usize * (RECORD_HEADER + size)).max(base)
+                let batch_needs = SLOT_HEADER + batch as usize * (RECORD_HEADER + size);
+                if t == Transport::Ud {
+                    batch_needs.max(1024)
+                } else {
+                    batch_needs.next_multiple_of(64)
+                }
             }),
             window,
             batch,

@@ -115,6 +115,16 @@ pub fn placement(sender: Option<usize>, receiver: Option<usize>) -> (Option<usiz
     (sender, receiver)
 }
 
+/// The flags the sender raises for the receiving thread, on cache lines of
+/// their own (the receiver reads them on every poll; on the sender's stack
+/// they would share a line with what the sender writes).
+#[derive(Default)]
+#[repr(align(128))]
+struct Flags {
+    sender_done: AtomicBool,
+    abort: AtomicBool,
+}
+
 /// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
 /// thread pinned to `rx_cpu`. `cfg` gives the size, length, warm-up,
 /// pacing, consume delay and timeout; `spec` the stream's knobs (checked
@@ -142,10 +152,10 @@ pub fn run_loopback(
     }
     let measured = Plan::measured(cfg, clock);
     let sp = StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock);
-    let (sender_done, abort) = (AtomicBool::new(false), AtomicBool::new(false));
+    let flags = Flags::default();
     let mut latency = LatencyHistogram::new();
     let (sent, received) = std::thread::scope(|s| {
-        let (sp, sender_done, abort, lat) = (&sp, &sender_done, &abort, &mut latency);
+        let (sp, sender_done, abort, lat) = (&sp, &flags.sender_done, &flags.abort, &mut latency);
         let h = std::thread::Builder::new()
             .name("ibprobe-stream-rx".into())
             .spawn_scoped(s, move || -> Result<RecvTally, TransportError> {
@@ -155,7 +165,13 @@ pub fn run_loopback(
                         source,
                     })?;
                 }
-                receive(rx, clock, sp, stop, sender_done, abort, lat)
+                // The receiver's histogram lives on its own thread (its
+                // stack and heap): written per message, it must share no
+                // cache line with the sender's data (this stack frame).
+                let (mut own, sp) = (LatencyHistogram::new(), *sp);
+                let r = receive(rx, clock, &sp, stop, sender_done, abort, &mut own);
+                *lat = own;
+                r
             })
             .expect("spawning a thread");
         let sent = run_sender(tx, cfg, sp, clock, stop, false);

@@ -310,11 +310,21 @@ impl Drop for ShmChannel {
 const STREAM_MAGIC: u64 = 0x4942_5053_5452_4d31;
 
 /// One end of a streaming slot pool over shared memory (a
-/// [`SlotEnd`]): two rings of `slots` slots, one per direction. A slot is
-/// a stamp word (0 empty, `len + 1` full) and the slot's bytes as words.
-/// The producer copies the bytes in, then stores the stamp (Release); the
-/// consumer reads the stamp (Acquire), copies the bytes out and stores 0
-/// (Release): the slot is free again, which is what a credit counts.
+/// [`SlotEnd`]): two rings of `slots` slots, one per direction, each slot
+/// its bytes as words, rounded up to a pair of cache lines. The slot's
+/// first word doubles as its flag: every slot begins with its length as a
+/// little-endian u32 (the [`SlotEnd`] contract), so a full slot's first
+/// word is never 0, and 0 means empty. The producer copies words 1.. in,
+/// then stores word 0 (Release); the consumer reads word 0 (Acquire),
+/// copies the bytes out and stores 0 (Release): the slot is free again,
+/// which is what a credit counts. No stamp word of its own: a 32 B
+/// message with its 16 B header and 16 B record is one 64 B cache line
+/// (of the slot's two, see [`stream_slot_words`]).
+///
+/// Aligned to 128 B, like every [`SlotEnd`]: the two ends of a loopback
+/// pair are boxed one after the other, and each writes its ring indexes
+/// on every operation; unaligned, they could share a cache line.
+#[repr(align(128))]
 pub struct ShmSlots {
     map: Arc<SharedMap>,
     slots: usize,
@@ -322,16 +332,34 @@ pub struct ShmSlots {
     slot_words: usize,
     tx_base: usize,
     rx_base: usize,
-    head: u64,
-    tail: u64,
+    /// The next slot to write and to read, as indexes (wrapped by a
+    /// compare: a `%` by a run-time count is a division on every poll).
+    head: usize,
+    tail: usize,
     my_closed: usize,
     peer_closed: usize,
     path: Option<PathBuf>,
     label: &'static str,
 }
 
+/// The slot after `i` in a ring of `n`.
+#[inline(always)]
+fn next_slot(i: usize, n: usize) -> usize {
+    if i + 1 == n {
+        0
+    } else {
+        i + 1
+    }
+}
+
+/// Words of one stream slot: its bytes rounded up to a pair of cache lines
+/// (128 B). A pair, not a line: the CPU's adjacent-line prefetcher pulls
+/// lines in 128 B pairs, and with one-line slots the receiver reading
+/// slot i also pulls slot i + 1 away from the sender about to write it
+/// (on this project's 2-core VM, stop-and-wait 32 B: 5.0 M msg/s with
+/// 64 B slots, 5.5 M with 128 B, medians of 7 alternated runs).
 fn stream_slot_words(slot_size: usize) -> usize {
-    (1 + slot_size.div_ceil(8)).div_ceil(LINE_WORDS) * LINE_WORDS
+    slot_size.div_ceil(8).div_ceil(2 * LINE_WORDS) * 2 * LINE_WORDS
 }
 
 fn stream_map_bytes(slots: usize, slot_size: usize) -> usize {
@@ -449,15 +477,25 @@ impl SlotEnd for ShmSlots {
 
     #[inline]
     fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError> {
-        debug_assert!(bytes.len() <= self.slot_size);
+        let len = bytes.len();
+        let mut first = [0u8; 8];
+        first.copy_from_slice(bytes.get(..8).unwrap_or(&[0; 8]));
+        let first = u64::from_le_bytes(first);
+        if len > self.slot_size || first as u32 as usize != len {
+            return Err(TransportError::Unsupported(format!(
+                "shm stream slot of {len} B does not begin with its length as a u32 \
+                 (or exceeds the {} B slot): every slot begins with its header",
+                self.slot_size
+            )));
+        }
         let w = self.map.words();
-        let slot = self.tx_base + (self.head as usize % self.slots) * self.slot_words;
+        let slot = self.tx_base + self.head * self.slot_words;
         if w[slot].load(Acquire) != 0 {
             // The peer has not consumed this slot yet: no room.
             return Ok(false);
         }
-        let words = &w[slot + 1..slot + 1 + bytes.len().div_ceil(8)];
-        let mut chunks = bytes.chunks_exact(8);
+        let words = &w[slot + 1..slot + len.div_ceil(8)];
+        let mut chunks = bytes[8..].chunks_exact(8);
         for (word, c) in words.iter().zip(&mut chunks) {
             word.store(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])), Relaxed);
         }
@@ -467,17 +505,17 @@ impl SlotEnd for ShmSlots {
             last[..rest.len()].copy_from_slice(rest);
             words[words.len() - 1].store(u64::from_le_bytes(last), Relaxed);
         }
-        w[slot].store(bytes.len() as u64 + 1, Release);
-        self.head += 1;
+        w[slot].store(first, Release);
+        self.head = next_slot(self.head, self.slots);
         Ok(true)
     }
 
     #[inline]
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
         let w = self.map.words();
-        let slot = self.rx_base + (self.tail as usize % self.slots) * self.slot_words;
-        let stamp = w[slot].load(Acquire);
-        if stamp == 0 {
+        let slot = self.rx_base + self.tail * self.slot_words;
+        let first = w[slot].load(Acquire);
+        if first == 0 {
             if w[self.peer_closed].load(Relaxed) != 0 {
                 return Err(TransportError::PeerLost(
                     "the peer closed the shm stream".into(),
@@ -485,15 +523,17 @@ impl SlotEnd for ShmSlots {
             }
             return Ok(None);
         }
-        let len = (stamp - 1) as usize;
-        if len > self.slot_size || len > into.len() {
+        let len = first as u32 as usize;
+        if len < 8 || len > self.slot_size || len > into.len() {
             return Err(TransportError::Completion(format!(
-                "shm stream slot of {len} B is larger than the {} B slot",
-                self.slot_size
+                "shm stream slot says {len} B: not within 8..={} B (the slot) and {} B (the buffer)",
+                self.slot_size,
+                into.len()
             )));
         }
-        let words = &w[slot + 1..slot + 1 + len.div_ceil(8)];
-        let mut chunks = into[..len].chunks_exact_mut(8);
+        into[..8].copy_from_slice(&first.to_le_bytes());
+        let words = &w[slot + 1..slot + len.div_ceil(8)];
+        let mut chunks = into[8..len].chunks_exact_mut(8);
         for (word, c) in words.iter().zip(&mut chunks) {
             c.copy_from_slice(&word.load(Relaxed).to_le_bytes());
         }
@@ -503,7 +543,7 @@ impl SlotEnd for ShmSlots {
             rest.copy_from_slice(&words[words.len() - 1].load(Relaxed).to_le_bytes()[..n]);
         }
         w[slot].store(0, Release);
-        self.tail += 1;
+        self.tail = next_slot(self.tail, self.slots);
         Ok(Some(len))
     }
 
@@ -594,28 +634,59 @@ mod tests {
         assert!(matches!(s.poll_recv(), Err(TransportError::PeerLost(_))));
     }
 
+    /// A slot of `len` bytes as the stream writes one: its length first.
+    fn slot_of(len: usize, fill: u8) -> Vec<u8> {
+        let mut b = vec![fill; len];
+        b[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        b
+    }
+
     #[test]
     fn stream_slots_carry_bytes_both_ways_and_fill_up() {
         let (mut a, mut b) = ShmSlots::pair(4, 100).unwrap();
         let mut buf = [0u8; 100];
         assert_eq!(b.recv(&mut buf).unwrap(), None);
-        let msg: Vec<u8> = (0..37u8).collect();
+        let mut msg: Vec<u8> = (0..37u8).collect();
+        msg[..4].copy_from_slice(&37u32.to_le_bytes());
         for _ in 0..4 {
             assert!(a.send(&msg).unwrap());
         }
         assert!(!a.send(&msg).unwrap(), "a full ring has no room");
         assert_eq!(b.recv(&mut buf).unwrap(), Some(37));
         assert_eq!(&buf[..37], &msg[..]);
-        assert!(a.send(&[9; 100]).unwrap(), "a consumed slot is free again");
+        assert!(
+            a.send(&slot_of(100, 9)).unwrap(),
+            "a consumed slot is free again"
+        );
         assert_eq!(a.recv(&mut buf).unwrap(), None, "own slots are not echoed");
-        b.send(&[7; 3]).unwrap();
-        assert_eq!(a.recv(&mut buf).unwrap(), Some(3));
-        assert_eq!(&buf[..3], &[7; 3]);
+        for len in [8, 9, 15, 16, 17, 64, 65] {
+            b.send(&slot_of(len, len as u8)).unwrap();
+            assert_eq!(a.recv(&mut buf).unwrap(), Some(len));
+            assert_eq!(&buf[..len], &slot_of(len, len as u8)[..], "{len} B");
+        }
         drop(a);
         for _ in 0..4 {
             b.recv(&mut buf).unwrap();
         }
         assert!(matches!(b.recv(&mut buf), Err(TransportError::PeerLost(_))));
+    }
+
+    #[test]
+    fn a_stream_slot_must_begin_with_its_length() {
+        let (mut a, mut b) = ShmSlots::pair(4, 64).unwrap();
+        for bad in [vec![7u8; 3], vec![0u8; 16], slot_of(65, 1)] {
+            let e = a.send(&bad).unwrap_err().to_string();
+            assert!(e.contains("begin with its length"), "{e}");
+        }
+        let mut buf = [0u8; 64];
+        assert_eq!(b.recv(&mut buf).unwrap(), None, "nothing was sent");
+    }
+
+    #[test]
+    fn a_stream_slot_is_a_pair_of_cache_lines() {
+        assert_eq!(stream_slot_words(8), 2 * LINE_WORDS);
+        assert_eq!(stream_slot_words(128), 2 * LINE_WORDS);
+        assert_eq!(stream_slot_words(129), 4 * LINE_WORDS);
     }
 
     #[test]

@@ -32,7 +32,10 @@ pub trait SlotEnd: Send {
     fn slot_size(&self) -> usize;
 
     /// Sends `bytes` (at most [`SlotEnd::slot_size`]) as one slot, one
-    /// operation. `Ok(false)`: the transport has no room right now (a full
+    /// operation. Every slot begins with its length as a little-endian
+    /// u32 (the stream's slot header does, `probe/workload/slot.rs`):
+    /// shm uses that word as the slot's full flag, so a slot that does not
+    /// is refused there. `Ok(false)`: the transport has no room right now (a full
     /// send queue or socket buffer); nothing was sent, try again after
     /// polling.
     fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError>;

@@ -216,7 +216,10 @@ impl Channel for UdpChannel {
 
 /// One end of a UDP stream (a [`SlotEnd`]): a connected non-blocking
 /// socket; a slot is one datagram. UDP may drop a datagram (a full socket
-/// buffer on either side): the stream counts it lost.
+/// buffer on either side): the stream counts it lost. Aligned to 128 B
+/// (two ends of a loopback pair must not share a cache line, see
+/// [`super::shm::ShmSlots`]).
+#[repr(align(128))]
 pub struct UdpSlots {
     sock: UdpSocket,
     slot_size: usize,
