@@ -355,6 +355,28 @@ pub struct Completion {
     pub imm: Option<u32>,
 }
 
+/// Most completions [`OwnedCq::poll_many`] takes in one call.
+pub const POLL_BATCH: usize = 16;
+
+/// The fields of a work completion the probe reads.
+#[inline(always)]
+fn completion_of(wc: &ffi::ibv_wc) -> Completion {
+    Completion {
+        wr_id: wc.wr_id,
+        status: wc.status,
+        opcode: wc.opcode,
+        byte_len: wc.byte_len,
+        imm: if wc.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
+            // SAFETY: IBV_WC_WITH_IMM says the union holds imm_data.
+            Some(u32::from_be(unsafe {
+                wc.imm_data_invalidated_rkey_union.imm_data
+            }))
+        } else {
+            None
+        },
+    }
+}
+
 impl OwnedCq {
     /// Wraps a CQ built with sideway's builder; `channel` is the completion
     /// channel it was built with, if any.
@@ -379,19 +401,30 @@ impl OwnedCq {
         }
         // SAFETY: ibv_poll_cq returned 1, so it filled the entry.
         let wc = unsafe { wc.assume_init() };
-        out.wr_id = wc.wr_id;
-        out.status = wc.status;
-        out.opcode = wc.opcode;
-        out.byte_len = wc.byte_len;
-        out.imm = if wc.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
-            // SAFETY: IBV_WC_WITH_IMM says the union holds imm_data.
-            Some(u32::from_be(unsafe {
-                wc.imm_data_invalidated_rkey_union.imm_data
-            }))
-        } else {
-            None
-        };
+        *out = completion_of(&wc);
         Ok(true)
+    }
+
+    /// Polls up to `out.len()` completions (at most [`POLL_BATCH`]) in
+    /// one ibv_poll_cq: one provider call (and, on rxe, one lock of the
+    /// CQ) for a burst of arrivals. Ok(n): `out[..n]` are filled.
+    #[inline(always)]
+    pub fn poll_many(&self, out: &mut [Completion]) -> Result<usize, i32> {
+        let mut wcs = [MaybeUninit::<ffi::ibv_wc>::uninit(); POLL_BATCH];
+        let want = out.len().min(POLL_BATCH);
+        // SAFETY: ptr is a live CQ owned by self; wcs has room for `want`
+        // entries (want <= POLL_BATCH), and ibv_wc is plain data.
+        let n = unsafe { ffi::ibv_poll_cq(self.ptr.as_ptr(), want as i32, wcs[0].as_mut_ptr()) };
+        if n < 0 {
+            return Err(n);
+        }
+        let n = n as usize;
+        for (o, wc) in out.iter_mut().zip(&wcs[..n]) {
+            // SAFETY: ibv_poll_cq returned n, so it filled the first n entries.
+            let wc = unsafe { wc.assume_init_ref() };
+            *o = completion_of(wc);
+        }
+        Ok(n)
     }
 
     /// Arms the CQ: the next completion raises an event on its channel.

@@ -31,8 +31,8 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use super::types::{errno, poll_cq, ImmCodec, Wired};
-use crate::sys::verbs::{wc_status_str, SendTemplate};
+use super::types::{errno, ImmCodec, Wired};
+use crate::sys::verbs::{wc_status_str, Completion, SendTemplate, POLL_BATCH};
 use crate::transport::stream::SlotEnd;
 use crate::transport::{TransportError, TransportInfo};
 
@@ -90,6 +90,12 @@ pub struct VerbsSlots {
     pub(super) counter_tpl: Option<SendTemplate>,
     pub(super) w: Wired,
     pub(super) l: SlotLayout,
+    /// Receive completions polled in one batch and not yet handed out:
+    /// `arrived[arrived_at..arrived_n]` (one ibv_poll_cq per burst, as
+    /// perftest's receiver does, instead of one per slot).
+    pub(super) arrived: [Completion; POLL_BATCH],
+    pub(super) arrived_at: usize,
+    pub(super) arrived_n: usize,
     /// Data sends posted (the next send buffer is `posted % slots`).
     pub(super) posted: u64,
     /// Data sends whose buffer is free again (a signaled completion at or
@@ -107,19 +113,29 @@ impl VerbsSlots {
     /// SQ entries the completions cover.
     #[inline]
     fn reap_sends(&mut self) -> Result<(), TransportError> {
-        while let Some(c) = poll_cq(&self.w.send_cq, "ibv_poll_cq (stream send)")? {
-            if c.status != 0 {
-                return Err(TransportError::Completion(format!(
-                    "stream send: {}",
-                    wc_status_str(c.status)
-                )));
+        let mut done = [Completion::default(); POLL_BATCH];
+        loop {
+            let n = self
+                .w
+                .send_cq
+                .poll_many(&mut done)
+                .map_err(|e| errno("ibv_poll_cq (stream send)", -e))?;
+            for c in &done[..n] {
+                if c.status != 0 {
+                    return Err(TransportError::Completion(format!(
+                        "stream send: {}",
+                        wc_status_str(c.status)
+                    )));
+                }
+                self.sq_out = self
+                    .sq_out
+                    .saturating_sub((c.wr_id & ((1 << COVER_BITS) - 1)) as u32);
+                self.freed = self.freed.max(c.wr_id >> COVER_BITS);
             }
-            self.sq_out = self
-                .sq_out
-                .saturating_sub((c.wr_id & ((1 << COVER_BITS) - 1)) as u32);
-            self.freed = self.freed.max(c.wr_id >> COVER_BITS);
+            if n < POLL_BATCH {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// Whether the next WR must be signaled (the period, or it takes the
@@ -185,9 +201,19 @@ impl SlotEnd for VerbsSlots {
 
     #[inline]
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        let Some(c) = poll_cq(&self.w.recv_cq, "ibv_poll_cq (stream receive)")? else {
-            return Ok(None);
-        };
+        if self.arrived_at == self.arrived_n {
+            self.arrived_n = self
+                .w
+                .recv_cq
+                .poll_many(&mut self.arrived)
+                .map_err(|e| errno("ibv_poll_cq (stream receive)", -e))?;
+            self.arrived_at = 0;
+            if self.arrived_n == 0 {
+                return Ok(None);
+            }
+        }
+        let c = self.arrived[self.arrived_at];
+        self.arrived_at += 1;
         if c.status != 0 {
             return Err(TransportError::Completion(format!(
                 "stream receive: {}",

@@ -20,7 +20,9 @@ use super::slots::{SlotLayout, VerbsSlots};
 use super::types::{ImmCodec, Wired};
 use super::VerbsError;
 use crate::spec::{Op, Poll, QpType};
-use crate::sys::verbs::{OwnedCq, RecvRing, RegisteredBuf, SendOpcode, SendTemplate};
+use crate::sys::verbs::{
+    Completion, OwnedCq, RecvRing, RegisteredBuf, SendOpcode, SendTemplate, POLL_BATCH,
+};
 use crate::transport::TransportInfo;
 
 /// A stream end's QP in INIT with its registered pool, waiting for the
@@ -281,6 +283,9 @@ impl PreparedSlots {
                 _ctx: ctx,
             },
             l,
+            arrived: [Completion::default(); POLL_BATCH],
+            arrived_at: 0,
+            arrived_n: 0,
             posted: 0,
             freed: 0,
             sq_out: 0,
