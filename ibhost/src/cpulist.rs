@@ -84,11 +84,34 @@ fn ranges(s: &str) -> impl Iterator<Item = Result<(u32, u32), CpuListError>> + '
 /// needs the list as the user wrote it, which a set has forgotten.
 pub fn parse_list_ordered(s: &str) -> Result<Vec<usize>, CpuListError> {
     let mut out = Vec::new();
-    for r in ranges(s) {
+    for r in bounded_ranges(s) {
         let (a, b) = r?;
         out.extend((a..=b).map(|c| c as usize));
     }
     Ok(out)
+}
+
+/// The most CPU numbers one list may expand to, counting repeats: one more
+/// than there can be distinct CPUs, so a list above it repeats CPUs. Each
+/// range is bounded by [`MAX_CPU`]; without this total, `0-131072` written
+/// ten thousand times would still expand to ten GB.
+pub const MAX_EXPANDED: u64 = MAX_CPU as u64 + 1;
+
+/// [`ranges`], refusing a list whose ranges add up to more than
+/// [`MAX_EXPANDED`] CPU numbers before anything is expanded.
+fn bounded_ranges(s: &str) -> impl Iterator<Item = Result<(u32, u32), CpuListError>> + '_ {
+    let mut total = 0u64;
+    ranges(s).map(move |r| {
+        let (a, b) = r?;
+        total += u64::from(b - a) + 1;
+        if total > MAX_EXPANDED {
+            return Err(CpuListError {
+                input: s.to_string(),
+                reason: format!("it names more than {MAX_EXPANDED} CPUs, so some more than once"),
+            });
+        }
+        Ok((a, b))
+    })
 }
 
 impl CpuSet {
@@ -103,7 +126,7 @@ impl CpuSet {
     /// rejected with a clear error rather than misread.
     pub fn parse_list(s: &str) -> Result<Self, CpuListError> {
         let mut set = BTreeSet::new();
-        for r in ranges(s) {
+        for r in bounded_ranges(s) {
             let (a, b) = r?;
             set.extend(a..=b);
         }
@@ -291,6 +314,21 @@ mod tests {
             let e = CpuSet::parse_list(bad).unwrap_err();
             assert_eq!(e.input, bad);
         }
+    }
+
+    #[test]
+    fn repeated_ranges_are_refused_before_they_expand() {
+        // 10,000 maximal ranges would be 10 GB as a Vec<usize>.
+        let huge = vec![format!("0-{MAX_CPU}"); 10_000].join(",");
+        let e = parse_list_ordered(&huge).unwrap_err();
+        assert!(e.reason.contains("more than"), "{e}");
+        assert!(CpuSet::parse_list(&huge).is_err());
+        // The whole range once, and a few repeats, still parse.
+        assert_eq!(
+            parse_list_ordered(&format!("0-{MAX_CPU}")).unwrap().len() as u64,
+            MAX_EXPANDED
+        );
+        assert_eq!(CpuSet::parse_list("0-3,0-3,2").unwrap().to_list(), "0-3");
     }
 
     #[test]

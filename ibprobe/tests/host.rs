@@ -109,6 +109,18 @@ fn bad_cpu_lists_exit_2_with_one_line() {
     );
     let (code, out, err) = ibprobe(&["host", "--cpus", "0,0", "--count", "10"]);
     one_line_exit_2(code, &out, &err, &["listed twice"]);
+    // Issue 14: a huge range or many repeated ones are refused before they
+    // expand (4 G CPU numbers would be 32 GB), with the reason.
+    let (code, out, err) = ibprobe(&["host", "--cpus", "0-4000000000", "--count", "10"]);
+    one_line_exit_2(
+        code,
+        &out,
+        &err,
+        &["0-4000000000", "beyond the supported maximum"],
+    );
+    let many = vec!["0-131072"; 2000].join(",");
+    let (code, out, err) = ibprobe(&["host", "--cpus", &many, "--count", "10"]);
+    one_line_exit_2(code, &out, &err, &["names more than 131073 CPUs"]);
     let (code, out, err) = ibprobe(&["host", "--fifo", "100"]);
     one_line_exit_2(code, &out, &err, &["--fifo"]);
     let (code, out, err) = ibprobe(&["host", "--format", "perftest"]);

@@ -27,12 +27,6 @@ fn cpulist_string(cpus: &[usize]) -> String {
     CpuSet::from_iter_u32(cpus.iter().map(|&c| c as u32)).to_list()
 }
 
-/// Parses a kernel CPU list, bounded (`ibhost::cpulist`), in the order
-/// written (duplicates kept, so they can be reported).
-fn parse_cpulist(s: &str) -> Option<Vec<usize>> {
-    ibhost::cpulist::parse_list_ordered(s).ok()
-}
-
 /// Parses and checks `--cpus` against the CPUs this process may use.
 fn pick_cpus(list: Option<&str>, allowed: &[usize]) -> Result<Vec<usize>, CliError> {
     let Some(s) = list else {
@@ -43,11 +37,22 @@ fn pick_cpus(list: Option<&str>, allowed: &[usize]) -> Result<Vec<usize>, CliErr
         }
         return Ok(allowed.to_vec());
     };
-    let cpus = parse_cpulist(s).filter(|v| !v.is_empty()).ok_or_else(|| {
-        CliError::input(format!(
-            "--cpus {s:?}: not a CPU list; write e.g. 0, 2-3 or 0,2,4-7"
-        ))
-    })?;
+    // Bounded (`ibhost::cpulist`), in the order written: duplicates are
+    // kept, so they can be reported.
+    let cpus = match ibhost::cpulist::parse_list_ordered(s) {
+        Ok(v) if !v.is_empty() => v,
+        Ok(_) => {
+            return Err(CliError::input(
+                "--cpus is empty; write e.g. 0, 2-3 or 0,2,4-7",
+            ))
+        }
+        Err(e) => {
+            return Err(CliError::input(format!(
+                "--cpus {s:?}: not a CPU list ({}); write e.g. 0, 2-3 or 0,2,4-7",
+                e.reason
+            )))
+        }
+    };
     let mut seen = Vec::new();
     for &c in &cpus {
         if seen.contains(&c) {
