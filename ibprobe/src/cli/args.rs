@@ -97,6 +97,83 @@ pub enum Command {
     /// Wake-up latency of a SCHED_FIFO thread per CPU (cyclictest's method), per-CPU percentiles.
     #[command(after_help = HOST_AFTER_HELP)]
     Host(HostArgs),
+    /// Did it help? Runs one ibprobe command with each value of one option, in
+    /// interleaved rounds, and gives each value's effect on p50/p99/p99.9/max
+    /// (and messages/s) against the first, with a 95% interval and a verdict.
+    #[command(after_help = COMPARE_AFTER_HELP)]
+    Compare(CompareArgs),
+}
+
+/// Shown after `ibprobe compare --help`.
+pub const COMPARE_AFTER_HELP: &str = "\
+How it works: each round runs every value once, as its own `ibprobe
+COMMAND --OPTION VALUE --json` process, in a random order that the next
+round runs backwards (A B, B A: drift cancels). Each round's p50, p99,
+p99.9 and max (and a stream's messages/s) are paired by round; the
+effect of a value is the Hodges-Lehmann ratio to the first value with
+the exact Wilcoxon signed-rank 95% interval, and the verdict (faster,
+slower, no_significant_difference) holds at 5% after Holm's correction
+over the values. Fewer than 6 rounds cannot give a verdict; 10 or more
+are recommended on a noisy host. A flag without a value is varied with
+the values on and off. Exit codes: 0 done, 2 bad input (or a value the
+command refused), 3 every round of a value failed, 130 Ctrl-C (the
+rounds so far are compared).
+
+Examples:
+  ibprobe compare --rounds 8 --vary transport=shm,udp -- loopback --count 5000
+  ibprobe compare --rounds 10 --vary inline=on,off -- loopback -t rc --dev rxe0 --size 32
+  ibprobe compare --rounds 12 --vary batch=1,4,16 --format markdown -- stream -t shm --count 100000
+  ibprobe compare --vary warmup=100,101 --json -- loopback -t shm --count 5000   (a null check)";
+
+/// How `ibprobe compare` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    /// Per value: medians over rounds, ratio [95% CI] and verdict per metric.
+    Table,
+    /// The `ibprobe.compare/1` document.
+    Json,
+    /// The table as Markdown.
+    Markdown,
+}
+
+/// `ibprobe compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Rounds: each runs every value once (at least 2; 6 or more for a verdict).
+    #[arg(long, short = 'r', default_value_t = 10)]
+    pub rounds: u32,
+    /// The option of COMMAND to vary and its values, the first being the
+    /// baseline: OPTION=V1,V2[,...], OPTION as its long name without --
+    /// (e.g. transport=shm,udp or inline=on,off).
+    #[arg(long, value_name = "OPTION=V1,V2")]
+    pub vary: String,
+    /// Seed of the round order (printed in the report, to repeat an order).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: CompareFormat,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// The ibprobe command to run, after `--`: loopback, client or stream
+    /// with its options (without --format/--json: compare reads its JSON).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+impl CompareArgs {
+    /// The output format (`--json` wins over `--format`).
+    pub fn format(&self) -> CompareFormat {
+        if self.json {
+            CompareFormat::Json
+        } else {
+            self.format
+        }
+    }
 }
 
 /// Shown after `ibprobe stream --help`.

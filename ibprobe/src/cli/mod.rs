@@ -1,4 +1,4 @@
-//! The command line: `ibprobe devices | loopback | server | client | stream | sweep | host`.
+//! The command line: `ibprobe devices | loopback | server | client | stream | sweep | host | compare`.
 //!
 //! Why it exists: a thin layer over the library. Map:
 //! - `args.rs`: every clap type, and their conversion into the library's
@@ -7,7 +7,8 @@
 //! - `common.rs`: what the probing commands share (placement, report
 //!   context, HDR log sink, measure-and-print, error mapping);
 //! - one file per command: `devices.rs`, `loopback.rs`, `server.rs`,
-//!   `client.rs`, `stream.rs`, `sweep.rs`, `host.rs`; each reads in order: settings ->
+//!   `client.rs`, `stream.rs`, `sweep.rs`, `host.rs`, `compare.rs` (which runs the
+//!   others as child processes); each reads in order: settings ->
 //!   channel (`crate::probe::open` or `crate::probe::session`) -> run ->
 //!   print (`crate::report`).
 //!
@@ -18,6 +19,7 @@
 pub mod args;
 mod client;
 mod common;
+mod compare;
 mod devices;
 mod host;
 mod loopback;
@@ -120,6 +122,7 @@ pub fn main() -> ExitCode {
         Command::Stream(a) => stream::run(&a),
         Command::Sweep(a) => sweep::run(&a),
         Command::Host(a) => host::run(&a),
+        Command::Compare(a) => compare::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

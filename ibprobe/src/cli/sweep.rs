@@ -15,9 +15,7 @@
 //! fails (the cells done so far are printed first), 130 on Ctrl-C (the
 //! cells done so far, and the interrupted one, are printed).
 
-use std::io::IsTerminal as _;
-
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 
 use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs, SweepFormat};
 use super::common::{self, default_cpu, open_err, report_context, stop_flag};
@@ -70,14 +68,7 @@ fn config_echo(cfg: &ProbeConfig, t: &super::args::TransportArgs) -> Vec<(String
 }
 
 fn progress(a: &SweepArgs, cells: u64) -> ProgressBar {
-    if a.quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let style = ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] {bar:32} {pos}/{len} cells (eta {eta}) {msg}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar());
-    ProgressBar::with_draw_target(Some(cells), ProgressDrawTarget::stderr()).with_style(style)
+    common::progress_bar(a.quiet, cells, "cells")
 }
 
 /// `ibprobe sweep`: checks every cell's configuration, runs the cells in

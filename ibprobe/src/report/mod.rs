@@ -22,6 +22,7 @@
 //! print!("{}", report.render(Format::Table));
 //! ```
 
+pub mod compare;
 pub mod format;
 pub mod hdrlog;
 pub mod heatmap;

@@ -1,0 +1,320 @@
+//! `ibprobe compare`: did this option's value help? One ibprobe command,
+//! run with each value of one option in interleaved rounds, compared by
+//! [`ibstats`] (see its Methods) and printed by
+//! [`crate::report::compare`].
+//!
+//! Why child processes: each round is the command exactly as a user would
+//! run it (fresh process, fresh channel, its own clock calibration), a
+//! failed round cannot take the comparison down, and any option of the
+//! command can be varied without a second path from flags to settings:
+//! the option and its values are checked against the command's own clap
+//! definition here, and the command parses them as always.
+//!
+//! Exit codes: 0 done; 2 bad input (an unknown option, one value, fewer
+//! than 2 rounds, a command that is not loopback/client/stream, or a value
+//! the command refused, with the command's own one-line reason); 3 every
+//! round of some value failed; 130 Ctrl-C (the rounds done are compared).
+
+use std::process::{Command as Process, Stdio};
+use std::sync::atomic::Ordering;
+
+use clap::CommandFactory as _;
+
+use super::args::{Cli, CompareArgs, CompareFormat};
+use super::common::{progress_bar, stop_flag};
+use super::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
+use crate::report::compare::{CompareReport, RoundValues, METRICS};
+
+/// The commands whose JSON report compare reads.
+const COMMANDS: [&str; 3] = ["loopback", "client", "stream"];
+/// Options that choose how a run prints, not what it measures.
+const NOT_VARIED: [&str; 6] = ["format", "json", "plot", "hdr-log", "log-interval", "help"];
+
+/// The option varied: its spellings in the command and how a value is passed.
+struct Varied {
+    long: String,
+    /// A flag without a value: varied as on/off.
+    flag: bool,
+    values: Vec<String>,
+}
+
+impl Varied {
+    /// The arguments that set `value` (a flag: present when on).
+    fn args(&self, value: &str) -> Vec<String> {
+        if self.flag {
+            if value == "on" {
+                vec![format!("--{}", self.long)]
+            } else {
+                vec![]
+            }
+        } else {
+            vec![format!("--{}", self.long), value.to_string()]
+        }
+    }
+}
+
+/// Checks `--vary` against the command's own options.
+fn varied(a: &CompareArgs) -> Result<Varied, CliError> {
+    let cmd_name = a.command.first().map(String::as_str).unwrap_or("");
+    if !COMMANDS.contains(&cmd_name) {
+        return Err(CliError::input(format!(
+            "compare runs {}, not {cmd_name:?}: e.g. ibprobe compare --vary transport=shm,udp -- loopback --count 5000",
+            COMMANDS.join(", ")
+        )));
+    }
+    let (name, list) = a.vary.split_once('=').ok_or_else(|| {
+        CliError::input(format!(
+            "--vary {:?}: write OPTION=V1,V2[,...], e.g. --vary transport=shm,udp",
+            a.vary
+        ))
+    })?;
+    let name = name.trim().trim_start_matches("--");
+    let values: Vec<String> = list.split(',').map(|v| v.trim().to_string()).collect();
+    if values.len() < 2 || values.iter().any(String::is_empty) {
+        return Err(CliError::input(format!(
+            "--vary {}: give at least two non-empty values, the first being the baseline, e.g. --vary {name}=A,B",
+            a.vary
+        )));
+    }
+    let mut seen = Vec::new();
+    for v in &values {
+        if seen.contains(&v) {
+            return Err(CliError::input(format!(
+                "--vary {}: the value {v} is given twice; list each value once",
+                a.vary
+            )));
+        }
+        seen.push(v);
+    }
+    let top = Cli::command();
+    let sub = top
+        .find_subcommand(cmd_name)
+        .ok_or_else(|| CliError::input(format!("no ibprobe command {cmd_name}")))?;
+    let known: Vec<&str> = sub
+        .get_arguments()
+        .filter_map(|x| x.get_long())
+        .filter(|l| !NOT_VARIED.contains(l))
+        .collect();
+    let arg = sub
+        .get_arguments()
+        .find(|x| x.get_long() == Some(name))
+        .filter(|_| !NOT_VARIED.contains(&name))
+        .ok_or_else(|| {
+            CliError::input(format!(
+                "--vary {name}: ibprobe {cmd_name} has no option --{name} that changes a measurement; options: {}",
+                known.join(", ")
+            ))
+        })?;
+    let flag = !arg.get_action().takes_values();
+    if flag && values.iter().any(|v| v != "on" && v != "off") {
+        return Err(CliError::input(format!(
+            "--vary {}: --{name} is a flag without a value; vary it as {name}=off,on",
+            a.vary
+        )));
+    }
+    let short = arg.get_short();
+    // The command must not set the option itself, nor the output format.
+    for tok in &a.command[1..] {
+        let sets = |long: &str, short: Option<char>| {
+            tok == &format!("--{long}")
+                || tok.starts_with(&format!("--{long}="))
+                || short.is_some_and(|c| {
+                    tok.len() >= 2
+                        && tok.starts_with('-')
+                        && !tok.starts_with("--")
+                        && tok[1..].starts_with(c)
+                })
+        };
+        if sets(name, short) {
+            return Err(CliError::input(format!(
+                "--vary {name}: the command already sets it ({tok}); remove it after --, compare sets it per round"
+            )));
+        }
+        if sets("format", Some('f')) || sets("json", None) {
+            return Err(CliError::input(format!(
+                "the command sets its output ({tok}); remove it after --: compare reads the command's JSON itself (use compare's own --format)"
+            )));
+        }
+    }
+    Ok(Varied {
+        long: name.to_string(),
+        flag,
+        values,
+    })
+}
+
+/// What one round of the command gave.
+enum Round {
+    Values(RoundValues),
+    /// The command failed (exit 3 or a crash): the round is left out.
+    Failed(String),
+    /// Ctrl-C reached the command.
+    Interrupted,
+}
+
+/// Reads the metrics of [`METRICS`] from an `ibprobe.report/1` or
+/// `ibprobe.stream/1` document.
+fn metrics_of(doc: &serde_json::Value) -> Option<RoundValues> {
+    let f = |v: &serde_json::Value| v.as_f64();
+    match doc.get("schema")?.as_str()? {
+        "ibprobe.report/1" => {
+            let d = doc.get("distributions")?.get(0)?;
+            Some([
+                f(&d["p50_ns"]),
+                f(&d["p99_ns"]),
+                f(&d["p999_ns"]),
+                f(&d["max_ns"]),
+                None,
+            ])
+        }
+        "ibprobe.stream/1" => {
+            let l = doc.get("latency")?;
+            Some([
+                f(&l["p50"]),
+                f(&l["p99"]),
+                f(&l["p999"]),
+                f(&l["max"]),
+                f(&doc["msgs_per_sec"]),
+            ])
+        }
+        _ => None,
+    }
+}
+
+/// Runs the command once with `value`.
+fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliError> {
+    let exe = std::env::current_exe().map_err(|e| {
+        CliError::run(format!(
+            "cannot find this ibprobe binary to run rounds: {e}"
+        ))
+    })?;
+    let out = Process::new(&exe)
+        .args(&a.command)
+        .args(var.args(value))
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CliError::run(format!("cannot run {}: {e}", exe.display())))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first_err = stderr.lines().next().unwrap_or("").to_string();
+    match out.status.code() {
+        Some(c) if c == i32::from(EXIT_INPUT) => {
+            return Err(CliError::input(format!(
+                "--vary {}={value}: ibprobe {} refused it: {}",
+                var.long,
+                a.command[0],
+                first_err.trim_start_matches("ibprobe: ")
+            )))
+        }
+        Some(c) if c == i32::from(EXIT_INTERRUPTED) => return Ok(Round::Interrupted),
+        Some(0) => {}
+        other => {
+            return Ok(Round::Failed(format!(
+                "exit {}: {first_err}",
+                other.map_or("by a signal".to_string(), |c| c.to_string())
+            )))
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let doc: Option<serde_json::Value> = serde_json::from_str(&stdout).ok();
+    match doc.as_ref().and_then(metrics_of) {
+        Some(v) => Ok(Round::Values(v)),
+        None => Err(CliError::input(format!(
+            "ibprobe {} printed no ibprobe.report/1 or ibprobe.stream/1 JSON; its first line: {:?}",
+            a.command[0],
+            stdout.lines().next().unwrap_or("")
+        ))),
+    }
+}
+
+/// `ibprobe compare`: checks, runs the rounds, prints; the exit code.
+pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
+    if a.rounds < 2 {
+        return Err(CliError::input(format!(
+            "--rounds {}: a comparison needs at least 2 rounds (6 or more for a verdict, 10 recommended)",
+            a.rounds
+        )));
+    }
+    let var = varied(a)?;
+    // The children get Ctrl-C too and print what they have; compare must
+    // outlive them to compare the rounds done.
+    let stop = stop_flag()?;
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let n = var.values.len();
+    let order = ibstats::schedule(n, a.rounds as usize, seed);
+    let bar = progress_bar(a.quiet, (n * order.len()) as u64, "runs");
+    let mut values: Vec<Vec<RoundValues>> = vec![Vec::new(); n];
+    let mut failures: Vec<String> = Vec::new();
+    let mut done_blocks = 0;
+    let mut interrupted = false;
+    'blocks: for block in &order {
+        let mut this: Vec<Option<RoundValues>> = vec![None; n];
+        for &v in block {
+            bar.set_message(format!("--{} {}", var.long, var.values[v]));
+            match run_round(a, &var, &var.values[v])? {
+                Round::Values(x) => this[v] = Some(x),
+                Round::Failed(why) => {
+                    failures.push(format!("{}={}: {why}", var.long, var.values[v]))
+                }
+                Round::Interrupted => {
+                    interrupted = true;
+                    break 'blocks;
+                }
+            }
+            bar.inc(1);
+            if stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                break 'blocks;
+            }
+        }
+        for (v, x) in this.into_iter().enumerate() {
+            values[v].push(x.unwrap_or([None; METRICS.len()]));
+        }
+        done_blocks += 1;
+    }
+    bar.finish_and_clear();
+    let mut report = CompareReport::new(
+        a.command.clone(),
+        var.long.clone(),
+        seed,
+        order[..done_blocks].to_vec(),
+        &var.values,
+        &values,
+    );
+    report.warnings.extend(
+        failures
+            .iter()
+            .take(5)
+            .map(|f| format!("a round failed: {f}")),
+    );
+    if interrupted {
+        report.warnings.push(format!(
+            "interrupted by Ctrl-C after {done_blocks} of {} rounds",
+            order.len()
+        ));
+    }
+    print!(
+        "{}",
+        match a.format() {
+            CompareFormat::Table => report.table(),
+            CompareFormat::Json => report.json(),
+            CompareFormat::Markdown => report.markdown(),
+        }
+    );
+    if interrupted {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if let Some(v) = report.variants.iter().find(|v| v.rounds_ok == 0) {
+        return Err(CliError::run(format!(
+            "every round of --{} {} failed (first: {}); nothing to compare",
+            var.long,
+            v.value,
+            failures.first().map_or("", String::as_str)
+        )));
+    }
+    Ok(0)
+}

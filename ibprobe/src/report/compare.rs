@@ -1,0 +1,420 @@
+//! `ibprobe compare`'s report: per variant the medians over rounds, and
+//! per metric its effect against the baseline (ratio, 95% interval,
+//! verdict), from [`ibstats`]; formats table, JSON (`ibprobe.compare/1`,
+//! documented in `report/README.md`) and Markdown.
+
+use ibstats::{Better, Effect};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// A metric compared, in report order: the name used in JSON and tables,
+/// which way is better, and whether it is a latency (ns) or a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metric {
+    /// JSON key and column name.
+    pub name: &'static str,
+    /// Lower latency, or a higher rate, is better.
+    pub better: Better,
+}
+
+/// The latency metrics of every report, then the stream's rate.
+pub const METRICS: [Metric; 5] = [
+    Metric {
+        name: "p50",
+        better: Better::Lower,
+    },
+    Metric {
+        name: "p99",
+        better: Better::Lower,
+    },
+    Metric {
+        name: "p999",
+        better: Better::Lower,
+    },
+    Metric {
+        name: "max",
+        better: Better::Lower,
+    },
+    Metric {
+        name: "msgs_per_sec",
+        better: Better::Higher,
+    },
+];
+
+/// One round of one variant: a value per metric of [`METRICS`] (`None`:
+/// the round failed, or the command's report has no such figure).
+pub type RoundValues = [Option<f64>; METRICS.len()];
+
+/// What one variant measured, and its effect against the baseline.
+#[derive(Clone, Debug, Serialize)]
+pub struct VariantReport {
+    /// The option's value.
+    pub value: String,
+    /// The first value given: what the others are compared with.
+    pub baseline: bool,
+    /// Rounds that gave a report.
+    pub rounds_ok: usize,
+    /// Medians over rounds (ns; messages/s for `msgs_per_sec`).
+    pub p50: Option<f64>,
+    /// Median over rounds of each round's p99 (ns).
+    pub p99: Option<f64>,
+    /// Median over rounds of each round's p99.9 (ns).
+    pub p999: Option<f64>,
+    /// Median over rounds of each round's max (ns).
+    pub max: Option<f64>,
+    /// Median over rounds of messages/s (stream commands only).
+    pub msgs_per_sec: Option<f64>,
+    /// Per metric, the effect against the baseline (absent for the
+    /// baseline, and for a metric the command does not report).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<(String, EffectReport)>,
+    /// Every round's values, in run order of this variant.
+    pub per_round: Vec<RoundValues>,
+}
+
+/// An effect as printed: [`Effect`] with its verdict as a word.
+#[derive(Clone, Debug, Serialize)]
+pub struct EffectReport {
+    /// Variant / baseline.
+    pub ratio: f64,
+    /// 95% interval of the ratio `[low, high]`.
+    pub ci: [f64; 2],
+    /// `faster`, `slower` or `no_significant_difference`.
+    pub verdict: &'static str,
+    /// Achieved confidence of `ci`.
+    pub confidence: f64,
+    /// Exact signed-rank p, and after Holm over the variants.
+    pub p: f64,
+    /// `p` after Holm's correction over the variants.
+    pub p_adjusted: f64,
+    /// Smallest effect this run could tell from noise (ratio above 1).
+    pub detectable: f64,
+    /// Blocks with a value on both sides.
+    pub pairs: usize,
+}
+
+impl From<Effect> for EffectReport {
+    fn from(e: Effect) -> Self {
+        EffectReport {
+            ratio: e.ratio,
+            ci: e.ci,
+            verdict: e.verdict.word(),
+            confidence: e.confidence,
+            p: e.p,
+            p_adjusted: e.p_adjusted,
+            detectable: e.detectable,
+            pairs: e.pairs,
+        }
+    }
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareReport {
+    /// `ibprobe.compare/1`.
+    pub schema: &'static str,
+    /// The ibprobe command compared, as given after `--`.
+    pub command: Vec<String>,
+    /// The option varied (its long name).
+    pub option: String,
+    /// Rounds (blocks) run.
+    pub rounds: usize,
+    /// Seed of the run order (give it back with --seed to repeat it).
+    pub seed: u64,
+    /// The run order: per block, the variant indexes in the order run.
+    pub order: Vec<Vec<usize>>,
+    /// The baseline first.
+    pub variants: Vec<VariantReport>,
+    /// Lines a reader must see (too few rounds, failed rounds).
+    pub warnings: Vec<String>,
+    /// How the effects were computed, in one line.
+    pub method: &'static str,
+}
+
+/// The one-line method statement every format carries.
+pub const METHOD: &str = "rounds paired by block (order randomised, mirrored in pairs); ratio = Hodges-Lehmann estimate of the paired log ratios; 95% interval and test: exact Wilcoxon signed-rank; verdicts at 5% after Holm over the variants";
+
+impl CompareReport {
+    /// Builds the report from every round's values: `values[v][r]` is
+    /// variant `v`'s round in block `r`.
+    pub fn new(
+        command: Vec<String>,
+        option: String,
+        seed: u64,
+        order: Vec<Vec<usize>>,
+        labels: &[String],
+        values: &[Vec<RoundValues>],
+    ) -> CompareReport {
+        let rounds = order.len();
+        let column =
+            |v: usize, m: usize| -> Vec<Option<f64>> { values[v].iter().map(|r| r[m]).collect() };
+        let med = |v: usize, m: usize| -> Option<f64> {
+            let xs: Vec<f64> = column(v, m).into_iter().flatten().collect();
+            ibstats::median(&xs)
+        };
+        let mut variants: Vec<VariantReport> = labels
+            .iter()
+            .enumerate()
+            .map(|(v, value)| VariantReport {
+                value: value.clone(),
+                baseline: v == 0,
+                rounds_ok: values[v]
+                    .iter()
+                    .filter(|r| r.iter().any(Option::is_some))
+                    .count(),
+                p50: med(v, 0),
+                p99: med(v, 1),
+                p999: med(v, 2),
+                max: med(v, 3),
+                msgs_per_sec: med(v, 4),
+                effects: Vec::new(),
+                per_round: values[v].clone(),
+            })
+            .collect();
+        for (m, metric) in METRICS.iter().enumerate() {
+            let others: Vec<Vec<Option<f64>>> = (1..labels.len()).map(|v| column(v, m)).collect();
+            let effects = ibstats::compare_family(&column(0, m), &others, metric.better);
+            for (k, e) in effects.into_iter().enumerate() {
+                if let Some(e) = e {
+                    variants[k + 1]
+                        .effects
+                        .push((metric.name.to_string(), e.into()));
+                }
+            }
+        }
+        let mut warnings = Vec::new();
+        if rounds < 6 {
+            warnings.push(format!(
+                "{rounds} rounds: fewer than 6 pairs cannot give a 95% interval, so no verdict can be other than no_significant_difference; use --rounds 10 or more"
+            ));
+        }
+        for v in &variants {
+            if v.rounds_ok < rounds {
+                warnings.push(format!(
+                    "{}={}: {} of {rounds} rounds failed and were left out",
+                    option_name_for(&option),
+                    v.value,
+                    rounds - v.rounds_ok
+                ));
+            }
+        }
+        CompareReport {
+            schema: "ibprobe.compare/1",
+            command,
+            option,
+            rounds,
+            seed,
+            order,
+            variants,
+            warnings,
+            method: METHOD,
+        }
+    }
+
+    /// The JSON document (pretty, with a trailing newline).
+    pub fn json(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        // `effects` as an object keyed by metric, which scripts index.
+        if let Some(vs) = v.get_mut("variants").and_then(|x| x.as_array_mut()) {
+            for (vr, report) in vs.iter_mut().zip(&self.variants) {
+                if let Some(o) = vr.as_object_mut() {
+                    let map: serde_json::Map<String, serde_json::Value> = report
+                        .effects
+                        .iter()
+                        .map(|(k, e)| (k.clone(), serde_json::to_value(e).unwrap_or_default()))
+                        .collect();
+                    o.insert("effects".into(), serde_json::Value::Object(map));
+                }
+            }
+        }
+        let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Rows of the table: value, then per metric "median (ratio [ci] verdict)".
+    fn rows(&self) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let shown: Vec<usize> = (0..METRICS.len())
+            .filter(|&m| self.variants.iter().any(|v| value_of(v, m).is_some()))
+            .collect();
+        let header: Vec<&'static str> = shown.iter().map(|&m| METRICS[m].name).collect();
+        let rows = self
+            .variants
+            .iter()
+            .map(|v| {
+                let mut row = vec![format!(
+                    "{}{}",
+                    v.value,
+                    if v.baseline { " (baseline)" } else { "" }
+                )];
+                for &m in &shown {
+                    let cell = match value_of(v, m) {
+                        None => "-".to_string(),
+                        Some(x) => {
+                            let mut c = fmt_value(m, x);
+                            if let Some((_, e)) =
+                                v.effects.iter().find(|(k, _)| k == METRICS[m].name)
+                            {
+                                let _ = write!(
+                                    c,
+                                    " x{:.2} [{:.2}, {:.2}] {}",
+                                    e.ratio,
+                                    e.ci[0],
+                                    e.ci[1],
+                                    short_verdict(e.verdict)
+                                );
+                            }
+                            c
+                        }
+                    };
+                    row.push(cell);
+                }
+                row
+            })
+            .collect();
+        (header, rows)
+    }
+
+    /// An aligned text table with the method and warnings under it.
+    pub fn table(&self) -> String {
+        let (header, rows) = self.rows();
+        let mut head = vec![format!("--{}", self.option)];
+        head.extend(header.iter().map(|h| h.to_string()));
+        let mut widths: Vec<usize> = head.iter().map(String::len).collect();
+        for r in &rows {
+            for (i, c) in r.iter().enumerate() {
+                widths[i] = widths[i].max(c.len());
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                let _ = write!(s, "{:<w$}  ", c, w = widths[i]);
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = format!(
+            "ibprobe {}: {} rounds per value, medians over rounds; effect = ratio to the baseline [95% CI] verdict\n",
+            self.command.join(" "),
+            self.rounds
+        );
+        out += &line(&head);
+        for r in &rows {
+            out += &line(r);
+        }
+        out += &self.footer("");
+        out
+    }
+
+    /// The table as Markdown.
+    pub fn markdown(&self) -> String {
+        let (header, rows) = self.rows();
+        let mut out = format!(
+            "**ibprobe {}**: {} rounds per value, medians over rounds; effect = ratio to the baseline [95% CI] verdict\n\n",
+            self.command.join(" "),
+            self.rounds
+        );
+        out += &format!("| --{} | {} |\n", self.option, header.join(" | "));
+        out += &format!("|{}\n", "---|".repeat(header.len() + 1));
+        for r in &rows {
+            out += &format!("| {} |\n", r.join(" | "));
+        }
+        out.push('\n');
+        out += &self.footer("- ");
+        out
+    }
+
+    fn footer(&self, bullet: &str) -> String {
+        let mut out = format!("{bullet}method: {}\n", self.method);
+        for w in &self.warnings {
+            out += &format!("{bullet}warning: {w}\n");
+        }
+        let smallest = self
+            .variants
+            .iter()
+            .flat_map(|v| v.effects.iter())
+            .filter(|(k, _)| k == "p99")
+            .map(|(_, e)| e.detectable)
+            .fold(f64::NAN, f64::min);
+        if smallest.is_finite() {
+            out += &format!(
+                "{bullet}this run could tell p99 effects beyond about +-{:.0}% from noise\n",
+                (smallest - 1.0) * 100.0
+            );
+        }
+        out
+    }
+}
+
+fn option_name_for(o: &str) -> String {
+    format!("--{o}")
+}
+
+fn value_of(v: &VariantReport, m: usize) -> Option<f64> {
+    [v.p50, v.p99, v.p999, v.max, v.msgs_per_sec][m]
+}
+
+fn fmt_value(m: usize, x: f64) -> String {
+    if METRICS[m].better == Better::Higher {
+        format!("{:.0}/s", x)
+    } else {
+        format!("{:.2} us", x / 1000.0)
+    }
+}
+
+fn short_verdict(v: &str) -> &'static str {
+    match v {
+        "faster" => "faster",
+        "slower" => "slower",
+        _ => "n.s.",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(p50: f64, p99: f64) -> RoundValues {
+        [Some(p50), Some(p99), Some(p99 * 1.5), Some(p99 * 3.0), None]
+    }
+
+    #[test]
+    fn a_slower_variant_is_called_slower_in_every_format() {
+        let base: Vec<RoundValues> = (0..8)
+            .map(|i| round(1000.0 + i as f64, 2000.0 + i as f64))
+            .collect();
+        let udp: Vec<RoundValues> = (0..8)
+            .map(|i| round(9000.0 + i as f64 * 7.0, 20000.0 - i as f64))
+            .collect();
+        let order: Vec<Vec<usize>> = ibstats::schedule(2, 8, 1);
+        let r = CompareReport::new(
+            vec!["loopback".into()],
+            "transport".into(),
+            1,
+            order,
+            &["shm".into(), "udp".into()],
+            &[base, udp],
+        );
+        let j: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        assert_eq!(j["schema"], "ibprobe.compare/1");
+        let v1 = &j["variants"][1];
+        assert_eq!(v1["value"], "udp");
+        assert_eq!(v1["effects"]["p50"]["verdict"], "slower");
+        assert_eq!(v1["effects"]["p99"]["verdict"], "slower");
+        assert!(v1["effects"]["p99"]["ci"][0].as_f64().unwrap() > 1.0);
+        assert!(v1["effects"].get("msgs_per_sec").is_none());
+        assert!(j["variants"][0]["effects"].as_object().unwrap().is_empty());
+        let t = r.table();
+        assert!(
+            t.contains("udp") && t.contains("slower") && t.contains("shm (baseline)"),
+            "{t}"
+        );
+        assert!(!t.contains("msgs_per_sec"), "{t}");
+        let md = r.markdown();
+        assert!(
+            md.contains("| --transport | p50 | p99 | p999 | max |"),
+            "{md}"
+        );
+        assert!(r.warnings.is_empty());
+    }
+}
