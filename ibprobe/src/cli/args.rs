@@ -122,7 +122,7 @@ rounds so far are compared).
 Examples:
   ibprobe compare --rounds 8 --vary transport=shm,udp -- loopback --count 5000
   ibprobe compare --rounds 10 --vary inline=on,off -- loopback -t rc --dev rxe0 --size 32
-  ibprobe compare --rounds 12 --vary batch=1,4,16 --format markdown -- stream -t shm --count 100000
+  ibprobe compare --rounds 12 --vary batch=1,4,16 --plot batch.svg -- stream -t shm --count 100000
   ibprobe compare --vary warmup=100,101 --json -- loopback -t shm --count 5000   (a null check)";
 
 /// How `ibprobe compare` prints.
@@ -156,6 +156,9 @@ pub struct CompareArgs {
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
+    /// Draw each value's effect with its 95% interval, per metric, as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// No progress bar (it is also hidden when stderr is not a terminal).
     #[arg(long, short = 'q')]
     pub quiet: bool,

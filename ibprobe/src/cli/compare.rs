@@ -24,6 +24,7 @@ use super::args::{Cli, CompareArgs, CompareFormat};
 use super::common::{progress_bar, stop_flag};
 use super::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{CompareReport, RoundValues, METRICS};
+use crate::report::effects_plot;
 
 /// The commands whose JSON report compare reads.
 const COMMANDS: [&str; 3] = ["loopback", "client", "stream"];
@@ -296,6 +297,9 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
             "interrupted by Ctrl-C after {done_blocks} of {} rounds",
             order.len()
         ));
+    }
+    if let Some(path) = &a.plot {
+        effects_plot::write_svg(path, &report).map_err(|e| CliError::run(e.to_string()))?;
     }
     print!(
         "{}",

@@ -183,9 +183,21 @@ impl CompareReport {
             }
         }
         let mut warnings = Vec::new();
+        // The smallest p of R pairs is 2 / 2^R, times the family's size
+        // after Holm: below that many rounds no verdict is possible.
+        let family = labels.len().saturating_sub(1).max(1) as f64;
+        let min_p = |r: usize| family * 2f64.powi(1 - r as i32);
         if rounds < 6 {
             warnings.push(format!(
                 "{rounds} rounds: fewer than 6 pairs cannot give a 95% interval, so no verdict can be other than no_significant_difference; use --rounds 10 or more"
+            ));
+        } else if min_p(rounds) >= ibstats::effect::ALPHA {
+            let need = (rounds..64)
+                .find(|&r| min_p(r) < ibstats::effect::ALPHA)
+                .unwrap_or(64);
+            warnings.push(format!(
+                "{rounds} rounds for {} values: after Holm's correction no verdict can reach 5%; use --rounds {need} or more",
+                labels.len() - 1
             ));
         }
         for v in &variants {
@@ -416,5 +428,20 @@ mod tests {
             "{md}"
         );
         assert!(r.warnings.is_empty());
+    }
+
+    #[test]
+    fn too_few_rounds_for_holm_are_warned_about() {
+        let v: Vec<RoundValues> = (0..6).map(|i| round(1000.0 + i as f64, 2000.0)).collect();
+        let r = CompareReport::new(
+            vec!["loopback".into()],
+            "size".into(),
+            1,
+            ibstats::schedule(3, 6, 1),
+            &["32".into(), "64".into(), "128".into()],
+            &[v.clone(), v.clone(), v],
+        );
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(r.warnings[0].contains("use --rounds 7"), "{:?}", r.warnings);
     }
 }

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod compare;
+pub mod effects_plot;
 pub mod format;
 pub mod hdrlog;
 pub mod heatmap;
