@@ -43,7 +43,7 @@ fn pick_cpus(list: Option<&str>, allowed: &[usize]) -> Result<Vec<usize>, CliErr
         Ok(v) if !v.is_empty() => v,
         Ok(_) => {
             return Err(CliError::input(
-                "--cpus is empty; write e.g. 0, 2-3 or 0,2,4-7",
+                "--cpus \"\": not a CPU list (it is empty); write e.g. 0, 2-3 or 0,2,4-7",
             ))
         }
         Err(e) => {

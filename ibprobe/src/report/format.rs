@@ -175,6 +175,7 @@ struct JDist {
     over_10us_fraction: f64,
     clamped: u64,
     us: JMicros,
+    hdr: String,
 }
 
 #[derive(Serialize)]
@@ -241,6 +242,7 @@ fn jdist(d: &Distribution) -> JDist {
             mean: s.mean_ns / 1000.0,
             stdev: s.stdev_ns / 1000.0,
         },
+        hdr: d.hdr.clone(),
     }
 }
 
@@ -448,6 +450,7 @@ mod tests {
                 over_10us_count: 0,
             },
             clamped: 0,
+            hdr: String::new(),
         };
         assert_eq!(
             perftest_row(2, &d),

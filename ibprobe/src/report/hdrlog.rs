@@ -17,10 +17,43 @@
 use super::ReportError;
 use crate::stats::LatencyHistogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::serialization::{
+    Deserializer, Serializer as _, V2DeflateSerializer, V2Serializer,
+};
+use hdrhistogram::Histogram;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
+
+/// A whole histogram as one string: base64 of its compressed V2 encoding,
+/// the payload of an interval log line, which every HdrHistogram
+/// implementation reads (`HISTFAAA...`). Reports carry it (`hdr` in
+/// `ibprobe.report/1`, `latency_hdr` in `ibprobe.stream/1`), so a saved
+/// report keeps its whole distribution (`ibprobe compare A.json B.json`).
+pub fn encode(h: &LatencyHistogram) -> String {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    // Writing into a Vec cannot fail; an empty string would say so.
+    if V2DeflateSerializer::new()
+        .serialize(&h.to_hdr(), &mut bytes)
+        .is_err()
+    {
+        return String::new();
+    }
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The histogram of an [`encode`]d string (or any base64 V2 payload);
+/// the error says what is wrong with it.
+pub fn decode(s: &str) -> Result<Histogram<u64>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| format!("not base64 ({e})"))?;
+    Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .map_err(|e| format!("not an HdrHistogram V2 encoding ({e:?})"))
+}
 
 /// The legend line Java's HistogramLogWriter writes (readers skip it).
 const LEGEND: &str =
@@ -124,5 +157,24 @@ impl<W: Write> HdrLogWriter<W> {
             source,
         })?;
         Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod encode_tests {
+    use super::*;
+
+    #[test]
+    fn encode_decode_round_trip_keeps_every_count() {
+        let mut h = LatencyHistogram::new();
+        for v in [1u64, 150, 151, 2_000, 2_000, 99_999, 5_000_000] {
+            h.record(v);
+        }
+        let s = encode(&h);
+        assert!(s.starts_with("HISTF"), "{s}");
+        let back = decode(&s).unwrap();
+        assert_eq!(back, h.to_hdr());
+        assert!(decode("not base64!").unwrap_err().contains("base64"));
+        assert!(decode("AAAA").unwrap_err().contains("V2"));
     }
 }

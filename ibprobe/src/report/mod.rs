@@ -188,6 +188,8 @@ pub struct Distribution {
     pub summary: Summary,
     /// Samples above the histogram's range (clamped to 100 s).
     pub clamped: u64,
+    /// The whole histogram, [`hdrlog::encode`]d (`hdr` in the JSON).
+    pub hdr: String,
 }
 
 /// A warning in the report: a stable code for scripts, a sentence for
@@ -265,6 +267,7 @@ impl Report {
                 kind,
                 summary: h.summary(),
                 clamped: h.clamped(),
+                hdr: hdrlog::encode(h),
             })
         };
         if let Some(h) = &outcome.one_way {

@@ -209,6 +209,7 @@ impl StreamReport {
             "interrupted": s.interrupted || r.interrupted,
             "latency_kind": self.latency_kind(),
             "latency": Tail::of(&o.latency),
+            "latency_hdr": super::hdrlog::encode(&o.latency),
             "time_in_batch": Tail::of(&o.send_histos.in_batch),
             "credit_wait": Tail::of(&o.send_histos.credit_wait),
             "clock": self.clock,
