@@ -172,3 +172,47 @@ fn bad_input_is_one_line_and_exit_2() {
         common::one_line_exit_2(code, &out, &err, &[says]);
     }
 }
+
+/// Two saved reports: quantiles from the histograms they carry, the
+/// ratio with a sampling-only interval, no verdict, and the warning that
+/// one run each cannot separate an effect from run-to-run noise.
+#[test]
+fn two_saved_reports_are_compared_without_a_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let save = |t: &str| {
+        let (code, out, err) = common::ibprobe(&["loopback", "-t", t, "--count", "5000", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let p = dir.path().join(format!("{t}.json"));
+        std::fs::write(&p, out).unwrap();
+        p.display().to_string()
+    };
+    let (a, b) = (save("shm"), save("udp"));
+    let j = json(&[&a, &b, "--json"]);
+    let udp = &j["variants"][1];
+    assert_eq!(udp["value"], b.as_str());
+    let p50 = &udp["effects"]["p50"];
+    assert_eq!(p50["verdict"], "one_run_each");
+    assert!(p50["ratio"].as_f64().unwrap() > 1.0, "{p50}");
+    let ci = p50["ci"].as_array().unwrap();
+    assert!(
+        ci[0].as_f64().unwrap() <= p50["ratio"].as_f64().unwrap() * 1.0001,
+        "{p50}"
+    );
+    assert!(j["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("one run each cannot separate"));
+    // A report without its histogram says how to get one.
+    let old = dir.path().join("old.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    doc["distributions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("hdr");
+    std::fs::write(&old, doc.to_string()).unwrap();
+    let (code, out, err) = compare(&[old.to_str().unwrap(), &b]);
+    common::one_line_exit_2(code, &out, &err, &["carries no histogram"]);
+    let (code, out, err) = compare(&[&a]);
+    common::one_line_exit_2(code, &out, &err, &["two saved reports (got 1)"]);
+}

@@ -123,7 +123,12 @@ Examples:
   ibprobe compare --rounds 8 --vary transport=shm,udp -- loopback --count 5000
   ibprobe compare --rounds 10 --vary inline=on,off -- loopback -t rc --dev rxe0 --size 32
   ibprobe compare --rounds 12 --vary batch=1,4,16 --plot batch.svg -- stream -t shm --count 100000
-  ibprobe compare --vary warmup=100,101 --json -- loopback -t shm --count 5000   (a null check)";
+  ibprobe compare --vary warmup=100,101 --json -- loopback -t shm --count 5000   (a null check)
+  ibprobe compare before.json after.json      (two saved --json reports: no verdict, see above)
+
+Two saved reports are compared quantile by quantile from the histograms
+they carry; the intervals then cover only the sampling noise inside each
+run, not the run-to-run noise, so no verdict is given.";
 
 /// How `ibprobe compare` prints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -136,17 +141,22 @@ pub enum CompareFormat {
     Markdown,
 }
 
-/// `ibprobe compare`.
+/// `ibprobe compare`: rounds of a command (`--vary` and COMMAND), or two
+/// saved reports.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// Rounds: each runs every value once (at least 2; 6 or more for a verdict).
     #[arg(long, short = 'r', default_value_t = 10)]
     pub rounds: u32,
+    /// Two saved reports (`--json` output of loopback, client or stream)
+    /// to compare instead of running rounds: the first is the baseline.
+    #[arg(value_name = "REPORT.json", conflicts_with = "vary")]
+    pub reports: Vec<PathBuf>,
     /// The option of COMMAND to vary and its values, the first being the
     /// baseline: OPTION=V1,V2[,...], OPTION as its long name without --
     /// (e.g. transport=shm,udp or inline=on,off).
     #[arg(long, value_name = "OPTION=V1,V2")]
-    pub vary: String,
+    pub vary: Option<String>,
     /// Seed of the round order (printed in the report, to repeat an order).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -164,7 +174,7 @@ pub struct CompareArgs {
     pub quiet: bool,
     /// The ibprobe command to run, after `--`: loopback, client or stream
     /// with its options (without --format/--json: compare reads its JSON).
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 

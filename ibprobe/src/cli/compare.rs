@@ -23,8 +23,8 @@ use clap::CommandFactory as _;
 use super::args::{Cli, CompareArgs, CompareFormat};
 use super::common::{progress_bar, stop_flag};
 use super::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
-use crate::report::compare::{CompareReport, RoundValues, METRICS};
-use crate::report::effects_plot;
+use crate::report::compare::{CompareReport, RoundValues, SamplingIntervals, METRICS};
+use crate::report::{effects_plot, hdrlog};
 
 /// The commands whose JSON report compare reads.
 const COMMANDS: [&str; 3] = ["loopback", "client", "stream"];
@@ -57,32 +57,39 @@ impl Varied {
 /// Checks `--vary` against the command's own options.
 fn varied(a: &CompareArgs) -> Result<Varied, CliError> {
     let cmd_name = a.command.first().map(String::as_str).unwrap_or("");
-    if !COMMANDS.contains(&cmd_name) {
+    if a.vary.is_some() && a.command.is_empty() {
+        return Err(CliError::input(
+            "--vary needs the command to run after --, e.g. ibprobe compare --vary transport=shm,udp -- loopback --count 5000",
+        ));
+    }
+    if !COMMANDS.contains(&cmd_name) && a.vary.is_some() {
         return Err(CliError::input(format!(
             "compare runs {}, not {cmd_name:?}: e.g. ibprobe compare --vary transport=shm,udp -- loopback --count 5000",
             COMMANDS.join(", ")
         )));
     }
-    let (name, list) = a.vary.split_once('=').ok_or_else(|| {
+    let vary = a.vary.as_deref().ok_or_else(|| {
+        CliError::input(
+            "compare needs --vary OPTION=A,B and a command after --, or two saved reports; e.g. ibprobe compare --vary transport=shm,udp -- loopback",
+        )
+    })?;
+    let (name, list) = vary.split_once('=').ok_or_else(|| {
         CliError::input(format!(
-            "--vary {:?}: write OPTION=V1,V2[,...], e.g. --vary transport=shm,udp",
-            a.vary
+            "--vary {vary:?}: write OPTION=V1,V2[,...], e.g. --vary transport=shm,udp"
         ))
     })?;
     let name = name.trim().trim_start_matches("--");
     let values: Vec<String> = list.split(',').map(|v| v.trim().to_string()).collect();
     if values.len() < 2 || values.iter().any(String::is_empty) {
         return Err(CliError::input(format!(
-            "--vary {}: give at least two non-empty values, the first being the baseline, e.g. --vary {name}=A,B",
-            a.vary
+            "--vary {vary}: give at least two non-empty values, the first being the baseline, e.g. --vary {name}=A,B"
         )));
     }
     let mut seen = Vec::new();
     for v in &values {
         if seen.contains(&v) {
             return Err(CliError::input(format!(
-                "--vary {}: the value {v} is given twice; list each value once",
-                a.vary
+                "--vary {vary}: the value {v} is given twice; list each value once"
             )));
         }
         seen.push(v);
@@ -109,8 +116,7 @@ fn varied(a: &CompareArgs) -> Result<Varied, CliError> {
     let flag = !arg.get_action().takes_values();
     if flag && values.iter().any(|v| v != "on" && v != "off") {
         return Err(CliError::input(format!(
-            "--vary {}: --{name} is a flag without a value; vary it as {name}=off,on",
-            a.vary
+            "--vary {vary}: --{name} is a flag without a value; vary it as {name}=off,on"
         )));
     }
     let short = arg.get_short();
@@ -228,8 +234,12 @@ fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliErr
     }
 }
 
-/// `ibprobe compare`: checks, runs the rounds, prints; the exit code.
+/// `ibprobe compare`: checks, runs the rounds (or reads two saved
+/// reports), prints; the exit code.
 pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
+    if !a.reports.is_empty() {
+        return saved(a);
+    }
     if a.rounds < 2 {
         return Err(CliError::input(format!(
             "--rounds {}: a comparison needs at least 2 rounds (6 or more for a verdict, 10 recommended)",
@@ -298,17 +308,7 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
             order.len()
         ));
     }
-    if let Some(path) = &a.plot {
-        effects_plot::write_svg(path, &report).map_err(|e| CliError::run(e.to_string()))?;
-    }
-    print!(
-        "{}",
-        match a.format() {
-            CompareFormat::Table => report.table(),
-            CompareFormat::Json => report.json(),
-            CompareFormat::Markdown => report.markdown(),
-        }
-    );
+    print_report(a, &report)?;
     if interrupted {
         return Ok(EXIT_INTERRUPTED);
     }
@@ -321,4 +321,93 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
         )));
     }
     Ok(0)
+}
+
+/// The most bytes read from a saved report (a report with its histograms
+/// is a few tens of KiB).
+const MAX_REPORT: u64 = 64 << 20;
+
+/// One saved report's metrics and, per metric, its 95% sampling interval
+/// inside the run (order statistics of the histogram it carries).
+fn load_saved(path: &std::path::Path) -> Result<(RoundValues, SamplingIntervals), CliError> {
+    use std::io::Read as _;
+    let name = path.display();
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_REPORT).read_to_string(&mut text))
+        .map_err(|e| CliError::input(format!("cannot read {name}: {e}")))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
+        CliError::input(format!(
+            "{name} is not a JSON report; save one with e.g. ibprobe loopback -t shm --json > {name}"
+        ))
+    })?;
+    let values = metrics_of(&doc).ok_or_else(|| {
+        CliError::input(format!(
+            "{name}: expected an ibprobe.report/1 or ibprobe.stream/1 report, found schema {}",
+            doc.get("schema").map_or("none".into(), |s| s.to_string())
+        ))
+    })?;
+    let hdr = doc["distributions"][0]["hdr"]
+        .as_str()
+        .or_else(|| doc["latency_hdr"].as_str())
+        .ok_or_else(|| {
+            CliError::input(format!(
+                "{name} carries no histogram (saved by an older ibprobe?); save it again with this version"
+            ))
+        })?;
+    let h = hdrlog::decode(hdr)
+        .map_err(|e| CliError::input(format!("{name}: its histogram is {e}")))?;
+    let n = h.len() as f64;
+    let at = |q: f64| h.value_at_quantile(q.clamp(0.0, 1.0)) as f64;
+    // The q-quantile's 95% interval: ranks n q -+ 1.96 sqrt(n q (1 - q)).
+    let interval = |q: f64| -> Option<(f64, f64)> {
+        if n < 1.0 {
+            return None;
+        }
+        let half = 1.96 * (n * q * (1.0 - q)).sqrt();
+        Some((at((n * q - half) / n), at((n * q + half + 1.0) / n)))
+    };
+    Ok((
+        values,
+        [interval(0.5), interval(0.99), interval(0.999), None, None],
+    ))
+}
+
+/// `ibprobe compare A.json B.json`.
+fn saved(a: &CompareArgs) -> Result<u8, CliError> {
+    if a.reports.len() != 2 || !a.command.is_empty() {
+        return Err(CliError::input(format!(
+            "compare takes two saved reports (got {}{}); e.g. ibprobe compare before.json after.json",
+            a.reports.len(),
+            if a.command.is_empty() { "" } else { " and a command" }
+        )));
+    }
+    let mut labels = Vec::new();
+    let mut values = Vec::new();
+    let mut sampling = Vec::new();
+    for p in &a.reports {
+        let (v, s) = load_saved(p)?;
+        labels.push(p.display().to_string());
+        values.push(v);
+        sampling.push(s);
+    }
+    let report = CompareReport::saved(&labels, &values, &sampling);
+    print_report(a, &report)?;
+    Ok(0)
+}
+
+/// Writes the plot if asked, and prints the report in its format.
+fn print_report(a: &CompareArgs, report: &CompareReport) -> Result<(), CliError> {
+    if let Some(path) = &a.plot {
+        effects_plot::write_svg(path, report).map_err(|e| CliError::run(e.to_string()))?;
+    }
+    print!(
+        "{}",
+        match a.format() {
+            CompareFormat::Table => report.table(),
+            CompareFormat::Json => report.json(),
+            CompareFormat::Markdown => report.markdown(),
+        }
+    );
+    Ok(())
 }

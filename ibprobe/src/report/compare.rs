@@ -45,6 +45,10 @@ pub const METRICS: [Metric; 5] = [
 /// the round failed, or the command's report has no such figure).
 pub type RoundValues = [Option<f64>; METRICS.len()];
 
+/// Per metric, a 95% interval inside one run (a saved report's sampling
+/// noise), `None` where there is none.
+pub type SamplingIntervals = [Option<(f64, f64)>; METRICS.len()];
+
 /// What one variant measured, and its effect against the baseline.
 #[derive(Clone, Debug, Serialize)]
 pub struct VariantReport {
@@ -133,6 +137,12 @@ pub struct CompareReport {
 
 /// The one-line method statement every format carries.
 pub const METHOD: &str = "rounds paired by block (order randomised, mirrored in pairs); ratio = Hodges-Lehmann estimate of the paired log ratios; 95% interval and test: exact Wilcoxon signed-rank; verdicts at 5% after Holm over the variants";
+
+/// What a comparison of two saved reports always says.
+pub const SAVED_WARNING: &str = "one run each cannot separate an effect from run-to-run noise (10-25% between runs on a shared host): the intervals cover only the sampling noise inside each run; for a verdict run `ibprobe compare --rounds 10 --vary OPTION=A,B -- COMMAND`";
+
+/// The method line of a comparison of two saved reports.
+pub const SAVED_METHOD: &str = "two saved reports, one run each: quantiles from the histograms they carry; ratio = B / A; interval = the ratio's range over each quantile's 95% order-statistic interval inside its run (sampling noise only); no verdict";
 
 impl CompareReport {
     /// Builds the report from every round's values: `values[v][r]` is
@@ -223,6 +233,74 @@ impl CompareReport {
         }
     }
 
+    /// Two saved reports, one run each: `labels` name them (their file
+    /// names), `values[v]` their metrics, `sampling[v][m]` the 95%
+    /// sampling interval of each metric inside its run (`None`: none,
+    /// e.g. the max). The effect's interval is the ratio's range over the
+    /// two sampling intervals, and the verdict is `one_run_each`: run-to-
+    /// run noise is not in it, so it cannot be a verdict.
+    pub fn saved(
+        labels: &[String],
+        values: &[RoundValues],
+        sampling: &[SamplingIntervals],
+    ) -> CompareReport {
+        let mut variants: Vec<VariantReport> = labels
+            .iter()
+            .zip(values)
+            .enumerate()
+            .map(|(v, (label, x))| VariantReport {
+                value: label.clone(),
+                baseline: v == 0,
+                rounds_ok: 1,
+                p50: x[0],
+                p99: x[1],
+                p999: x[2],
+                max: x[3],
+                msgs_per_sec: x[4],
+                effects: Vec::new(),
+                per_round: vec![*x],
+            })
+            .collect();
+        for v in 1..variants.len() {
+            for (m, metric) in METRICS.iter().enumerate() {
+                let (Some(a), Some(b)) = (values[0][m], values[v][m]) else {
+                    continue;
+                };
+                if a <= 0.0 {
+                    continue;
+                }
+                let ci = match (sampling[0][m], sampling[v][m]) {
+                    (Some((alo, ahi)), Some((blo, bhi))) if alo > 0.0 => [blo / ahi, bhi / alo],
+                    _ => [f64::NAN, f64::NAN],
+                };
+                variants[v].effects.push((
+                    metric.name.to_string(),
+                    EffectReport {
+                        ratio: b / a,
+                        ci,
+                        verdict: "one_run_each",
+                        confidence: f64::NAN,
+                        p: f64::NAN,
+                        p_adjusted: f64::NAN,
+                        detectable: f64::NAN,
+                        pairs: 1,
+                    },
+                ));
+            }
+        }
+        CompareReport {
+            schema: "ibprobe.compare/1",
+            command: Vec::new(),
+            option: "report".into(),
+            rounds: 1,
+            seed: 0,
+            order: vec![(0..labels.len()).collect()],
+            variants,
+            warnings: vec![SAVED_WARNING.to_string()],
+            method: SAVED_METHOD,
+        }
+    }
+
     /// The JSON document (pretty, with a trailing newline).
     pub fn json(&self) -> String {
         let mut v = serde_json::to_value(self).unwrap_or_default();
@@ -267,14 +345,11 @@ impl CompareReport {
                             if let Some((_, e)) =
                                 v.effects.iter().find(|(k, _)| k == METRICS[m].name)
                             {
-                                let _ = write!(
-                                    c,
-                                    " x{:.2} [{:.2}, {:.2}] {}",
-                                    e.ratio,
-                                    e.ci[0],
-                                    e.ci[1],
-                                    short_verdict(e.verdict)
-                                );
+                                let _ = write!(c, " x{:.2}", e.ratio);
+                                if e.ci.iter().all(|x| x.is_finite()) {
+                                    let _ = write!(c, " [{:.2}, {:.2}]", e.ci[0], e.ci[1]);
+                                }
+                                let _ = write!(c, " {}", short_verdict(e.verdict));
                             }
                             c
                         }
@@ -290,7 +365,7 @@ impl CompareReport {
     /// An aligned text table with the method and warnings under it.
     pub fn table(&self) -> String {
         let (header, rows) = self.rows();
-        let mut head = vec![format!("--{}", self.option)];
+        let mut head = vec![self.first_column()];
         head.extend(header.iter().map(|h| h.to_string()));
         let mut widths: Vec<usize> = head.iter().map(String::len).collect();
         for r in &rows {
@@ -305,11 +380,7 @@ impl CompareReport {
             }
             s.trim_end().to_string() + "\n"
         };
-        let mut out = format!(
-            "ibprobe {}: {} rounds per value, medians over rounds; effect = ratio to the baseline [95% CI] verdict\n",
-            self.command.join(" "),
-            self.rounds
-        );
+        let mut out = self.title() + "\n";
         out += &line(&head);
         for r in &rows {
             out += &line(r);
@@ -321,12 +392,8 @@ impl CompareReport {
     /// The table as Markdown.
     pub fn markdown(&self) -> String {
         let (header, rows) = self.rows();
-        let mut out = format!(
-            "**ibprobe {}**: {} rounds per value, medians over rounds; effect = ratio to the baseline [95% CI] verdict\n\n",
-            self.command.join(" "),
-            self.rounds
-        );
-        out += &format!("| --{} | {} |\n", self.option, header.join(" | "));
+        let mut out = format!("**{}**\n\n", self.title());
+        out += &format!("| {} | {} |\n", self.first_column(), header.join(" | "));
         out += &format!("|{}\n", "---|".repeat(header.len() + 1));
         for r in &rows {
             out += &format!("| {} |\n", r.join(" | "));
@@ -334,6 +401,26 @@ impl CompareReport {
         out.push('\n');
         out += &self.footer("- ");
         out
+    }
+
+    fn first_column(&self) -> String {
+        if self.command.is_empty() {
+            "report".into()
+        } else {
+            format!("--{}", self.option)
+        }
+    }
+
+    fn title(&self) -> String {
+        if self.command.is_empty() {
+            "two saved reports, one run each; effect = ratio to the first [sampling-only 95% interval]".into()
+        } else {
+            format!(
+                "ibprobe {}: {} rounds per value, medians over rounds; effect = ratio to the baseline [95% CI] verdict",
+                self.command.join(" "),
+                self.rounds
+            )
+        }
     }
 
     fn footer(&self, bullet: &str) -> String {
@@ -378,6 +465,7 @@ fn short_verdict(v: &str) -> &'static str {
     match v {
         "faster" => "faster",
         "slower" => "slower",
+        "one_run_each" => "(one run each)",
         _ => "n.s.",
     }
 }
