@@ -112,6 +112,10 @@ pub fn compare(
         .flatten()
 }
 
+/// One comparison of [`compare_pairs`]: the reference's rounds and the
+/// variant's, paired by block (`None`: that round gave no value).
+pub type Pair<'a> = (&'a [Option<f64>], &'a [Option<f64>]);
+
 /// Every variant against the baseline on one metric, with Holm's
 /// correction over the variants that have pairs.
 pub fn compare_family(
@@ -119,7 +123,17 @@ pub fn compare_family(
     variants: &[Vec<Option<f64>>],
     better: Better,
 ) -> Vec<Option<Effect>> {
-    let ds: Vec<Vec<f64>> = variants.iter().map(|v| log_ratios(baseline, v)).collect();
+    let pairs: Vec<Pair> = variants.iter().map(|v| (baseline, v.as_slice())).collect();
+    compare_pairs(&pairs, better)
+}
+
+/// A family of comparisons on one metric, each `(reference, variant)`
+/// with its own reference (e.g. "the profile" against "the profile
+/// without knob k", for every k), with Holm's correction over the
+/// comparisons that have pairs. [`compare_family`] is the case where
+/// every reference is the baseline.
+pub fn compare_pairs(pairs: &[Pair], better: Better) -> Vec<Option<Effect>> {
+    let ds: Vec<Vec<f64>> = pairs.iter().map(|(a, b)| log_ratios(a, b)).collect();
     let present: Vec<usize> = (0..ds.len()).filter(|&i| !ds[i].is_empty()).collect();
     let ps: Vec<f64> = present
         .iter()
@@ -178,6 +192,24 @@ mod tests {
         let e = compare(&a, &b, Better::Lower).unwrap();
         assert_eq!(e.verdict, Verdict::NoSignificantDifference);
         assert!(e.confidence < 0.95);
+    }
+
+    #[test]
+    fn pairs_with_their_own_references_share_one_holm_family() {
+        // Two comparisons, each against its own reference: as a family of
+        // two, six same-signed pairs are no longer significant.
+        let a = some(&[10.0; 6]);
+        let b = some(&[9.0, 8.9, 8.8, 8.7, 8.6, 8.5]);
+        let c = some(&[20.0; 6]);
+        let d = some(&[18.0, 17.8, 17.6, 17.4, 17.2, 17.0]);
+        let fam = compare_pairs(&[(&a, &b), (&c, &d)], Better::Lower);
+        for e in &fam {
+            let e = e.unwrap();
+            assert!((e.ratio - 0.87).abs() < 0.02, "{e:?}");
+            assert!((e.p_adjusted - 0.0625).abs() < 1e-12);
+        }
+        let alone = compare_pairs(&[(&c, &d)], Better::Lower);
+        assert_eq!(alone[0].unwrap().verdict, Verdict::Faster);
     }
 
     #[test]

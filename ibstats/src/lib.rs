@@ -57,7 +57,7 @@ pub mod holm;
 pub mod schedule;
 pub mod wilcoxon;
 
-pub use effect::{compare, compare_family, Better, Effect, Verdict};
+pub use effect::{compare, compare_family, compare_pairs, Better, Effect, Pair, Verdict};
 pub use schedule::schedule;
 
 /// The median of `v` (the mean of the middle two for an even count);

@@ -132,6 +132,24 @@ pub fn diff(a: &Tree, b: &Tree) -> Vec<String> {
     out
 }
 
+/// The path of another workspace package's binary (e.g. `ibprobe` from
+/// ibtune's tests): next to the running test, in its target directory.
+/// `cargo test --workspace` (CI) builds every package's binaries; a
+/// `cargo test -p PACKAGE` run does not, and cargo holds the build lock
+/// while tests run, so this names the command to run instead of building.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    // target/<profile>/deps/test-xxxx -> target/<profile>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build --bin {name}` first (cargo test --workspace builds it)",
+        bin.display()
+    );
+    bin
+}
+
 /// Polls `cond` every 10 ms until it holds; fails naming `what` after 10 s.
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -21,9 +21,12 @@ use std::sync::atomic::Ordering;
 use clap::CommandFactory as _;
 
 use super::args::{Cli, CompareArgs, CompareFormat};
-use super::common::{progress_bar, stop_flag};
+use super::common::stop_flag;
 use super::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
-use crate::report::compare::{CompareReport, RoundValues, SamplingIntervals, METRICS};
+use crate::report::compare::{
+    round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
+};
+use crate::report::progress::progress_bar;
 use crate::report::{effects_plot, hdrlog};
 
 /// The commands whose JSON report compare reads.
@@ -159,35 +162,6 @@ enum Round {
     Interrupted,
 }
 
-/// Reads the metrics of [`METRICS`] from an `ibprobe.report/1` or
-/// `ibprobe.stream/1` document.
-fn metrics_of(doc: &serde_json::Value) -> Option<RoundValues> {
-    let f = |v: &serde_json::Value| v.as_f64();
-    match doc.get("schema")?.as_str()? {
-        "ibprobe.report/1" => {
-            let d = doc.get("distributions")?.get(0)?;
-            Some([
-                f(&d["p50_ns"]),
-                f(&d["p99_ns"]),
-                f(&d["p999_ns"]),
-                f(&d["max_ns"]),
-                None,
-            ])
-        }
-        "ibprobe.stream/1" => {
-            let l = doc.get("latency")?;
-            Some([
-                f(&l["p50"]),
-                f(&l["p99"]),
-                f(&l["p999"]),
-                f(&l["max"]),
-                f(&doc["msgs_per_sec"]),
-            ])
-        }
-        _ => None,
-    }
-}
-
 /// Runs the command once with `value`.
 fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliError> {
     let exe = std::env::current_exe().map_err(|e| {
@@ -224,10 +198,10 @@ fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliErr
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let doc: Option<serde_json::Value> = serde_json::from_str(&stdout).ok();
-    match doc.as_ref().and_then(metrics_of) {
+    match doc.as_ref().and_then(round_values) {
         Some(v) => Ok(Round::Values(v)),
         None => Err(CliError::input(format!(
-            "ibprobe {} printed no ibprobe.report/1 or ibprobe.stream/1 JSON; its first line: {:?}",
+            "ibprobe {} printed no {ROUND_SCHEMAS} JSON; its first line: {:?}",
             a.command[0],
             stdout.lines().next().unwrap_or("")
         ))),
@@ -341,9 +315,9 @@ fn load_saved(path: &std::path::Path) -> Result<(RoundValues, SamplingIntervals)
             "{name} is not a JSON report; save one with e.g. ibprobe loopback -t shm --json > {name}"
         ))
     })?;
-    let values = metrics_of(&doc).ok_or_else(|| {
+    let values = round_values(&doc).ok_or_else(|| {
         CliError::input(format!(
-            "{name}: expected an ibprobe.report/1 or ibprobe.stream/1 report, found schema {}",
+            "{name}: expected an {ROUND_SCHEMAS} report, found schema {}",
             doc.get("schema").map_or("none".into(), |s| s.to_string())
         ))
     })?;

@@ -68,7 +68,7 @@ fn config_echo(cfg: &ProbeConfig, t: &super::args::TransportArgs) -> Vec<(String
 }
 
 fn progress(a: &SweepArgs, cells: u64) -> ProgressBar {
-    common::progress_bar(a.quiet, cells, "cells")
+    crate::report::progress::progress_bar(a.quiet, cells, "cells")
 }
 
 /// `ibprobe sweep`: checks every cell's configuration, runs the cells in

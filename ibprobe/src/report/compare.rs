@@ -45,6 +45,39 @@ pub const METRICS: [Metric; 5] = [
 /// the round failed, or the command's report has no such figure).
 pub type RoundValues = [Option<f64>; METRICS.len()];
 
+/// The report schemas whose figures a comparison reads, for messages.
+pub const ROUND_SCHEMAS: &str = "ibprobe.report/1 or ibprobe.stream/1";
+
+/// Reads the metrics of [`METRICS`] from an `ibprobe.report/1` or
+/// `ibprobe.stream/1` document (what `ibprobe compare` and `ibtune
+/// experiment` read from each round); `None` for any other document.
+pub fn round_values(doc: &serde_json::Value) -> Option<RoundValues> {
+    let f = |v: &serde_json::Value| v.as_f64();
+    match doc.get("schema")?.as_str()? {
+        "ibprobe.report/1" => {
+            let d = doc.get("distributions")?.get(0)?;
+            Some([
+                f(&d["p50_ns"]),
+                f(&d["p99_ns"]),
+                f(&d["p999_ns"]),
+                f(&d["max_ns"]),
+                None,
+            ])
+        }
+        "ibprobe.stream/1" => {
+            let l = doc.get("latency")?;
+            Some([
+                f(&l["p50"]),
+                f(&l["p99"]),
+                f(&l["p999"]),
+                f(&l["max"]),
+                f(&doc["msgs_per_sec"]),
+            ])
+        }
+        _ => None,
+    }
+}
+
 /// Per metric, a 95% interval inside one run (a saved report's sampling
 /// noise), `None` where there is none.
 pub type SamplingIntervals = [Option<(f64, f64)>; METRICS.len()];
@@ -133,6 +166,13 @@ pub struct CompareReport {
     pub warnings: Vec<String>,
     /// How the effects were computed, in one line.
     pub method: &'static str,
+    /// The table's title, when a caller other than `ibprobe compare`
+    /// (e.g. `ibtune experiment`) names what was compared.
+    #[serde(skip)]
+    pub title: Option<String>,
+    /// The first column's heading for such a caller (default: `--OPTION`).
+    #[serde(skip)]
+    pub column: Option<String>,
 }
 
 /// The one-line method statement every format carries.
@@ -230,6 +270,8 @@ impl CompareReport {
             variants,
             warnings,
             method: METHOD,
+            title: None,
+            column: None,
         }
     }
 
@@ -298,11 +340,21 @@ impl CompareReport {
             variants,
             warnings: vec![SAVED_WARNING.to_string()],
             method: SAVED_METHOD,
+            title: None,
+            column: None,
         }
     }
 
     /// The JSON document (pretty, with a trailing newline).
     pub fn json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(&self.to_value()).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// The JSON document as a value, for callers that add their own
+    /// fields (`ibtune experiment`).
+    pub fn to_value(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         // `effects` as an object keyed by metric, which scripts index.
         if let Some(vs) = v.get_mut("variants").and_then(|x| x.as_array_mut()) {
@@ -317,9 +369,7 @@ impl CompareReport {
                 }
             }
         }
-        let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
-        s.push('\n');
-        s
+        v
     }
 
     /// Rows of the table: value, then per metric "median (ratio [ci] verdict)".
@@ -404,7 +454,9 @@ impl CompareReport {
     }
 
     fn first_column(&self) -> String {
-        if self.command.is_empty() {
+        if let Some(c) = &self.column {
+            c.clone()
+        } else if self.command.is_empty() {
             "report".into()
         } else {
             format!("--{}", self.option)
@@ -412,7 +464,9 @@ impl CompareReport {
     }
 
     fn title(&self) -> String {
-        if self.command.is_empty() {
+        if let Some(t) = &self.title {
+            t.clone()
+        } else if self.command.is_empty() {
             "two saved reports, one run each; effect = ratio to the first [sampling-only 95% interval]".into()
         } else {
             format!(

@@ -29,6 +29,7 @@ pub mod hdrlog;
 pub mod heatmap;
 pub mod host;
 pub mod plot;
+pub mod progress;
 pub mod stream;
 pub mod stream_sweep;
 pub mod sweep;

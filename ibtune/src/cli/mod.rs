@@ -5,6 +5,7 @@
 //! user can type is defined and documented here, and tests can call
 //! [`main_with`] without spawning a process.
 
+pub mod experiment;
 pub mod output;
 
 use crate::host::{self, HostRoot};
@@ -41,6 +42,8 @@ Workflow:
   ibtune verify thesis-2hca           exit 0 = matches, 1 = drift, 2 = error
   sudo ibtune run thesis-2hca --cpuset real-time-0 -- ./my-rt-app
   sudo ibtune revert                  restore every journalled value
+  sudo ibtune experiment thesis-2hca --rounds 10 --each-knob -- \
+       ibprobe loopback -t rc --json  did the profile, or each knob, help?
 
 PROFILE is a file, or a name from ./profiles or /etc/ibtune/profiles.
 Every host file is read and written under --root, so the same commands
@@ -48,7 +51,36 @@ work on a captured snapshot (tests/fixtures/*).
 
 Exit codes: 0 ok; 1 drift (verify); 2 error, nothing changed;
 3 apply failed and rolled back; 4 apply/revert could not restore
-everything (journal kept, run `ibtune revert`).";
+everything (journal kept, run `ibtune revert`); experiment only:
+6 COMMAND failed in every round of a variant, 130 interrupted (host
+restored).";
+
+const EXPERIMENT_HELP: &str = "\
+Each round applies the variant through the journal (as `apply` does), runs
+COMMAND, and reverts; the variants run in randomised blocks (ABBA...) so
+drift cancels. Variants: the host as found (the baseline) and the whole
+profile; with --each-knob also each knob alone and the profile without
+each knob, so the report attributes the effect knob by knob. Effects are
+ratios to the baseline with 95% intervals (Hodges-Lehmann, exact Wilcoxon
+signed-rank) and verdicts at 5% after Holm: see the ibstats crate.
+
+The host is left as found on success, on a failed COMMAND (that round is
+left out), on a failed apply (exit 3) and on Ctrl-C (exit 130); after
+kill -9 the journal is there for `ibtune revert`, as after any apply.
+
+Examples:
+  sudo ibtune experiment thesis-2hca --rounds 10 -- \\
+       ibprobe loopback -t rc --dev mlx5_0 --json
+  sudo ibtune experiment thesis-2hca --each-knob --format markdown -- \\
+       ibprobe stream -t rc --batch 16 --count 100000 --json
+  ibtune experiment --root fixture-copy --state-dir exp-state \\
+       profiles/thesis-2hca.toml --rounds 6 --json -- \\
+       ibprobe loopback -t shm --count 5000 --json
+
+Exit codes: 0 done; 2 bad input (nothing changed), or COMMAND printed no
+report (host restored); 3 an apply failed and was rolled back; 4 the host
+could not be restored (journal kept: run `ibtune revert`); 6 COMMAND
+failed in every round of a variant; 130 interrupted (host restored).";
 
 /// Apply, verify, hold and revert a host latency profile for RDMA real-time work.
 #[derive(Debug, Parser)]
@@ -116,6 +148,42 @@ pub enum Cmd {
     Revert {
         #[command(flatten)]
         json: JsonFlag,
+    },
+    /// Did PROFILE, or each of its knobs, help? Alternates "applied" and
+    /// "reverted" in randomised blocks, runs COMMAND in every round, and
+    /// compares the latency figures of its JSON report with confidence
+    /// intervals and verdicts.
+    #[command(after_help = EXPERIMENT_HELP)]
+    Experiment {
+        /// Profile file or name.
+        profile: PathBuf,
+        /// Rounds per variant (blocks); 6 or more for a verdict, 10 or
+        /// more recommended.
+        #[arg(long, default_value_t = 10, value_name = "R")]
+        rounds: usize,
+        /// Also each knob alone and the profile without each knob (knobs:
+        /// cpusets, irq, sysctl, cpu, thp, tuned, dma_latency).
+        #[arg(long)]
+        each_knob: bool,
+        /// Seed of the run order (printed in the report), to repeat one.
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = experiment::Format::Table)]
+        format: experiment::Format,
+        /// Same as --format json.
+        #[arg(long)]
+        json: bool,
+        /// Also write the effects with their intervals as an SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The measurement: a command that prints an ibprobe.report/1 or
+        /// ibprobe.stream/1 JSON report on stdout (ibprobe ... --json).
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
     },
     /// Hold /dev/cpu_dma_latency at N microseconds until SIGTERM or Ctrl-C.
     /// The kernel drops the request when the holder exits, so it must keep
@@ -284,6 +352,33 @@ fn dispatch(cli: Cli) -> Result<i32> {
                     Ok(exit::INCOMPLETE)
                 }
             }
+        }
+        Cmd::Experiment {
+            profile,
+            rounds,
+            each_knob,
+            seed,
+            format,
+            json,
+            plot,
+            quiet,
+            command,
+        } => {
+            let settings = experiment::Settings {
+                profile,
+                rounds,
+                each_knob,
+                seed,
+                format: if json {
+                    experiment::Format::Json
+                } else {
+                    format
+                },
+                plot,
+                quiet,
+                command,
+            };
+            experiment::run(&settings, &root, &cli.state_dir)
         }
         Cmd::Hold { us, pidfile } => {
             hold::hold(&root, us, pidfile.as_deref())?;

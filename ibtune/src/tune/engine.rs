@@ -96,18 +96,7 @@ pub fn apply(
     journal: &Journal,
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, ApplyError> {
-    let blocked: Vec<String> = plan
-        .items
-        .iter()
-        .filter(|i| i.observed.status == Status::Blocked)
-        .map(|i| {
-            format!(
-                "{} ({})",
-                i.item.what,
-                i.item.blocked.clone().unwrap_or_default()
-            )
-        })
-        .collect();
+    let blocked = plan.blocked();
     if !blocked.is_empty() {
         return Err(ApplyError::Blocked(blocked.join("; ")));
     }

@@ -91,6 +91,72 @@ pub struct Item {
     pub blocked: Option<String>,
 }
 
+/// A knob of a profile: the items one section of a profile sets, which
+/// `ibtune experiment --each-knob` turns on and off together (an IRQ's
+/// affinity needs irqbalance banned; a cpuset needs its controller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Knob {
+    /// `[[cpuset]]`: the cgroups, their CPUs, memory nodes and partitions.
+    Cpusets,
+    /// `[[irq]]`: HCA IRQ affinity and the irqbalance ban.
+    Irq,
+    /// `[sysctl]`.
+    Sysctl,
+    /// `[cpu]`: governors and C-states.
+    Cpu,
+    /// Transparent huge pages.
+    Thp,
+    /// `[tuned]`: the generated tuned profile, active.
+    Tuned,
+    /// `[dma_latency]`: `/dev/cpu_dma_latency` held.
+    DmaLatency,
+}
+
+impl Knob {
+    /// Every knob, in plan order.
+    pub const ALL: [Knob; 7] = [
+        Knob::Cpusets,
+        Knob::Irq,
+        Knob::Sysctl,
+        Knob::Cpu,
+        Knob::Thp,
+        Knob::Tuned,
+        Knob::DmaLatency,
+    ];
+
+    /// The word used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Knob::Cpusets => "cpusets",
+            Knob::Irq => "irq",
+            Knob::Sysctl => "sysctl",
+            Knob::Cpu => "cpu",
+            Knob::Thp => "thp",
+            Knob::Tuned => "tuned",
+            Knob::DmaLatency => "dma_latency",
+        }
+    }
+}
+
+impl Item {
+    /// The knob this item belongs to, from its key's first segment
+    /// (`plan::build` names every key); `None` for boot advice, which is
+    /// never applied at run time.
+    pub fn knob(&self) -> Option<Knob> {
+        Some(match self.key.split('/').next().unwrap_or("") {
+            "cgroup" | "cpuset" => Knob::Cpusets,
+            "irq" | "irqbalance" => Knob::Irq,
+            "sysctl" => Knob::Sysctl,
+            "cpu" => Knob::Cpu,
+            "thp" => Knob::Thp,
+            "tuned" => Knob::Tuned,
+            "dma_latency" => Knob::DmaLatency,
+            _ => return None,
+        })
+    }
+}
+
 /// An item's state on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -4,9 +4,11 @@
 //! - [`journal`] records each original value durably before it changes;
 //! - [`engine`] applies, rolls back and reverts;
 //! - [`hold`] keeps `/dev/cpu_dma_latency` held by a process;
-//! - [`run`] starts a command inside a cpuset with its memory policy.
+//! - [`run`] starts a command inside a cpuset with its memory policy;
+//! - [`experiment`] the variants of `ibtune experiment` and one round of one.
 
 pub mod engine;
+pub mod experiment;
 pub mod hold;
 pub mod item;
 pub mod journal;

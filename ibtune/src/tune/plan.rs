@@ -81,6 +81,23 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// "what (why)" of every item that cannot be applied on this host.
+    pub fn blocked(&self) -> Vec<String> {
+        self.items
+            .iter()
+            .filter(|i| i.observed.status == Status::Blocked)
+            .map(|i| {
+                format!(
+                    "{} ({})",
+                    i.item.what,
+                    i.item.blocked.clone().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+}
+
 /// Host path of a cpuset's cgroup directory, in the mode in use.
 pub fn cgroup_dir(host: &Host, cs: &ResolvedCpuset) -> Option<String> {
     let mount = match host.cgroup.mode {
