@@ -201,9 +201,12 @@ fn guest() -> Group {
                 "experiment on rxe0: p99 per variant: {}",
                 vs.iter()
                     .map(|v| format!(
-                        "{}={:.1}us({})",
+                        "{}={:.1}us(x{:.2} [{:.2}, {:.2}] {})",
                         v["value"].as_str().unwrap_or("?"),
                         v["p99"].as_f64().unwrap_or(f64::NAN) / 1000.0,
+                        v["effects"]["p99"]["ratio"].as_f64().unwrap_or(1.0),
+                        v["effects"]["p99"]["ci"][0].as_f64().unwrap_or(f64::NAN),
+                        v["effects"]["p99"]["ci"][1].as_f64().unwrap_or(f64::NAN),
                         v["effects"]["p99"]["verdict"].as_str().unwrap_or("baseline")
                     ))
                     .collect::<Vec<_>>()
