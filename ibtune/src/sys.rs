@@ -1,5 +1,6 @@
 //! The few raw system calls ibtune needs that neither `std` nor `nix` wraps:
-//! NUMA memory policy and starting a detached session; plus, re-exported
+//! NUMA memory policy, starting a detached session, and owning the file
+//! descriptor `openat2(2)` returns (the host-root jail); plus, re-exported
 //! from `ibhost::rt` (shared with ibprobe), CPU affinity, SCHED_FIFO and
 //! memory locking.
 //!
@@ -19,9 +20,13 @@ pub use ibhost::rt::{
     get_affinity, get_scheduler, lock_memory_explained as mlockall_current_future, set_affinity,
     set_fifo_explained as set_fifo,
 };
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
 use std::str::FromStr;
 
 /// `MPOL_DEFAULT` from `<linux/mempolicy.h>`.
@@ -294,6 +299,47 @@ pub fn stop_on_signals() -> io::Result<&'static std::sync::atomic::AtomicBool> {
         unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
     }
     Ok(&STOP_SEEN)
+}
+
+/// Opens `rel` (a path relative to `root`, without a leading `/`) with
+/// `openat2(2)` and `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`: the kernel
+/// resolves the path as if `root` were `/`, so an absolute symlink or a
+/// `..` that would climb above `root` stays inside it, and `/proc/<pid>/fd`
+/// style magic links are refused. `O_CLOEXEC` is always added.
+///
+/// Why it exists: `ibtune --root DIR` must never read or write outside DIR,
+/// whatever links the tree holds; a path walk in user space would race
+/// with changes to the tree, the kernel's walk does not. Needs Linux 5.6+.
+pub fn openat2_in_root(
+    root: BorrowedFd<'_>,
+    rel: &Path,
+    flags: OFlag,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .mode(mode)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    // RESOLVE_IN_ROOT fails with EAGAIN when a rename elsewhere in the
+    // tree raced with the walk; the kernel asks us to try again.
+    let mut tries = 0;
+    let fd = loop {
+        match nix::fcntl::openat2(root.as_raw_fd(), rel, how) {
+            Err(nix::errno::Errno::EAGAIN) if tries < 16 => tries += 1,
+            Err(nix::errno::Errno::ENOSYS) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "this kernel has no openat2(2) (Linux 5.6 or newer is needed to confine paths to --root)",
+                ))
+            }
+            Err(e) => return Err(io::Error::from(e)),
+            Ok(fd) => break fd,
+        }
+    };
+    // SAFETY: openat2 returned a new descriptor that nothing else owns or
+    // will close (it was created by this call and not shared), so handing
+    // sole ownership to an OwnedFd, which closes it once on drop, is sound.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@
 //! (kernels without a PMA for that port) is treated as absent.
 
 use ibtune::host::rdma::read_rdma_device;
-use ibtune::host::HostRoot;
+use ibtune::host::{EntryKind, HostRoot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
@@ -306,18 +306,20 @@ fn read_attr<T>(
 
 /// Lists a directory: `Ok(None)` when it does not exist.
 fn list_dir(root: &HostRoot, path: &str) -> Result<Option<Vec<String>>, String> {
-    match std::fs::read_dir(root.path(path)) {
-        Ok(rd) => {
-            let mut names: Vec<String> = rd
-                .filter_map(|e| e.ok())
-                .filter(|e| e.file_type().map(|t| !t.is_dir()).unwrap_or(true))
-                .map(|e| e.file_name().to_string_lossy().into_owned())
+    // Through the root's listing, so a link in the tree cannot lead the
+    // collector outside --root.
+    match root.entries(path) {
+        Ok(entries) => {
+            let mut names: Vec<String> = entries
+                .into_iter()
+                .filter(|e| e.kind != EntryKind::Dir)
+                .map(|e| e.name)
                 .collect();
             names.sort();
             Ok(Some(names))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.to_string()),
+        Err(e) if e.source.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.source.to_string()),
     }
 }
 
@@ -557,7 +559,7 @@ impl HcaCollector {
                     f.device,
                     if f.port.is_empty() { "-" } else { &f.port },
                     f.file,
-                    self.root.path(IB_BASE).display(),
+                    self.root.display_path(IB_BASE).display(),
                     f.device,
                     if f.port.is_empty() {
                         String::new()

@@ -181,9 +181,21 @@ pub fn decode_cpu_dma_latency(bytes: &[u8], live: bool) -> Option<i64> {
 /// Why it exists: tuned's `force_latency` and ibtune's own hold both work
 /// through this device; it shows whether deep C-states are blocked.
 pub fn read_cpu_dma_latency(root: &HostRoot) -> Option<i64> {
-    root.read_bytes("/dev/cpu_dma_latency")
-        .ok()
-        .and_then(|b| decode_cpu_dma_latency(&b, root.is_live()))
+    const DEV: &str = "/dev/cpu_dma_latency";
+    let bytes = if root.is_live() {
+        // The live device is a character device: read its 4 bytes only.
+        use std::io::Read;
+        let mut b = Vec::new();
+        root.open_char_device(DEV, false)
+            .ok()?
+            .take(64)
+            .read_to_end(&mut b)
+            .ok()?;
+        b
+    } else {
+        root.read_bytes(DEV).ok()?
+    };
+    decode_cpu_dma_latency(&bytes, root.is_live())
 }
 
 /// The kernel release (`/proc/sys/kernel/osrelease`), if readable.

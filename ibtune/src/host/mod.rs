@@ -21,7 +21,7 @@ pub mod warnings;
 
 pub use cpulist::CpuSet;
 pub use model::*;
-pub use root::{HostIoError, HostResult, HostRoot};
+pub use root::{Entry, EntryKind, HostIoError, HostLock, HostResult, HostRoot, LockError};
 
 use std::collections::BTreeMap;
 

@@ -368,7 +368,7 @@ mod tests {
         root.mkdir_all("/sys/class/infiniband/mlx5_0").unwrap();
         std::os::unix::fs::symlink(
             "../../../devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
-            root.path("/sys/class/infiniband/mlx5_0/device"),
+            root.display_path("/sys/class/infiniband/mlx5_0/device"),
         )
         .unwrap();
         let devs = discover_rdma(&root, &[]);

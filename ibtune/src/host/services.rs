@@ -132,7 +132,7 @@ pub fn set_banned_cpulist(file_text: &str, cpus: Option<&CpuSet>) -> String {
 pub fn discover_irqbalance(root: &HostRoot) -> IrqBalance {
     let config_file = IRQBALANCE_CONFIG_FILES
         .iter()
-        .find(|p| root.path(p).is_file())
+        .find(|p| root.is_file(p))
         .map(|p| p.to_string());
     let banned_cpus = config_file
         .as_deref()
@@ -167,7 +167,7 @@ pub fn tuned_profile_conf_path(root: &HostRoot, name: &str) -> Option<String> {
         format!("/usr/lib/tuned/profiles/{name}/tuned.conf"),
     ]
     .into_iter()
-    .find(|p| root.path(p).is_file())
+    .find(|p| root.is_file(p))
 }
 
 /// One `tuned.conf`: sections of key/value pairs, in file order.

@@ -44,10 +44,8 @@ impl Held {
     /// Puts the request in place.
     fn acquire(root: &HostRoot, us: i32) -> anyhow::Result<Held> {
         if root.is_live() {
-            let path = root.path(CPU_DMA_LATENCY);
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
+            let mut f = root
+                .open_char_device(CPU_DMA_LATENCY, true)
                 .map_err(|e| open_error(e, root))?;
             // The kernel takes either a 4-byte native-endian s32 or ASCII;
             // ASCII is parsed as *hex* (kstrtos32(buf, 16)), so "7" would
@@ -89,8 +87,9 @@ impl Held {
 }
 
 /// Turns an open(2) error on the live device into advice.
-fn open_error(e: io::Error, root: &HostRoot) -> anyhow::Error {
-    let path = root.path(CPU_DMA_LATENCY);
+fn open_error(e: crate::host::HostIoError, root: &HostRoot) -> anyhow::Error {
+    let path = root.display_path(CPU_DMA_LATENCY);
+    let e = e.source;
     match e.kind() {
         io::ErrorKind::PermissionDenied => {
             anyhow::anyhow!(
