@@ -17,6 +17,23 @@ use crate::tune::{hold, run};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// `--lock-wait`: the one duration syntax of the workspace.
+fn parse_lock_wait(s: &str) -> Result<Duration, String> {
+    ibhost::duration::parse(s).map_err(|e| e.to_string())
+}
+
+/// Takes the host lock for apply or revert; `Err(code)` when it could not.
+fn host_lock(root: &HostRoot, wait: Duration) -> Result<host::HostLock, i32> {
+    root.lock(wait).map_err(|e| {
+        eprintln!("ibtune: {e}");
+        match e {
+            host::LockError::Busy { .. } => exit::LOCKED,
+            host::LockError::Io { .. } => exit::ERROR,
+        }
+    })
+}
 
 /// Exit codes, for scripts.
 pub mod exit {
@@ -32,6 +49,9 @@ pub mod exit {
     /// `apply` or `revert` failed and could not restore everything; the
     /// journal is kept: fix the cause and run `ibtune revert`.
     pub const INCOMPLETE: i32 = 4;
+    /// `apply` or `revert`: another ibtune held the host lock (a lock on
+    /// the `--root` folder) for all of `--lock-wait`; nothing was changed.
+    pub const LOCKED: i32 = 5;
 }
 
 const AFTER_HELP: &str = "\
@@ -47,11 +67,15 @@ Workflow:
 
 PROFILE is a file, or a name from ./profiles or /etc/ibtune/profiles.
 Every host file is read and written under --root, so the same commands
-work on a captured snapshot (tests/fixtures/*).
+work on a captured snapshot (tests/fixtures/*). --root is a jail: links
+in the tree resolve inside it, only regular files are read or written
+(at most 16 MiB each), and apply/revert lock the root folder so two
+ibtune processes never change one host at once (--lock-wait).
 
 Exit codes: 0 ok; 1 drift (verify); 2 error, nothing changed;
 3 apply failed and rolled back; 4 apply/revert could not restore
-everything (journal kept, run `ibtune revert`); experiment only:
+everything (journal kept, run `ibtune revert`); 5 another ibtune held
+the host lock for all of --lock-wait, nothing changed; experiment only:
 6 COMMAND failed in every round of a variant, 130 interrupted (host
 restored).";
 
@@ -97,6 +121,17 @@ pub struct Cli {
         value_name = "DIR"
     )]
     pub state_dir: PathBuf,
+    /// How long apply and revert wait for another ibtune that is changing
+    /// the same --root (whatever its --state-dir) before giving up with
+    /// exit code 5: e.g. 30s, 500ms, 2m; 0 = do not wait.
+    #[arg(
+        long,
+        global = true,
+        default_value = "30s",
+        value_name = "DURATION",
+        value_parser = parse_lock_wait
+    )]
+    pub lock_wait: Duration,
     /// The subcommand.
     #[command(subcommand)]
     pub cmd: Cmd,
@@ -278,6 +313,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 "apply",
                 "it writes /proc/irq, cgroups, sysctls and /etc",
             )?;
+            // Lock before planning: a plan read while another apply runs
+            // would journal that run's values as originals.
+            let _lock = match host_lock(&root, cli.lock_wait) {
+                Ok(l) => l,
+                Err(code) => return Ok(code),
+            };
             let (_, plan) = plan_for(&profile, &root)?;
             let journal = Journal::open(&cli.state_dir)?;
             let opts = ApplyOptions {
@@ -323,7 +364,14 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 "revert",
                 "it writes /proc/irq, cgroups, sysctls and /etc",
             )?;
+            let _lock = match host_lock(&root, cli.lock_wait) {
+                Ok(l) => l,
+                Err(code) => return Ok(code),
+            };
             let journal = Journal::open(&cli.state_dir)?;
+            // A damaged or edited journal is bad input (exit 2): nothing is
+            // undone from it.
+            journal.records()?;
             match engine::revert(&root, &journal) {
                 Ok(rep) => {
                     if json.json {
@@ -377,6 +425,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 plot,
                 quiet,
                 command,
+            };
+            // One lock for the whole experiment: no other ibtune may change
+            // the host between a round's apply and its revert.
+            let _lock = match host_lock(&root, cli.lock_wait) {
+                Ok(l) => l,
+                Err(code) => return Ok(code),
             };
             experiment::run(&settings, &root, &cli.state_dir)
         }
@@ -446,6 +500,10 @@ fn load(path: &std::path::Path, host: &host::Host, root: &HostRoot) -> Result<pr
 
 fn plan_for(path: &std::path::Path, root: &HostRoot) -> Result<(profile::Resolved, Plan)> {
     let host = host::discover(root)?;
+    // On stderr, so JSON on stdout stays clean: `show` lists them too.
+    for p in &host.read_problems {
+        eprintln!("ibtune: warning: {p}");
+    }
     let r = load(path, &host, root)?;
     let plan = Plan::observe(&r, &host, root);
     Ok((r, plan))

@@ -44,9 +44,29 @@ fn is_trigger_token(t: &str) -> bool {
 /// count columns comes from the `CPU0 CPU1 ...` header when there is one.
 /// Never panics, whatever the input.
 pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
+    parse_interrupts_checked(text).0
+}
+
+/// [`parse_interrupts`], plus one problem per line that is not what the
+/// kernel writes (no header, a line without `label:`, a numbered IRQ with
+/// the wrong number of counts or a repeated number, a label that is not a
+/// short word). Such lines are read as before; the problems let `show`,
+/// `plan` and `apply` warn that the IRQ set may be wrong.
+///
+/// Why it exists: a damaged `/proc/interrupts` (a snapshot edited by hand,
+/// a tree built by someone else) must not change which IRQs are pinned
+/// without a word.
+pub fn parse_interrupts_checked(text: &str) -> (Vec<InterruptLine>, Vec<String>) {
     let mut ncpus: Option<usize> = None;
-    let mut out = Vec::new();
-    for line in text.lines() {
+    let mut out: Vec<InterruptLine> = Vec::new();
+    let mut problems = Vec::new();
+    let mut problem = |n: usize, line: &str, why: &str| {
+        if problems.len() < MAX_PROBLEMS {
+            let shown: String = line.trim().chars().take(60).collect();
+            problems.push(format!("/proc/interrupts line {n}: {why}: {shown:?}"));
+        }
+    };
+    for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l)) {
         let trimmed = line.trim();
         if trimmed.is_empty() {
             continue;
@@ -55,10 +75,23 @@ pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
             // The header: "CPU0 CPU1 ...".
             if ncpus.is_none() && trimmed.split_whitespace().all(|t| t.starts_with("CPU")) {
                 ncpus = Some(trimmed.split_whitespace().count());
+            } else {
+                problem(n, line, "not a header and no 'label:'");
             }
             continue;
         };
+        if ncpus.is_none() {
+            problem(n, line, "comes before the CPU header");
+        }
         let Ok(irq) = label.trim().parse::<u32>() else {
+            let l = label.trim();
+            if l.is_empty() || l.len() > 8 || !l.chars().all(|c| c.is_ascii_alphanumeric()) {
+                problem(
+                    n,
+                    line,
+                    "the label is neither an IRQ number nor a short word",
+                );
+            }
             continue;
         };
         let mut tokens = rest.split_whitespace().peekable();
@@ -75,6 +108,16 @@ pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
                 Err(_) => break,
             }
         }
+        if ncpus.is_some_and(|c| counts.len() != c) {
+            problem(
+                n,
+                line,
+                "the number of per-CPU counts differs from the header",
+            );
+        }
+        if out.iter().any(|l| l.irq == irq) {
+            problem(n, line, "this IRQ number was listed before");
+        }
         let chip = tokens.next().unwrap_or_default().to_string();
         let mut rest: Vec<&str> = tokens.collect();
         if rest.first().is_some_and(|t| is_trigger_token(t)) {
@@ -87,18 +130,25 @@ pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
             name: rest.join(" "),
         });
     }
-    out
+    (out, problems)
 }
 
 /// Reads `/proc/interrupts` and parses it; empty when unreadable.
 ///
 /// Why it exists: discovery reads the table once and hands it to every
 /// device, instead of each device re-reading it.
-pub fn read_interrupts(root: &HostRoot) -> Vec<InterruptLine> {
-    root.read("/proc/interrupts")
-        .map(|t| parse_interrupts(&t))
-        .unwrap_or_default()
+pub fn read_interrupts(root: &HostRoot) -> (Vec<InterruptLine>, Vec<String>) {
+    match root.read("/proc/interrupts") {
+        Ok(t) => parse_interrupts_checked(&t),
+        Err(e) => (
+            Vec::new(),
+            vec![format!("{e}: IRQs are found from msi_irqs only")],
+        ),
+    }
 }
+
+/// At most this many problems are reported for one `/proc/interrupts`.
+const MAX_PROBLEMS: usize = 20;
 
 /// The CPUs an IRQ may run on: `/proc/irq/N/smp_affinity_list`, falling back
 /// to the hex mask in `smp_affinity`.
@@ -263,6 +313,25 @@ garbage line without colon\n\
         assert_eq!(v[7].counts, Vec::<u64>::new());
         assert_eq!(v[7].chip, "");
         assert_eq!(v[8].counts, [5]);
+    }
+
+    #[test]
+    fn garbage_lines_are_problems() {
+        let good = "           CPU0       CPU1\n 24:  1  0  IO-APIC  5-edge  mlx5_comp0@pci:0000:3b:00.0\nNMI:  0  0  Non-maskable interrupts\nERR:  0\n";
+        let (lines, problems) = parse_interrupts_checked(good);
+        assert_eq!(lines.len(), 1);
+        assert!(problems.is_empty(), "{problems:?}");
+        let bad = format!(
+            "{good}garbage without colon\n25: x  mlx5_comp1\n24:  1  0  IO-APIC  x\n@@@: 1\n"
+        );
+        let (lines, problems) = parse_interrupts_checked(&bad);
+        // The lines are read as before; each odd one is reported.
+        assert_eq!(lines.len(), 3);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems[0].contains("line 5"), "{problems:?}");
+        assert!(problems[2].contains("listed before"), "{problems:?}");
+        let (_, p) = parse_interrupts_checked(" 24: 1 0 IO-APIC x\n");
+        assert!(p[0].contains("before the CPU header"), "{p:?}");
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn discover(root: &HostRoot) -> anyhow::Result<Host> {
     };
 
     let cpus = cpu::discover_cpus(root, &numa_nodes);
-    let interrupts = irq::read_interrupts(root);
+    let (interrupts, read_problems) = irq::read_interrupts(root);
     let rdma_devices = rdma::discover_rdma(root, &interrupts);
     let kernel_release = kernel::read_osrelease(root);
     let cgroup = cgroup::discover_cgroup(root, kernel_release.as_deref());
@@ -92,6 +92,7 @@ pub fn discover(root: &HostRoot) -> anyhow::Result<Host> {
         cpu_dma_latency_us: kernel::read_cpu_dma_latency(root),
         thp: kernel::read_thp_mode(root),
         sysctls,
+        read_problems,
     })
 }
 

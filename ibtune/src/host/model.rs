@@ -39,6 +39,10 @@ pub struct Host {
     pub thp: Option<String>,
     /// Current values of the sysctls profiles touch, by dotted name.
     pub sysctls: BTreeMap<String, String>,
+    /// What looked wrong while reading the host (garbage lines in
+    /// `/proc/interrupts`, an unreadable one): shown as warnings by `show`,
+    /// `plan`, `apply` and `verify`.
+    pub read_problems: Vec<String>,
 }
 
 /// CPU inventory.

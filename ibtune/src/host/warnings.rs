@@ -28,6 +28,9 @@ pub const IRQBALANCE_UNBANNED: &str = "irqbalance_unbanned";
 pub const TUNED_FORCE_LATENCY: &str = "tuned_force_latency";
 /// Code: the kernel does not know the HCA's NUMA node on a multi-node host.
 pub const HCA_NUMA_UNKNOWN: &str = "hca_numa_unknown";
+/// A host file did not read as the kernel writes it (garbage lines in
+/// `/proc/interrupts`): the IRQ set ibtune works on may be wrong.
+pub const HOST_READ_PROBLEM: &str = "host_read_problem";
 
 fn w(code: &'static str, message: String) -> Warning {
     Warning { code, message }
@@ -139,6 +142,9 @@ pub fn host_warnings(host: &Host, rt_cpus: Option<&CpuSet>) -> Vec<Warning> {
             ),
         ));
     }
+    for p in &host.read_problems {
+        out.push(w(HOST_READ_PROBLEM, p.clone()));
+    }
     out
 }
 
@@ -217,6 +223,7 @@ mod tests {
             cpu_dma_latency_us: None,
             thp: None,
             sysctls: Default::default(),
+            read_problems: vec![],
         }
     }
 

@@ -54,6 +54,7 @@
 
 mod error;
 pub mod resolve;
+pub mod rules;
 
 pub use error::{ProfileError, SourcePos};
 pub use resolve::{resolve, Resolved, ResolvedCpuset, ResolvedIrq};
@@ -199,10 +200,10 @@ pub struct TunedSpec {
     pub base: Spanned<String>,
     /// Options of the base to drop, `force_latency` or `cpu.force_latency`.
     #[serde(default)]
-    pub drop: Vec<String>,
+    pub drop: Vec<Spanned<String>>,
     /// Extra settings, `"section.option" = "value"`.
     #[serde(default)]
-    pub settings: BTreeMap<String, ScalarValue>,
+    pub settings: BTreeMap<String, Spanned<ScalarValue>>,
 }
 
 /// `[dma_latency]`.
@@ -219,7 +220,7 @@ pub struct DmaLatencySpec {
 pub struct CpuSpec {
     /// cpufreq governor for every CPU that has cpufreq.
     #[serde(default)]
-    pub governor: Option<String>,
+    pub governor: Option<Spanned<String>>,
     /// Disable idle states with a higher exit latency on cpuset CPUs.
     #[serde(default)]
     pub max_cstate_latency_us: Option<u64>,
@@ -298,18 +299,7 @@ impl Profile {
             path: path.to_path_buf(),
             text: text.to_string(),
         };
-        let name = p.profile.name.get_ref();
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(p.err(
-                p.profile.name.span(),
-                format!("profile name {name:?} is not usable in cgroup and tuned names"),
-                "use letters, digits, '-' and '_' only",
-            ));
-        }
+        rules::check(&p)?;
         Ok(p)
     }
 

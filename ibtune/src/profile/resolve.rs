@@ -123,11 +123,11 @@ pub fn resolve(p: &Profile, host: &Host, root: &HostRoot) -> Result<Resolved, Pr
 
     for cs in &p.cpuset {
         let name = cs.name.get_ref().clone();
-        if !valid_name(&name) {
+        if let Some(why) = super::rules::name_problem(&name) {
             return Err(p.err(
                 cs.name.span(),
-                format!("cpuset name {name:?} is not usable as a cgroup name"),
-                "use letters, digits, '-' and '_' only",
+                format!("cpuset name {why}"),
+                "use 1 to 64 letters, digits, '-' and '_'",
             ));
         }
         if cpusets.iter().any(|c| c.name == name) {
@@ -307,17 +307,11 @@ pub fn resolve(p: &Profile, host: &Host, root: &HostRoot) -> Result<Resolved, Pr
         tuned,
         dma_latency_us,
         sysctls,
-        governor: cpu.governor.clone(),
+        governor: cpu.governor.as_ref().map(|g| g.get_ref().clone()),
         max_cstate_latency_us: cpu.max_cstate_latency_us,
         thp,
         boot,
     })
-}
-
-fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 fn device_or_err<'h>(
@@ -534,7 +528,7 @@ fn nodes_of_field(
 fn tuned_conf(profile: &str, t: &super::TunedSpec) -> ResolvedTuned {
     let base = t.base.get_ref().clone();
     let mut sections: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for d in &t.drop {
+    for d in t.drop.iter().map(|d| d.get_ref()) {
         let (sec, opt) = d.split_once('.').unwrap_or(("cpu", d.as_str()));
         sections
             .entry(sec.to_string())
@@ -546,11 +540,11 @@ fn tuned_conf(profile: &str, t: &super::TunedSpec) -> ResolvedTuned {
         sections
             .entry(sec.to_string())
             .or_default()
-            .push((opt.to_string(), v.as_setting()));
+            .push((opt.to_string(), v.get_ref().as_setting()));
     }
     let mut conf = format!(
         "# Written by ibtune for profile {profile}; `ibtune revert` removes it.\n[main]\nsummary=ibtune {profile}: {base}{}\ninclude={base}\n",
-        if t.drop.is_empty() { String::new() } else { format!(" without {}", t.drop.join(", ")) }
+        if t.drop.is_empty() { String::new() } else { format!(" without {}", t.drop.iter().map(|d| d.get_ref().as_str()).collect::<Vec<_>>().join(", ")) }
     );
     if let Some(main) = sections.remove("main") {
         for (k, v) in main {

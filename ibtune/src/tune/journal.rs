@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// How a journalled file value is written back.
@@ -171,7 +171,7 @@ impl Journal {
     /// The records of the open journal (empty if none). A torn last line
     /// (crash while appending) is ignored: its change was never started.
     pub fn records(&self) -> Result<Vec<Record>> {
-        read_records(&self.path())
+        read_checked(&self.path(), Some(&self.dir))
     }
 
     /// Appends a record and makes it durable before returning.
@@ -230,23 +230,131 @@ impl Journal {
     }
 }
 
-/// Reads a journal file; a missing file is an empty journal.
+/// Why a host path in a journal record is refused, if it is.
+///
+/// A journal is read back by `revert`, which writes to every path it
+/// names: each must be an absolute, normalised host path (`/a/b`: no empty,
+/// `.` or `..` component, no trailing `/`) without control characters, so
+/// it names a place inside `--root` and nothing else.
+pub fn host_path_problem(p: &str) -> Option<&'static str> {
+    if !p.starts_with('/') {
+        return Some("it is not absolute");
+    }
+    if p.chars().any(char::is_control) {
+        return Some("it contains a control character (NUL, newline, ...)");
+    }
+    if p == "/" {
+        return Some("it is the root itself");
+    }
+    for c in p[1..].split('/') {
+        match c {
+            "" => return Some("it is not normalised (empty component or trailing '/')"),
+            "." => return Some("it is not normalised (a '.' component)"),
+            ".." => return Some("it has a '..' component"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The name of a record's kind, as written in the journal.
+fn kind(r: &Record) -> &'static str {
+    match r {
+        Record::Begin { .. } => "begin",
+        Record::File { .. } => "file",
+        Record::Dir { .. } => "dir",
+        Record::Controller { .. } => "controller",
+        Record::Tuned { .. } => "tuned",
+        Record::Hold { .. } => "hold",
+        Record::Commit { .. } => "commit",
+    }
+}
+
+/// Checks one record read back from `path` at line `line`; `state` is the
+/// state folder, where a hold record's pidfile must be.
+fn check_record(r: &Record, path: &Path, line: usize, state: Option<&Path>) -> Result<()> {
+    let host_path = match r {
+        Record::File { path, .. } | Record::Dir { path, .. } | Record::Controller { path, .. } => {
+            Some(path)
+        }
+        _ => None,
+    };
+    if let Some(p) = host_path {
+        if let Some(why) = host_path_problem(p) {
+            bail!(
+                "journal {} line {line}: {} record path {p:?} is refused: {why}; a journal names absolute, normalised host paths only. The journal was damaged or edited: nothing was changed, inspect it by hand",
+                path.display(),
+                kind(r)
+            );
+        }
+    }
+    if let (Record::Hold { pidfile, .. }, Some(state)) = (r, state) {
+        let want = state.join("hold.pid");
+        if Path::new(pidfile) != want {
+            bail!(
+                "journal {} line {line}: hold record pidfile {pidfile:?} is refused: it must be {} (the state folder's); the journal was damaged or edited: nothing was changed, inspect it by hand",
+                path.display(),
+                want.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Reads a journal file; a missing file is an empty journal. Every record
+/// is checked ([`host_path_problem`]) and the first must be `begin`: a bad
+/// record is an error naming its line, and nothing is undone.
 pub fn read_records(path: &Path) -> Result<Vec<Record>> {
+    read_checked(path, None)
+}
+
+fn read_checked(path: &Path, state: Option<&Path>) -> Result<Vec<Record>> {
     let f = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e).with_context(|| format!("cannot read journal {}", path.display())),
     };
-    let lines: Vec<String> = BufReader::new(f).lines().collect::<Result<_, _>>()?;
+    if !f.metadata()?.is_file() {
+        bail!("journal {} is not a regular file", path.display());
+    }
+    // A journal holds a few hundred short lines; 16 MiB is far beyond any.
+    let mut text = Vec::new();
+    f.take(crate::host::root::MAX_READ + 1)
+        .read_to_end(&mut text)
+        .with_context(|| format!("cannot read journal {}", path.display()))?;
+    if text.len() as u64 > crate::host::root::MAX_READ {
+        bail!(
+            "journal {} is larger than 16 MiB: it was not written by ibtune; inspect it by hand",
+            path.display()
+        );
+    }
+    let text = String::from_utf8(text).map_err(|_| {
+        anyhow::anyhow!(
+            "journal {} is not UTF-8 text; inspect it by hand",
+            path.display()
+        )
+    })?;
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str(line) {
-            Ok(r) => out.push(r),
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => {
+                check_record(&r, path, i + 1, state)?;
+                if out.is_empty() && !matches!(r, Record::Begin { .. }) {
+                    bail!(
+                        "journal {} has no begin record (line {} is a {} record): it was not started by `ibtune apply`, or its first line was lost; nothing was restored. Inspect it by hand; move it aside to start over",
+                        path.display(),
+                        i + 1,
+                        kind(&r)
+                    );
+                }
+                out.push(r)
+            }
             // Only the last line can be torn by a crash mid-append.
-            Err(_) if i + 1 == lines.len() => break,
+            Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => break,
             Err(e) => bail!(
                 "journal {} line {}: {e}; the journal is damaged, inspect it by hand",
                 path.display(),
@@ -272,8 +380,9 @@ mod tests {
             restore: Restore::Raw,
             restart: None,
         };
+        j.append(&begin()).unwrap();
         j.append(&r).unwrap();
-        assert_eq!(j.records().unwrap(), vec![r]);
+        assert_eq!(j.records().unwrap(), vec![begin(), r]);
         // A torn last line is ignored.
         fs::OpenOptions::new()
             .append(true)
@@ -281,10 +390,68 @@ mod tests {
             .unwrap()
             .write_all(b"{\"record\":\"fi")
             .unwrap();
-        assert_eq!(j.records().unwrap().len(), 1);
+        assert_eq!(j.records().unwrap().len(), 2);
         let to = j.archive().unwrap().unwrap();
         assert!(to.exists() && !j.path().exists());
         assert!(j.records().unwrap().is_empty());
+    }
+
+    fn begin() -> Record {
+        Record::Begin {
+            profile: "p".into(),
+            profile_path: "p.toml".into(),
+            root: "/".into(),
+            time: 1,
+        }
+    }
+
+    #[test]
+    fn host_paths_are_checked() {
+        assert_eq!(host_path_problem("/proc/irq/24/smp_affinity_list"), None);
+        for bad in [
+            "/../../x", "proc/x", "", "/", "/a/../b", "/a//b", "/a/./b", "/a/", "/a\0b", "/a\nb",
+        ] {
+            assert!(host_path_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bad_records_name_their_line() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::open(d.path()).unwrap();
+        let file = |p: &str| Record::File {
+            key: "k".into(),
+            path: p.into(),
+            original: None,
+            restore: Restore::Raw,
+            restart: None,
+        };
+        j.append(&begin()).unwrap();
+        j.append(&file("/proc/x")).unwrap();
+        j.append(&file("/../../../x")).unwrap();
+        j.append(&Record::Commit { time: 2 }).unwrap();
+        let e = j.records().unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("'..'"), "{e}");
+        // Without its begin line.
+        fs::write(
+            j.path(),
+            serde_json::to_string(&file("/proc/x")).unwrap() + "\n",
+        )
+        .unwrap();
+        let e = j.records().unwrap_err().to_string();
+        assert!(e.contains("no begin record"), "{e}");
+        // A hold pidfile outside the state folder.
+        let hold = Record::Hold {
+            key: "h".into(),
+            pidfile: "/run/other.pid".into(),
+        };
+        let text = [begin(), hold]
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect::<String>();
+        fs::write(j.path(), text).unwrap();
+        let e = j.records().unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("pidfile"), "{e}");
     }
 
     #[test]
