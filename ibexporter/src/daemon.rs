@@ -20,8 +20,8 @@ use crate::config::{
     CardinalityConfig, Config, CpuSelection, TargetsConfig, DEFAULT_RESPONDER_PORT,
 };
 use crate::engine::{
-    discover_local, Engine, EngineConfig, EngineMetrics, LocalOptions, RemoteProbes, Responder,
-    ResponderMetrics, TargetMetrics, TargetsThread,
+    discover_local, Engine, EngineConfig, EngineMetrics, Limits, LocalOptions, RemoteProbes,
+    Responder, ResponderMetrics, TargetMetrics, TargetsThread,
 };
 use crate::http::{self, FamilySource, Metrics, WebConfig};
 use ibprobe::probe::auth::Secret;
@@ -214,10 +214,21 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
                 dev: None,
                 handshake_timeout: Duration::from_secs(5),
                 secret: secret.clone(),
+                max_busy: 1,
+                busy: Arc::default(),
             };
-            Some(Responder::start(bind, opts, rm).with_context(|| {
+            let listener = std::net::TcpListener::bind(bind).with_context(|| {
                 format!("responder: cannot listen on {bind}; free the port or set [responder] bind (enabled = false turns it off)")
-            })?)
+            })?;
+            // A flood of connections must not fill the kernel's queue
+            // (peers' connects would wait for SYN retransmissions).
+            if let Err(e) = crate::sys::set_listen_backlog(&listener, 4096) {
+                tracing::warn!("responder: listen backlog stays at 128: {e}");
+            }
+            Some(
+                Responder::serve(listener, opts, rm, Limits::default())
+                    .context("responder: starting its thread")?,
+            )
         }
         None => None,
     };

@@ -294,6 +294,39 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
+    fn parsed(argv: &[&str]) -> Result<DaemonOptions, String> {
+        options(&Args::try_parse_from(argv).unwrap())
+    }
+
+    #[test]
+    fn the_responder_follows_the_listen_address_unless_told() {
+        let o = parsed(&["ibexporter", "--listen", "127.0.0.1:9427"]).unwrap();
+        assert_eq!(o.responder, Some("127.0.0.1:18515".parse().unwrap()));
+        let o = parsed(&["ibexporter"]).unwrap();
+        assert_eq!(o.responder, Some("0.0.0.0:18515".parse().unwrap()));
+        let o = parsed(&[
+            "ibexporter",
+            "--listen",
+            "127.0.0.1:9427",
+            "--responder",
+            "0.0.0.0:18600",
+        ])
+        .unwrap();
+        assert_eq!(o.responder, Some("0.0.0.0:18600".parse().unwrap()));
+        let o = parsed(&[
+            "ibexporter",
+            "--listen",
+            "[::1]:9427",
+            "--web.max-requests",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(o.responder, Some("[::1]:18515".parse().unwrap()));
+        assert_eq!(o.max_requests, 3);
+        let e = parsed(&["ibexporter", "--secret-file", "/nonexistent/mesh.key"]).unwrap_err();
+        assert!(e.contains("/nonexistent/mesh.key"), "{e}");
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));

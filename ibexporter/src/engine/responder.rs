@@ -148,17 +148,17 @@ impl Responder {
         opts: ResponderOptions,
         metrics: ResponderMetrics,
     ) -> std::io::Result<Responder> {
-        Self::start_with(bind, opts, metrics, Limits::default())
+        Self::serve(TcpListener::bind(bind)?, opts, metrics, Limits::default())
     }
 
-    /// [`Responder::start`] with explicit limits (tests shorten them).
-    pub fn start_with(
-        bind: SocketAddr,
+    /// Answers probes on `listener` (the daemon's, with a long backlog)
+    /// within `limits` until dropped.
+    pub fn serve(
+        listener: TcpListener,
         opts: ResponderOptions,
         metrics: ResponderMetrics,
         limits: Limits,
     ) -> std::io::Result<Responder> {
-        let listener = TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -212,6 +212,17 @@ struct Entry {
     cut: bool,
 }
 
+impl Entry {
+    /// Notes whether messages arrived since the last look.
+    fn look(&mut self, now: Instant) {
+        let arrived = self.live.arrived.load(Ordering::Relaxed);
+        if arrived != self.seen {
+            self.seen = arrived;
+            self.active = now;
+        }
+    }
+}
+
 struct Table {
     sessions: Arc<Mutex<HashMap<u64, Entry>>>,
     next: u64,
@@ -233,11 +244,7 @@ impl Table {
     fn reap(&self, now: Instant) {
         let mut t = self.sessions.lock().expect("responder table");
         for e in t.values_mut() {
-            let arrived = e.live.arrived.load(Ordering::Relaxed);
-            if arrived != e.seen {
-                e.seen = arrived;
-                e.active = now;
-            }
+            e.look(now);
             if e.cut {
                 continue;
             }
@@ -256,6 +263,9 @@ impl Table {
     /// all if every slot is taken.
     fn make_room(&self, source: IpAddr) {
         let mut t = self.sessions.lock().expect("responder table");
+        // A session exchanging messages right now is never the stalest.
+        let now = Instant::now();
+        t.values_mut().for_each(|e| e.look(now));
         let stalest = |t: &mut HashMap<u64, Entry>, of: Option<IpAddr>| -> Option<u64> {
             t.iter()
                 .filter(|(_, e)| !e.cut && of.is_none_or(|ip| e.source == ip))

@@ -479,7 +479,11 @@ impl Oob {
             nonce: sn.clone(),
             proof,
         })?;
-        let theirs = self.recv::<Proof>("waiting for the client's proof of the mesh secret")?;
+        // A client that gives up here found our proof wrong: a different
+        // secret, counted as such.
+        let theirs = self
+            .recv::<Proof>("waiting for the client's proof of the mesh secret")
+            .map_err(|e| OobError::Auth(format!("client {}: no proof ({e})", self.peer)))?;
         if !secret.verify(Role::Client, &cn, &sn, &theirs.proof) {
             return refuse(
                 self,

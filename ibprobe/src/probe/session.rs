@@ -25,7 +25,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -604,6 +605,34 @@ pub struct ResponderOptions {
     pub handshake_timeout: Duration,
     /// The mesh secret clients must prove (None: everyone is served).
     pub secret: Option<Secret>,
+    /// Sessions that may echo with busy polling at once (each spins a
+    /// core); past it a client asking for busy polling is echoed with
+    /// event polling (a few µs more on its RTT, no core spent).
+    pub max_busy: usize,
+    /// Sessions busy polling now (shared by the responder's sessions).
+    pub busy: Arc<AtomicUsize>,
+}
+
+/// The longest consume delay a responder honours per message (it spins
+/// that long): a client cannot make it spin for long.
+pub const MAX_RESPONDER_CONSUME_DELAY: Duration = Duration::from_millis(1);
+
+/// A busy-polling slot of a responder, given back on drop.
+struct BusySlot<'a>(&'a AtomicUsize);
+
+impl Drop for BusySlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A busy-polling slot if fewer than `max` are taken.
+fn busy_slot(busy: &AtomicUsize, max: usize) -> Option<BusySlot<'_>> {
+    busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| BusySlot(busy))
 }
 
 /// What the owner of a responder session (ibexporter's responder) sees of
@@ -683,7 +712,7 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u6
         OobError::Auth(_) => err("auth", e),
         e => err("protocol", e),
     })?;
-    let spec = match requested(&hello, o.dev.as_deref()) {
+    let mut spec = match requested(&hello, o.dev.as_deref()) {
         Ok(s) if s.transport != Transport::Shm => s,
         Ok(_) => {
             return Err(refuse(
@@ -693,9 +722,27 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u6
         }
         Err(e) => return Err(refuse(&mut oob, e)),
     };
-    let receiver = match receiver(&hello) {
-        Ok(r) => r,
+    let mut receiver = match receiver(&hello) {
+        Ok(r) if r.consume_delay <= MAX_RESPONDER_CONSUME_DELAY => r,
+        Ok(r) => {
+            return Err(refuse(
+                &mut oob,
+                format!(
+                    "a consume delay of {:?} is not served here (at most {MAX_RESPONDER_CONSUME_DELAY:?}); use ibprobe server for longer ones",
+                    r.consume_delay
+                ),
+            ))
+        }
         Err(e) => return Err(refuse(&mut oob, e)),
+    };
+    let spins = receiver.poll == Poll::Busy || spec.poll == Poll::Busy;
+    let _slot = match spins.then(|| busy_slot(&o.busy, o.max_busy)) {
+        Some(None) => {
+            receiver.poll = Poll::Event;
+            spec.poll = Poll::Event;
+            None
+        }
+        slot => slot.flatten(),
     };
     let mut ch = open_server(&mut oob, &hello, &spec)?;
     live.greeted.store(true, Ordering::Relaxed);
