@@ -17,6 +17,11 @@ use ibexporter::daemon::{self, DaemonOptions};
 /// the HCA port counters, and serves everything on
 /// http://0.0.0.0:9427/metrics. A host with no RDMA device says so once
 /// and serves the rest.
+///
+/// It also answers other exporters' probes (the responder) on port 18515
+/// of the --listen IP: every address by default, loopback only with
+/// --listen 127.0.0.1:9427. --secret-file limits it to mesh members; see
+/// ibexporter/docs/security-notes.md for who can reach what.
 #[derive(Parser, Debug)]
 #[command(
     version,

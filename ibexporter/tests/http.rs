@@ -581,3 +581,56 @@ fn bad_web_configs_name_file_and_field() {
         "{e}"
     );
 }
+
+/// A collector that takes 600 ms: scrapes stay in flight.
+#[derive(Debug)]
+struct Slow;
+
+impl prometheus_client::collector::Collector for Slow {
+    fn encode(
+        &self,
+        _: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        std::thread::sleep(Duration::from_millis(600));
+        Ok(())
+    }
+}
+
+#[test]
+fn requests_past_max_requests_get_503_at_once() {
+    let scrape_all = |max_requests: usize| {
+        let mut reg = prometheus_client::registry::Registry::default();
+        reg.register_collector(Box::new(Slow));
+        let opts = ServeOptions {
+            max_requests,
+            ..quick_opts()
+        };
+        let srv = InProcess::start(Metrics::new(reg), None, opts);
+        let addr = srv.addr;
+        let scrapes: Vec<_> = (0..5)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let t = Instant::now();
+                    let a = get(addr, "/metrics");
+                    (a.status, t.elapsed(), a.text())
+                })
+            })
+            .collect();
+        scrapes
+            .into_iter()
+            .map(|s| s.join().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let r = scrape_all(2);
+    let ok = r.iter().filter(|(s, _, _)| *s == 200).count();
+    let busy: Vec<_> = r.iter().filter(|(s, _, _)| *s == 503).collect();
+    assert!(ok >= 2, "{r:?}");
+    assert!(!busy.is_empty(), "no 503 past --web.max-requests: {r:?}");
+    for (_, took, text) in &busy {
+        assert!(*took < Duration::from_millis(400), "503 took {took:?}");
+        assert!(text.contains("--web.max-requests"), "{text}");
+    }
+    // 0: no limit.
+    let r = scrape_all(0);
+    assert!(r.iter().all(|(s, _, _)| *s == 200), "{r:?}");
+}
