@@ -266,6 +266,26 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
     })
 }
 
+/// Open files kept for everything but HTTP connections: the responder's
+/// sessions (a TCP and a UDP socket each, 64 of them plus closing ones),
+/// sysfs reads, probes, the listeners.
+const FILES_NOT_FOR_HTTP: u64 = 512;
+
+/// The HTTP connection cap under an open-files limit of `files`: the
+/// default (4,096) when the limit allows it, else what is left after
+/// [`FILES_NOT_FOR_HTTP`] (at least 64), so accepting never fails for
+/// want of a descriptor and the oldest idle connection can make room.
+fn connection_cap(files: Option<u64>) -> usize {
+    let default = http::ServeOptions::default().max_connections;
+    match files {
+        None => default,
+        Some(n) => {
+            let left = n.saturating_sub(FILES_NOT_FOR_HTTP).max(64);
+            default.min(usize::try_from(left).unwrap_or(usize::MAX))
+        }
+    }
+}
+
 /// Starts the exporter and serves it on `o.listen` until `shutdown`.
 pub async fn run(
     o: DaemonOptions,
@@ -300,6 +320,7 @@ pub async fn run(
     let router = http::router(daemon.metrics.clone());
     let serve_opts = http::ServeOptions {
         max_requests: o.max_requests,
+        max_connections: connection_cap(crate::sys::raise_open_files_limit()),
         ..http::ServeOptions::default()
     };
     http::serve_with(listener, web, router, shutdown, serve_opts)
@@ -310,4 +331,17 @@ pub async fn run(
         .await
         .context("stopping the probe thread")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_fits_the_open_files_limit() {
+        assert_eq!(connection_cap(Some(20_000)), 4096);
+        assert_eq!(connection_cap(None), 4096);
+        assert_eq!(connection_cap(Some(1024)), 512);
+        assert_eq!(connection_cap(Some(100)), 64);
+    }
 }
