@@ -192,12 +192,7 @@ fn a_stalled_handshake_and_an_idle_session_are_closed_and_counted() {
 fn with_a_mesh_secret_only_members_are_served() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let key = |name: &str, text: &str| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        p.to_str().unwrap().to_string()
-    };
+    let key = |name: &str, text: &str| ibtools_tests::private_file(dir.path(), name, text);
     let good = key("mesh.key", "c2VjcmV0LW1lc2gta2V5LTAxMjM0NTY3\n");
     let wrong = key("other.key", "b3RoZXItbWVzaC1rZXktNzY1NDMyMTA=\n");
     let port = free_port();

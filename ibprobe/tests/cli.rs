@@ -443,14 +443,8 @@ fn ctrl_c_stops_a_waiting_server() {
 
 #[test]
 fn a_mesh_secret_is_required_and_proved_both_ways() {
-    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let key = |name: &str, text: &str| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        p.to_str().unwrap().to_string()
-    };
+    let key = |name: &str, text: &str| ibtools_tests::private_file(dir.path(), name, text);
     let good = key("mesh.key", "0123456789abcdef0123456789abcdef\n");
     let other = key("other.key", "fedcba9876543210fedcba9876543210\n");
     let (mut server, addr) = start_server_with("udp", &["--forever", "--secret-file", &good]);
