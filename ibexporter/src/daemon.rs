@@ -20,10 +20,11 @@ use crate::config::{
     CardinalityConfig, Config, CpuSelection, TargetsConfig, DEFAULT_RESPONDER_PORT,
 };
 use crate::engine::{
-    discover_local, Engine, EngineConfig, EngineMetrics, LocalOptions, RemoteProbes, Responder,
-    ResponderMetrics, TargetMetrics, TargetsThread,
+    discover_local, Engine, EngineConfig, EngineMetrics, Limits, LocalOptions, RemoteProbes,
+    Responder, ResponderMetrics, TargetMetrics, TargetsThread,
 };
 use crate::http::{self, FamilySource, Metrics, WebConfig};
+use ibprobe::probe::auth::Secret;
 use ibprobe::probe::session::ResponderOptions;
 use std::net::SocketAddr;
 
@@ -34,6 +35,10 @@ pub struct DaemonOptions {
     pub listen: String,
     /// exporter-toolkit style web config (TLS, basic auth).
     pub web_config: Option<PathBuf>,
+    /// The mesh secret's key file (responder and remote probes).
+    pub secret_file: Option<PathBuf>,
+    /// Concurrent HTTP requests served; more get 503 (0: no limit).
+    pub max_requests: usize,
     /// Host root for sysfs/procfs reads (`/`, or a snapshot in tests).
     pub root: PathBuf,
     /// ibtune profile to watch for drift.
@@ -61,6 +66,8 @@ impl Default for DaemonOptions {
         DaemonOptions {
             listen: crate::DEFAULT_LISTEN.into(),
             web_config: None,
+            secret_file: None,
+            max_requests: http::DEFAULT_MAX_REQUESTS,
             root: PathBuf::from("/"),
             profile: None,
             state_dir: PathBuf::from(crate::collect::tuning::DEFAULT_STATE_DIR),
@@ -84,6 +91,7 @@ impl DaemonOptions {
         let mut o = DaemonOptions {
             listen: c.listen.to_string(),
             web_config: c.web_config.clone(),
+            secret_file: c.secret_file.clone(),
             root: c.tuning.root.clone(),
             profile: c.tuning.profile.clone(),
             state_dir: c.tuning.state_dir.clone(),
@@ -102,6 +110,7 @@ impl DaemonOptions {
             event_poll: c.probe.poll == crate::config::Poll::Event,
             max_core_fraction: c.budget.max_core_fraction,
             max_interval: c.budget.max_interval,
+            secret: None,
         };
         o.local = LocalOptions {
             source: c.source.clone(),
@@ -130,6 +139,24 @@ pub fn hostname() -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// Reads every file the options name as a run would (the web config with
+/// its TLS files, the mesh secret), each a regular file of at most 1 MiB;
+/// the one-line error names the file and never quotes what it holds.
+///
+/// Why it exists: `--check-config` must refuse what a run would refuse,
+/// and a run must refuse it before it starts anything (exit 2).
+pub fn check_files(o: &DaemonOptions) -> Result<(Option<WebConfig>, Option<Secret>), String> {
+    let web = match &o.web_config {
+        Some(p) => Some(WebConfig::load(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let secret = match &o.secret_file {
+        Some(p) => Some(Secret::load(p)?),
+        None => None,
+    };
+    Ok((web, secret))
 }
 
 /// A started exporter: the metrics handle and the probe engine.
@@ -175,6 +202,10 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
         "Local probes running (HCA loopback ports x sizes, references, wake-up CPUs)",
         local,
     );
+    let secret = match &o.secret_file {
+        Some(p) => Some(Secret::load(p).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let responder = match o.responder {
         Some(bind) => {
             let rm = ResponderMetrics::default();
@@ -182,10 +213,22 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
             let opts = ResponderOptions {
                 dev: None,
                 handshake_timeout: Duration::from_secs(5),
+                secret: secret.clone(),
+                max_busy: 1,
+                busy: Arc::default(),
             };
-            Some(Responder::start(bind, opts, rm).with_context(|| {
+            let listener = std::net::TcpListener::bind(bind).with_context(|| {
                 format!("responder: cannot listen on {bind}; free the port or set [responder] bind (enabled = false turns it off)")
-            })?)
+            })?;
+            // A flood of connections must not fill the kernel's queue
+            // (peers' connects would wait for SYN retransmissions).
+            if let Err(e) = crate::sys::set_listen_backlog(&listener, 4096) {
+                tracing::warn!("responder: listen backlog stays at 128: {e}");
+            }
+            Some(
+                Responder::serve(listener, opts, rm, Limits::default())
+                    .context("responder: starting its thread")?,
+            )
         }
         None => None,
     };
@@ -207,7 +250,11 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
             tm,
         )?)
     };
-    let engine = Engine::spawn(o.engine.clone(), probes, remote, store.clone(), em);
+    let engine_config = EngineConfig {
+        secret,
+        ..o.engine.clone()
+    };
+    let engine = Engine::spawn(engine_config, probes, remote, store.clone(), em);
     let source: FamilySource = Arc::new(store.clone());
     let metrics = Metrics::with_registries_and_sources([Arc::new(reg)], vec![source]);
     Ok(Daemon {
@@ -219,23 +266,38 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
     })
 }
 
+/// Open files kept for everything but HTTP connections: the responder's
+/// sessions (a TCP and a UDP socket each, 64 of them plus closing ones),
+/// sysfs reads, probes, the listeners.
+const FILES_NOT_FOR_HTTP: u64 = 512;
+
+/// The HTTP connection cap under an open-files limit of `files`: the
+/// default (4,096) when the limit allows it, else what is left after
+/// [`FILES_NOT_FOR_HTTP`] (at least 64), so accepting never fails for
+/// want of a descriptor and the oldest idle connection can make room.
+fn connection_cap(files: Option<u64>) -> usize {
+    let default = http::ServeOptions::default().max_connections;
+    match files {
+        None => default,
+        Some(n) => {
+            let left = n.saturating_sub(FILES_NOT_FOR_HTTP).max(64);
+            default.min(usize::try_from(left).unwrap_or(usize::MAX))
+        }
+    }
+}
+
 /// Starts the exporter and serves it on `o.listen` until `shutdown`.
 pub async fn run(
     o: DaemonOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let web = match &o.web_config {
-        Some(p) => Some(WebConfig::load(p).map_err(|e| anyhow::anyhow!("{e}"))?),
-        None => None,
-    };
-    let listener = tokio::net::TcpListener::bind(&o.listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {}; pick a free address with --listen HOST:PORT",
-                o.listen
-            )
-        })?;
+    let (web, _) = check_files(&o).map_err(anyhow::Error::msg)?;
+    let listener = http::listen(&o.listen).await.with_context(|| {
+        format!(
+            "cannot listen on {}; pick a free address with --listen HOST:PORT",
+            o.listen
+        )
+    })?;
     let addr = listener
         .local_addr()
         .context("reading the listen address")?;
@@ -256,7 +318,12 @@ pub async fn run(
         crate::VERSION
     );
     let router = http::router(daemon.metrics.clone());
-    http::serve(listener, web, router, shutdown)
+    let serve_opts = http::ServeOptions {
+        max_requests: o.max_requests,
+        max_connections: connection_cap(crate::sys::raise_open_files_limit()),
+        ..http::ServeOptions::default()
+    };
+    http::serve_with(listener, web, router, shutdown, serve_opts)
         .await
         .context("serving HTTP")?;
     let engine = daemon.engine;
@@ -264,4 +331,17 @@ pub async fn run(
         .await
         .context("stopping the probe thread")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_fits_the_open_files_limit() {
+        assert_eq!(connection_cap(Some(20_000)), 4096);
+        assert_eq!(connection_cap(None), 4096);
+        assert_eq!(connection_cap(Some(1024)), 512);
+        assert_eq!(connection_cap(Some(100)), 64);
+    }
 }

@@ -17,6 +17,11 @@ use ibexporter::daemon::{self, DaemonOptions};
 /// the HCA port counters, and serves everything on
 /// http://0.0.0.0:9427/metrics. A host with no RDMA device says so once
 /// and serves the rest.
+///
+/// It also answers other exporters' probes (the responder) on port 18515
+/// of the --listen IP: every address by default, loopback only with
+/// --listen 127.0.0.1:9427. --secret-file limits it to mesh members; see
+/// ibexporter/docs/security-notes.md for who can reach what.
 #[derive(Parser, Debug)]
 #[command(
     version,
@@ -26,15 +31,21 @@ struct Args {
     /// Config file (TOML; see ibexporter/examples/ibexporter.toml).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Validate FILE and exit: 0 valid, 2 invalid (one line naming file:line:col).
+    /// Validate FILE and the files it names (web config, TLS files, mesh secret) as a run would, and exit: 0 valid, 2 invalid (one line naming file:line:col, never the contents).
     #[arg(long, value_name = "FILE")]
     check_config: Option<PathBuf>,
-    /// Address and port to listen on [default: 0.0.0.0:9427].
+    /// Address and port to listen on [default: 0.0.0.0:9427, every address].
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Web config file (exporter-toolkit style): TLS and basic auth.
     #[arg(long = "web.config.file", value_name = "FILE")]
     web_config: Option<PathBuf>,
+    /// Concurrent HTTP requests served; more get 503 at once (0: no limit) [default: 40].
+    #[arg(long = "web.max-requests", value_name = "N")]
+    max_requests: Option<usize>,
+    /// Mesh secret key file (same on every member, mode 600): the responder serves only peers that prove it, and --target peers are probed with it.
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<PathBuf>,
     /// Watch this ibtune profile and export its drift.
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
@@ -65,7 +76,7 @@ struct Args {
     /// This exporter's name in the `source` label (default: the hostname).
     #[arg(long, value_name = "NAME")]
     source: Option<String>,
-    /// Responder address, or "off" [default: 0.0.0.0:18515].
+    /// Responder address (IP:PORT), or "off" [default: the IP of --listen, port 18515; so 0.0.0.0:18515, every address, unless --listen names one].
     #[arg(long, value_name = "ADDR")]
     responder: Option<String>,
     /// Probe this peer's responder (HOST:PORT; repeatable); adds to the config's targets.
@@ -93,9 +104,21 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
     let mut o = DaemonOptions::from_config(&file);
     if let Some(v) = &a.listen {
         o.listen = v.clone();
+        // The responder follows the listen address unless told otherwise.
+        if !file.responder.bind_given && a.responder.is_none() {
+            if let Some(r) = &mut o.responder {
+                r.set_ip(listen_ip(v)?);
+            }
+        }
     }
     if let Some(v) = &a.web_config {
         o.web_config = Some(v.clone());
+    }
+    if let Some(v) = &a.secret_file {
+        o.secret_file = Some(v.clone());
+    }
+    if let Some(n) = a.max_requests {
+        o.max_requests = n;
     }
     if let Some(v) = &a.root {
         o.root = v.clone();
@@ -190,16 +213,39 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
             config::static_targets("--target", &entries, &probe).map_err(|e| e.to_string())?;
         o.targets.static_targets.extend(extra);
     }
+    daemon::check_files(&o)?;
     Ok(o)
+}
+
+/// The IP `--listen` binds (the responder's default follows it).
+fn listen_ip(listen: &str) -> Result<std::net::IpAddr, String> {
+    use std::net::ToSocketAddrs;
+    listen
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .map(|a| a.ip())
+        .ok_or_else(|| {
+            format!("--listen {listen}: not an address; write IP:PORT, e.g. 127.0.0.1:9427")
+        })
+}
+
+/// `--check-config FILE`: the file, then every file it names, as a run
+/// reads them.
+fn check_config(p: &std::path::Path) -> Result<(), String> {
+    let c = config::load(p).map_err(|e| e.to_string())?;
+    daemon::check_files(&DaemonOptions::from_config(&c))?;
+    Ok(())
 }
 
 fn main() -> ExitCode {
     // Before any thread exists (see the function's docs).
     let _ = ibexporter::sys::return_large_buffers_to_the_os();
+    let _ = ibexporter::sys::raise_open_files_limit();
     let args = Args::parse();
     if let Some(p) = &args.check_config {
-        return match config::load(p) {
-            Ok(_) => {
+        return match check_config(p) {
+            Ok(()) => {
                 println!("{}: valid", p.display());
                 ExitCode::SUCCESS
             }
@@ -252,6 +298,39 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parsed(argv: &[&str]) -> Result<DaemonOptions, String> {
+        options(&Args::try_parse_from(argv).unwrap())
+    }
+
+    #[test]
+    fn the_responder_follows_the_listen_address_unless_told() {
+        let o = parsed(&["ibexporter", "--listen", "127.0.0.1:9427"]).unwrap();
+        assert_eq!(o.responder, Some("127.0.0.1:18515".parse().unwrap()));
+        let o = parsed(&["ibexporter"]).unwrap();
+        assert_eq!(o.responder, Some("0.0.0.0:18515".parse().unwrap()));
+        let o = parsed(&[
+            "ibexporter",
+            "--listen",
+            "127.0.0.1:9427",
+            "--responder",
+            "0.0.0.0:18600",
+        ])
+        .unwrap();
+        assert_eq!(o.responder, Some("0.0.0.0:18600".parse().unwrap()));
+        let o = parsed(&[
+            "ibexporter",
+            "--listen",
+            "[::1]:9427",
+            "--web.max-requests",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(o.responder, Some("[::1]:18515".parse().unwrap()));
+        assert_eq!(o.max_requests, 3);
+        let e = parsed(&["ibexporter", "--secret-file", "/nonexistent/mesh.key"]).unwrap_err();
+        assert!(e.contains("/nonexistent/mesh.key"), "{e}");
+    }
 
     #[test]
     fn durations() {

@@ -38,6 +38,57 @@ pub fn return_large_buffers_to_the_os() -> bool {
     }
 }
 
+/// Raises this process's soft limit on open files (RLIMIT_NOFILE) to its
+/// hard limit; returns the soft limit in force afterwards (None: it could
+/// not be read).
+///
+/// Why it exists: the HTTP server keeps up to 4,096 connections and the
+/// responder up to 64 sessions; the usual soft limit of 1,024 would make
+/// accept fail long before the caps, and a failing accept cannot close
+/// the oldest idle connection to make room.
+pub fn raise_open_files_limit() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct we own and pass by
+    // exclusive reference; RLIMIT_NOFILE is a valid resource.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit struct we own; raising the
+        // soft limit up to the hard limit needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    Some(lim.rlim_cur)
+}
+
+/// Sets the backlog of a listening socket to `backlog` (the kernel caps
+/// it at `net.core.somaxconn`); `listen(2)` on a listening socket only
+/// changes its backlog.
+///
+/// Why it exists: std's `TcpListener::bind` listens with a backlog of 128.
+/// A burst of connections past it (a flood of garbage) has the kernel drop
+/// SYNs, and a real peer's connect then waits for a retransmission (1 s,
+/// then 3 s) although the responder accepts at once.
+pub fn set_listen_backlog(listener: &std::net::TcpListener, backlog: i32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the fd is a listening socket owned by `listener`, borrowed
+    // for the duration of the call; listen takes plain integers.
+    if unsafe { libc::listen(listener.as_raw_fd(), backlog) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// glibc accepts the setting (mallopt returns 1) unless the user's
@@ -47,5 +98,18 @@ mod tests {
     fn glibc_takes_the_threshold() {
         let user = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some();
         assert_eq!(super::return_large_buffers_to_the_os(), !user);
+    }
+
+    #[test]
+    fn the_open_files_limit_reaches_the_hard_limit() {
+        let soft = super::raise_open_files_limit().unwrap();
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: as in raise_open_files_limit.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+        assert_eq!(soft, lim.rlim_cur);
+        assert_eq!(lim.rlim_cur, lim.rlim_max);
     }
 }

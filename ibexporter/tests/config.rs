@@ -111,6 +111,14 @@ fn default_is_the_built_in() {
     assert_eq!(c.budget.min_interval, Duration::from_secs(10));
     assert!(c.responder.enabled);
     assert_eq!(c.responder.bind.to_string(), "0.0.0.0:18515");
+    assert!(!c.responder.bind_given && c.secret_file.is_none());
+    // The responder follows listen's address unless bind is given.
+    let l = config::parse("listen = \"127.0.0.1:9427\"\n", "x.toml").unwrap();
+    assert_eq!(l.responder.bind.to_string(), "127.0.0.1:18515");
+    let b = "listen = \"127.0.0.1:9427\"\n[responder]\nbind = \"0.0.0.0:18600\"\n";
+    let b = config::parse(b, "x.toml").unwrap();
+    assert_eq!(b.responder.bind.to_string(), "0.0.0.0:18600");
+    assert!(b.responder.bind_given);
     assert!(c.targets.skip_self);
     assert!(c.targets.static_targets.is_empty());
     assert!(c.targets.file_sd.is_empty() && c.targets.dns.is_empty());

@@ -329,36 +329,40 @@ fn header_timeout_closes_silent_clients_and_cap_holds() {
     };
     let srv = start_server(None, opts);
     let mut silent: Vec<TcpStream> = (0..3)
-        .map(|_| TcpStream::connect(srv.addr).unwrap())
+        .map(|_| {
+            let s = TcpStream::connect(srv.addr).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            s
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(100));
-    // All 3 slots are taken: this scrape waits until the header timeout
-    // frees one, then succeeds.
+    // All 3 slots are taken by idle clients: the scrape does not wait, the
+    // connection idle for longest (the first) is closed to make room.
     let t = Instant::now();
     let a = get(srv.addr, "/metrics");
     let took = t.elapsed();
     assert_eq!(a.status, 200);
     assert!(
-        took >= Duration::from_millis(700),
-        "scrape did not wait for a slot: {took:?}"
+        took < Duration::from_millis(500),
+        "scrape waited for a slot: {took:?}"
     );
-    assert!(took < Duration::from_secs(8), "{took:?}");
-    // And the silent ones were closed by the server (EOF, or reset).
-    for s in &mut silent {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let closed = |s: &mut TcpStream, within: Duration| {
+        s.set_read_timeout(Some(within)).unwrap();
         let mut b = [0u8; 16];
         match s.read(&mut b) {
-            Ok(0) => {}
-            Ok(n) => {
-                // hyper may answer 408 before closing.
-                assert!(
-                    String::from_utf8_lossy(&b[..n]).starts_with("HTTP/1.1 408"),
-                    "{:?}",
-                    &b[..n]
-                );
-            }
-            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}"),
+            Ok(0) => true,
+            // hyper may answer 408 before closing.
+            Ok(n) => String::from_utf8_lossy(&b[..n]).starts_with("HTTP/1.1 408"),
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
         }
+    };
+    assert!(
+        closed(&mut silent[0], Duration::from_millis(300)),
+        "the oldest idle connection was not closed to make room"
+    );
+    // The others are closed by the header timeout (EOF, or reset).
+    for s in &mut silent[1..] {
+        assert!(closed(s, Duration::from_secs(5)), "silent client kept open");
     }
 }
 
@@ -576,4 +580,57 @@ fn bad_web_configs_name_file_and_field() {
         e.to_string().contains("absent.yml") && e.to_string().contains("cannot read"),
         "{e}"
     );
+}
+
+/// A collector that takes 600 ms: scrapes stay in flight.
+#[derive(Debug)]
+struct Slow;
+
+impl prometheus_client::collector::Collector for Slow {
+    fn encode(
+        &self,
+        _: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        std::thread::sleep(Duration::from_millis(600));
+        Ok(())
+    }
+}
+
+#[test]
+fn requests_past_max_requests_get_503_at_once() {
+    let scrape_all = |max_requests: usize| {
+        let mut reg = prometheus_client::registry::Registry::default();
+        reg.register_collector(Box::new(Slow));
+        let opts = ServeOptions {
+            max_requests,
+            ..quick_opts()
+        };
+        let srv = InProcess::start(Metrics::new(reg), None, opts);
+        let addr = srv.addr;
+        let scrapes: Vec<_> = (0..5)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let t = Instant::now();
+                    let a = get(addr, "/metrics");
+                    (a.status, t.elapsed(), a.text())
+                })
+            })
+            .collect();
+        scrapes
+            .into_iter()
+            .map(|s| s.join().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let r = scrape_all(2);
+    let ok = r.iter().filter(|(s, _, _)| *s == 200).count();
+    let busy: Vec<_> = r.iter().filter(|(s, _, _)| *s == 503).collect();
+    assert!(ok >= 2, "{r:?}");
+    assert!(!busy.is_empty(), "no 503 past --web.max-requests: {r:?}");
+    for (_, took, text) in &busy {
+        assert!(*took < Duration::from_millis(400), "503 took {took:?}");
+        assert!(text.contains("--web.max-requests"), "{text}");
+    }
+    // 0: no limit.
+    let r = scrape_all(0);
+    assert!(r.iter().all(|(s, _, _)| *s == 200), "{r:?}");
 }

@@ -177,16 +177,7 @@ fn ibprobe_client_can_probe_a_responder() {
     let port = free_port();
     let r = responder_args(port);
     let _a = start(&["--responder", &r, "--no-probe", "hca,shm,udp,wakeup"]);
-    let ibprobe = std::path::Path::new(env!("CARGO_BIN_EXE_ibexporter")).with_file_name("ibprobe");
-    // Built by the workspace; if only this crate's tests were built, build it.
-    if !ibprobe.exists() {
-        let st = Command::new(env!("CARGO"))
-            .args(["build", "-p", "ibprobe", "--bin", "ibprobe"])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    let out = Command::new(&ibprobe)
+    let out = Command::new(common::ibprobe())
         .args([
             "client",
             &r,

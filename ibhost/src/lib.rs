@@ -13,6 +13,8 @@
 //! - [`duration`]: one parser ([`duration::parse`], with
 //!   [`duration::parse_strict`] for config files) and one formatter
 //!   ([`duration::format()`]) whose output always parses back.
+//! - [`file`]: [`file::read_small`], a named small file (config, key,
+//!   certificate) read only if it is a regular file under a size cap.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
 //!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. The
 //!   crate's only `unsafe`.
@@ -24,6 +26,7 @@
 
 pub mod cpulist;
 pub mod duration;
+pub mod file;
 pub mod rt;
 
 pub use cpulist::CpuSet;

@@ -253,8 +253,13 @@ fn client_against_a_silent_tcp_peer_times_out() {
 }
 
 fn start_server(transport: &str) -> (std::process::Child, String) {
+    start_server_with(transport, &[])
+}
+
+fn start_server_with(transport: &str, extra: &[&str]) -> (std::process::Child, String) {
     let mut child = Command::new(cargo_bin("ibprobe"))
         .args(["server", "--transport", transport, "--bind", "127.0.0.1:0"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -434,4 +439,42 @@ fn ctrl_c_stops_a_waiting_server() {
         std::thread::sleep(Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(130));
+}
+
+#[test]
+fn a_mesh_secret_is_required_and_proved_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = |name: &str, text: &str| ibtools_tests::private_file(dir.path(), name, text);
+    let good = key("mesh.key", "0123456789abcdef0123456789abcdef\n");
+    let other = key("other.key", "fedcba9876543210fedcba9876543210\n");
+    let (mut server, addr) = start_server_with("udp", &["--forever", "--secret-file", &good]);
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["client", addr.as_str(), "--transport", "udp", "-n", "50"];
+        argv.extend_from_slice(extra);
+        ibprobe(&argv)
+    };
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("requires the mesh secret"), "{err}");
+    let (code, _, err) = run(&["--secret-file", &other]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("different mesh secret"), "{err}");
+    let (code, _, err) = run(&["--secret-file", &good]);
+    assert_eq!(code, 0, "{err}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    // A server without the secret is not a mesh member to a client with one.
+    let (mut server, addr) = start_server_with("udp", &[]);
+    let (code, _, err) = ibprobe(&[
+        "client",
+        &addr,
+        "--transport",
+        "udp",
+        "--secret-file",
+        &good,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did not prove"), "{err}");
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

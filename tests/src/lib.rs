@@ -206,3 +206,13 @@ pub fn quiet_success(
         Err(format!("{what}: {}: {}", out.status, said.trim()))
     }
 }
+
+/// Writes `text` to `dir/name` readable by its owner only (mode 600, as a
+/// key file must be) and returns the path as a string for a command line.
+pub fn private_file(dir: &Path, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    fs::write(&p, text).expect("write a key file");
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).expect("chmod 600");
+    p.to_str().expect("a UTF-8 temp path").to_string()
+}

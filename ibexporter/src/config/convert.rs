@@ -97,6 +97,11 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
         "web_config",
         "empty path; give the web config file, or remove the key for plain HTTP",
     )?;
+    let secret_file = cx.optional_path(
+        &raw.secret_file,
+        "secret_file",
+        "empty path; give the mesh secret's key file, or remove the key to serve every peer",
+    )?;
     let source = match &raw.source {
         Some(v) => {
             let s = v.get_ref().trim();
@@ -120,8 +125,9 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
         enabled: raw.responder.enabled.unwrap_or(true),
         bind: match &raw.responder.bind {
             Some(v) => cx.socket_addr(v, "responder.bind")?,
-            None => SocketAddr::from(([0, 0, 0, 0], DEFAULT_RESPONDER_PORT)),
+            None => SocketAddr::new(listen.ip(), DEFAULT_RESPONDER_PORT),
         },
+        bind_given: raw.responder.bind.is_some(),
     };
     let targets = convert_targets(cx, &raw.targets, &probe)?;
     let cardinality = CardinalityConfig {
@@ -168,6 +174,7 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
     Ok(Config {
         listen,
         web_config,
+        secret_file,
         source,
         local,
         probe,

@@ -92,7 +92,10 @@ impl Ctx<'_> {
 
     /// A TOML syntax or shape error (`path`: the key serde was reading).
     pub(super) fn toml(&self, e: &toml::de::Error, path: Option<String>) -> ConfigError {
-        let msg = e.message().trim().replace('\n', "; ");
+        // The message may quote the text it choked on: keep only its kind
+        // (the position says where), so a file that is not a config (a
+        // secret) is not echoed.
+        let msg = ibhost::file::without_quoted(e.message().trim()).replace('\n', "; ");
         let fix = if msg.contains("unknown field") {
             "remove or rename the key; every key is documented in ibexporter/examples/ibexporter.toml"
         } else if msg.contains("missing field") {

@@ -13,6 +13,7 @@
 //! ```toml
 //! listen = "0.0.0.0:9427"        # HTTP address for /metrics (IP:port; [::]:9427 for IPv6)
 //! web_config = "/etc/ibexporter/web.yml"  # optional: TLS / basic auth (Prometheus web config)
+//! secret_file = "/etc/ibexporter/mesh.key" # optional: the mesh secret (same file on every member)
 //! source = "hostA"               # this exporter's `source` label; default: the host name
 //!
 //! [local]                        # what is probed on this host without any target
@@ -39,7 +40,7 @@
 //!
 //! [responder]
 //! enabled = true
-//! bind = "0.0.0.0:18515"
+//! bind = "0.0.0.0:18515"         # default: the IP of `listen`, port 18515
 //!
 //! [targets]
 //! skip_self = true               # drop targets that are this exporter's own responder
@@ -102,13 +103,15 @@ use error::Ctx;
 pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
     let path = path.as_ref();
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        origin: origin.clone(),
-        pos: None,
-        key: None,
-        message: format!(
-            "cannot read the config file: {e}; check the path, or run without --config for the built-in default"
-        ),
+    let text = ibhost::file::read_small_text(path, ibhost::file::MAX_SMALL_FILE).map_err(|e| {
+        ConfigError {
+            origin: origin.clone(),
+            pos: None,
+            key: None,
+            message: format!(
+                "{e}; check the path, or run without --config for the built-in default"
+            ),
+        }
     })?;
     parse(&text, &origin)
 }

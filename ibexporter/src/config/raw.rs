@@ -28,6 +28,7 @@ pub(super) type RawLabels = BTreeMap<S<String>, S<String>>;
 pub(super) struct RawConfig {
     pub(super) listen: Option<S<String>>,
     pub(super) web_config: Option<S<String>>,
+    pub(super) secret_file: Option<S<String>>,
     pub(super) source: Option<S<String>>,
     #[serde(default)]
     pub(super) local: RawLocal,

@@ -42,6 +42,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Optional Prometheus web config file (TLS, basic auth); parsed by `http`.
     pub web_config: Option<PathBuf>,
+    /// Optional mesh secret key file: the responder serves only peers that
+    /// prove it, and remote targets are probed with it.
+    pub secret_file: Option<PathBuf>,
     /// This exporter's name in the `source` label (default: the host name).
     pub source: String,
     /// What is probed on this host itself.
@@ -149,8 +152,11 @@ pub struct BudgetConfig {
 pub struct ResponderConfig {
     /// Run the responder (default true).
     pub enabled: bool,
-    /// Address it listens on (default `0.0.0.0:18515`).
+    /// Address it listens on (default: the IP of `listen`, port 18515).
     pub bind: SocketAddr,
+    /// Whether `bind` was written in the file (else it follows `listen`,
+    /// and so does a `--listen` given on the command line).
+    pub bind_given: bool,
 }
 
 /// How one remote target (or every target of one source) is probed.

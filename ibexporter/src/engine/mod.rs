@@ -23,7 +23,7 @@ mod round;
 pub use budget::Budget;
 pub use local::{discover_local, LocalOptions};
 pub use remote::{TargetMetrics, TargetsThread};
-pub use responder::{Responder, ResponderMetrics};
+pub use responder::{Limits, Responder, ResponderMetrics};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -89,6 +89,8 @@ pub struct EngineConfig {
     pub max_core_fraction: f64,
     /// The longest interval the throttle may stretch to.
     pub max_interval: Duration,
+    /// The mesh secret remote peers are probed with (None: none).
+    pub secret: Option<ibprobe::probe::auth::Secret>,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +103,7 @@ impl Default for EngineConfig {
             event_poll: true,
             max_core_fraction: 0.01,
             max_interval: Duration::from_secs(300),
+            secret: None,
         }
     }
 }

@@ -106,7 +106,7 @@ fn remote_round(
     clock: &Clock,
     stop: &AtomicBool,
 ) -> (u64, Round) {
-    let mut s = match ClientSession::connect(addr, spec, cfg.timeout) {
+    let mut s = match ClientSession::connect(addr, spec, cfg.timeout, cfg.secret.as_ref()) {
         Ok(s) => s,
         Err(e) => {
             tracing::debug!("probe {addr} ({}): {e}", spec.transport);

@@ -52,7 +52,7 @@ pub use crate::expo::{
     EncodeError, Encoded, FamilySource, Format, OPENMETRICS_CONTENT_TYPE, PROTOBUF_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
 };
-pub use server::{serve, serve_with, ServeOptions};
+pub use server::{listen, serve, serve_with, ServeOptions, DEFAULT_MAX_REQUESTS, LISTEN_BACKLOG};
 pub use webconfig::{WebConfig, WebConfigError};
 
 use axum::extract::State;

@@ -1,10 +1,19 @@
 //! The accept loop: HTTP/1.1 over plain TCP or TLS, with a header-read
-//! timeout, a per-request timeout, a connection cap, a maximum connection
-//! age, basic auth and graceful shutdown.
+//! timeout, a per-request timeout, a connection cap where the oldest idle
+//! connection makes room, a limit on concurrent requests (503 above it, as
+//! exporter-toolkit's `--web.max-requests`), a maximum connection age,
+//! basic auth and graceful shutdown.
 //!
 //! Why not `axum::serve`: it offers none of the timeouts, no TLS and no
 //! connection cap, and a client that connects and sends nothing would hold
 //! its connection for ever.
+//!
+//! Why slow clients cannot delay a scrape (issue 14): accepting never
+//! waits. A connection that has not sent a whole request head within
+//! [`ServeOptions::header_read_timeout`] (3 s) is closed; when
+//! [`ServeOptions::max_connections`] are open, the connection idle for
+//! longest (no request in progress: slowloris heads, idle keep-alives) is
+//! closed to make room for the new one; the listen backlog holds 4,096.
 
 use super::webconfig::WebConfig;
 use axum::body::Body;
@@ -13,13 +22,14 @@ use axum::Router;
 use base64::Engine as _;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::{watch, Notify, Semaphore};
 use tower::ServiceExt as _;
 
 /// Limits that keep slow or hostile clients from stalling the exporter.
@@ -29,16 +39,23 @@ use tower::ServiceExt as _;
 pub struct ServeOptions {
     /// A client must send a complete request head within this time after
     /// connecting or after the previous response (so idle keep-alive
-    /// connections also close after it). Default 10 s.
+    /// connections also close after it). Default 3 s.
     pub header_read_timeout: Duration,
     /// A TLS handshake must finish within this time. Default 10 s.
     pub tls_handshake_timeout: Duration,
     /// Producing a response (auth, collection, encoding) may take this
     /// long; after it the client gets 503. Default 30 s.
     pub request_timeout: Duration,
-    /// At most this many connections are served at once; further clients
-    /// wait in the listen backlog. Default 1024 (keep-alive clients hold a slot: wrk -c200 must all be served).
+    /// At most this many connections are open at once; a new one past it
+    /// closes the connection idle for longest (none in a request), or is
+    /// closed itself when every connection is in a request. Default 4096
+    /// (keep-alive clients hold a slot: wrk -c200 must all be served); the
+    /// daemon lowers it to what the open-files limit allows.
     pub max_connections: usize,
+    /// Requests being answered at once; more get 503 at once (0: no
+    /// limit). Default [`DEFAULT_MAX_REQUESTS`], as exporter-toolkit's
+    /// `--web.max-requests`.
+    pub max_requests: usize,
     /// A connection is asked to close (after its current response) once
     /// this old, so a client that stops reading cannot hold its slot for
     /// ever. Default 5 min.
@@ -51,13 +68,110 @@ pub struct ServeOptions {
 impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
-            header_read_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(3),
             tls_handshake_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
-            max_connections: 1024,
+            max_connections: 4096,
+            max_requests: DEFAULT_MAX_REQUESTS,
             max_connection_age: Duration::from_secs(300),
             grace: Duration::from_secs(10),
         }
+    }
+}
+
+/// `--web.max-requests`' default (exporter-toolkit's).
+pub const DEFAULT_MAX_REQUESTS: usize = 40;
+/// The listen backlog: connections the kernel queues before accept.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` (IP:PORT, or HOST:PORT resolved) with a backlog of
+/// [`LISTEN_BACKLOG`] (the kernel caps it at `net.core.somaxconn`).
+///
+/// Why it exists: tokio's `TcpListener::bind` uses a backlog of 1,024;
+/// a burst of connections past it would wait for SYN retries (1 s, 3 s).
+pub async fn listen(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the address resolved to nothing",
+        )
+    }))
+}
+
+/// One open connection as the accept loop sees it.
+struct Conn {
+    /// Requests in progress on it.
+    busy: AtomicUsize,
+    /// When it was accepted or last finished a response.
+    idle_since: Mutex<Instant>,
+    /// Told when the accept loop closes it to make room.
+    kill: Notify,
+}
+
+/// The open connections, for closing the one idle for longest.
+#[derive(Default)]
+struct Conns {
+    map: Mutex<HashMap<u64, Arc<Conn>>>,
+    next: AtomicUsize,
+}
+
+impl Conns {
+    /// Registers a new connection, first closing the one idle for
+    /// longest if `max` are open; None when all `max` are in a request.
+    fn admit(&self, max: usize) -> Option<(u64, Arc<Conn>)> {
+        let mut map = self.map.lock().expect("connection table");
+        if map.len() >= max {
+            let oldest = map
+                .iter()
+                .filter(|(_, c)| c.busy.load(Ordering::Relaxed) == 0)
+                .min_by_key(|(_, c)| *c.idle_since.lock().expect("idle time"))
+                .map(|(k, _)| *k)?;
+            if let Some(c) = map.remove(&oldest) {
+                c.kill.notify_one();
+            }
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed) as u64;
+        let c = Arc::new(Conn {
+            busy: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+            kill: Notify::new(),
+        });
+        map.insert(id, c.clone());
+        Some((id, c))
+    }
+
+    fn remove(&self, id: u64) {
+        self.map.lock().expect("connection table").remove(&id);
+    }
+}
+
+/// Marks a connection busy for the life of one request.
+struct Busy(Arc<Conn>);
+
+impl Busy {
+    fn new(c: Arc<Conn>) -> Busy {
+        c.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(c)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        *self.0.idle_since.lock().expect("idle time") = Instant::now();
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -92,8 +206,10 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
     opts: ServeOptions,
 ) -> std::io::Result<()> {
-    let max = opts.max_connections.clamp(1, Semaphore::MAX_PERMITS);
-    let slots = Arc::new(Semaphore::new(max));
+    let max = opts.max_connections.max(1);
+    let conns = Arc::new(Conns::default());
+    let running = Arc::new(AtomicUsize::new(0));
+    let requests = (opts.max_requests > 0).then(|| Arc::new(Semaphore::new(opts.max_requests)));
     let (stop_tx, stop_rx) = watch::channel(false);
     let tls = web_config
         .as_ref()
@@ -107,10 +223,6 @@ pub async fn serve_with(
     tokio::pin!(shutdown);
 
     loop {
-        let permit = tokio::select! {
-            p = Arc::clone(&slots).acquire_owned() => p.expect("connection semaphore never closed"),
-            () = &mut shutdown => break,
-        };
         let stream = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _peer)) => s,
@@ -124,46 +236,73 @@ pub async fn serve_with(
             },
             () = &mut shutdown => break,
         };
+        // Every connection is in a request: this one waits no turn.
+        let Some((id, conn)) = conns.admit(max) else {
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let auth = auth.clone();
         let tls = tls.clone();
+        let requests = requests.clone();
         let opts = Arc::clone(&opts);
         let stop = stop_rx.clone();
+        let conns = Arc::clone(&conns);
+        running.fetch_add(1, Ordering::Relaxed);
+        let running = Arc::clone(&running);
         tokio::spawn(async move {
-            let _permit = permit;
             let request_timeout = opts.request_timeout;
+            let c = conn.clone();
             let svc = hyper::service::service_fn(move |req| {
-                handle(req, router.clone(), auth.clone(), request_timeout)
+                let busy = Busy::new(c.clone());
+                handle(
+                    req,
+                    router.clone(),
+                    auth.clone(),
+                    requests.clone(),
+                    request_timeout,
+                    busy,
+                )
             });
-            match tls {
-                None => drive(TokioIo::new(stream), svc, &opts, stop).await,
-                Some(acceptor) => {
-                    match tokio::time::timeout(opts.tls_handshake_timeout, acceptor.accept(stream))
+            let kill = conn.kill.notified();
+            tokio::pin!(kill);
+            let serve = async {
+                match tls {
+                    None => drive(TokioIo::new(stream), svc, &opts, stop).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(
+                            opts.tls_handshake_timeout,
+                            acceptor.accept(stream),
+                        )
                         .await
-                    {
-                        Ok(Ok(s)) => drive(TokioIo::new(s), svc, &opts, stop).await,
-                        Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
-                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                        {
+                            Ok(Ok(s)) => drive(TokioIo::new(s), svc, &opts, stop).await,
+                            Ok(Err(e)) => tracing::debug!("TLS handshake failed: {e}"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
                     }
                 }
+            };
+            tokio::select! {
+                () = serve => {}
+                () = &mut kill => tracing::debug!("closed an idle connection to make room"),
             }
+            conns.remove(id);
+            running.fetch_sub(1, Ordering::Relaxed);
         });
     }
 
     drop(listener);
     let _ = stop_tx.send(true);
-    // Every connection task holds a permit; all permits back = all done.
     let grace = opts.grace + Duration::from_secs(1);
-    let all = u32::try_from(max).unwrap_or(u32::MAX);
-    if tokio::time::timeout(grace, slots.acquire_many(all))
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "shutdown: {} connection(s) still open after {grace:?}, dropping them",
-            max - slots.available_permits()
-        );
+    let t0 = Instant::now();
+    while running.load(Ordering::Relaxed) > 0 && t0.elapsed() < grace {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = running.load(Ordering::Relaxed);
+    if left > 0 {
+        tracing::warn!("shutdown: {left} connection(s) still open after {grace:?}, dropping them");
     }
     Ok(())
 }
@@ -178,6 +317,8 @@ where
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(opts.header_read_timeout)
+        // A client that half-closes after its request still gets the answer.
+        .half_close(true)
         .max_buf_size(64 * 1024);
     let conn = builder.serve_connection(io, svc);
     tokio::pin!(conn);
@@ -199,8 +340,16 @@ async fn handle(
     req: Request<Incoming>,
     router: Router,
     auth: Option<Arc<BasicAuth>>,
+    requests: Option<Arc<Semaphore>>,
     timeout: Duration,
+    busy: Busy,
 ) -> Result<Response<Body>, Infallible> {
+    let _busy = busy;
+    let _slot = match requests.map(Semaphore::try_acquire_owned) {
+        Some(Err(_)) => return Ok(too_many()),
+        Some(Ok(p)) => Some(p),
+        None => None,
+    };
     let work = async move {
         if let Some(auth) = auth {
             if !auth.allows(req.headers().get(header::AUTHORIZATION)).await {
@@ -222,6 +371,18 @@ async fn handle(
             r
         }
     })
+}
+
+fn too_many() -> Response<Body> {
+    let mut r = Response::new(Body::from(
+        "503 Service Unavailable: too many concurrent requests (--web.max-requests); retry\n",
+    ));
+    *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 fn unauthorized() -> Response<Body> {

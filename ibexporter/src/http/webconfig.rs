@@ -21,7 +21,10 @@
 //! `serde_norway` is the maintained fork with the same API.
 //!
 //! Certificates and the key are read once, at [`WebConfig::load`]; restart
-//! the exporter after rotating them.
+//! the exporter after rotating them. Every file is read only if it is a
+//! regular file of at most 1 MiB (`ibhost::file::read_small`), and no
+//! error quotes what a file holds: a web config pointed at `/etc/shadow`
+//! says where it is wrong, not what is written there.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -109,11 +112,14 @@ impl WebConfig {
     /// Reads and validates the web config at `file`; relative certificate
     /// and key paths are taken relative to the file's directory.
     pub fn load(file: &Path) -> Result<WebConfig, WebConfigError> {
-        let text = std::fs::read_to_string(file).map_err(|e| WebConfigError {
-            file: file.to_path_buf(),
-            field: String::new(),
-            message: format!("cannot read it: {e}; check the path given to --web.config.file"),
-        })?;
+        let text =
+            ibhost::file::read_small_text(file, ibhost::file::MAX_SMALL_FILE).map_err(|e| {
+                WebConfigError {
+                    file: file.to_path_buf(),
+                    field: String::new(),
+                    message: format!("{e}; check the path given to --web.config.file"),
+                }
+            })?;
         Self::parse(&text, file)
     }
 
@@ -131,13 +137,31 @@ impl WebConfig {
             serde_path_to_error::deserialize(serde_norway::Deserializer::from_str(text)).map_err(
                 |e| {
                     let path = e.path().to_string();
-                    let field = if path == "." { String::new() } else { path };
+                    let field = if path == "." {
+                        String::new()
+                    } else if ibhost::file::looks_like_key(&path) {
+                        path
+                    } else {
+                        "(a key that is not a web config field)".into()
+                    };
+                    let inner = e.into_inner();
+                    let at = inner
+                        .location()
+                        .map(|l| format!("line {} column {}: ", l.line(), l.column()))
+                        .unwrap_or_default();
+                    // The YAML error may quote the file (a secret, when
+                    // the path is not the file meant): keep only its kind.
+                    let what = ibhost::file::without_quoted(&inner.to_string());
+                    let at = if what.contains(" line ") {
+                        String::new()
+                    } else {
+                        at
+                    };
                     err(
                         &field,
                         format!(
-                            "{}; supported: tls_server_config {{cert_file, key_file}} and \
+                            "{at}{what}; supported: tls_server_config {{cert_file, key_file}} and \
                              basic_auth_users {{name: bcrypt hash}}",
-                            e.into_inner()
                         ),
                     )
                 },
@@ -209,15 +233,19 @@ fn tls_config(
 ) -> Result<rustls::ServerConfig, WebConfigError> {
     const CERT: &str = "tls_server_config.cert_file";
     const KEY: &str = "tls_server_config.key_file";
-    let cert_bytes = std::fs::read(cert_file)
-        .map_err(|e| err(CERT, format!("cannot read {}: {e}", cert_file.display())))?;
+    let read = |path: &Path, field: &str| {
+        ibhost::file::read_small(path, ibhost::file::MAX_SMALL_FILE)
+            .map_err(|e| err(field, e.to_string()))
+    };
+    let cert_bytes = read(cert_file, CERT)?;
+    // PEM errors may quote a line of the file: not shown.
     let certs = CertificateDer::pem_slice_iter(&cert_bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
+        .map_err(|_| {
             err(
                 CERT,
                 format!(
-                    "{} is not a PEM certificate chain: {e}",
+                    "{} is not a PEM certificate chain; it must hold `BEGIN CERTIFICATE` blocks, leaf first",
                     cert_file.display()
                 ),
             )
@@ -231,13 +259,12 @@ fn tls_config(
             ),
         ));
     }
-    let key_bytes = std::fs::read(key_file)
-        .map_err(|e| err(KEY, format!("cannot read {}: {e}", key_file.display())))?;
-    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|e| {
+    let key_bytes = read(key_file, KEY)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|_| {
         err(
             KEY,
             format!(
-                "{} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1): {e}",
+                "{} holds no usable PEM private key (PKCS#8, PKCS#1 or SEC1)",
                 key_file.display()
             ),
         )

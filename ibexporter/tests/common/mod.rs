@@ -22,6 +22,20 @@ impl Drop for Server {
     }
 }
 
+/// The `ibprobe` binary beside this crate's (built if only this crate's
+/// tests were built).
+pub fn ibprobe() -> std::path::PathBuf {
+    let p = std::path::Path::new(env!("CARGO_BIN_EXE_ibexporter")).with_file_name("ibprobe");
+    if !p.exists() {
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "ibprobe", "--bin", "ibprobe"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    p
+}
+
 /// A port nothing listens on right now.
 pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -483,6 +483,30 @@ pub struct StreamArgs {
     /// CPU of the receiving thread [default: the next allowed CPU after --cpu].
     #[arg(long)]
     pub rx_cpu: Option<usize>,
+    /// The mesh secret (with HOST).
+    #[command(flatten)]
+    pub secret: SecretArgs,
+}
+
+/// `--secret-file`: the mesh secret of `client`, `server` and `stream`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct SecretArgs {
+    /// Mesh secret key file (the same file on both ends, mode 600): each end proves it holds the key (HMAC-SHA256 over both ends' nonces) before anything is measured; a peer without it is refused.
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+}
+
+impl SecretArgs {
+    /// The key, read and checked (None: no `--secret-file`).
+    pub fn secret(&self) -> Result<Option<crate::probe::auth::Secret>, CliError> {
+        self.secret_file
+            .as_deref()
+            .map(|p| {
+                crate::probe::auth::Secret::load(p)
+                    .map_err(|e| CliError::input(format!("--secret-file: {e}")))
+            })
+            .transpose()
+    }
 }
 
 /// `ibprobe server`.
@@ -500,6 +524,9 @@ pub struct ServerArgs {
     /// Give up on a client that stays silent this long during the handshake.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub handshake_timeout: Duration,
+    /// The mesh secret clients must prove.
+    #[command(flatten)]
+    pub secret: SecretArgs,
 }
 
 /// `ibprobe client`.
@@ -516,6 +543,9 @@ pub struct ClientArgs {
     /// Give up connecting (and on each handshake read) after this long.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// The mesh secret the server must share.
+    #[command(flatten)]
+    pub secret: SecretArgs,
 }
 
 /// The output formats a grid has: its own enum because perftest's

@@ -18,10 +18,13 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
     spec.check().map_err(|e| CliError::input(e.0))?;
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
-    let mut oob = Oob::connect(&a.host, DEFAULT_PORT, a.connect_timeout).map_err(|e| match e {
-        OobError::Refused(_) | OobError::Resolve { .. } => CliError::input(e.to_string()),
-        _ => CliError::run(e.to_string()),
-    })?;
+    let secret = a.secret.secret()?;
+    let mut oob = Oob::connect(&a.host, DEFAULT_PORT, a.connect_timeout)
+        .map_err(|e| match e {
+            OobError::Refused(_) | OobError::Resolve { .. } => CliError::input(e.to_string()),
+            _ => CliError::run(e.to_string()),
+        })?
+        .with_secret(secret);
     let mut params = serde_json::to_value(&cfg).unwrap_or_default();
     params["receiver"] = serde_json::to_value(cfg.receiver()).unwrap_or_default();
     let mut ch = session::open_client(&mut oob, &spec, params).map_err(session_err)?;

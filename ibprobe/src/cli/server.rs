@@ -24,6 +24,7 @@ pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
     crate::spec::check_combo(t.transport, t.verbs.op, t.verbs.poll)
         .map_err(|e| CliError::input(e.0))?;
     let stop = stop_flag()?;
+    let secret = a.secret.secret()?;
     let listener = TcpListener::bind(&a.bind).map_err(|e| {
         CliError::input(format!("--bind {}: cannot listen there ({e}); pick a free local address, e.g. --bind 0.0.0.0:18516", a.bind))
     })?;
@@ -47,7 +48,8 @@ pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
             match listener.accept() {
                 Ok((s, _)) => {
                     let _ = s.set_nonblocking(false);
-                    break Oob::from_stream(s, a.handshake_timeout);
+                    break Oob::from_stream(s, a.handshake_timeout)
+                        .map(|o| o.with_secret(secret.clone()));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(20))

@@ -49,7 +49,8 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
         }
         Some(host) => {
             let mut oob = Oob::connect(host, DEFAULT_PORT, a.connect_timeout)
-                .map_err(|e| CliError::run(e.to_string()))?;
+                .map_err(|e| CliError::run(e.to_string()))?
+                .with_secret(a.secret.secret()?);
             let hello = StreamHello {
                 spec: stream.clone(),
                 warmup: cfg.warmup,
@@ -60,7 +61,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
                 session::open_stream_client(&mut oob, &spec, &hello).map_err(session_err)?;
             let info = tx.info();
             let out = run_client(&cfg, &stream, tx.as_mut(), &clock, stop, || {
-                oob.recv::<StreamTally>("the server's stream counters")
+                oob.recv::<StreamTally>("waiting for the server's stream counters")
                     .map(|m| m.tally)
                     .map_err(|e| TransportError::PeerLost(e.to_string()))
             })

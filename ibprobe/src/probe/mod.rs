@@ -9,9 +9,11 @@
 //! - [`stream`]: a stream's two loops at once (sender here, receiver on a
 //!   pinned thread) -> [`stream::StreamOutcome`] (issue 13);
 //! - [`oob`]: the out-of-band TCP handshake of server and client;
+//! - [`auth`]: the optional mesh secret and its challenge-response;
 //! - `outcome.rs`: the contract between the runner, which fills it, and
 //!   `crate::report`, which prints it.
 
+pub mod auth;
 pub mod config;
 pub mod oob;
 pub mod open;

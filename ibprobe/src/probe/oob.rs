@@ -13,6 +13,11 @@
 //! (client -> server, after the run). Transport endpoints (a UDP port, a
 //! shm file, verbs' `Endpoint`) travel as opaque JSON values, so a
 //! transport adds its own fields without changing this protocol.
+//!
+//! With a mesh secret ([`Oob::with_secret`] on both ends, `probe/auth.rs`)
+//! the client's Hello carries its nonce in `params.auth`, the server
+//! answers [`Reply::Challenge`] (its nonce and proof), the client answers
+//! [`Proof`], and only then does the server act on the Hello.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -20,6 +25,8 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use super::auth::{Role, Secret};
 
 /// First bytes of every frame.
 pub const MAGIC: [u8; 8] = *b"IBPROBE\0";
@@ -84,7 +91,7 @@ pub enum OobError {
         theirs: u32,
     },
     /// A body that is not the expected JSON, or too long.
-    #[error("{peer} sent a malformed {what}: {detail}")]
+    #[error("{peer} sent a malformed message while {what}: {detail}")]
     Malformed {
         /// The peer.
         peer: String,
@@ -96,6 +103,9 @@ pub enum OobError {
     /// The server refused the client's parameters.
     #[error("server refused: {0}")]
     Refused(String),
+    /// The mesh secret was missing or wrong, on either end.
+    #[error("mesh secret: {0}")]
+    Auth(String),
     /// Another socket error.
     #[error("{what} with {peer}: {source}")]
     Io {
@@ -135,6 +145,21 @@ pub enum Reply {
         /// One line.
         reason: String,
     },
+    /// The server holds a mesh secret: its nonce and its proof; the
+    /// client answers [`Proof`], then gets Welcome or Refuse.
+    Challenge {
+        /// The server's nonce (base64).
+        nonce: String,
+        /// HMAC of both nonces by the server (base64).
+        proof: String,
+    },
+}
+
+/// The client's answer to a [`Reply::Challenge`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Proof {
+    /// HMAC of both nonces by the client (base64).
+    pub proof: String,
 }
 
 /// The client's closing message: the run is over.
@@ -159,6 +184,7 @@ pub struct Oob {
     stream: TcpStream,
     peer: SocketAddr,
     timeout: Duration,
+    secret: Option<Secret>,
 }
 
 /// What [`Oob::poll_closing`] saw.
@@ -236,7 +262,15 @@ impl Oob {
             stream,
             peer,
             timeout,
+            secret: None,
         })
+    }
+
+    /// Requires the mesh secret on this connection (None: no secret):
+    /// [`Oob::handshake`] and [`Oob::read_hello`] then prove it both ways.
+    pub fn with_secret(mut self, secret: Option<Secret>) -> Oob {
+        self.secret = secret;
+        self
     }
 
     /// The peer's address (its IP is where the transport connects).
@@ -339,7 +373,7 @@ impl Oob {
                 peer: self.peer.to_string(),
                 what: "the run was going on (no Done)",
             }),
-            Ok(_) => match self.recv::<Done>("the end-of-run message") {
+            Ok(_) => match self.recv::<Done>("waiting for the end-of-run message") {
                 Ok(d) => Closing::Done(d),
                 Err(e) => Closing::Gone(e),
             },
@@ -349,27 +383,115 @@ impl Oob {
     }
 
     /// Client side: sends `hello`, waits for the server's reply; a refusal
-    /// becomes [`OobError::Refused`].
+    /// becomes [`OobError::Refused`]. With a secret, the server must
+    /// prove it holds the same one before its Welcome counts.
     pub fn handshake(&mut self, hello: &Hello) -> Result<serde_json::Value, OobError> {
-        self.send(hello)?;
-        match self.recv::<Reply>("waiting for the server's reply")? {
-            Reply::Welcome { endpoint } => Ok(endpoint),
-            Reply::Refuse { reason } => Err(OobError::Refused(reason)),
+        let client_nonce = match &self.secret {
+            None => None,
+            Some(_) => Some(Secret::nonce().map_err(OobError::Auth)?),
+        };
+        match &client_nonce {
+            None => self.send(hello)?,
+            Some(n) => {
+                let mut h = hello.clone();
+                if !h.params.is_object() {
+                    h.params = serde_json::json!({});
+                }
+                h.params["auth"] = serde_json::json!({ "nonce": n });
+                self.send(&h)?
+            }
+        }
+        let mut proved = false;
+        loop {
+            match self.recv::<Reply>("waiting for the server's reply")? {
+                Reply::Welcome { endpoint } if proved || self.secret.is_none() => {
+                    return Ok(endpoint)
+                }
+                Reply::Welcome { .. } => {
+                    return Err(OobError::Auth(format!(
+                        "{} did not prove it holds the mesh secret (does it run without --secret-file?); refusing to probe it",
+                        self.peer
+                    )))
+                }
+                Reply::Refuse { reason } => return Err(OobError::Refused(reason)),
+                Reply::Challenge { nonce, proof } => {
+                    let (Some(secret), Some(cn)) = (&self.secret, &client_nonce) else {
+                        return Err(OobError::Auth(format!(
+                            "{} asks for the mesh secret; pass --secret-file with the mesh's key file",
+                            self.peer
+                        )));
+                    };
+                    if proved || !secret.verify(Role::Server, cn, &nonce, &proof) {
+                        return Err(OobError::Auth(format!(
+                            "{} holds a different mesh secret; give both ends the same key file",
+                            self.peer
+                        )));
+                    }
+                    let mine = secret.proof(Role::Client, cn, &nonce);
+                    self.send(&Proof { proof: mine })?;
+                    proved = true;
+                }
+            }
         }
     }
 
     /// Server side: reads the client's [`Hello`]. On a version mismatch the
     /// client is told (a refusal framed in our version) before the error
     /// is returned, so both ends print why.
+    ///
+    /// With a secret, the client must prove it holds the same one: a
+    /// client without a nonce or with a wrong proof is refused (told why)
+    /// and the error is [`OobError::Auth`]. The nonce is taken out of the
+    /// returned Hello's params.
     pub fn read_hello(&mut self) -> Result<Hello, OobError> {
-        match self.recv::<Hello>("waiting for the client's hello") {
+        let mut hello = match self.recv::<Hello>("waiting for the client's hello") {
             Err(OobError::Version { peer, ours, theirs }) => {
                 let reason = format!("server speaks ibprobe protocol v{ours}, client v{theirs}; run the same ibprobe version on both ends");
                 let _ = self.send(&Reply::Refuse { reason });
-                Err(OobError::Version { peer, ours, theirs })
+                return Err(OobError::Version { peer, ours, theirs });
             }
-            other => other,
+            other => other?,
+        };
+        let client_nonce = hello
+            .params
+            .as_object_mut()
+            .and_then(|m| m.remove("auth"))
+            .and_then(|a| a.get("nonce").and_then(|n| n.as_str()).map(str::to_string));
+        let Some(secret) = self.secret.clone() else {
+            return Ok(hello);
+        };
+        let refuse = |oob: &mut Oob, told: &str, why: String| {
+            let _ = oob.send(&Reply::Refuse {
+                reason: told.to_string(),
+            });
+            Err(OobError::Auth(format!("client {}: {why}", oob.peer)))
+        };
+        let Some(cn) = client_nonce.filter(|n| !n.is_empty() && n.len() <= 64) else {
+            return refuse(
+                self,
+                "this server requires the mesh secret; pass --secret-file with the mesh's key file",
+                "sent no proof of the mesh secret".into(),
+            );
+        };
+        let sn = Secret::nonce().map_err(OobError::Auth)?;
+        let proof = secret.proof(Role::Server, &cn, &sn);
+        self.send(&Reply::Challenge {
+            nonce: sn.clone(),
+            proof,
+        })?;
+        // A client that gives up here found our proof wrong: a different
+        // secret, counted as such.
+        let theirs = self
+            .recv::<Proof>("waiting for the client's proof of the mesh secret")
+            .map_err(|e| OobError::Auth(format!("client {}: no proof ({e})", self.peer)))?;
+        if !secret.verify(Role::Client, &cn, &sn, &theirs.proof) {
+            return refuse(
+                self,
+                "wrong mesh secret; give both ends the same key file",
+                "proved a different mesh secret".into(),
+            );
         }
+        Ok(hello)
     }
 }
 
@@ -459,6 +581,74 @@ mod tests {
             s.recv::<Hello>("hello").unwrap_err(),
             OobError::BadMagic { .. }
         ));
+    }
+
+    fn hello() -> Hello {
+        Hello {
+            transport: "udp".into(),
+            size: 32,
+            params: json!({"op": "send"}),
+            endpoint: json!({"port": 9}),
+        }
+    }
+
+    /// Runs a handshake with `client`'s and `server`'s secrets; the
+    /// client's result and the server's.
+    fn auth(
+        client: Option<&[u8]>,
+        server: Option<&[u8]>,
+    ) -> (Result<serde_json::Value, OobError>, Result<Hello, OobError>) {
+        let key = |k: Option<&[u8]>| k.map(|k| Secret::from_bytes(k).unwrap());
+        let (c, s) = pair();
+        let (mut c, mut s) = (c.with_secret(key(client)), s.with_secret(key(server)));
+        let srv = std::thread::spawn(move || {
+            let h = s.read_hello();
+            if h.is_ok() {
+                s.send(&Reply::Welcome {
+                    endpoint: json!({"port": 10}),
+                })
+                .unwrap();
+            }
+            h
+        });
+        let r = c.handshake(&hello());
+        (r, srv.join().unwrap())
+    }
+
+    #[test]
+    fn the_mesh_secret_is_proved_both_ways() {
+        let k: &[u8] = b"0123456789abcdef-mesh";
+        let (c, s) = auth(Some(k), Some(k));
+        assert_eq!(c.unwrap(), json!({"port": 10}));
+        assert_eq!(s.unwrap(), hello(), "the nonce is taken out of params");
+        // No secret on either end: as before.
+        let (c, s) = auth(None, None);
+        assert!(c.is_ok() && s.is_ok());
+        // A client without the secret is refused and told why.
+        let (c, s) = auth(None, Some(k));
+        assert!(matches!(s, Err(OobError::Auth(_))), "{s:?}");
+        let c = c.unwrap_err().to_string();
+        assert!(c.contains("requires the mesh secret"), "{c}");
+        // A different secret: the client sees the server's proof fail.
+        let (c, s) = auth(Some(b"another-key-0123456789"), Some(k));
+        assert!(matches!(c, Err(OobError::Auth(_))), "{c:?}");
+        assert!(s.is_err());
+        // A server without the secret does not count as a mesh member.
+        let (c, _) = auth(Some(k), None);
+        let c = c.unwrap_err().to_string();
+        assert!(c.contains("did not prove"), "{c}");
+    }
+
+    #[test]
+    fn a_malformed_body_names_what_was_awaited() {
+        let (c, mut s) = pair();
+        let mut raw = c.stream.try_clone().unwrap();
+        raw.write_all(b"IBPROBE\0\0\0\0\x01\0\0\0\x02[]").unwrap();
+        let e = s.read_hello().unwrap_err().to_string();
+        assert!(
+            e.contains("sent a malformed message while waiting for the client's hello"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -25,11 +25,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::auth::Secret;
 use super::config::{Mode, ProbeConfig, Receiver};
 use super::oob::{Closing, Done, Hello, Oob, OobError, Reply};
 use super::open::{udp_bound, OpenError};
@@ -50,7 +52,8 @@ use crate::verbs::{self, VerbsConfig};
 pub struct SessionError {
     /// Short, stable reason for metrics: `connect`, `refused` (the peer
     /// said no), `config` (this end refuses the configuration), `setup`,
-    /// `protocol`, `peer_lost`.
+    /// `protocol`, `peer_lost`, `auth` (the mesh secret is missing or
+    /// differs).
     pub reason: &'static str,
     /// What happened, with which peer, and what to do.
     pub detail: String,
@@ -59,7 +62,7 @@ pub struct SessionError {
 impl SessionError {
     /// Whether the user's input is at fault (a CLI exits 2), not the run.
     pub fn is_input(&self) -> bool {
-        matches!(self.reason, "refused" | "config")
+        matches!(self.reason, "refused" | "config" | "auth")
     }
 }
 
@@ -79,6 +82,7 @@ impl From<OpenError> for SessionError {
 fn oob_err(e: OobError) -> SessionError {
     match e {
         OobError::Refused(_) => err("refused", e),
+        OobError::Auth(_) => err("auth", e),
         e => err("protocol", e),
     }
 }
@@ -546,15 +550,18 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
-    /// Connects to `addr` (giving up after `timeout`), agrees on the
-    /// channel `spec` describes and opens it.
+    /// Connects to `addr` (giving up after `timeout`), proves the mesh
+    /// `secret` if one is given, agrees on the channel `spec` describes
+    /// and opens it.
     pub fn connect(
         addr: SocketAddr,
         spec: &ChannelSpec,
         timeout: Duration,
+        secret: Option<&Secret>,
     ) -> Result<ClientSession, SessionError> {
-        let mut oob =
-            Oob::connect(&addr.to_string(), addr.port(), timeout).map_err(|e| err("connect", e))?;
+        let mut oob = Oob::connect(&addr.to_string(), addr.port(), timeout)
+            .map_err(|e| err("connect", e))?
+            .with_secret(secret.cloned());
         let ch = open_client(&mut oob, spec, Value::Null)?;
         Ok(ClientSession { oob, ch, sent: 0 })
     }
@@ -593,21 +600,119 @@ impl ClientSession {
 pub struct ResponderOptions {
     /// Verbs device to answer on (None: the first with an active port).
     pub dev: Option<String>,
-    /// How long a client may take to say hello.
+    /// How long a client may take to say hello (each read; the
+    /// responder's owner bounds the whole handshake).
     pub handshake_timeout: Duration,
+    /// The mesh secret clients must prove (None: everyone is served).
+    pub secret: Option<Secret>,
+    /// Sessions that may echo with busy polling at once (each spins a
+    /// core); past it a client asking for busy polling is echoed with
+    /// event polling (a few µs more on its RTT, no core spent).
+    pub max_busy: usize,
+    /// Sessions busy polling now (shared by the responder's sessions).
+    pub busy: Arc<AtomicUsize>,
+}
+
+/// The longest consume delay a responder honours per message (it spins
+/// that long): a client cannot make it spin for long.
+pub const MAX_RESPONDER_CONSUME_DELAY: Duration = Duration::from_millis(1);
+
+/// A busy-polling slot of a responder, given back on drop.
+struct BusySlot<'a>(&'a AtomicUsize);
+
+impl Drop for BusySlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A busy-polling slot if fewer than `max` are taken.
+fn busy_slot(busy: &AtomicUsize, max: usize) -> Option<BusySlot<'_>> {
+    busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| BusySlot(busy))
+}
+
+/// What the owner of a responder session (ibexporter's responder) sees of
+/// it and how it ends it, shared with the thread running [`respond`].
+#[derive(Debug, Default)]
+pub struct Liveness {
+    /// Set by the owner to end the session (eviction, idle, shutdown).
+    pub stop: AtomicBool,
+    /// Set by [`respond`] once the client is welcomed (the handshake is over).
+    pub greeted: AtomicBool,
+    /// Messages that arrived so far: the owner calls a session idle when
+    /// this stops moving.
+    pub arrived: AtomicU64,
+}
+
+/// A channel that counts arrivals into a [`Liveness`] (one relaxed
+/// store per message: no lock, no syscall).
+struct Watched<'a> {
+    ch: &'a mut dyn Channel,
+    live: &'a Liveness,
+}
+
+impl Watched<'_> {
+    fn seen(&self, got: Option<u64>) -> Option<u64> {
+        if got.is_some() {
+            self.live.arrived.fetch_add(1, Ordering::Relaxed);
+        }
+        got
+    }
+}
+
+impl Channel for Watched<'_> {
+    fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+        self.ch.post(seq)
+    }
+    fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+        let got = self.ch.poll_recv()?;
+        Ok(self.seen(got))
+    }
+    fn poll_send_done(&mut self) -> Result<Option<u64>, TransportError> {
+        self.ch.poll_send_done()
+    }
+    fn has_send_completions(&self) -> bool {
+        self.ch.has_send_completions()
+    }
+    fn is_signaled(&self, seq: u64) -> bool {
+        self.ch.is_signaled(seq)
+    }
+    fn wait_recv(&mut self, clock: &Clock, timeout_ns: u64) -> Result<Option<u64>, TransportError> {
+        let got = self.ch.wait_recv(clock, timeout_ns)?;
+        Ok(self.seen(got))
+    }
+    fn stamp_target(&mut self) -> Result<crate::sys::verbs::StampWord, TransportError> {
+        self.ch.stamp_target()
+    }
+    fn arrived_stamp(&self) -> u64 {
+        self.ch.arrived_stamp()
+    }
+    fn info(&self) -> crate::transport::TransportInfo {
+        self.ch.info()
+    }
 }
 
 /// How long a responder asks a client that closed its transport whether
 /// it said Done.
 const RESPONDER_GRACE: Duration = Duration::from_millis(20);
 
-/// Serves one client on `oob` until it says Done, vanishes or `stop` is
-/// set; returns the messages echoed. Answers udp, rc, uc and ud (the
-/// shared-memory ring needs both ends on one host; a daemon does not
-/// offer it). Refusals are sent to the client too.
-pub fn respond(mut oob: Oob, o: &ResponderOptions, stop: &AtomicBool) -> Result<u64, SessionError> {
-    let hello = oob.read_hello().map_err(|e| err("protocol", e))?;
-    let spec = match requested(&hello, o.dev.as_deref()) {
+/// Serves one client on `oob` until it says Done, vanishes or
+/// `live.stop` is set; returns the messages echoed. Answers udp, rc, uc
+/// and ud (the shared-memory ring needs both ends on one host; a daemon
+/// does not offer it). With `o.secret`, the client must prove it first
+/// (else the error's reason is `auth`). Refusals are sent to the client
+/// too.
+pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u64, SessionError> {
+    oob = oob.with_secret(o.secret.clone());
+    let hello = oob.read_hello().map_err(|e| match e {
+        OobError::Auth(_) => err("auth", e),
+        e => err("protocol", e),
+    })?;
+    let mut spec = match requested(&hello, o.dev.as_deref()) {
         Ok(s) if s.transport != Transport::Shm => s,
         Ok(_) => {
             return Err(refuse(
@@ -617,17 +722,40 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, stop: &AtomicBool) -> Result<
         }
         Err(e) => return Err(refuse(&mut oob, e)),
     };
-    let receiver = match receiver(&hello) {
-        Ok(r) => r,
+    let mut receiver = match receiver(&hello) {
+        Ok(r) if r.consume_delay <= MAX_RESPONDER_CONSUME_DELAY => r,
+        Ok(r) => {
+            return Err(refuse(
+                &mut oob,
+                format!(
+                    "a consume delay of {:?} is not served here (at most {MAX_RESPONDER_CONSUME_DELAY:?}); use ibprobe server for longer ones",
+                    r.consume_delay
+                ),
+            ))
+        }
         Err(e) => return Err(refuse(&mut oob, e)),
     };
+    let spins = receiver.poll == Poll::Busy || spec.poll == Poll::Busy;
+    let _slot = match spins.then(|| busy_slot(&o.busy, o.max_busy)) {
+        Some(None) => {
+            receiver.poll = Poll::Event;
+            spec.poll = Poll::Event;
+            None
+        }
+        slot => slot.flatten(),
+    };
     let mut ch = open_server(&mut oob, &hello, &spec)?;
+    live.greeted.store(true, Ordering::Relaxed);
     let clock = Clock::monotonic();
+    let mut watched = Watched {
+        ch: ch.as_mut(),
+        live,
+    };
     let served = serve(
         &mut oob,
-        ch.as_mut(),
+        &mut watched,
         &clock,
-        stop,
+        &live.stop,
         None,
         &receiver,
         RESPONDER_GRACE,

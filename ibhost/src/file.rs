@@ -1,0 +1,213 @@
+//! Reading a small file an operator named (a config, a key, a
+//! certificate): a regular file of bounded size, or a one-line refusal.
+//!
+//! Why it exists: a path in a config file may point at a FIFO (opening it
+//! waits for a writer for ever), a device (`/dev/zero` never ends) or a
+//! huge file. ibexporter's config, web config, TLS files and ibprobe's
+//! mesh secret are all read through [`read_small`], so each of them is
+//! refused the same way, quickly, and without echoing what the file holds.
+
+use std::fs::OpenOptions;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The largest file [`read_small`] reads by default: 1 MiB, far above any
+/// config, key or certificate chain.
+pub const MAX_SMALL_FILE: u64 = 1 << 20;
+
+/// Why a small file could not be read. Its text names the path and the
+/// kind of problem, never the file's contents.
+#[derive(Debug, thiserror::Error)]
+pub enum SmallFileError {
+    /// Opening or reading failed (missing, no permission, ...).
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not a regular file (a FIFO, a device, a socket, a directory).
+    #[error("{} is {kind}, not a regular file; give the path of a regular file", path.display())]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// "a FIFO", "a directory", ...
+        kind: &'static str,
+    },
+    /// Larger than the limit.
+    #[error("{} is larger than {limit} bytes; this is not the file meant here", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit in bytes.
+        limit: u64,
+    },
+}
+
+/// What a file type is called in messages ("a FIFO", "a directory", ...).
+/// (ibtune's `host/root.rs` has the same list; it can use this one.)
+pub fn type_name(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a regular file"
+    }
+}
+
+/// Reads `path` whole if it is a regular file of at most `limit` bytes.
+///
+/// The file is opened with `O_NONBLOCK` (a FIFO does not block the open)
+/// and its type is checked on the open descriptor, so a path swapped
+/// between the check and the read cannot get past it; at most `limit + 1`
+/// bytes are read, so a file that grows while read is refused too.
+pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, SmallFileError> {
+    let io = |source| SmallFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(SmallFileError::NotRegular {
+            path: path.to_path_buf(),
+            kind: type_name(meta.file_type()),
+        });
+    }
+    let too_large = || SmallFileError::TooLarge {
+        path: path.to_path_buf(),
+        limit,
+    };
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.take(limit + 1).read_to_end(&mut buf).map_err(io)?;
+    if buf.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(buf)
+}
+
+/// [`read_small`] as UTF-8 text; invalid UTF-8 is an error that does not
+/// quote the bytes.
+pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError> {
+    String::from_utf8(read_small(path, limit)?).map_err(|e| SmallFileError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ),
+    })
+}
+
+/// `message` (a parser's error about a file's text) without the parts it
+/// quotes from the file: every `"..."` and every `` `...` `` becomes `(…)`,
+/// except key names (after `field ` or `key `, and only if they look like
+/// one, see [`looks_like_key`]) and the parser's own list of what it
+/// expected (after `expected`).
+///
+/// Why it exists: serde's messages quote the value they choke on
+/// (`invalid type: string "root:$6$...", expected a mapping`); when the
+/// file named is not the one meant (`/etc/shadow`), that value is a secret.
+pub fn without_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find(['"', '`']) {
+        let (before, from) = rest.split_at(i);
+        out.push_str(before);
+        let q = from.as_bytes()[0] as char;
+        let Some(len) = from[1..].find(q) else {
+            out.push_str("(…)");
+            return out;
+        };
+        let quoted = &from[..len + 2];
+        let keep = q == '`'
+            && (((out.ends_with("field ") || out.ends_with("key "))
+                && looks_like_key(&quoted[1..quoted.len() - 1]))
+                || out.contains("expected"));
+        out.push_str(if keep { quoted } else { "(…)" });
+        rest = &from[len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `s` looks like a key name (or a dotted path of them): at most
+/// 64 letters, digits, `_`, `-`, `.`, `[`, `]`. A line of some other file
+/// read as a key (`root:$6$...` in `/etc/shadow`) does not.
+pub fn looks_like_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '[' | ']'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_values_are_cut_and_key_names_kept() {
+        assert_eq!(
+            without_quoted("invalid type: string \"root:$6$abc\", expected web config mapping"),
+            "invalid type: string (…), expected web config mapping"
+        );
+        assert_eq!(
+            without_quoted("unknown field `password`, expected `a` or `b`"),
+            "unknown field `password`, expected `a` or `b`"
+        );
+        assert_eq!(
+            without_quoted("invalid type: integer `12345`, expected a string"),
+            "invalid type: integer (…), expected a string"
+        );
+        assert_eq!(without_quoted("unterminated \"secret"), "unterminated (…)");
+        assert_eq!(
+            without_quoted("unknown field `root:$6$x:1::`, expected `a`"),
+            "unknown field (…), expected `a`"
+        );
+    }
+
+    #[test]
+    fn regular_files_fifos_and_limits() {
+        let d = std::env::temp_dir().join(format!("ibhost-file-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("ok");
+        std::fs::write(&f, "abc").unwrap();
+        assert_eq!(read_small(&f, 3).unwrap(), b"abc");
+        let e = read_small(&f, 2).unwrap_err();
+        assert!(matches!(e, SmallFileError::TooLarge { .. }), "{e}");
+        assert!(!e.to_string().contains("abc"), "{e}");
+        let fifo = d.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        let e = read_small(&fifo, 10).unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        let e = read_small(&d, 10).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+        let e = read_small(Path::new("/dev/zero"), 10).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        std::fs::write(&f, [0xffu8, 0xfe]).unwrap();
+        let e = read_small_text(&f, 10).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

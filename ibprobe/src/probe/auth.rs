@@ -1,0 +1,179 @@
+//! The mesh secret: a key both ends of a session read from a file, and
+//! the challenge-response that proves each end holds it.
+//!
+//! Why it exists: ibexporter's responder answers anyone who can reach its
+//! port. With a secret, only mesh members are served: the client sends a
+//! nonce in its Hello, the server answers with its own nonce and
+//! HMAC-SHA256(key, "server" | client nonce | server nonce), the client
+//! checks it and answers HMAC-SHA256(key, "client" | client nonce | server
+//! nonce), which the server checks in constant time before it opens
+//! anything. Both ends prove the key, the labels keep one side's proof from
+//! being replayed as the other's, and fresh nonces keep an old exchange
+//! from being replayed at all. The key never travels. (`probe/oob.rs`
+//! carries the frames; this file holds the key and the arithmetic.)
+//!
+//! The HMAC and the random nonces come from `ring` (already in the
+//! workspace through rustls; `ring::hmac::verify` compares in constant
+//! time).
+
+use std::path::Path;
+
+use base64::Engine as _;
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+
+/// Bytes of each nonce.
+pub const NONCE_LEN: usize = 16;
+/// The shortest key accepted, in bytes (after the trailing newline is cut).
+pub const MIN_KEY_LEN: usize = 16;
+/// The largest secret file read.
+pub const MAX_KEY_FILE: u64 = 64 * 1024;
+
+/// Which end a proof comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The end that sent the Hello.
+    Client,
+    /// The end that answered it.
+    Server,
+}
+
+impl Role {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Role::Client => b"ibprobe mesh v1 client",
+            Role::Server => b"ibprobe mesh v1 server",
+        }
+    }
+}
+
+/// The mesh key. Its `Debug` never shows the key.
+#[derive(Clone)]
+pub struct Secret {
+    key: hmac::Key,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// Reads the key from `path`: a regular file, not readable by others,
+    /// of at least [`MIN_KEY_LEN`] bytes (a trailing newline is not part
+    /// of the key). Errors name the file and what to do, never its bytes.
+    pub fn load(path: &Path) -> Result<Secret, String> {
+        let bytes = ibhost::file::read_small(path, MAX_KEY_FILE)
+            .map_err(|e| format!("mesh secret: {e}"))?;
+        let mode = std::fs::metadata(path)
+            .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()))
+            .unwrap_or(0);
+        if mode & 0o004 != 0 {
+            return Err(format!(
+                "mesh secret {}: readable by every user (mode {:o}); chmod 600 it (or 640 with a group for the service)",
+                path.display(),
+                mode & 0o777
+            ));
+        }
+        Secret::from_bytes(&bytes).map_err(|e| format!("mesh secret {}: {e}", path.display()))
+    }
+
+    /// The key from its bytes (a trailing `\n` or `\r\n` is cut).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Secret, String> {
+        let mut b = bytes;
+        while let [rest @ .., b'\n' | b'\r'] = b {
+            b = rest;
+        }
+        if b.len() < MIN_KEY_LEN {
+            return Err(format!(
+                "the key has {} bytes, fewer than {MIN_KEY_LEN}; make one with `head -c 32 /dev/urandom | base64 > FILE`",
+                b.len()
+            ));
+        }
+        Ok(Secret {
+            key: hmac::Key::new(hmac::HMAC_SHA256, b),
+        })
+    }
+
+    /// A fresh random nonce, base64 (as it travels in the frames).
+    pub fn nonce() -> Result<String, String> {
+        let mut n = [0u8; NONCE_LEN];
+        SystemRandom::new()
+            .fill(&mut n)
+            .map_err(|_| "the system random generator failed".to_string())?;
+        Ok(b64(&n))
+    }
+
+    fn message(role: Role, client_nonce: &str, server_nonce: &str) -> Vec<u8> {
+        let mut m = role.label().to_vec();
+        for n in [client_nonce, server_nonce] {
+            m.push(0);
+            m.extend_from_slice(n.as_bytes());
+        }
+        m
+    }
+
+    /// `role`'s proof over both nonces, base64.
+    pub fn proof(&self, role: Role, client_nonce: &str, server_nonce: &str) -> String {
+        b64(hmac::sign(&self.key, &Self::message(role, client_nonce, server_nonce)).as_ref())
+    }
+
+    /// Whether `proof` is `role`'s proof over both nonces (constant time).
+    pub fn verify(&self, role: Role, client_nonce: &str, server_nonce: &str, proof: &str) -> bool {
+        let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(proof) else {
+            return false;
+        };
+        hmac::verify(
+            &self.key,
+            &Self::message(role, client_nonce, server_nonce),
+            &tag,
+        )
+        .is_ok()
+    }
+}
+
+fn b64(b: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_check_the_key_the_role_and_the_nonces() {
+        let a = Secret::from_bytes(b"0123456789abcdef0123\n").unwrap();
+        let b = Secret::from_bytes(b"0123456789abcdef0124").unwrap();
+        let (cn, sn) = (Secret::nonce().unwrap(), Secret::nonce().unwrap());
+        assert_ne!(cn, sn);
+        let p = a.proof(Role::Client, &cn, &sn);
+        assert!(a.verify(Role::Client, &cn, &sn, &p));
+        assert!(!b.verify(Role::Client, &cn, &sn, &p), "another key");
+        assert!(!a.verify(Role::Server, &cn, &sn, &p), "the other role");
+        assert!(!a.verify(Role::Client, &sn, &cn, &p), "swapped nonces");
+        assert!(!a.verify(Role::Client, &cn, &sn, "not base64!"));
+        // The trailing newline is not part of the key.
+        let a2 = Secret::from_bytes(b"0123456789abcdef0123").unwrap();
+        assert!(a2.verify(Role::Client, &cn, &sn, &p));
+        let e = Secret::from_bytes(b"short\n").unwrap_err();
+        assert!(e.contains("fewer than 16"), "{e}");
+        assert_eq!(format!("{a:?}"), "Secret(..)");
+    }
+
+    #[test]
+    fn files_must_be_private_regular_and_small() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("key");
+        std::fs::write(&f, "0123456789abcdef-secret-key\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Secret::load(&f).unwrap_err();
+        assert!(e.contains("chmod 600"), "{e}");
+        assert!(!e.contains("secret-key"), "{e}");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Secret::load(&f).unwrap();
+        let e = Secret::load(d.path()).unwrap_err();
+        assert!(e.contains("directory"), "{e}");
+    }
+}
