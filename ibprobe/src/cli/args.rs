@@ -25,8 +25,8 @@ use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::report::host::HostFormat;
 use crate::report::Format;
 use crate::spec::{
-    ChannelSpec, CreditReturn, InlineMode, Op, Poll, SignalMode, StreamSpec, Transport, VerbsKnobs,
-    RECORD_HEADER, SLOT_HEADER,
+    ChannelSpec, CreditReturn, InlineMode, ModelParams, Op, Poll, SignalMode, StreamSpec,
+    Transport, VerbsKnobs, RECORD_HEADER, SLOT_HEADER,
 };
 
 pub const AFTER_HELP: &str = "\
@@ -259,9 +259,17 @@ fn word<T: FromStr<Err = crate::spec::SpecError>>(s: &str) -> Result<T, String> 
 /// Options every probing subcommand shares.
 #[derive(Args, Debug, Clone)]
 pub struct TransportArgs {
-    /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs).
+    /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs)
+    /// | model (a LogGP network of --model's parameters, emulated in this process).
     #[arg(long, short = 't', value_enum, default_value = "rc")]
     pub transport: Transport,
+    /// LogGP parameters of --transport model: L=5us,os=1us,or=1.5us,g=2us,G=1ns
+    /// (units ps, ns, us, ms; G is per BYTE), or the preset `spin` (the sPIN
+    /// paper's NIC: o 65ns, g 6.7ns, L 83.4ns, G 20ps/B = its 2.5 ps per bit)
+    /// with overrides, e.g. spin,G=2.5ps. Emulated with busy-waits on this
+    /// host's clock: honest from about 1 us up; below, use `loggp --simulate`.
+    #[arg(long, value_name = "PARAMS")]
+    pub model: Option<ModelParams>,
     /// Pin the measuring (or echoing) thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -724,6 +732,7 @@ impl TransportArgs {
             size,
             poll: self.verbs.poll,
             verbs: self.verbs.knobs(),
+            model: self.model,
         }
     }
 }

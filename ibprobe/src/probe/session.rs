@@ -129,6 +129,9 @@ pub fn open_client(
         })
         .map_err(oob_err)
     };
+    if spec.transport == Transport::Model {
+        return Err(OpenError::refused("--transport model runs in one process (loopback, stream, sweep, loggp): it emulates the network itself, so there is no server to reach; use udp, rc, uc or ud between hosts").into());
+    }
     Ok(match spec.transport {
         Transport::Udp => {
             let mut u = udp_bound(local_ip, spec)?;
@@ -151,6 +154,7 @@ pub fn open_client(
                 ))
             })?)
         }
+        Transport::Model => unreachable!("--transport model is refused above"),
         Transport::Rc | Transport::Uc | Transport::Ud => {
             let vcfg = VerbsConfig::new(spec).map_err(OpenError::from)?;
             let (prepared, ep) = verbs::prepare(&vcfg).map_err(OpenError::from)?;
@@ -224,6 +228,9 @@ pub fn open_server(
     if let Err(e) = spec.check() {
         return Err(refuse(oob, e.0));
     }
+    if spec.transport == Transport::Model {
+        return Err(refuse(oob, "--transport model runs in one process (loopback, stream, sweep, loggp): it emulates the network itself, so there is no server to reach; use udp, rc, uc or ud between hosts"));
+    }
     let (ch, endpoint): (Box<dyn Channel>, Value) = match spec.transport {
         Transport::Udp => {
             let Some(cport) = udp_port(&hello.endpoint) else {
@@ -251,6 +258,7 @@ pub fn open_server(
                 Err(e) => return Err(refuse(oob, e.to_string())),
             }
         }
+        Transport::Model => unreachable!("--transport model is refused above"),
         Transport::Rc | Transport::Uc | Transport::Ud => {
             let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
                 Ok(e) => e,
@@ -325,6 +333,9 @@ pub fn open_stream_client(
         })
         .map_err(oob_err)
     };
+    if spec.transport == Transport::Model {
+        return Err(OpenError::refused("--transport model runs in one process (loopback, stream, sweep, loggp): it emulates the network itself, so there is no server to reach; use udp, rc, uc or ud between hosts").into());
+    }
     Ok(match spec.transport {
         Transport::Udp => {
             let mut u =
@@ -350,6 +361,7 @@ pub fn open_stream_client(
                 })?,
             )
         }
+        Transport::Model => unreachable!("--transport model is refused above"),
         Transport::Rc | Transport::Uc | Transport::Ud => {
             let vcfg = VerbsConfig::new(spec).map_err(OpenError::from)?;
             let (prepared, ep) =
@@ -380,6 +392,9 @@ pub fn open_stream_server(
         return Err(refuse(oob, e.0));
     }
     let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
+    if spec.transport == Transport::Model {
+        return Err(refuse(oob, "--transport model runs in one process (loopback, stream, sweep, loggp): it emulates the network itself, so there is no server to reach; use udp, rc, uc or ud between hosts"));
+    }
     let (end, endpoint): (Box<dyn SlotEnd>, Value) = match spec.transport {
         Transport::Udp => {
             let Some(cport) = udp_port(&hello.endpoint) else {
@@ -407,6 +422,7 @@ pub fn open_stream_server(
                 Err(e) => return Err(refuse(oob, e.to_string())),
             }
         }
+        Transport::Model => unreachable!("--transport model is refused above"),
         Transport::Rc | Transport::Uc | Transport::Ud => {
             let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
                 Ok(e) => e,
