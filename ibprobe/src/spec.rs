@@ -632,12 +632,12 @@ impl ModelParams {
         [self.l_fs, self.os_fs, self.or_fs, self.g_fs, self.big_g_fs].map(|v| v as f64 / 1e6)
     }
 
-    /// The smallest parameter other than zero, in ns (for the
-    /// clock-resolution warning of the real-time emulation; G counts per
-    /// message of `bytes`).
-    pub fn smallest_ns(&self, bytes: usize) -> f64 {
-        let [l, os, or, g, big_g] = self.ns();
-        [l, os, or, g, big_g * bytes as f64]
+    /// The smallest of L, o_s, o_r and g other than zero, in ns (for the
+    /// clock-resolution warning of the real-time emulation; G only ever
+    /// adds to g).
+    pub fn smallest_ns(&self) -> f64 {
+        let [l, os, or, g, _] = self.ns();
+        [l, os, or, g]
             .into_iter()
             .filter(|v| *v > 0.0)
             .fold(f64::INFINITY, f64::min)

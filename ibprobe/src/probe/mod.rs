@@ -8,11 +8,15 @@
 //! - [`runner`]: placement, warm-up, measured run, Ctrl-C -> [`Outcome`];
 //! - [`stream`]: a stream's two loops at once (sender here, receiver on a
 //!   pinned thread) -> [`stream::StreamOutcome`] (issue 13);
+//! - [`loggp`]: PRTT(n, d, s) round trips of `ibprobe loggp` (real or
+//!   simulated), [`loggp_fit`]: LogGP parameters with 95% intervals;
 //! - [`oob`]: the out-of-band TCP handshake of server and client;
 //! - `outcome.rs`: the contract between the runner, which fills it, and
 //!   `crate::report`, which prints it.
 
 pub mod config;
+pub mod loggp;
+pub mod loggp_fit;
 pub mod oob;
 pub mod open;
 pub mod outcome;

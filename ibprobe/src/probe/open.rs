@@ -127,7 +127,7 @@ pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
         Transport::Model => Box::new(ModelChannel::loopback(
             model_params(spec)?,
             spec.size,
-            Clock::monotonic(),
+            model_clock(),
         )),
         Transport::Rc | Transport::Uc | Transport::Ud => {
             Box::new(verbs::loopback(&VerbsConfig::new(spec)?)?)
@@ -142,6 +142,14 @@ fn model_params(spec: &ChannelSpec) -> Result<ModelParams, OpenError> {
             "--transport model needs --model (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns)",
         )
     })
+}
+
+/// The clock the real-time model busy-waits on: the calibrated TSC where
+/// there is one (a read costs a few ns; clock_gettime costs tens), once
+/// per process.
+fn model_clock() -> Clock {
+    static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+    *CLOCK.get_or_init(Clock::calibrate)
 }
 
 /// The two ends of a loopback stream: (sender, receiver).
@@ -167,7 +175,7 @@ pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds
                 model_params(spec)?,
                 stream.slots,
                 stream.slot_size,
-                Clock::monotonic(),
+                model_clock(),
             )?;
             (Box::new(a), Box::new(b))
         }

@@ -155,8 +155,8 @@ impl Channel for ModelChannel {
             )));
         }
         let (ret, arrival) = self.link.send(self.rt.now(), self.size);
-        self.rt.spin_until(ret);
         self.in_flight.push_back((seq, arrival));
+        self.rt.spin_until(ret);
         Ok(())
     }
 
@@ -198,8 +198,6 @@ pub struct ModelSlots {
     rx: Vec<u8>,
     /// The arrived slot waiting for its delivery time: (time, length).
     held: Option<(f64, usize)>,
-    /// The time a refused send (full ring) already paid `o_s` until.
-    paid: Option<f64>,
 }
 
 impl ModelSlots {
@@ -224,7 +222,6 @@ impl ModelSlots {
             tx: vec![0; slot_size + WRAP],
             rx: vec![0; slot_size + WRAP],
             held: None,
-            paid: None,
         };
         Ok((end(a), end(b)))
     }
@@ -243,27 +240,27 @@ impl SlotEnd for ModelSlots {
                 self.slot_size()
             )));
         }
+        // The ring write happens within o_s (the send returns at
+        // start + o_s, or later only when the write itself takes longer).
         let mut link = self.link;
-        let (ret, arrival) = match self.paid {
-            // o_s was paid by the refused attempt: the send begins then.
-            Some(t) => link.send(t - link.os, len),
-            None => link.send(self.rt.now(), len),
-        };
-        self.rt.spin_until(ret);
+        let (ret, arrival) = link.send(self.rt.now(), len);
         self.tx[..4].copy_from_slice(&((len + WRAP) as u32).to_le_bytes());
         self.tx[4..8].fill(0);
         self.tx[8..16].copy_from_slice(&arrival.to_bits().to_le_bytes());
         self.tx[WRAP..WRAP + len].copy_from_slice(bytes);
         if !self.inner.send(&self.tx[..len + WRAP])? {
-            self.paid = Some(ret);
+            // No room: nothing was sent, and the link is as it was.
             return Ok(false);
         }
-        self.paid = None;
         self.link = link;
+        self.rt.spin_until(ret);
         Ok(true)
     }
 
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        // The receive begins now; taking the slot from the ring and
+        // copying it happen within o_r.
+        let begin = self.rt.now();
         if self.held.is_none() {
             let Some(n) = self.inner.recv(&mut self.rx)? else {
                 return Ok(None);
@@ -275,13 +272,12 @@ impl SlotEnd for ModelSlots {
         let Some((arrival, len)) = self.held else {
             return Ok(None);
         };
-        let now = self.rt.now();
-        if now < arrival {
+        if begin < arrival {
             return Ok(None);
         }
-        self.rt.spin_until(now + self.link.or_ns());
         into[..len].copy_from_slice(&self.rx[WRAP..WRAP + len]);
         self.held = None;
+        self.rt.spin_until(begin + self.link.or_ns());
         Ok(Some(len))
     }
 

@@ -1,0 +1,240 @@
+//! `ibprobe loggp`: LogGP parameters of a transport with 95% intervals
+//! (issue 15), in loopback, against `ibprobe server`, or on the model's
+//! virtual clock; `--predict` sets stream workloads' predictions beside
+//! their measurements.
+
+use std::time::Instant;
+
+use super::args::{parse_sizes, LoggpArgs, LoggpFormat};
+use super::common::{default_cpu, open_err, stop_flag};
+use super::CliError;
+use crate::clock::Clock;
+use crate::probe::loggp::{self, LoggpPlan, SimSource, HEADER};
+use crate::probe::loggp_fit::fit;
+use crate::probe::open;
+use crate::probe::stream::placement;
+use crate::report::loggp::LoggpReport;
+use crate::report::progress::progress_bar;
+use crate::spec::{ChannelSpec, Op, StreamSpec, Transport};
+use crate::transport::TransportInfo;
+
+/// Default payload sizes (ud: one packet of rxe's 1024 B MTU).
+const DEFAULT_SIZES: &str = "8,64,512,4096,16384";
+const DEFAULT_SIZES_UD: &str = "8,64,256,1000";
+
+/// Below this (ns) the real-time model's busy-waits are at the edge of
+/// what the clock resolves.
+const REAL_TIME_FLOOR_NS: f64 = 1000.0;
+
+/// The checked plan: sizes in range for the transport, counts in range.
+fn plan(a: &LoggpArgs) -> Result<LoggpPlan, CliError> {
+    let t = a.transport.transport;
+    let text = a.sizes.clone().unwrap_or_else(|| {
+        if t == Transport::Ud {
+            DEFAULT_SIZES_UD
+        } else {
+            DEFAULT_SIZES
+        }
+        .into()
+    });
+    let mut sizes = parse_sizes(&text).map_err(|e| CliError::input(format!("--sizes: {e}")))?;
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.len() < 2 {
+        return Err(CliError::input(format!(
+            "--sizes {text}: G is a slope and needs two or more sizes, e.g. --sizes 8,4096"
+        )));
+    }
+    let (range, why) = t.size_range(Op::Send);
+    for &s in &sizes {
+        let b = s + HEADER;
+        if !range.contains(&b) {
+            return Err(CliError::input(format!(
+                "--sizes: {s} B (+ the {HEADER} B loggp header = {b} B) is out of {t}'s range {}..={} B ({why}); use sizes up to {} B",
+                range.start(),
+                range.end(),
+                range.end().saturating_sub(HEADER)
+            )));
+        }
+    }
+    if !(2..=1024).contains(&a.burst) {
+        return Err(CliError::input(format!(
+            "--burst {}: use 2..=1024 (n - 1 gaps are what g and o_s are measured over)",
+            a.burst
+        )));
+    }
+    if !(3..=1000).contains(&a.rounds) {
+        return Err(CliError::input(format!(
+            "--rounds {}: use 3..=1000 (an interval needs a spread of rounds; 6 or more give a 95% one)",
+            a.rounds
+        )));
+    }
+    if !(1..=100_000).contains(&a.reps) {
+        return Err(CliError::input(format!(
+            "--reps {}: use 1..=100000",
+            a.reps
+        )));
+    }
+    Ok(LoggpPlan {
+        sizes,
+        n: a.burst,
+        rounds: a.rounds,
+        reps: a.reps,
+    })
+}
+
+/// The stream shape loggp's round trips run on: room for a whole burst
+/// and its answer, slots of the largest message.
+pub fn slot_shape(plan: &LoggpPlan) -> StreamSpec {
+    let largest = plan.sizes.iter().copied().max().unwrap_or(0) + HEADER;
+    StreamSpec {
+        slots: u32::from(plan.n).max(60) + 4,
+        slot_size: largest.max(64),
+        window: 1,
+        credit_batch: 1,
+        ..StreamSpec::default()
+    }
+}
+
+/// Runs `ibprobe loggp`; the exit code.
+pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
+    let t = &a.transport;
+    let plan = plan(a)?;
+    let spec = t.channel_spec(plan.sizes[plan.sizes.len() - 1] + HEADER);
+    spec.check().map_err(|e| CliError::input(e.0))?;
+    if a.simulate && t.transport != Transport::Model {
+        return Err(CliError::input(format!(
+            "--simulate runs the model on a virtual clock; it needs --transport model (not {})",
+            t.transport
+        )));
+    }
+    if a.simulate && a.host.is_some() {
+        return Err(CliError::input(
+            "--simulate runs in this process: leave HOST out",
+        ));
+    }
+    let stop = stop_flag()?;
+    let mut warnings = Vec::new();
+    let mut notes = Vec::new();
+    if let (Transport::Model, Some(m), false) = (t.transport, spec.model, a.simulate) {
+        let small = m.smallest_ns();
+        if small < REAL_TIME_FLOOR_NS {
+            warnings.push(format!(
+                "--model has a parameter of {small:.1} ns: the real-time emulation busy-waits on a clock whose reads cost tens of ns, so below about 1 us its errors are of that order; add --simulate for exact event times"
+            ));
+        }
+    }
+    let bar = progress_bar(
+        a.quiet,
+        (plan.rounds * plan.sizes.len()) as u64,
+        "sizes x rounds",
+    );
+    let mut step = || bar.inc(1);
+    let started = Instant::now();
+    let clock = Clock::choose(t.clock);
+    let timeout_ns = a.timeout.as_nanos().min(u64::MAX as u128) as u64;
+    let failed = |e| CliError::run(format!("{} loggp failed: {e}", t.transport.name()));
+    let (info, mode, samples) = if a.simulate {
+        let m = spec
+            .model
+            .ok_or_else(|| CliError::input("--simulate needs --model"))?;
+        let mut src = SimSource::new(m);
+        let s = loggp::measure(&mut src, &plan, stop, &mut step).map_err(failed)?;
+        let info = TransportInfo {
+            name: "model".into(),
+            detail: format!("LogGP model {m} (virtual clock)"),
+            facts: vec![],
+        };
+        (info, "simulate", s)
+    } else if let Some(host) = &a.host {
+        let s = client(a, host, &spec, &plan, clock, timeout_ns, &mut step)?;
+        (s.0, "client", s.1)
+    } else {
+        let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
+        if cpu.is_some() && cpu == rx_cpu {
+            return Err(CliError::input(format!(
+                "--rx-cpu {} is the measuring thread's CPU: both spin, and on one CPU each waits a scheduler tick for the other; pick another --rx-cpu or --cpu",
+                cpu.unwrap_or_default()
+            )));
+        }
+        let (mut c, mut p) = open::stream_pair(&spec, &slot_shape(&plan)).map_err(open_err)?;
+        let info = c.info();
+        let s = loggp::run_loopback(
+            c.as_mut(),
+            p.as_mut(),
+            clock,
+            &plan,
+            timeout_ns,
+            stop,
+            (cpu, rx_cpu),
+            &mut step,
+        )
+        .map_err(failed)?;
+        if let (Some(c), Some(r)) = (cpu, rx_cpu) {
+            notes.push(format!("measuring on cpu {c}, answering on cpu {r}"));
+        }
+        (info, "loopback", s)
+    };
+    bar.finish_and_clear();
+    let fitted = fit(&samples);
+    if let (Some(m), false) = (spec.model, a.simulate) {
+        let os = m.ns()[1];
+        for p in fitted.points.iter().filter(|p| p.os_ns > 1.1 * os) {
+            warnings.push(format!(
+                "at {} B the send took {:.1} ns, more than the model's o_s {os} ns: this host's own cost of moving the message outgrows the emulated one, so the real-time model is not honest at that size (use smaller --sizes, a release build, or --simulate)",
+                p.size, p.os_ns
+            ));
+        }
+    }
+    let report = LoggpReport {
+        transport: t.transport,
+        info,
+        mode: mode.into(),
+        truth: spec.model.filter(|_| t.transport == Transport::Model),
+        n: plan.n,
+        rounds: plan.rounds,
+        reps: plan.reps,
+        lost: samples.lost,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        fit: fitted,
+        warnings,
+        notes,
+        predictions: Vec::new(),
+    };
+    if a.predict {
+        return Err(CliError::input("--predict is not built yet"));
+    }
+    let text = match a.format() {
+        LoggpFormat::Table => report.table(),
+        LoggpFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&report.json())
+                .map_err(|e| CliError::run(e.to_string()))?;
+            s.push('\n');
+            s
+        }
+        LoggpFormat::Markdown => report.markdown(),
+    };
+    print!("{text}");
+    if let Some(path) = &a.plot {
+        report
+            .write_svg(path)
+            .map_err(|e| CliError::run(format!("--plot: {e}")))?;
+    }
+    Ok(0)
+}
+
+/// Measures against `ibprobe server` at `host`.
+fn client(
+    _a: &LoggpArgs,
+    host: &str,
+    spec: &ChannelSpec,
+    _plan: &LoggpPlan,
+    _clock: Clock,
+    _timeout_ns: u64,
+    _step: &mut dyn FnMut(),
+) -> Result<(TransportInfo, loggp::Samples), CliError> {
+    Err(CliError::input(format!(
+        "loggp against a server ({host}, {}) is not built yet; run it in loopback (leave HOST out)",
+        spec.transport
+    )))
+}
