@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicBool;
 
 mod common;
 
-use common::{ibprobe, one_line_exit_2};
+use common::{ibprobe, one_line_exit_2, Server};
 
 /// The tests of this file run one at a time: a measured run next to
 /// another test's threads would measure them.
@@ -252,4 +252,34 @@ fn measured_runs() {
     let udp = loggp(&["-t", "udp", "--sizes", "8,64,512,4096"]);
     sane(&udp);
     assert!(f(&udp["method"], "elapsed_s") <= 30.0, "{udp}");
+
+    // Between processes: against `ibprobe server` on 127.0.0.1, which
+    // learns from the handshake that it answers loggp bursts.
+    let server = Server::start("udp", &[]);
+    let remote = loggp(&[
+        &server.addr,
+        "-t",
+        "udp",
+        "--sizes",
+        "8,512",
+        "--rounds",
+        "5",
+    ]);
+    assert_eq!(remote["mode"], "client");
+    sane(&remote);
+    let (code, said) = server.wait();
+    assert_eq!(code, 0, "server: {said}");
+    assert!(said.contains("loggp done"), "server: {said}");
+}
+
+#[test]
+fn a_peer_that_cannot_answer_is_one_line_exit_2() {
+    let _one = serial();
+    // A server of another transport refuses in the handshake.
+    let server = Server::start("udp", &[]);
+    let (code, out, err) = ibprobe(&["loggp", &server.addr, "-t", "shm", "--sizes", "8,64"]);
+    one_line_exit_2(code, &out, &err, &["refused", "--transport udp"]);
+    // The model has no server side.
+    let (code, out, err) = ibprobe(&["loggp", "127.0.0.1:1", "-t", "model", "--model", "spin"]);
+    one_line_exit_2(code, &out, &err, &["model", "one process"]);
 }

@@ -592,10 +592,10 @@ pub struct LoggpArgs {
     pub burst: u16,
     /// Rounds: each gives one estimate of every parameter (the interval
     /// comes from their spread), 3..=1000.
-    #[arg(long, default_value_t = 11)]
+    #[arg(long, default_value_t = 15)]
     pub rounds: usize,
     /// Repetitions of each round trip within a round (their median counts).
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, default_value_t = 21)]
     pub reps: usize,
     /// Run --transport model on a virtual clock: exact event times, no waiting.
     #[arg(long)]

@@ -3,20 +3,22 @@
 //! virtual clock; `--predict` sets stream workloads' predictions beside
 //! their measurements.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::args::{parse_sizes, LoggpArgs, LoggpFormat};
-use super::common::{default_cpu, open_err, stop_flag};
+use super::common::{default_cpu, open_err, session_err, stop_flag};
 use super::CliError;
 use crate::clock::Clock;
 use crate::probe::loggp::{self, LoggpPlan, SimSource, HEADER};
 use crate::probe::loggp_fit::fit;
+use crate::probe::oob::{Oob, DEFAULT_PORT};
 use crate::probe::open;
+use crate::probe::session::{self, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::placement;
 use crate::report::loggp::LoggpReport;
 use crate::report::progress::progress_bar;
 use crate::spec::{ChannelSpec, Op, StreamSpec, Transport};
-use crate::transport::TransportInfo;
+use crate::transport::{TransportError, TransportInfo};
 
 /// Default payload sizes (ud: one packet of rxe's 1024 B MTU).
 const DEFAULT_SIZES: &str = "8,64,512,4096,16384";
@@ -108,6 +110,11 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
             t.transport
         )));
     }
+    if t.transport == Transport::Model && a.host.is_some() {
+        return Err(CliError::input(
+            "--transport model runs in one process (it emulates the network itself): leave HOST out, or measure a real transport (udp, rc, uc, ud) against `ibprobe server`",
+        ));
+    }
     if a.simulate && a.host.is_some() {
         return Err(CliError::input(
             "--simulate runs in this process: leave HOST out",
@@ -133,7 +140,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     let started = Instant::now();
     let clock = Clock::choose(t.clock);
     let timeout_ns = a.timeout.as_nanos().min(u64::MAX as u128) as u64;
-    let failed = |e| CliError::run(format!("{} loggp failed: {e}", t.transport.name()));
+    let failed = |e| failed(t.transport, e);
     let (info, mode, samples) = if a.simulate {
         let m = spec
             .model
@@ -223,18 +230,44 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// Measures against `ibprobe server` at `host`.
+/// Measures against `ibprobe server` at `host`: the Hello asks for a
+/// stream of loggp's shape whose server side answers bursts.
 fn client(
-    _a: &LoggpArgs,
+    a: &LoggpArgs,
     host: &str,
     spec: &ChannelSpec,
-    _plan: &LoggpPlan,
-    _clock: Clock,
-    _timeout_ns: u64,
-    _step: &mut dyn FnMut(),
+    plan: &LoggpPlan,
+    clock: Clock,
+    timeout_ns: u64,
+    step: &mut dyn FnMut(),
 ) -> Result<(TransportInfo, loggp::Samples), CliError> {
-    Err(CliError::input(format!(
-        "loggp against a server ({host}, {}) is not built yet; run it in loopback (leave HOST out)",
-        spec.transport
-    )))
+    let stop = stop_flag()?;
+    let mut oob = Oob::connect(host, DEFAULT_PORT, a.connect_timeout)
+        .map_err(|e| CliError::run(e.to_string()))?;
+    let hello = StreamHello {
+        spec: slot_shape(plan),
+        warmup: 0,
+        consume_delay: Duration::ZERO,
+        timeout: a.timeout,
+        workload: Some(LOGGP_WORKLOAD.into()),
+    };
+    let mut end = session::open_stream_client(&mut oob, spec, &hello).map_err(session_err)?;
+    let info = end.info();
+    if let Some(c) = default_cpu(&a.transport) {
+        crate::sys::host::pin_to_cpu(c)
+            .map_err(|e| CliError::run(format!("pin to --cpu {c}: {e}")))?;
+    }
+    let mut src = loggp::SlotSource::new(end.as_mut(), clock, timeout_ns, stop);
+    let r = loggp::measure(&mut src, plan, stop, step);
+    let _ = src.finish();
+    r.map(|s| (info, s)).map_err(|e| failed(spec.transport, e))
+}
+
+/// A failed measurement: a peer that never answered is the input's fault
+/// (exit 2), anything else the run's (3).
+fn failed(t: Transport, e: TransportError) -> CliError {
+    match e {
+        TransportError::Unsupported(m) => CliError::input(format!("{t} loggp: {m}")),
+        e => CliError::run(format!("{t} loggp failed: {e}")),
+    }
 }

@@ -55,6 +55,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
                 warmup: cfg.warmup,
                 consume_delay: cfg.consume_delay,
                 timeout: cfg.timeout,
+                workload: None,
             };
             let mut tx =
                 session::open_stream_client(&mut oob, &spec, &hello).map_err(session_err)?;

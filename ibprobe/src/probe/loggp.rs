@@ -432,10 +432,12 @@ pub fn measure(
     };
     let n = plan.n;
     let mut v = vec![0.0; plan.reps.max(1)];
+    let mut answered = false;
     let mut rep = |src: &mut dyn PrttSource,
                    lost: &mut u64,
                    f: Measure|
      -> Result<f64, TransportError> {
+        let answered = &mut answered;
         for slot in v.iter_mut() {
             let mut in_a_row = 0;
             *slot = loop {
@@ -443,13 +445,21 @@ pub fn measure(
                     return Err(TransportError::PeerLost("interrupted".into()));
                 }
                 match f(src)? {
-                    Some(t) => break t,
+                    Some(t) => {
+                        *answered = true;
+                        break t;
+                    }
                     None => {
                         *lost += 1;
                         in_a_row += 1;
+                        if in_a_row >= MAX_LOST_IN_A_ROW && !*answered {
+                            return Err(TransportError::Unsupported(format!(
+                                "the peer answered none of {MAX_LOST_IN_A_ROW} loggp bursts: it cannot echo them (run `ibprobe server` of this version, with the same --transport, and check that it is reachable)"
+                            )));
+                        }
                         if in_a_row >= MAX_LOST_IN_A_ROW {
                             return Err(TransportError::PeerLost(format!(
-                                "{MAX_LOST_IN_A_ROW} loggp bursts in a row got no answer: the peer does not answer loggp bursts (is it `ibprobe server`, reachable, the same version?)"
+                                "{MAX_LOST_IN_A_ROW} loggp bursts in a row got no answer: the peer stopped answering"
                             )));
                         }
                     }

@@ -301,7 +301,15 @@ pub struct StreamHello {
     pub consume_delay: Duration,
     /// `--timeout`.
     pub timeout: Duration,
+    /// What the server runs on the stream: absent, the receiving loop of
+    /// `ibprobe stream`; [`LOGGP_WORKLOAD`], `ibprobe loggp`'s answering
+    /// loop (`probe/loggp.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
+
+/// The [`StreamHello::workload`] of `ibprobe loggp`.
+pub const LOGGP_WORKLOAD: &str = "loggp";
 
 /// The stream a client's Hello asks for (None: a one-message channel).
 pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
