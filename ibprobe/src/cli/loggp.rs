@@ -5,19 +5,24 @@
 
 use std::time::{Duration, Instant};
 
-use super::args::{parse_sizes, LoggpArgs, LoggpFormat};
+use std::sync::atomic::AtomicBool;
+
+use super::args::{parse_counts, parse_sizes, LoggpArgs, LoggpFormat, StreamKnobArgs};
 use super::common::{default_cpu, open_err, session_err, stop_flag};
 use super::CliError;
 use crate::clock::Clock;
+use crate::probe::config::{Length, ProbeConfig};
 use crate::probe::loggp::{self, LoggpPlan, SimSource, HEADER};
 use crate::probe::loggp_fit::fit;
+use crate::probe::loggp_predict::{predict, Params, Workload};
 use crate::probe::oob::{Oob, DEFAULT_PORT};
 use crate::probe::open;
 use crate::probe::session::{self, StreamHello, LOGGP_WORKLOAD};
-use crate::probe::stream::placement;
-use crate::report::loggp::LoggpReport;
+use crate::probe::stream::{placement, run_loopback};
+use crate::probe::stream_cost::loop_cost_ns;
+use crate::report::loggp::{LoggpReport, PredictionRow};
 use crate::report::progress::progress_bar;
-use crate::spec::{ChannelSpec, Op, StreamSpec, Transport};
+use crate::spec::{ChannelSpec, CreditReturn, Op, StreamSpec, Transport};
 use crate::transport::{TransportError, TransportInfo};
 
 /// Default payload sizes (ud: one packet of rxe's 1024 B MTU).
@@ -121,6 +126,8 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         ));
     }
     let stop = stop_flag()?;
+    // Once, before this thread is pinned (which narrows what it may use).
+    let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     if let (Transport::Model, Some(m), false) = (t.transport, spec.model, a.simulate) {
@@ -157,7 +164,6 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         let s = client(a, host, &spec, &plan, clock, timeout_ns, &mut step)?;
         (s.0, "client", s.1)
     } else {
-        let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
         if cpu.is_some() && cpu == rx_cpu {
             return Err(CliError::input(format!(
                 "--rx-cpu {} is the measuring thread's CPU: both spin, and on one CPU each waits a scheduler tick for the other; pick another --rx-cpu or --cpu",
@@ -193,7 +199,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
             ));
         }
     }
-    let report = LoggpReport {
+    let mut report = LoggpReport {
         transport: t.transport,
         info,
         mode: mode.into(),
@@ -209,7 +215,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         predictions: Vec::new(),
     };
     if a.predict {
-        return Err(CliError::input("--predict is not built yet"));
+        predictions(a, &mut report, stop, clock, (cpu, rx_cpu))?;
     }
     let text = match a.format() {
         LoggpFormat::Table => report.table(),
@@ -228,6 +234,119 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
             .map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
     Ok(0)
+}
+
+/// `--predict`: each workload of --batches x --windows x --pipelines
+/// predicted from the parameters (measured, or --params), then (in
+/// loopback) run as `ibprobe stream` runs it, for --predict-duration.
+fn predictions(
+    a: &LoggpArgs,
+    report: &mut LoggpReport,
+    stop: &'static AtomicBool,
+    clock: Clock,
+    (cpu, rx_cpu): (Option<usize>, Option<usize>),
+) -> Result<(), CliError> {
+    let t = &a.transport;
+    let batches = parse_counts("--batches", &a.batches, 1).map_err(CliError::input)?;
+    let windows = parse_counts("--windows", &a.windows, 1).map_err(CliError::input)?;
+    let pipelines: Vec<Option<u32>> = match &a.pipelines {
+        None => vec![None],
+        Some(p) => parse_counts("--pipelines", p, 1)
+            .map_err(CliError::input)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+    };
+    let params = match &a.params {
+        Some(p) => Params::given(p),
+        None => Params::measured(&report.fit),
+    };
+    let measure = !a.simulate && a.host.is_none();
+    if !measure {
+        report.notes.push(if a.simulate {
+            "--predict with --simulate: predictions only (a stream runs in real time)".into()
+        } else {
+            "--predict with HOST: predictions only; measure them with `ibprobe stream HOST --batch K --window N`".into()
+        });
+    } else {
+        report.notes.push(
+            "predictions add the stream loops' own work per slot (stamping, copying, recording, window state), timed here on free ends (`loop` in JSON)".into(),
+        );
+    }
+    for &batch in &batches {
+        for &window in &windows {
+            for &pipeline in &pipelines {
+                let knobs = StreamKnobArgs {
+                    window,
+                    batch,
+                    flush: None,
+                    pipeline,
+                    credit_return: CreditReturn::Piggyback,
+                    credit_batch: None,
+                    slots: None,
+                    slot_size: None,
+                };
+                let shape = knobs.spec_with(t.transport, a.predict_size, window, batch, pipeline);
+                let loop_ns = if a.simulate {
+                    (0.0, 0.0)
+                } else {
+                    loop_cost_ns(&shape, a.predict_size, &clock).map_err(|e| {
+                        CliError::run(format!("--predict: timing the stream loops: {e}"))
+                    })?
+                };
+                let w = Workload {
+                    batch,
+                    window,
+                    pipeline,
+                    credit_batch: shape.credit_batch,
+                    size: a.predict_size,
+                    loop_ns,
+                };
+                let p = predict(&params, &w);
+                let mut row = PredictionRow {
+                    batch,
+                    window,
+                    pipeline,
+                    size: a.predict_size,
+                    predicted_msgs_per_s: p.msgs_per_s,
+                    predicted_latency_ns: p.latency_ns,
+                    bound: p.bound.into(),
+                    loop_ns: [loop_ns.0, loop_ns.1],
+                    ..PredictionRow::default()
+                };
+                if measure {
+                    let spec = t.channel_spec(a.predict_size);
+                    let (mut tx, mut rx) = open::stream_pair(&spec, &shape).map_err(open_err)?;
+                    let cfg = ProbeConfig {
+                        size: a.predict_size,
+                        length: Length::Duration(a.predict_duration),
+                        warmup: 1000,
+                        cpu,
+                        lock_memory: false,
+                        ..ProbeConfig::default()
+                    };
+                    let out = run_loopback(
+                        &cfg,
+                        &shape,
+                        tx.as_mut(),
+                        rx.as_mut(),
+                        &clock,
+                        stop,
+                        rx_cpu,
+                    )
+                    .map_err(|e| {
+                        CliError::run(format!(
+                            "--predict: the stream of batch {batch}, window {window} failed: {e}"
+                        ))
+                    })?;
+                    row.measured_msgs_per_s = Some(out.msgs_per_sec());
+                    row.measured_p50_ns = Some(out.latency.summary().p50_ns as f64);
+                }
+                report.predictions.push(row);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Measures against `ibprobe server` at `host`: the Hello asks for a

@@ -83,6 +83,11 @@ pub trait PrttSource {
     fn orecv(&mut self, n: u16, wait_ns: f64, bytes: usize) -> Result<Option<f64>, TransportError>;
     /// The mean time of one send call in the last burst (ns).
     fn send_call_ns(&self) -> f64;
+    /// The time of a receive call that found nothing, after the last
+    /// answer (ns; 0 when it found something).
+    fn empty_poll_ns(&self) -> f64 {
+        0.0
+    }
 }
 
 /// The model on a virtual clock: the event times of `ModelLink`, exact,
@@ -149,6 +154,7 @@ pub struct SlotSource<'a> {
     timeout_ns: u64,
     stop: &'a AtomicBool,
     send_call_ns: f64,
+    empty_poll_ns: f64,
 }
 
 impl<'a> SlotSource<'a> {
@@ -169,6 +175,7 @@ impl<'a> SlotSource<'a> {
             timeout_ns,
             stop,
             send_call_ns: 0.0,
+            empty_poll_ns: 0.0,
         }
     }
 
@@ -215,6 +222,15 @@ impl<'a> SlotSource<'a> {
                 let t1 = clock.now();
                 let a = Header::read(&self.buf[..len.max(HEADER)]);
                 if a.kind == ANSWER && a.id == self.id {
+                    // Nothing else is on its way: time a poll that finds
+                    // nothing (the stream loops make one per slot).
+                    let p0 = clock.now();
+                    let found = self.end.recv(&mut self.buf)?.is_some();
+                    self.empty_poll_ns = if found {
+                        0.0
+                    } else {
+                        clock.ticks_to_ns(clock.now() - p0) as f64
+                    };
                     return Ok(Some((clock.ticks_to_ns(t1 - t0) as f64, a)));
                 }
                 continue;
@@ -258,6 +274,10 @@ impl PrttSource for SlotSource<'_> {
 
     fn send_call_ns(&self) -> f64 {
         self.send_call_ns
+    }
+
+    fn empty_poll_ns(&self) -> f64 {
+        self.empty_poll_ns
     }
 }
 
@@ -388,6 +408,8 @@ pub struct Point {
     pub send_call: f64,
     /// The responder's time per message taking arrived messages (o_r).
     pub orecv: f64,
+    /// A receive call that found nothing (the client's, after an answer).
+    pub empty_poll: f64,
 }
 
 /// Everything measured: `rounds[r][i]` is size i in round r.
@@ -475,6 +497,9 @@ pub fn measure(
             let lost = &mut out.lost;
             let p1 = rep(src, lost, &|s| s.prtt(1, 0.0, b))?;
             let pn = rep(src, lost, &|s| s.prtt(n, 0.0, b))?;
+            let empty_poll = rep(src, lost, &|s| {
+                Ok(s.prtt(1, 0.0, b)?.map(|_| s.empty_poll_ns()))
+            })?;
             let gap = ((pn - p1) / f64::from(n - 1)).max(0.0);
             // Longer than any gap and any overhead: each message's send
             // then stands alone (Netgauge uses d = PRTT(1, 0, s)).
@@ -493,6 +518,7 @@ pub fn measure(
                 pd,
                 send_call,
                 orecv,
+                empty_poll,
             });
             step();
         }

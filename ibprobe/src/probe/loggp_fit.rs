@@ -79,6 +79,8 @@ pub struct SizePoint {
     pub os_prtt_ns: f64,
     /// Receive overhead, ns.
     pub or_ns: f64,
+    /// A receive call that found nothing, ns.
+    pub empty_poll_ns: f64,
 }
 
 /// The LogGP parameters of one run.
@@ -221,7 +223,7 @@ pub fn fit(s: &Samples) -> Fit {
             .iter()
             .map(|r| {
                 let (gap, os, or, os_prtt) = per_point(&r[i], s.n);
-                [gap, os, or, r[i].p1, os_prtt][which]
+                [gap, os, or, r[i].p1, os_prtt, r[i].empty_poll][which]
             })
             .collect()
     };
@@ -234,6 +236,7 @@ pub fn fit(s: &Samples) -> Fit {
             or_ns: median(&col(i, 2)),
             prtt1_ns: median(&col(i, 3)),
             os_prtt_ns: median(&col(i, 4)),
+            empty_poll_ns: median(&col(i, 5)),
         })
         .collect();
     let gaps: Vec<f64> = f.points.iter().map(|p| p.gap_ns).collect();

@@ -17,12 +17,14 @@
 pub mod config;
 pub mod loggp;
 pub mod loggp_fit;
+pub mod loggp_predict;
 pub mod oob;
 pub mod open;
 pub mod outcome;
 pub mod runner;
 pub mod session;
 pub mod stream;
+pub mod stream_cost;
 pub mod wakeup;
 pub mod workload;
 

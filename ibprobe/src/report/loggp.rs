@@ -37,8 +37,11 @@ pub struct PredictionRow {
     pub predicted_latency_ns: f64,
     /// Measured median latency (ns).
     pub measured_p50_ns: Option<f64>,
-    /// What limits the predicted rate ("sender", "receiver", "link", "window").
+    /// What limits the predicted rate ("sender", "receiver", "link", "window", "pipeline").
     pub bound: String,
+    /// The stream loops' own work per slot (ns), sender and receiver.
+    #[serde(rename = "loop_ns")]
+    pub loop_ns: [f64; 2],
 }
 
 /// `v` with `digits` decimals, or "-".
