@@ -362,3 +362,40 @@ fn predictions_match_measured_streams_on_shm() {
     ]);
     within_25(&doc).unwrap();
 }
+
+/// Under SCHED_FIFO (`chrt -f`), a thread starts on its parent's CPU; a
+/// pinned FIFO parent that spins never lets it run there to move to its
+/// own CPU, and the stream failed with "no credit came back". The loops
+/// now wait, sleeping, until the other thread is placed. Needs the right
+/// to use SCHED_FIFO (root or CAP_SYS_NICE): without it the check says so
+/// and passes.
+#[test]
+fn stream_and_loggp_run_under_sched_fifo() {
+    let _one = serial();
+    let allowed = std::process::Command::new("chrt")
+        .args(["-f", "10", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !allowed {
+        eprintln!("chrt -f 10 is not allowed here: SCHED_FIFO not checked");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("ibprobe");
+    for args in [
+        &["stream", "-t", "shm", "-n", "20000", "--no-mlock", "--json"][..],
+        &[
+            "loggp", "-t", "shm", "--sizes", "8,64", "--rounds", "3", "--json", "-q",
+        ][..],
+    ] {
+        let out = std::process::Command::new("timeout")
+            .arg("60")
+            .args(["chrt", "-f", "10"])
+            .arg(&bin)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "chrt -f 10 ibprobe {args:?}: {err}");
+        let _: Value = serde_json::from_slice(&out.stdout).unwrap();
+    }
+}

@@ -325,20 +325,13 @@ fn predictions(
                         lock_memory: false,
                         ..ProbeConfig::default()
                     };
-                    let out = run_loopback(
-                        &cfg,
-                        &shape,
-                        tx.as_mut(),
-                        rx.as_mut(),
-                        &clock,
-                        stop,
-                        rx_cpu,
-                    )
-                    .map_err(|e| {
-                        CliError::run(format!(
+                    let out =
+                        run_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
+                            .map_err(|e| {
+                                CliError::run(format!(
                             "--predict: the stream of batch {batch}, window {window} failed: {e}"
                         ))
-                    })?;
+                            })?;
                     row.measured_msgs_per_s = Some(out.msgs_per_sec());
                     row.measured_p50_ns = Some(out.latency.summary().p50_ns as f64);
                 }

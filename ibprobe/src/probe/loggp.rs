@@ -542,17 +542,22 @@ pub fn run_loopback(
     step: &mut dyn FnMut(),
 ) -> Result<Samples, TransportError> {
     let done = AtomicBool::new(false);
+    let placed = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let done = &done;
+        let (done, placed) = (&done, &placed);
         let h = std::thread::Builder::new()
             .name("ibprobe-loggp-peer".into())
             .spawn_scoped(s, move || -> Result<u64, TransportError> {
                 if let Some(c) = peer_cpu {
                     pin(c, "pin the answering thread (sched_setaffinity)")?;
                 }
+                placed.store(true, Ordering::Release);
                 respond(peer, &clock, done, u64::MAX / 4)
             })
             .expect("spawning a thread");
+        // The answering thread starts on this thread's CPU, which
+        // (SCHED_FIFO, pinned) might never yield it: wait until it moved.
+        super::stream::wait_for_receiver(placed, || h.is_finished());
         let measured = (|| {
             if let Some(c) = cpu {
                 pin(c, "pin the measuring thread to --cpu (sched_setaffinity)")?;
