@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use std::sync::atomic::AtomicBool;
 
 use super::args::{parse_counts, parse_sizes, LoggpArgs, LoggpFormat, StreamKnobArgs};
-use super::common::{default_cpu, open_err, session_err, stop_flag};
+use super::common::{default_cpu, model_resolution_warning, open_err, session_err, stop_flag};
 use super::CliError;
 use crate::clock::Clock;
 use crate::probe::config::{Length, ProbeConfig};
@@ -28,10 +28,6 @@ use crate::transport::{TransportError, TransportInfo};
 /// Default payload sizes (ud: one packet of rxe's 1024 B MTU).
 const DEFAULT_SIZES: &str = "8,64,512,4096,16384";
 const DEFAULT_SIZES_UD: &str = "8,64,256,1000";
-
-/// Below this (ns) the real-time model's busy-waits are at the edge of
-/// what the clock resolves.
-const REAL_TIME_FLOOR_NS: f64 = 1000.0;
 
 /// The checked plan: sizes in range for the transport, counts in range.
 fn plan(a: &LoggpArgs) -> Result<LoggpPlan, CliError> {
@@ -130,13 +126,8 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
-    if let (Transport::Model, Some(m), false) = (t.transport, spec.model, a.simulate) {
-        let small = m.smallest_ns();
-        if small < REAL_TIME_FLOOR_NS {
-            warnings.push(format!(
-                "--model has a parameter of {small:.1} ns: the real-time emulation busy-waits on a clock whose reads cost tens of ns, so below about 1 us its errors are of that order; add --simulate for exact event times"
-            ));
-        }
+    if !a.simulate {
+        warnings.extend(model_resolution_warning(t));
     }
     let bar = progress_bar(
         a.quiet,

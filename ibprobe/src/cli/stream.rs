@@ -20,6 +20,7 @@ use crate::transport::TransportError;
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    super::common::warn_model_resolution(t);
     let format = a.measure.format();
     if format == Format::Perftest {
         return Err(CliError::input(
