@@ -45,7 +45,7 @@ vocabulary! {
         Rc = "rc", "Verbs reliable connection.";
         Uc = "uc", "Verbs unreliable connection.";
         Ud = "ud", "Verbs unreliable datagram.";
-        Model = "model", "A LogGP network of given parameters (--model L=..,os=..,or=..,g=..,G=..), emulated in real time in this process.";
+        Model = "model", "A LogGP network of given parameters (--model L=..,os=..,or=..,g=..,G=..), emulated in real time (between processes on a UDP carrier, whose own costs add).";
     }
 }
 

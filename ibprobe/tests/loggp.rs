@@ -270,6 +270,30 @@ fn measured_runs() {
     let (code, said) = server.wait();
     assert_eq!(code, 0, "server: {said}");
     assert!(said.contains("loggp done"), "server: {said}");
+
+    // The model between processes rides on a UDP carrier; the server
+    // takes the client's --model from the handshake. The carrier's own
+    // costs add to the model's (o, L), never take from them.
+    let server = Server::start("model", &[]);
+    let m = "L=20us,os=2us,or=3us,g=4us,G=10ns";
+    let remote = loggp(&[
+        &server.addr,
+        "-t",
+        "model",
+        "--model",
+        m,
+        "--sizes",
+        "8,64",
+        "--rounds",
+        "5",
+    ]);
+    assert_eq!(remote["mode"], "client");
+    sane(&remote);
+    for (k, truth) in [("L_ns", 20e3), ("os_ns", 2e3), ("or_ns", 3e3)] {
+        assert!(f(&remote, k) >= 0.95 * truth, "{k}: {remote}");
+    }
+    let (code, said) = server.wait();
+    assert_eq!(code, 0, "server: {said}");
 }
 
 #[test]
@@ -279,9 +303,10 @@ fn a_peer_that_cannot_answer_is_one_line_exit_2() {
     let server = Server::start("udp", &[]);
     let (code, out, err) = ibprobe(&["loggp", &server.addr, "-t", "shm", "--sizes", "8,64"]);
     one_line_exit_2(code, &out, &err, &["refused", "--transport udp"]);
-    // The model has no server side.
-    let (code, out, err) = ibprobe(&["loggp", "127.0.0.1:1", "-t", "model", "--model", "spin"]);
-    one_line_exit_2(code, &out, &err, &["model", "one process"]);
+    // A model client against a udp server: refused the same way.
+    let server = Server::start("udp", &[]);
+    let (code, out, err) = ibprobe(&["loggp", &server.addr, "-t", "model", "--model", "spin"]);
+    one_line_exit_2(code, &out, &err, &["refused", "--transport udp"]);
 }
 
 /// measured / predicted messages per second of each --predict row.
@@ -332,7 +357,10 @@ fn predictions_match_measured_streams_on_the_model_and_udp() {
             [1, 16]
         );
         if let Err(e) = within_25(&first) {
-            eprintln!("{t:?}: {e}; retrying once");
+            // Another build on this 2-core machine takes both cores for
+            // seconds at a time: let a burst pass, then one more try.
+            eprintln!("{t:?}: {e}; retrying once in 3 s");
+            std::thread::sleep(std::time::Duration::from_secs(3));
             within_25(&loggp(&a)).unwrap_or_else(|e| panic!("{t:?}: {e}"));
         }
     }

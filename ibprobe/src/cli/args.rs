@@ -264,7 +264,7 @@ fn word<T: FromStr<Err = crate::spec::SpecError>>(s: &str) -> Result<T, String> 
 #[derive(Args, Debug, Clone)]
 pub struct TransportArgs {
     /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs)
-    /// | model (a LogGP network of --model's parameters, emulated in this process).
+    /// | model (a LogGP network of --model's parameters, emulated in real time).
     #[arg(long, short = 't', value_enum, default_value = "rc")]
     pub transport: Transport,
     /// LogGP parameters of --transport model: L=5us,os=1us,or=1.5us,g=2us,G=1ns

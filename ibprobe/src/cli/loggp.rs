@@ -111,11 +111,6 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
             t.transport
         )));
     }
-    if t.transport == Transport::Model && a.host.is_some() {
-        return Err(CliError::input(
-            "--transport model runs in one process (it emulates the network itself): leave HOST out, or measure a real transport (udp, rc, uc, ud) against `ibprobe server`",
-        ));
-    }
     if a.simulate && a.host.is_some() {
         return Err(CliError::input(
             "--simulate runs in this process: leave HOST out",

@@ -147,7 +147,7 @@ fn model_params(spec: &ChannelSpec) -> Result<ModelParams, OpenError> {
 /// The clock the real-time model busy-waits on: the calibrated TSC where
 /// there is one (a read costs a few ns; clock_gettime costs tens), once
 /// per process.
-fn model_clock() -> Clock {
+pub fn model_clock() -> Clock {
     static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
     *CLOCK.get_or_init(Clock::calibrate)
 }

@@ -17,7 +17,8 @@
 //! Two clocks run it:
 //! - real time ([`ModelChannel`], [`ModelSlots`]): busy-waits for `o`,
 //!   holds an arrival until its delivery time; the messages travel through
-//!   the shared-memory ring (`shm.rs`), so both ends live in this process.
+//!   the shared-memory ring (`shm.rs`) in one process ([`ModelSlots`]), or
+//!   a UDP carrier between processes ([`ModelUdpChannel`], [`ModelUdpSlots`]).
 //!   It is honest while the parameters are well above the cost of a clock
 //!   read (tens of ns): from about 1 us up;
 //! - a virtual clock ([`ModelLink`] driven by `probe/loggp.rs`'s
@@ -27,6 +28,7 @@ use std::collections::VecDeque;
 
 use super::shm::ShmSlots;
 use super::stream::SlotEnd;
+use super::udp::{UdpChannel, UdpSlots};
 use super::{Channel, TransportError, TransportInfo};
 use crate::clock::Clock;
 use crate::spec::ModelParams;
@@ -68,6 +70,12 @@ impl ModelLink {
         (post_end, enter + wire + self.l)
     }
 
+    /// The time a message of `bytes` takes from entering the link to
+    /// arriving: G*b + L.
+    pub fn flight(&self, bytes: usize) -> f64 {
+        self.big_g * bytes as f64 + self.l
+    }
+
     /// A receive of a message that arrived at `arrival` by a receiver free
     /// from `free`: the time the message is in the application's hands.
     pub fn recv(&self, arrival: f64, free: f64) -> f64 {
@@ -89,6 +97,14 @@ struct RealTime {
 }
 
 impl RealTime {
+    /// A clock whose origin is now.
+    fn starting(clock: Clock) -> RealTime {
+        RealTime {
+            clock,
+            origin: clock.now(),
+        }
+    }
+
     #[inline(always)]
     fn now(&self) -> f64 {
         self.clock
@@ -115,6 +131,14 @@ fn describe(p: &ModelParams) -> TransportInfo {
     }
 }
 
+/// The facts of the model over a carrier.
+fn over_carrier(p: &ModelParams, carrier: &TransportInfo) -> TransportInfo {
+    TransportInfo {
+        detail: format!("LogGP model {p} over {}", carrier.detail),
+        ..describe(p)
+    }
+}
+
 /// Messages a [`ModelChannel`] holds in flight.
 const CHANNEL_DEPTH: usize = 1 << 16;
 
@@ -136,10 +160,7 @@ impl ModelChannel {
         ModelChannel {
             params,
             link: ModelLink::new(&params),
-            rt: RealTime {
-                clock,
-                origin: clock.now(),
-            },
+            rt: RealTime::starting(clock),
             size,
             in_flight: VecDeque::with_capacity(CHANNEL_DEPTH),
             rx_free: f64::NEG_INFINITY,
@@ -210,10 +231,7 @@ impl ModelSlots {
         clock: Clock,
     ) -> Result<(ModelSlots, ModelSlots), TransportError> {
         let (a, b) = ShmSlots::pair(slots, slot_size + WRAP)?;
-        let rt = RealTime {
-            clock,
-            origin: clock.now(),
-        };
+        let rt = RealTime::starting(clock);
         let end = |inner| ModelSlots {
             params,
             inner,
@@ -287,6 +305,160 @@ impl SlotEnd for ModelSlots {
 
     fn info(&self) -> TransportInfo {
         describe(&self.params)
+    }
+}
+
+/// Between two processes (`ibprobe server` and its client) the model
+/// rides on a UDP carrier: the sender pays o_s, waits until the link is
+/// free (g + G*b after the previous message entered it) and hands the
+/// message to the carrier; the receiver holds each arrival G*b + L after
+/// the carrier delivered it, then pays o_r. Each side times on its own
+/// clock, so no clocks need to agree; the carrier's own latency adds to
+/// L, and a send waits for the link instead of queueing behind it.
+pub struct ModelUdpChannel {
+    params: ModelParams,
+    link: ModelLink,
+    rt: RealTime,
+    carrier: UdpChannel,
+    size: usize,
+    held: VecDeque<(u64, f64)>,
+}
+
+impl ModelUdpChannel {
+    /// The model over a connected UDP carrier for messages of `size` bytes.
+    pub fn new(params: ModelParams, carrier: UdpChannel, size: usize, clock: Clock) -> Self {
+        ModelUdpChannel {
+            params,
+            link: ModelLink::new(&params),
+            rt: RealTime::starting(clock),
+            carrier,
+            size,
+            held: VecDeque::with_capacity(CHANNEL_DEPTH),
+        }
+    }
+}
+
+/// Sends on a carrier as the model says: o_s, then the link's turn.
+fn paced_send<T>(
+    link: &mut ModelLink,
+    rt: &RealTime,
+    bytes: usize,
+    send: impl FnOnce() -> Result<T, TransportError>,
+) -> Result<T, TransportError> {
+    let (ret, arrival) = link.send(rt.now(), bytes);
+    rt.spin_until(ret.max(arrival - link.flight(bytes)));
+    send()
+}
+
+impl Channel for ModelUdpChannel {
+    fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+        let c = &mut self.carrier;
+        paced_send(&mut self.link, &self.rt, self.size, || c.post(seq))
+    }
+
+    fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+        let begin = self.rt.now();
+        while self.held.len() < CHANNEL_DEPTH {
+            match self.carrier.poll_recv()? {
+                Some(seq) => self
+                    .held
+                    .push_back((seq, self.rt.now() + self.link.flight(self.size))),
+                None => break,
+            }
+        }
+        match self.held.front() {
+            Some(&(seq, at)) if at <= begin => {
+                self.held.pop_front();
+                self.rt.spin_until(begin + self.link.or_ns());
+                Ok(Some(seq))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn info(&self) -> TransportInfo {
+        over_carrier(&self.params, &self.carrier.info())
+    }
+}
+
+/// Slots held at most by a [`ModelUdpSlots`] receiver.
+const HELD_SLOTS: usize = 256;
+
+/// A stream's end of the model between two processes, on a UDP carrier
+/// (as [`ModelUdpChannel`]).
+pub struct ModelUdpSlots {
+    params: ModelParams,
+    link: ModelLink,
+    rt: RealTime,
+    carrier: UdpSlots,
+    bufs: Vec<Vec<u8>>,
+    /// (length, delivery time) of each held slot.
+    meta: Vec<(usize, f64)>,
+    head: usize,
+    count: usize,
+}
+
+impl ModelUdpSlots {
+    /// The model over a connected UDP carrier.
+    pub fn new(params: ModelParams, carrier: UdpSlots, clock: Clock) -> Self {
+        let size = carrier.slot_size();
+        ModelUdpSlots {
+            params,
+            link: ModelLink::new(&params),
+            rt: RealTime::starting(clock),
+            carrier,
+            bufs: (0..HELD_SLOTS).map(|_| vec![0; size]).collect(),
+            meta: vec![(0, 0.0); HELD_SLOTS],
+            head: 0,
+            count: 0,
+        }
+    }
+}
+
+impl SlotEnd for ModelUdpSlots {
+    fn slot_size(&self) -> usize {
+        self.carrier.slot_size()
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError> {
+        let mut link = self.link;
+        let c = &mut self.carrier;
+        if paced_send(&mut link, &self.rt, bytes.len(), || c.send(bytes))? {
+            self.link = link;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        let begin = self.rt.now();
+        while self.count < HELD_SLOTS {
+            let i = (self.head + self.count) % HELD_SLOTS;
+            match self.carrier.recv(&mut self.bufs[i])? {
+                Some(n) => {
+                    self.meta[i] = (n, self.rt.now() + self.link.flight(n));
+                    self.count += 1;
+                }
+                None => break,
+            }
+        }
+        if self.count == 0 || self.meta[self.head].1 > begin {
+            return Ok(None);
+        }
+        let (n, _) = self.meta[self.head];
+        into[..n].copy_from_slice(&self.bufs[self.head][..n]);
+        self.head = (self.head + 1) % HELD_SLOTS;
+        self.count -= 1;
+        self.rt.spin_until(begin + self.link.or_ns());
+        Ok(Some(n))
+    }
+
+    fn lossy(&self) -> bool {
+        self.carrier.lossy()
+    }
+
+    fn info(&self) -> TransportInfo {
+        over_carrier(&self.params, &self.carrier.info())
     }
 }
 
