@@ -535,9 +535,10 @@ Method (Netgauge's, Hoefler et al.): PRTT(n, d, s) is the round trip of n
 back-to-back messages of s bytes (d = a delay after each send) answered by
 one message. gap(b) = (PRTT(n,0) - PRTT(1,0)) / (n-1) = g + G*b, fitted per
 size range (a new segment where the slope changes: inline, MTU, protocol);
-o_s = (PRTT(n,d) - PRTT(1,0)) / (n-1) - d; o_r is timed by the answering
-side taking n-1 messages that already arrived; L = PRTT(1,0)/2 - o_s - o_r
-- G*b. Each message carries a 16 B header (b = s + 16). Each round gives
+o_s is the send call's own time in the bursts of PRTT(n, d), whose sends
+stand alone (Netgauge's (PRTT(n,d) - PRTT(1,0)) / (n-1) - d, which adds the
+measuring loop's cost, is in the JSON); o_r is timed by the answering side
+taking n-1 messages that already arrived; L = PRTT(1,0)/2 - o_s - o_r - G*b. Each message carries a 16 B header (b = s + 16). Each round gives
 one estimate; the report gives the median of the rounds and its 95%
 interval, warns when an interval is wider than 20%, and clamps negative
 values to 0 with a note.
@@ -549,8 +550,12 @@ runs in real time (busy-waits: honest from about 1 us) or, with
 
 --predict predicts `ibprobe stream` (messages/s, latency) for each
 --batches x --windows [x --pipelines] at --predict-size from the
-parameters (measured, or --params), then runs the same streams and shows
-predicted, measured and their ratio.
+parameters (measured, or --params) and the stream loops' own work per
+slot (timed here on free ends), then runs the same streams (in loopback)
+and shows predicted, measured and their ratio.
+
+--transport model also runs against `ibprobe server -t model` (on a UDP
+carrier whose own costs add to the model's).
 
 Examples:
   ibprobe loggp -t shm --json
@@ -558,7 +563,7 @@ Examples:
   ibprobe loggp -t udp --sizes 8,64,512,4096 --format table
   ibprobe loggp -t model --model spin --simulate
   ibprobe loggp -t udp --predict --batches 1,16 --plot loggp.svg
-  ibprobe loggp hostB -t rc --dev mlx5_0     (against `ibprobe server`)";
+  ibprobe loggp hostB -t rc --dev mlx5_0     (against `ibprobe server -t rc`)";
 
 /// `ibprobe loggp`'s output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
