@@ -357,7 +357,7 @@ fn loggp_verbs(lab: &Lab) {
     let mut script = String::from("mkdir -p $LAB_RESULTS/loggp; cd $LAB_RESULTS/loggp\n");
     for qp in ["rc", "uc", "ud"] {
         script.push_str(&format!(
-            "timeout 600 {IBPROBE} loggp --transport {qp} --rounds 7 --reps 5 --timeout 300ms --predict --batches 1,16 --predict-duration 1s --json --quiet > {qp}.json 2> {qp}.err; echo $? > {qp}.rc\n"
+            "timeout 600 {IBPROBE} loggp --transport {qp} --rounds 7 --reps 5 --timeout 1s --predict --batches 1,16 --predict-duration 1s --json --quiet > {qp}.json 2> {qp}.err; echo $? > {qp}.rc\n"
         ));
     }
     lab.exec(Node::A, &script, Duration::from_secs(1800))

@@ -10,7 +10,7 @@
 //! - sender: o_s(b) + its loop's own work + (control slots per slot)*o_r(24);
 //! - receiver: o_r(b) + its loop's own work + (control slots per slot)*o_s(24)
 //!   + one poll that finds nothing (its loop drains before it consumes);
-//! - link: g + G*b;
+//! - link: g + G*b of the segment b falls in;
 //! - window: a slot's credit comes back one round trip
 //!   R = o_s(b) + G*b + L + o_r(b) + o_s(24) + G*24 + L + o_r(24) after it
 //!   left, and credits come C at a time, so N credits last N - C + 1 slots
@@ -28,6 +28,7 @@
 //! when the receiver or the link paces, the window is full and a message
 //! also waits behind N - 1 slots.
 
+use super::loggp::HEADER;
 use super::loggp_fit::Fit;
 use crate::spec::ModelParams;
 use crate::spec::{RECORD_HEADER, SLOT_HEADER};
@@ -44,6 +45,10 @@ pub struct Params {
     pub g: f64,
     /// G (ns per byte).
     pub big_g: f64,
+    /// The gap's segments: (first bytes, g, G), ascending; the link term
+    /// at b uses the last segment starting at or below b (the first below
+    /// all). Empty: `g` and `big_g`.
+    pub segments: Vec<(f64, f64, f64)>,
     /// (bytes, o_s, o_r) per measured size, ascending bytes.
     pub overheads: Vec<(f64, f64, f64)>,
     /// A poll that finds nothing (ns).
@@ -57,6 +62,14 @@ impl Params {
             l: f.l.value,
             g: f.g.value,
             big_g: f.big_g.value,
+            segments: f
+                .segments
+                .iter()
+                .map(|s| {
+                    let bytes = (s.from_size + HEADER) as f64;
+                    (bytes, s.g_ns.value, s.big_g.value.max(0.0))
+                })
+                .collect(),
             overheads: f
                 .points
                 .iter()
@@ -73,8 +86,23 @@ impl Params {
             l,
             g,
             big_g,
+            segments: Vec::new(),
             overheads: vec![(0.0, os, or)],
             empty_poll: 0.0,
+        }
+    }
+
+    /// The link's time per message of `b` bytes: g + G*b of its segment.
+    pub fn link_at(&self, b: f64) -> f64 {
+        match self
+            .segments
+            .iter()
+            .rev()
+            .find(|s| s.0 <= b)
+            .or(self.segments.first())
+        {
+            Some(&(_, g, big_g)) => g.max(0.0) + big_g * b,
+            None => self.g + self.big_g * b,
         }
     }
 
@@ -152,7 +180,7 @@ pub fn predict(p: &Params, w: &Workload) -> Prediction {
     let candidates = [
         ("sender", os_b + w.loop_ns.0 + ctrl * or_c),
         ("receiver", or_b + w.loop_ns.1 + ctrl * os_c + p.empty_poll),
-        ("link", p.g + p.big_g * b),
+        ("link", p.link_at(b)),
         ("window", rtt / (n - c + 1.0)),
         (
             "pipeline",
@@ -207,6 +235,20 @@ mod tests {
         assert_eq!(r.bound, "pipeline");
         let rtt = 1000.0 + 64.0 + 5000.0 + 1500.0 + 1000.0 + 24.0 + 5000.0 + 1500.0;
         assert!((r.msgs_per_s - 1e9 / rtt).abs() < 1e-6, "{r:?}");
+    }
+
+    #[test]
+    fn the_link_term_uses_the_segment_of_the_slot() {
+        let p = Params {
+            g: 1.0,
+            big_g: 9.0,
+            segments: vec![(24.0, 10.0, 0.5), (4112.0, 200.0, 0.1)],
+            ..Params::default()
+        };
+        assert_eq!(p.link_at(100.0), 10.0 + 50.0);
+        assert_eq!(p.link_at(5000.0), 200.0 + 500.0);
+        assert_eq!(p.link_at(8.0), 10.0 + 4.0);
+        assert_eq!(Params::default().link_at(8.0), 0.0);
     }
 
     #[test]
