@@ -72,6 +72,7 @@ fn main() {
         size: cli.size as usize,
         poll: cli.verbs.poll,
         verbs: cli.verbs.knobs(),
+        model: None,
     };
     let cfg = match VerbsConfig::new(&spec) {
         Ok(c) => c,

@@ -52,6 +52,7 @@ fn run(cli: &Cli, transport: Transport) -> Result<(), Box<dyn std::error::Error>
         size: cli.size as usize,
         poll: cli.verbs.poll,
         verbs: cli.verbs.knobs(),
+        model: None,
     };
     let cfg = VerbsConfig::new(&spec)?;
     let (client_prep, client_ep) = prepare(&cfg)?;

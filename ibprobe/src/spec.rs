@@ -45,6 +45,7 @@ vocabulary! {
         Rc = "rc", "Verbs reliable connection.";
         Uc = "uc", "Verbs unreliable connection.";
         Ud = "ud", "Verbs unreliable datagram.";
+        Model = "model", "A LogGP network of given parameters (--model L=..,os=..,or=..,g=..,G=..), emulated in real time (between processes on a UDP carrier, whose own costs add).";
     }
 }
 
@@ -82,7 +83,7 @@ impl Transport {
             Transport::Rc => Some(QpType::Rc),
             Transport::Uc => Some(QpType::Uc),
             Transport::Ud => Some(QpType::Ud),
-            Transport::Shm | Transport::Udp => None,
+            Transport::Shm | Transport::Udp | Transport::Model => None,
         }
     }
 
@@ -94,7 +95,7 @@ impl Transport {
     /// Whether event polling has something to sleep on (everything but
     /// the shared-memory ring).
     pub fn can_sleep(self) -> bool {
-        self != Transport::Shm
+        !matches!(self, Transport::Shm | Transport::Model)
     }
 
     /// The message sizes this transport carries with `op`, and why the
@@ -102,6 +103,10 @@ impl Transport {
     pub fn size_range(self, op: Op) -> (RangeInclusive<usize>, &'static str) {
         match self {
             Transport::Shm => (1..=SHM_MAX_SIZE, "one slot of the shared-memory ring"),
+            Transport::Model => (
+                1..=SHM_MAX_SIZE,
+                "the model carries its messages in a shared-memory ring",
+            ),
             Transport::Udp => (
                 UDP_MIN_SIZE..=UDP_MAX_SIZE,
                 "the payload carries an 8-byte sequence number; 65507 bytes is one datagram",
@@ -316,6 +321,8 @@ pub struct ChannelSpec {
     pub poll: Poll,
     /// Verbs knobs (ignored by shm and udp).
     pub verbs: VerbsKnobs,
+    /// The LogGP parameters of `--transport model` (`--model`).
+    pub model: Option<ModelParams>,
 }
 
 impl ChannelSpec {
@@ -327,6 +334,7 @@ impl ChannelSpec {
             size,
             poll: Poll::Busy,
             verbs: VerbsKnobs::default(),
+            model: None,
         }
     }
 
@@ -336,6 +344,9 @@ impl ChannelSpec {
     pub fn check(&self) -> Result<(), SpecError> {
         let (t, v) = (self.transport, &self.verbs);
         check_combo(t, v.op, self.poll)?;
+        if t == Transport::Model && self.model.is_none() {
+            return bad("--transport model needs its parameters: --model L=5us,os=1us,or=1.5us,g=2us,G=1ns (or --model spin)".into());
+        }
         if t == Transport::Ud && self.size > UD_MAX_SIZE {
             return bad(format!(
                 "UD message {} B > {UD_MAX_SIZE} B: UD sends one packet",
@@ -390,14 +401,14 @@ pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
         (Transport::Ud, o, _) if o.is_write() => bad(format!(
             "{o} on UD: UD has no RDMA writes (use send or send-imm, or transport rc/uc)"
         )),
-        (Transport::Shm | Transport::Udp, o, _) if o != Op::Send => bad(format!(
+        (Transport::Shm | Transport::Udp | Transport::Model, o, _) if o != Op::Send => bad(format!(
             "{t} only sends messages, so op {o} does not apply; use op send (or leave op out), or a verbs transport"
         )),
         (_, Op::Write, Poll::Event) => bad(
             "poll event with write: plain RDMA write raises no receive completion (use write-imm or poll busy)"
                 .into(),
         ),
-        (Transport::Shm, _, Poll::Event) => bad(format!(
+        (Transport::Shm | Transport::Model, _, Poll::Event) => bad(format!(
             "--poll event with --transport {t}: the shared-memory ring has nothing to sleep on; use --transport udp|rc|uc|ud, or drop --poll"
         )),
         _ => Ok(()),
@@ -567,7 +578,7 @@ impl StreamSpec {
         let (range, why) = match t {
             Transport::Ud => (1..=UD_MAX_SIZE, "UD sends one packet"),
             Transport::Udp => (1..=UDP_MAX_SIZE, "one datagram"),
-            Transport::Shm => (1..=SHM_MAX_SIZE, "one ring slot"),
+            Transport::Shm | Transport::Model => (1..=SHM_MAX_SIZE, "one ring slot"),
             Transport::Rc | Transport::Uc => (1..=VERBS_MAX_SIZE, "a 32-bit verbs length"),
         };
         if self.slot_size < SLOT_HEADER + RECORD_HEADER + 1 || !range.contains(&self.slot_size) {
@@ -582,9 +593,171 @@ impl StreamSpec {
     }
 }
 
+/// The LogGP parameters of `--transport model` (`--model`), in
+/// femtoseconds so that the sPIN paper's picosecond G is exact. `g` is
+/// the gap between two messages' injections, `G` the gap per byte: a
+/// message of `b` bytes occupies the link `g + G*b` and arrives
+/// `o_s + G*b + L` after its send began (receiving it costs `o_r`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelParams {
+    /// Latency L (fs).
+    pub l_fs: u64,
+    /// Send overhead o_s (fs).
+    pub os_fs: u64,
+    /// Receive overhead o_r (fs).
+    pub or_fs: u64,
+    /// Gap g between injections (fs).
+    pub g_fs: u64,
+    /// Gap per byte G (fs per byte).
+    pub big_g_fs: u64,
+}
+
+/// The sPIN paper's assumed future InfiniBand NIC (seed 002): o = 65 ns
+/// (send and receive), g = 6.7 ns (150 M msg/s), G = 2.5 ps per BIT, so
+/// 20 ps per byte, L = 50 ns of switch + 33.4 ns of wire = 83.4 ns.
+pub const SPIN_PRESET: ModelParams = ModelParams {
+    l_fs: 83_400_000,
+    os_fs: 65_000_000,
+    or_fs: 65_000_000,
+    g_fs: 6_700_000,
+    big_g_fs: 20_000,
+};
+
+/// One second in femtoseconds.
+const FS_PER_S: f64 = 1e15;
+
+impl ModelParams {
+    /// (L, o_s, o_r, g, G) in ns (G in ns per byte).
+    pub fn ns(&self) -> [f64; 5] {
+        [self.l_fs, self.os_fs, self.or_fs, self.g_fs, self.big_g_fs].map(|v| v as f64 / 1e6)
+    }
+
+    /// The smallest of L, o_s, o_r and g other than zero, in ns (for the
+    /// clock-resolution warning of the real-time emulation; G only ever
+    /// adds to g).
+    pub fn smallest_ns(&self) -> f64 {
+        let [l, os, or, g, _] = self.ns();
+        [l, os, or, g]
+            .into_iter()
+            .filter(|v| *v > 0.0)
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+impl std::fmt::Display for ModelParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let [l, os, or, g, big_g] = self.ns();
+        write!(f, "L={l}ns,os={os}ns,or={or}ns,g={g}ns,G={big_g}ns")
+    }
+}
+
+/// Parses `5us`, `1.5ns`, `20ps`, `1ms` into femtoseconds.
+fn parse_fs(key: &str, v: &str) -> Result<u64, SpecError> {
+    let v = v.trim();
+    let (num, mult) = [("ps", 1e3), ("ns", 1e6), ("us", 1e9), ("ms", 1e12)]
+        .iter()
+        .find_map(|(u, m)| v.strip_suffix(u).map(|n| (n, *m)))
+        .ok_or_else(|| {
+            SpecError(format!(
+                "--model {key}={v}: give a unit (ps, ns, us or ms), e.g. {key}=5us"
+            ))
+        })?;
+    let x: f64 = num.trim().parse().map_err(|_| {
+        SpecError(format!(
+            "--model {key}={v}: {num:?} is not a number; e.g. {key}=1.5us"
+        ))
+    })?;
+    if !x.is_finite() || x < 0.0 {
+        return bad(format!(
+            "--model {key}={v}: a LogGP parameter cannot be negative; use 0 or more"
+        ));
+    }
+    let fs = (x * mult).round();
+    if fs > 10.0 * FS_PER_S {
+        return bad(format!(
+            "--model {key}={v}: more than 10 s is not a network; use a smaller value"
+        ));
+    }
+    Ok(fs as u64)
+}
+
+impl std::str::FromStr for ModelParams {
+    type Err = SpecError;
+
+    /// `L=5us,os=1us,or=1.5us,g=2us,G=1ns` (all five), or the preset
+    /// `spin` with optional overrides (`spin,G=2.5ps`).
+    fn from_str(s: &str) -> Result<ModelParams, SpecError> {
+        let mut parts = s.split(',').map(str::trim).peekable();
+        let preset = parts.peek() == Some(&"spin");
+        let mut v: [Option<u64>; 5] = if preset {
+            parts.next();
+            let p = SPIN_PRESET;
+            [p.l_fs, p.os_fs, p.or_fs, p.g_fs, p.big_g_fs].map(Some)
+        } else {
+            [None; 5]
+        };
+        const KEYS: [&str; 5] = ["L", "os", "or", "g", "G"];
+        for part in parts {
+            let (k, val) = part.split_once('=').ok_or_else(|| {
+                SpecError(format!(
+                    "--model {part:?}: write KEY=VALUE with a key of L, os, or, g, G (or the preset spin)"
+                ))
+            })?;
+            let i = KEYS.iter().position(|x| *x == k.trim()).ok_or_else(|| {
+                SpecError(format!(
+                    "--model: unknown parameter {k:?}; the parameters are L, os, or, g, G (G per byte; the preset is spin)"
+                ))
+            })?;
+            v[i] = Some(parse_fs(k.trim(), val)?);
+        }
+        match v {
+            [Some(l_fs), Some(os_fs), Some(or_fs), Some(g_fs), Some(big_g_fs)] => Ok(ModelParams {
+                l_fs,
+                os_fs,
+                or_fs,
+                g_fs,
+                big_g_fs,
+            }),
+            _ => {
+                let missing: Vec<&str> = KEYS
+                    .iter()
+                    .zip(v)
+                    .filter(|(_, x)| x.is_none())
+                    .map(|(k, _)| *k)
+                    .collect();
+                bad(format!(
+                    "--model {s:?}: missing {}; give all of L, os, or, g, G (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns) or start from the preset spin",
+                    missing.join(", ")
+                ))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_params_parse_units_presets_and_refusals() {
+        let p: ModelParams = "L=5us,os=1us,or=1.5us,g=2us,G=1ns".parse().unwrap();
+        assert_eq!(p.ns(), [5000.0, 1000.0, 1500.0, 2000.0, 1.0]);
+        let s: ModelParams = "spin".parse().unwrap();
+        assert_eq!(s, SPIN_PRESET);
+        assert_eq!(s.ns()[4], 0.02);
+        let s: ModelParams = "spin,G=2.5ps".parse().unwrap();
+        assert_eq!(s.big_g_fs, 2500);
+        for bad in [
+            "L=5us",
+            "L=5us,os=1us,or=1us,g=1us,G=1ns,x=1ns",
+            "spin,os=-1ns",
+            "spin,os=5",
+            "spin,os=abcns",
+        ] {
+            let e = bad.parse::<ModelParams>().unwrap_err();
+            assert!(e.0.starts_with("--model"), "{bad}: {e}");
+        }
+    }
 
     fn refusal(spec: ChannelSpec) -> String {
         spec.check().unwrap_err().0
@@ -630,7 +803,12 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         for t in Transport::ALL {
-            ChannelSpec::new(*t, 32).check().unwrap();
+            let mut s = ChannelSpec::new(*t, 32);
+            if *t == Transport::Model {
+                assert!(s.check().unwrap_err().0.contains("needs its parameters"));
+                s.model = Some(SPIN_PRESET);
+            }
+            s.check().unwrap();
         }
         let v = VerbsKnobs::default();
         assert_eq!(v.rq_prepost(), 128);

@@ -45,7 +45,7 @@ fn bad_input_like(args: &[&str], parts: &[&str]) {
 fn unknown_transport() {
     bad_input(
         &["loopback", "--transport", "tcp"],
-        r#"ibprobe: invalid value "tcp" for --transport: use one of shm, udp, rc, uc, ud (see ibprobe --help)"#,
+        r#"ibprobe: invalid value "tcp" for --transport: use one of shm, udp, rc, uc, ud, model (see ibprobe --help)"#,
     );
 }
 

@@ -21,7 +21,7 @@ fn help(args: &[&str]) -> String {
 fn help_texts_are_as_snapshotted() {
     insta::assert_snapshot!("ibprobe", help(&["--help"]));
     for sub in [
-        "devices", "loopback", "server", "client", "stream", "sweep", "host", "compare",
+        "devices", "loopback", "server", "client", "stream", "sweep", "host", "compare", "loggp",
     ] {
         insta::assert_snapshot!(format!("ibprobe-{sub}"), help(&[sub, "--help"]));
         insta::assert_snapshot!(format!("ibprobe-{sub}-short"), help(&[sub, "-h"]));

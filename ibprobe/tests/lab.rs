@@ -344,6 +344,63 @@ fn stream_guest() -> Group {
     Group::with_lab("rxe_stream", LabConfig::loopback())
         .test("stream_every_mode_on_rc_uc_ud", stream_modes)
         .test("stamp_thread_splits_t_send_at_the_hca_read", stamp_thread)
+        .test("loggp_on_rc_uc_ud", loggp_verbs)
+}
+
+/// `ibprobe loggp` on rxe0 (issue 15): LogGP estimates with 95% intervals
+/// on rc, uc and ud, and the stream predictions beside measured streams
+/// (batch 1 and 16). The guest is emulated (TCG), so its figures are
+/// noisy and slow; what must hold is that every estimate is a number not
+/// below 0, inside its interval, and that the predictions ran. The JSON
+/// stays in the results folder (`loggp/*.json`) for the figures.
+fn loggp_verbs(lab: &Lab) {
+    let mut script = String::from("mkdir -p $LAB_RESULTS/loggp; cd $LAB_RESULTS/loggp\n");
+    for qp in ["rc", "uc", "ud"] {
+        script.push_str(&format!(
+            "timeout 600 {IBPROBE} loggp --transport {qp} --rounds 7 --reps 5 --timeout 1s --predict --batches 1,16 --predict-duration 1s --json --quiet > {qp}.json 2> {qp}.err; echo $? > {qp}.rc\n"
+        ));
+    }
+    lab.exec(Node::A, &script, Duration::from_secs(1800))
+        .unwrap_or_else(|e| std::panic::panic_any(e))
+        .success();
+    let dir = lab.results(Node::A).join("loggp");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    for qp in ["rc", "uc", "ud"] {
+        let err = read(&format!("{qp}.err"));
+        assert_eq!(read(&format!("{qp}.rc")).trim(), "0", "{qp}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&read(&format!("{qp}.json")))
+            .unwrap_or_else(|e| panic!("{qp}: not JSON ({e}): {err}"));
+        assert_eq!(v["schema"], "ibprobe.loggp/1", "{qp}");
+        for k in ["L_ns", "os_ns", "or_ns", "g_ns", "G_ns_per_byte"] {
+            let est = v[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{qp}: no {k} in {v}"));
+            let ci = &v[format!("{k}_ci")];
+            let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+            assert!(
+                0.0 <= lo && lo <= est && est <= hi,
+                "{qp}: {k} = {est} [{lo}, {hi}]"
+            );
+        }
+        for k in ["os_ns", "or_ns", "g_ns"] {
+            assert!(v[k].as_f64().unwrap() > 0.0, "{qp}: {k} is 0: {v}");
+        }
+        let p = v["predictions"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{qp}: {v}"));
+        assert_eq!(p.len(), 2, "{qp}: {v}");
+        for row in p {
+            assert!(
+                row["measured_msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0
+                    && row["predicted_msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0,
+                "{qp}: {row}"
+            );
+        }
+        eprintln!(
+            "loggp {qp}: L {} os {} or {} g {} G {}; predictions {}",
+            v["L_ns"], v["os_ns"], v["or_ns"], v["g_ns"], v["G_ns_per_byte"], v["predictions"]
+        );
+    }
 }
 
 /// Two rxe devices over the two ends of a veth pair, with policy routing

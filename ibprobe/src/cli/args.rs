@@ -25,8 +25,8 @@ use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::report::host::HostFormat;
 use crate::report::Format;
 use crate::spec::{
-    ChannelSpec, CreditReturn, InlineMode, Op, Poll, SignalMode, StreamSpec, Transport, VerbsKnobs,
-    RECORD_HEADER, SLOT_HEADER,
+    ChannelSpec, CreditReturn, InlineMode, ModelParams, Op, Poll, SignalMode, StreamSpec,
+    Transport, VerbsKnobs, RECORD_HEADER, SLOT_HEADER,
 };
 
 pub const AFTER_HELP: &str = "\
@@ -102,6 +102,10 @@ pub enum Command {
     /// (and messages/s) against the first, with a 95% interval and a verdict.
     #[command(after_help = COMPARE_AFTER_HELP)]
     Compare(CompareArgs),
+    /// LogGP parameters (L, o_s, o_r, g, G) of a transport with 95% intervals,
+    /// by Netgauge's PRTT(n, d, s) round trips; --predict: stream workloads.
+    #[command(after_help = LOGGP_AFTER_HELP)]
+    Loggp(LoggpArgs),
 }
 
 /// Shown after `ibprobe compare --help`.
@@ -259,9 +263,17 @@ fn word<T: FromStr<Err = crate::spec::SpecError>>(s: &str) -> Result<T, String> 
 /// Options every probing subcommand shares.
 #[derive(Args, Debug, Clone)]
 pub struct TransportArgs {
-    /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs).
+    /// Transport: shm | udp (reference transports, any host) | rc | uc | ud (verbs)
+    /// | model (a LogGP network of --model's parameters, emulated in real time).
     #[arg(long, short = 't', value_enum, default_value = "rc")]
     pub transport: Transport,
+    /// LogGP parameters of --transport model: L=5us,os=1us,or=1.5us,g=2us,G=1ns
+    /// (units ps, ns, us, ms; G is per BYTE), or the preset `spin` (the sPIN
+    /// paper's NIC: o 65ns, g 6.7ns, L 83.4ns, G 20ps/B = its 2.5 ps per bit)
+    /// with overrides, e.g. spin,G=2.5ps. Emulated with busy-waits on this
+    /// host's clock: honest from about 1 us up; below, use `loggp --simulate`.
+    #[arg(long, value_name = "PARAMS")]
+    pub model: Option<ModelParams>,
     /// Pin the measuring (or echoing) thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
@@ -548,6 +560,135 @@ pub struct ClientArgs {
     pub secret: SecretArgs,
 }
 
+pub const LOGGP_AFTER_HELP: &str = "\
+Method (Netgauge's, Hoefler et al.): PRTT(n, d, s) is the round trip of n
+back-to-back messages of s bytes (d = a delay after each send) answered by
+one message. gap(b) = (PRTT(n,0) - PRTT(1,0)) / (n-1) = g + G*b, fitted per
+size range (a new segment where the slope changes: inline, MTU, protocol);
+o_s is the send call's own time in the bursts of PRTT(n, d), whose sends
+stand alone (Netgauge's (PRTT(n,d) - PRTT(1,0)) / (n-1) - d, which adds the
+measuring loop's cost, is in the JSON); o_r is timed by the answering side
+taking n-1 messages that already arrived; L = PRTT(1,0)/2 - o_s - o_r - G*b. Each message carries a 16 B header (b = s + 16). Each round gives
+one estimate; the report gives the median of the rounds and its 95%
+interval, warns when an interval is wider than 20%, and clamps negative
+values to 0 with a note.
+
+--transport model is the ground truth: --model L=5us,os=1us,or=1.5us,g=2us,G=1ns
+(G per byte; the sPIN preset `spin` has G = 2.5 ps per bit = 20 ps/B). It
+runs in real time (busy-waits: honest from about 1 us) or, with
+--simulate, on a virtual clock (exact at any scale, no waiting).
+
+--predict predicts `ibprobe stream` (messages/s, latency) for each
+--batches x --windows [x --pipelines] at --predict-size from the
+parameters (measured, or --params) and the stream loops' own work per
+slot (timed here on free ends), then runs the same streams (in loopback)
+and shows predicted, measured and their ratio.
+
+--transport model also runs against `ibprobe server -t model` (on a UDP
+carrier whose own costs add to the model's).
+
+Examples:
+  ibprobe loggp -t shm --json
+  ibprobe loggp -t model --model L=5us,os=1us,or=1.5us,g=2us,G=1ns --json
+  ibprobe loggp -t udp --sizes 8,64,512,4096 --format table
+  ibprobe loggp -t model --model spin --simulate
+  ibprobe loggp -t udp --predict --batches 1,16 --plot loggp.svg
+  ibprobe loggp hostB -t rc --dev mlx5_0     (against `ibprobe server -t rc`)";
+
+/// `ibprobe loggp`'s output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LoggpFormat {
+    /// Parameters with intervals, segments, per-size points.
+    Table,
+    /// The `ibprobe.loggp/1` document.
+    Json,
+    /// The tables as Markdown.
+    Markdown,
+}
+
+/// `ibprobe loggp`.
+#[derive(Args, Clone, Debug)]
+pub struct LoggpArgs {
+    /// HOST[:PORT] of `ibprobe server` to measure against; without it both
+    /// ends run in this process (loopback).
+    pub host: Option<String>,
+    /// Transport and placement.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+    /// CPU of the answering thread in loopback (default: the next allowed one).
+    #[arg(long)]
+    pub rx_cpu: Option<usize>,
+    /// Payload sizes in bytes (a list and/or doubling ranges, as sweep's)
+    /// [default: 8,64,512,4096,16384; ud: 8,64,256,1000].
+    #[arg(long, allow_hyphen_values = true)]
+    pub sizes: Option<String>,
+    /// Messages per burst (n of PRTT(n, d, s)), 2..=1024.
+    #[arg(long, default_value_t = 16)]
+    pub burst: u16,
+    /// Rounds: each gives one estimate of every parameter (the interval
+    /// comes from their spread), 3..=1000.
+    #[arg(long, default_value_t = 15)]
+    pub rounds: usize,
+    /// Repetitions of each round trip within a round (their median counts).
+    #[arg(long, default_value_t = 21)]
+    pub reps: usize,
+    /// Run --transport model on a virtual clock: exact event times, no waiting.
+    #[arg(long)]
+    pub simulate: bool,
+    /// An answer later than this counts as lost (the burst is repeated; 5 in a row end the run).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub timeout: Duration,
+    /// How long to wait for `ibprobe server` to accept (with HOST).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: LoggpFormat,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the gap per message and the fitted segments as an SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Predict `ibprobe stream` for --batches x --windows (x --pipelines)
+    /// and run the same streams: predicted, measured, ratio.
+    #[arg(long)]
+    pub predict: bool,
+    /// Predict from these parameters instead of measuring them (same
+    /// syntax as --model: L=..,os=..,or=..,g=..,G=..).
+    #[arg(long, value_name = "PARAMS", requires = "predict")]
+    pub params: Option<ModelParams>,
+    /// --predict: batch sizes K.
+    #[arg(long, default_value = "1,16", value_name = "LIST")]
+    pub batches: String,
+    /// --predict: credit windows N (slots).
+    #[arg(long, default_value = "64", value_name = "LIST")]
+    pub windows: String,
+    /// --predict: pipeline depths D (unacknowledged slots); none: no acks.
+    #[arg(long, value_name = "LIST")]
+    pub pipelines: Option<String>,
+    /// --predict: payload bytes per stream message.
+    #[arg(long, default_value_t = 32)]
+    pub predict_size: usize,
+    /// --predict: how long each measured stream runs.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub predict_duration: Duration,
+}
+
+impl LoggpArgs {
+    /// The output format (`--json` wins).
+    pub fn format(&self) -> LoggpFormat {
+        if self.json {
+            LoggpFormat::Json
+        } else {
+            self.format
+        }
+    }
+}
+
 /// The output formats a grid has: its own enum because perftest's
 /// one-line format (a `--format` of `loopback`) has no grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -754,6 +895,7 @@ impl TransportArgs {
             size,
             poll: self.verbs.poll,
             verbs: self.verbs.knobs(),
+            model: self.model,
         }
     }
 }

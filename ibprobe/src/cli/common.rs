@@ -31,6 +31,30 @@ macro_rules! say {
 }
 pub(crate) use say;
 
+/// Below this (ns) the real-time model's busy-waits are at the edge of
+/// what the clock resolves.
+pub const MODEL_FLOOR_NS: f64 = 1000.0;
+
+/// With `--transport model` in real time: a warning when a parameter is
+/// below about 1 us, where busy-waits on a clock that costs tens of ns
+/// to read are off by that much.
+pub fn model_resolution_warning(t: &TransportArgs) -> Option<String> {
+    let m = t
+        .model
+        .filter(|_| t.transport == crate::spec::Transport::Model)?;
+    let small = m.smallest_ns();
+    (small < MODEL_FLOOR_NS).then(|| format!(
+        "--model has a parameter of {small:.1} ns: the real-time emulation busy-waits on a clock whose reads cost tens of ns, so below about 1 us its errors are of that order (`ibprobe loggp --simulate` is exact at any scale)"
+    ))
+}
+
+/// Says [`model_resolution_warning`]'s warning on stderr, if any.
+pub fn warn_model_resolution(t: &TransportArgs) {
+    if let Some(w) = model_resolution_warning(t) {
+        say!("warning: {w}");
+    }
+}
+
 /// A channel that could not be opened: exit 2 for refusals (bad input,
 /// no device), 3 for failures.
 pub fn open_err(e: OpenError) -> CliError {

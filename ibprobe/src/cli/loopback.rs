@@ -11,6 +11,7 @@ use crate::probe::open;
 /// Runs `ibprobe loopback`; the exit code.
 pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    super::common::warn_model_resolution(t);
     let mode = if a.round_trip {
         Mode::RoundTrip
     } else {

@@ -22,6 +22,7 @@ mod common;
 mod compare;
 mod devices;
 mod host;
+mod loggp;
 mod loopback;
 mod server;
 mod stream;
@@ -123,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Sweep(a) => sweep::run(&a),
         Command::Host(a) => host::run(&a),
         Command::Compare(a) => compare::run(&a),
+        Command::Loggp(a) => loggp::run(&a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -13,8 +13,9 @@ use super::common::{default_cpu, say, session_err, stop_flag};
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
+use crate::probe::loggp;
 use crate::probe::oob::{Hello, Oob, StreamTally};
-use crate::probe::session::{self, ServeEnd, StreamHello};
+use crate::probe::session::{self, ServeEnd, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::serve_receiver;
 
 /// Runs `ibprobe server`; the exit code.
@@ -179,6 +180,9 @@ fn serve_stream(
         end.info().detail
     );
     let clock = Clock::choose(t.clock);
+    if sh.workload.as_deref() == Some(LOGGP_WORKLOAD) {
+        return serve_loggp(end.as_mut(), &sh, &clock, stop, t, &peer.to_string());
+    }
     let tally = serve_receiver(end.as_mut(), &sh, hello.size, &clock, stop, default_cpu(t))
         .map_err(|e| CliError::run(format!("client {peer}: stream: {e}")))?;
     oob.send(&StreamTally { tally })
@@ -194,4 +198,34 @@ fn serve_stream(
     } else {
         0
     })
+}
+
+/// One `ibprobe loggp` client: answers its bursts until it says stop
+/// (or goes quiet for ten of its timeouts, at least 5 s: a lost stop
+/// message on udp, uc or ud).
+fn serve_loggp(
+    end: &mut dyn crate::transport::stream::SlotEnd,
+    sh: &StreamHello,
+    clock: &Clock,
+    stop: &AtomicBool,
+    t: &super::args::TransportArgs,
+    peer: &str,
+) -> Result<u8, CliError> {
+    if let Some(c) = default_cpu(t) {
+        crate::sys::host::pin_to_cpu(c)
+            .map_err(|e| CliError::run(format!("pin to --cpu {c}: {e}")))?;
+    }
+    let idle = (sh.timeout * 10).max(Duration::from_secs(5));
+    let idle_ns = idle.as_nanos().min(u128::from(u64::MAX)) as u64;
+    match loggp::respond(end, clock, stop, idle_ns) {
+        Ok(n) => {
+            say!("ibprobe server: client {peer} loggp done: {n} bursts answered");
+            Ok(if stop.load(Ordering::Relaxed) {
+                EXIT_INTERRUPTED
+            } else {
+                0
+            })
+        }
+        Err(e) => Err(CliError::run(format!("client {peer}: loggp: {e}"))),
+    }
 }

@@ -20,6 +20,7 @@ use crate::transport::TransportError;
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    super::common::warn_model_resolution(t);
     let format = a.measure.format();
     if format == Format::Perftest {
         return Err(CliError::input(
@@ -56,6 +57,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
                 warmup: cfg.warmup,
                 consume_delay: cfg.consume_delay,
                 timeout: cfg.timeout,
+                workload: None,
             };
             let mut tx =
                 session::open_stream_client(&mut oob, &spec, &hello).map_err(session_err)?;

@@ -76,6 +76,7 @@ fn progress(a: &SweepArgs, cells: u64) -> ProgressBar {
 /// Runs `ibprobe sweep`; the exit code.
 pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    super::common::warn_model_resolution(t);
     let sizes = parse_sizes(&a.sizes).map_err(CliError::input)?;
     let rates = parse_rates(&a.rates).map_err(CliError::input)?;
     if let Some(axes) = a.stream_axes().map_err(CliError::input)? {

@@ -8,6 +8,8 @@
 //! - [`runner`]: placement, warm-up, measured run, Ctrl-C -> [`Outcome`];
 //! - [`stream`]: a stream's two loops at once (sender here, receiver on a
 //!   pinned thread) -> [`stream::StreamOutcome`] (issue 13);
+//! - [`loggp`]: PRTT(n, d, s) round trips of `ibprobe loggp` (real or
+//!   simulated), [`loggp_fit`]: LogGP parameters with 95% intervals;
 //! - [`oob`]: the out-of-band TCP handshake of server and client;
 //! - [`auth`]: the optional mesh secret and its challenge-response;
 //! - `outcome.rs`: the contract between the runner, which fills it, and
@@ -15,12 +17,16 @@
 
 pub mod auth;
 pub mod config;
+pub mod loggp;
+pub mod loggp_fit;
+pub mod loggp_predict;
 pub mod oob;
 pub mod open;
 pub mod outcome;
 pub mod runner;
 pub mod session;
 pub mod stream;
+pub mod stream_cost;
 pub mod wakeup;
 pub mod workload;
 

@@ -18,7 +18,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::config::Receiver;
 use super::runner::EchoThread;
 use crate::clock::Clock;
-use crate::spec::{ChannelSpec, Poll, SpecError, StreamSpec, Transport};
+use crate::spec::{ChannelSpec, ModelParams, Poll, SpecError, StreamSpec, Transport};
+use crate::transport::model::{ModelChannel, ModelSlots};
 use crate::transport::shm::{ShmChannel, ShmSlots};
 use crate::transport::stream::SlotEnd;
 use crate::transport::udp::{UdpChannel, UdpSlots};
@@ -123,10 +124,32 @@ pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
             u.set_event_poll(spec.poll == Poll::Event);
             Box::new(u)
         }
+        Transport::Model => Box::new(ModelChannel::loopback(
+            model_params(spec)?,
+            spec.size,
+            model_clock(),
+        )),
         Transport::Rc | Transport::Uc | Transport::Ud => {
             Box::new(verbs::loopback(&VerbsConfig::new(spec)?)?)
         }
     })
+}
+
+/// The parameters of a model spec (checked: present).
+fn model_params(spec: &ChannelSpec) -> Result<ModelParams, OpenError> {
+    spec.model.ok_or_else(|| {
+        OpenError::refused(
+            "--transport model needs --model (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns)",
+        )
+    })
+}
+
+/// The clock the real-time model busy-waits on: the calibrated TSC where
+/// there is one (a read costs a few ns; clock_gettime costs tens), once
+/// per process.
+pub fn model_clock() -> Clock {
+    static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+    *CLOCK.get_or_init(Clock::calibrate)
 }
 
 /// The two ends of a loopback stream: (sender, receiver).
@@ -145,6 +168,15 @@ pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds
         }
         Transport::Udp => {
             let (a, b) = UdpSlots::pair(LOCALHOST, stream.slot_size)?;
+            (Box::new(a), Box::new(b))
+        }
+        Transport::Model => {
+            let (a, b) = ModelSlots::pair(
+                model_params(spec)?,
+                stream.slots,
+                stream.slot_size,
+                model_clock(),
+            )?;
             (Box::new(a), Box::new(b))
         }
         Transport::Rc | Transport::Uc | Transport::Ud => {

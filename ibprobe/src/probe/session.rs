@@ -34,12 +34,13 @@ use serde_json::{json, Value};
 use super::auth::Secret;
 use super::config::{Mode, ProbeConfig, Receiver};
 use super::oob::{Closing, Done, Hello, Oob, OobError, Reply};
-use super::open::{udp_bound, OpenError};
+use super::open::{model_clock, udp_bound, OpenError};
 use super::outcome::Outcome;
 use super::runner::{self, RunError};
 use super::workload::EchoEnd;
 use crate::clock::Clock;
-use crate::spec::{ChannelSpec, Op, Poll, StreamSpec, Transport};
+use crate::spec::{ChannelSpec, ModelParams, Op, Poll, StreamSpec, Transport};
+use crate::transport::model::{ModelUdpChannel, ModelUdpSlots};
 use crate::transport::shm::{self, ShmChannel, ShmSlots, Side};
 use crate::transport::stream::SlotEnd;
 use crate::transport::udp::UdpSlots;
@@ -117,6 +118,9 @@ pub fn open_client(
     };
     params.insert("op".into(), json!(spec.verbs.op));
     params.insert("poll".into(), json!(spec.poll));
+    if let Some(m) = model_of(spec) {
+        params.insert("model".into(), json!(m.to_string()));
+    }
     params.entry("receiver").or_insert_with(|| {
         json!(Receiver {
             poll: spec.poll,
@@ -134,14 +138,17 @@ pub fn open_client(
         .map_err(oob_err)
     };
     Ok(match spec.transport {
-        Transport::Udp => {
+        Transport::Udp | Transport::Model => {
             let mut u = udp_bound(local_ip, spec)?;
             let port = u.local_addr().map_err(OpenError::from)?.port();
             let ep = handshake(json!({ "port": port }))?;
             let sport = udp_port(&ep).ok_or_else(|| malformed("udp", &ep))?;
             u.connect(SocketAddr::new(server_ip, sport))
                 .map_err(OpenError::from)?;
-            Box::new(u)
+            match model_of(spec) {
+                Some(m) => Box::new(ModelUdpChannel::new(m, u, spec.size, model_clock())),
+                None => Box::new(u),
+            }
         }
         Transport::Shm => {
             let ep = handshake(Value::Null)?;
@@ -225,11 +232,13 @@ pub fn open_server(
         Ok(a) => a.ip(),
         Err(e) => return Err(err("protocol", e)),
     };
+    let with_model = with_hello_model(spec, hello);
+    let spec = &with_model;
     if let Err(e) = spec.check() {
         return Err(refuse(oob, e.0));
     }
     let (ch, endpoint): (Box<dyn Channel>, Value) = match spec.transport {
-        Transport::Udp => {
+        Transport::Udp | Transport::Model => {
             let Some(cport) = udp_port(&hello.endpoint) else {
                 return Err(refuse(
                     oob,
@@ -246,7 +255,11 @@ pub fn open_server(
             u.connect(SocketAddr::new(peer.ip(), cport))
                 .map_err(OpenError::from)?;
             let port = u.local_addr().map_err(OpenError::from)?.port();
-            (Box::new(u), json!({ "port": port }))
+            let ch: Box<dyn Channel> = match model_of(spec) {
+                Some(m) => Box::new(ModelUdpChannel::new(m, u, spec.size, model_clock())),
+                None => Box::new(u),
+            };
+            (ch, json!({ "port": port }))
         }
         Transport::Shm => {
             let path = shm::default_path();
@@ -284,6 +297,26 @@ pub fn open_server(
     Ok(ch)
 }
 
+/// The model parameters of a `--transport model` spec (between
+/// processes the model rides on a UDP carrier, `transport/model.rs`).
+fn model_of(spec: &ChannelSpec) -> Option<ModelParams> {
+    spec.model.filter(|_| spec.transport == Transport::Model)
+}
+
+/// `spec` with the client's `--model` from its Hello (the client's
+/// parameters win: both ends must emulate the same network).
+fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> ChannelSpec {
+    let asked = hello
+        .params
+        .get("model")
+        .and_then(|m| m.as_str())
+        .and_then(|m| m.parse::<ModelParams>().ok());
+    ChannelSpec {
+        model: asked.or(spec.model),
+        ..spec.clone()
+    }
+}
+
 /// What a stream client asks of the server, in its Hello's
 /// `params.stream`: the stream's knobs and what the receiving loop needs
 /// (the warm-up to leave out, the consume delay, the timeout).
@@ -297,7 +330,15 @@ pub struct StreamHello {
     pub consume_delay: Duration,
     /// `--timeout`.
     pub timeout: Duration,
+    /// What the server runs on the stream: absent, the receiving loop of
+    /// `ibprobe stream`; [`LOGGP_WORKLOAD`], `ibprobe loggp`'s answering
+    /// loop (`probe/loggp.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
+
+/// The [`StreamHello::workload`] of `ibprobe loggp`.
+pub const LOGGP_WORKLOAD: &str = "loggp";
 
 /// The stream a client's Hello asks for (None: a one-message channel).
 pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
@@ -318,7 +359,10 @@ pub fn open_stream_client(
     stream.spec.check(spec).map_err(OpenError::from)?;
     let local_ip = oob.local_addr().map_err(|e| err("connect", e))?.ip();
     let server_ip = oob.peer_addr().ip();
-    let params = json!({ "op": spec.verbs.op, "poll": spec.poll, "stream": stream });
+    let mut params = json!({ "op": spec.verbs.op, "poll": spec.poll, "stream": stream });
+    if let Some(m) = model_of(spec) {
+        params["model"] = json!(m.to_string());
+    }
     let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
     let mut handshake = |endpoint| {
         oob.handshake(&Hello {
@@ -330,7 +374,7 @@ pub fn open_stream_client(
         .map_err(oob_err)
     };
     Ok(match spec.transport {
-        Transport::Udp => {
+        Transport::Udp | Transport::Model => {
             let mut u =
                 UdpSlots::bind(SocketAddr::new(local_ip, 0), slot_size).map_err(OpenError::from)?;
             let port = u.local_addr().map_err(OpenError::from)?.port();
@@ -338,7 +382,10 @@ pub fn open_stream_client(
             let sport = udp_port(&ep).ok_or_else(|| malformed("udp", &ep))?;
             u.connect(SocketAddr::new(server_ip, sport))
                 .map_err(OpenError::from)?;
-            Box::new(u)
+            match model_of(spec) {
+                Some(m) => Box::new(ModelUdpSlots::new(m, u, model_clock())),
+                None => Box::new(u),
+            }
         }
         Transport::Shm => {
             let ep = handshake(Value::Null)?;
@@ -380,12 +427,14 @@ pub fn open_stream_server(
         Ok(a) => a.ip(),
         Err(e) => return Err(err("protocol", e)),
     };
+    let with_model = with_hello_model(spec, hello);
+    let spec = &with_model;
     if let Err(e) = spec.check().and_then(|()| stream.spec.check(spec)) {
         return Err(refuse(oob, e.0));
     }
     let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
     let (end, endpoint): (Box<dyn SlotEnd>, Value) = match spec.transport {
-        Transport::Udp => {
+        Transport::Udp | Transport::Model => {
             let Some(cport) = udp_port(&hello.endpoint) else {
                 return Err(refuse(
                     oob,
@@ -402,7 +451,11 @@ pub fn open_stream_server(
             u.connect(SocketAddr::new(peer.ip(), cport))
                 .map_err(OpenError::from)?;
             let port = u.local_addr().map_err(OpenError::from)?.port();
-            (Box::new(u), json!({ "port": port }))
+            let end: Box<dyn SlotEnd> = match model_of(spec) {
+                Some(m) => Box::new(ModelUdpSlots::new(m, u, model_clock())),
+                None => Box::new(u),
+            };
+            (end, json!({ "port": port }))
         }
         Transport::Shm => {
             let path = shm::default_path();

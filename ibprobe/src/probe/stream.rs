@@ -123,6 +123,23 @@ pub fn placement(sender: Option<usize>, receiver: Option<usize>) -> (Option<usiz
 struct Flags {
     sender_done: AtomicBool,
     abort: AtomicBool,
+    /// The receiving thread is on its CPU (see [`wait_for_receiver`]).
+    rx_ready: AtomicBool,
+}
+
+/// Waits (sleeping, so this thread's CPU is free) until the receiving
+/// (or answering) thread says it is placed, or has ended, or 5 s passed. A thread
+/// starts on its parent's CPUs: under SCHED_FIFO (`chrt -f`) a sender
+/// that began spinning on its pinned CPU would never let the new
+/// receiver run there to move itself to --rx-cpu.
+pub fn wait_for_receiver(ready: &AtomicBool, ended: impl Fn() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !ready.load(Ordering::Acquire)
+        && !ended()
+        && t0.elapsed() < std::time::Duration::from_secs(5)
+    {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    }
 }
 
 /// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
@@ -156,6 +173,7 @@ pub fn run_loopback(
     let mut latency = LatencyHistogram::new();
     let (sent, received) = std::thread::scope(|s| {
         let (sp, sender_done, abort, lat) = (&sp, &flags.sender_done, &flags.abort, &mut latency);
+        let rx_ready = &flags.rx_ready;
         let h = std::thread::Builder::new()
             .name("ibprobe-stream-rx".into())
             .spawn_scoped(s, move || -> Result<RecvTally, TransportError> {
@@ -165,6 +183,7 @@ pub fn run_loopback(
                         source,
                     })?;
                 }
+                rx_ready.store(true, Ordering::Release);
                 // The receiver's histogram lives on its own thread (its
                 // stack and heap): written per message, it must share no
                 // cache line with the sender's data (this stack frame).
@@ -174,6 +193,7 @@ pub fn run_loopback(
                 r
             })
             .expect("spawning a thread");
+        wait_for_receiver(rx_ready, || h.is_finished());
         let sent = run_sender(tx, cfg, sp, clock, stop, false);
         if sent.is_err() || stop.load(Ordering::Relaxed) {
             abort.store(true, Ordering::Relaxed);

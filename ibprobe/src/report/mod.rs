@@ -28,6 +28,7 @@ pub mod format;
 pub mod hdrlog;
 pub mod heatmap;
 pub mod host;
+pub mod loggp;
 pub mod plot;
 pub mod progress;
 pub mod stream;

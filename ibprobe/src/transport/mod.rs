@@ -13,6 +13,7 @@
 //! - in a round trip it is the local end of a connection to a peer: the
 //!   client posts and waits for the echo, the server echoes what arrives.
 
+pub mod model;
 pub mod shm;
 pub mod stream;
 pub mod udp;

@@ -1,0 +1,444 @@
+//! `ibprobe loggp`'s outputs: a table, the JSON document `ibprobe.loggp/1`
+//! (`report/README.md`), Markdown, and an SVG of the measured gap per
+//! message against the bytes of a message with the fitted segments.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde_json::{json, Value};
+
+use super::plot::save;
+use super::ReportError;
+use crate::probe::loggp_fit::{Estimate, Fit};
+use crate::spec::{ModelParams, Transport};
+use crate::transport::TransportInfo;
+
+/// The schema of the JSON document.
+pub const SCHEMA: &str = "ibprobe.loggp/1";
+
+/// One prediction of a stream workload against its measurement.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PredictionRow {
+    /// Batch K (messages per slot).
+    pub batch: u32,
+    /// Credit window N (slots).
+    pub window: u32,
+    /// Pipeline depth D (unacknowledged slots), when acks are asked.
+    pub pipeline: Option<u32>,
+    /// Payload bytes per message.
+    pub size: usize,
+    /// Predicted messages per second.
+    pub predicted_msgs_per_s: f64,
+    /// Measured messages per second (none with --simulate).
+    pub measured_msgs_per_s: Option<f64>,
+    /// Predicted latency, hand-over to delivery (ns), of a message in an
+    /// unloaded stream.
+    pub predicted_latency_ns: f64,
+    /// Measured median latency (ns).
+    pub measured_p50_ns: Option<f64>,
+    /// What limits the predicted rate ("sender", "receiver", "link", "window", "pipeline").
+    pub bound: String,
+    /// The stream loops' own work per slot (ns), sender and receiver.
+    #[serde(rename = "loop_ns")]
+    pub loop_ns: [f64; 2],
+}
+
+/// `v` with `digits` decimals, or "-".
+fn or_dash(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+impl PredictionRow {
+    /// The cells both tables show: pipeline, measured msg/s, ratio, measured p50.
+    fn cells(&self) -> [String; 4] {
+        [
+            self.pipeline
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "-".into()),
+            or_dash(self.measured_msgs_per_s, 0),
+            or_dash(self.ratio(), 2),
+            or_dash(self.measured_p50_ns, 0),
+        ]
+    }
+
+    /// measured / predicted messages per second.
+    pub fn ratio(&self) -> Option<f64> {
+        self.measured_msgs_per_s
+            .map(|m| m / self.predicted_msgs_per_s)
+    }
+}
+
+/// Everything one `ibprobe loggp` run says.
+#[derive(Clone, Debug)]
+pub struct LoggpReport {
+    /// The transport.
+    pub transport: Transport,
+    /// Facts of the transport.
+    pub info: TransportInfo,
+    /// "loopback", "client" or "simulate".
+    pub mode: String,
+    /// The model's parameters (the truth), on `--transport model`.
+    pub truth: Option<ModelParams>,
+    /// Messages per burst.
+    pub n: u16,
+    /// Rounds.
+    pub rounds: usize,
+    /// Repetitions per PRTT per round.
+    pub reps: usize,
+    /// Bursts repeated because their answer never came.
+    pub lost: u64,
+    /// Seconds the measurement took.
+    pub elapsed_s: f64,
+    /// The parameters.
+    pub fit: Fit,
+    /// Warnings of the run (clock resolution, placement).
+    pub warnings: Vec<String>,
+    /// Notes of the run.
+    pub notes: Vec<String>,
+    /// `--predict`: the stream workloads predicted (and measured).
+    pub predictions: Vec<PredictionRow>,
+}
+
+fn params(f: &Fit) -> [(&'static str, &'static str, Estimate, &'static str); 5] {
+    [
+        ("L", "L_ns", f.l, "ns"),
+        ("o_s", "os_ns", f.os, "ns"),
+        ("o_r", "or_ns", f.or, "ns"),
+        ("g", "g_ns", f.g, "ns"),
+        ("G", "G_ns_per_byte", f.big_g, "ns/B"),
+    ]
+}
+
+fn num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.5}")
+    }
+}
+
+impl LoggpReport {
+    fn truth_ns(&self) -> Option<[f64; 5]> {
+        self.truth.map(|p| p.ns())
+    }
+
+    /// The `ibprobe.loggp/1` document.
+    pub fn json(&self) -> Value {
+        let mut o = serde_json::Map::new();
+        o.insert("schema".into(), json!(SCHEMA));
+        o.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
+        o.insert("transport".into(), json!(self.transport.name()));
+        o.insert("transport_detail".into(), json!(self.info.detail));
+        o.insert("mode".into(), json!(self.mode));
+        for (_, key, e, _) in params(&self.fit) {
+            o.insert(key.into(), json!(e.value));
+            o.insert(format!("{key}_ci"), json!([e.low, e.high]));
+        }
+        o.insert("segments".into(), json!(self.fit.segments));
+        o.insert("points".into(), json!(self.fit.points));
+        if let Some([l, os, or, g, big_g]) = self.truth_ns() {
+            o.insert(
+                "model".into(),
+                json!({ "L_ns": l, "os_ns": os, "or_ns": or, "g_ns": g, "G_ns_per_byte": big_g }),
+            );
+        }
+        o.insert(
+            "method".into(),
+            json!({ "n": self.n, "rounds": self.rounds, "reps": self.reps, "lost": self.lost, "elapsed_s": self.elapsed_s }),
+        );
+        if !self.predictions.is_empty() {
+            let rows: Vec<Value> = self
+                .predictions
+                .iter()
+                .map(|p| {
+                    let mut v = json!(p);
+                    v["ratio"] = json!(p.ratio());
+                    v
+                })
+                .collect();
+            o.insert("predictions".into(), json!(rows));
+        }
+        o.insert("notes".into(), json!(self.all_notes()));
+        o.insert("warnings".into(), json!(self.all_warnings()));
+        Value::Object(o)
+    }
+
+    fn all_notes(&self) -> Vec<String> {
+        self.notes.iter().chain(&self.fit.notes).cloned().collect()
+    }
+
+    fn all_warnings(&self) -> Vec<String> {
+        self.warnings
+            .iter()
+            .chain(&self.fit.warnings)
+            .cloned()
+            .collect()
+    }
+
+    fn rows(&self) -> Vec<[String; 4]> {
+        let truth = self.truth_ns();
+        params(&self.fit)
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _, e, unit))| {
+                [
+                    format!("{name} [{unit}]"),
+                    num(e.value),
+                    format!("[{}, {}]", num(e.low), num(e.high)),
+                    truth.map(|t| num(t[i])).unwrap_or_default(),
+                ]
+            })
+            .collect()
+    }
+
+    /// The table for humans.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "loggp {} ({}), {}: n = {}, {} rounds x {} reps, {:.1} s{}",
+            self.transport,
+            self.info.detail,
+            self.mode,
+            self.n,
+            self.rounds,
+            self.reps,
+            self.elapsed_s,
+            if self.lost > 0 {
+                format!(", {} bursts lost and repeated", self.lost)
+            } else {
+                String::new()
+            }
+        );
+        let truth = self.truth.is_some();
+        let _ = writeln!(
+            s,
+            "\n{:<12} {:>12} {:>28}{}",
+            "parameter",
+            "estimate",
+            "95% interval",
+            if truth {
+                format!(" {:>12}", "model")
+            } else {
+                String::new()
+            }
+        );
+        for r in self.rows() {
+            let _ = writeln!(
+                s,
+                "{:<12} {:>12} {:>28}{}",
+                r[0],
+                r[1],
+                r[2],
+                if truth {
+                    format!(" {:>12}", r[3])
+                } else {
+                    String::new()
+                }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\ngap per message = g + G*b (b = bytes of a message, 16 B header included):"
+        );
+        for g in &self.fit.segments {
+            let _ = writeln!(
+                s,
+                "  {:>6}..{:<6} B  g {:>10} ns [{}, {}]  G {:>9} ns/B [{}, {}]  max residual {:.1}%",
+                g.from_size,
+                g.to_size,
+                num(g.g_ns.value),
+                num(g.g_ns.low),
+                num(g.g_ns.high),
+                num(g.big_g.value),
+                num(g.big_g.low),
+                num(g.big_g.high),
+                g.max_residual * 100.0
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n{:>8} {:>8} {:>14} {:>12} {:>12} {:>14} {:>12}",
+            "size [B]",
+            "bytes",
+            "PRTT(1) [ns]",
+            "gap [ns]",
+            "o_s [ns]",
+            "o_s PRTT [ns]",
+            "o_r [ns]"
+        );
+        for p in &self.fit.points {
+            let _ = writeln!(
+                s,
+                "{:>8} {:>8} {:>14} {:>12} {:>12} {:>14} {:>12}",
+                p.size,
+                p.bytes,
+                num(p.prtt1_ns),
+                num(p.gap_ns),
+                num(p.os_ns),
+                num(p.os_prtt_ns),
+                num(p.or_ns)
+            );
+        }
+        self.predictions_table(&mut s);
+        for n in self.all_notes() {
+            let _ = writeln!(s, "note: {n}");
+        }
+        for w in self.all_warnings() {
+            let _ = writeln!(s, "warning: {w}");
+        }
+        s
+    }
+
+    fn predictions_table(&self, s: &mut String) {
+        if self.predictions.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            s,
+            "\nstream predictions (msg/s; latency = hand-over to delivery):\n{:>6} {:>7} {:>9} {:>7} {:>13} {:>13} {:>7} {:>13} {:>13} {:>9}",
+            "batch", "window", "pipeline", "size", "predicted", "measured", "ratio", "pred lat ns", "meas p50 ns", "bound"
+        );
+        for p in &self.predictions {
+            let [pipe, meas, ratio, p50] = p.cells();
+            let _ = writeln!(
+                s,
+                "{:>6} {:>7} {pipe:>9} {:>7} {:>13.0} {meas:>13} {ratio:>7} {:>13.0} {p50:>13} {:>9}",
+                p.batch, p.window, p.size, p.predicted_msgs_per_s, p.predicted_latency_ns, p.bound
+            );
+        }
+    }
+
+    /// The table as Markdown.
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "### LogGP of {} ({}, {})\n\n",
+            self.transport, self.info.detail, self.mode
+        );
+        let truth = self.truth.is_some();
+        s.push_str(if truth {
+            "| parameter | estimate | 95% interval | model |\n|---|---:|---:|---:|\n"
+        } else {
+            "| parameter | estimate | 95% interval |\n|---|---:|---:|\n"
+        });
+        for r in self.rows() {
+            let _ = if truth {
+                writeln!(s, "| {} | {} | {} | {} |", r[0], r[1], r[2], r[3])
+            } else {
+                writeln!(s, "| {} | {} | {} |", r[0], r[1], r[2])
+            };
+        }
+        s.push_str("\n| sizes [B] | g [ns] | G [ns/B] |\n|---|---:|---:|\n");
+        for g in &self.fit.segments {
+            let _ = writeln!(
+                s,
+                "| {}..{} | {} | {} |",
+                g.from_size,
+                g.to_size,
+                num(g.g_ns.value),
+                num(g.big_g.value)
+            );
+        }
+        if !self.predictions.is_empty() {
+            s.push_str("\n| batch | window | pipeline | size | predicted msg/s | measured msg/s | ratio |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+            for p in &self.predictions {
+                let [pipe, meas, ratio, _] = p.cells();
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {pipe} | {} | {:.0} | {meas} | {ratio} |",
+                    p.batch, p.window, p.size, p.predicted_msgs_per_s
+                );
+            }
+        }
+        for n in self.all_notes() {
+            let _ = writeln!(s, "\n*Note:* {n}");
+        }
+        for w in self.all_warnings() {
+            let _ = writeln!(s, "\n**Warning:** {w}");
+        }
+        s
+    }
+
+    /// The measured gap per message and the fitted segments, as an SVG file.
+    pub fn write_svg(&self, path: &Path) -> Result<(), ReportError> {
+        let mut svg = String::new();
+        let drawn = self.draw(&mut svg);
+        save(path, drawn.map(|()| svg))
+    }
+
+    fn draw(&self, svg: &mut String) -> Result<(), String> {
+        let e = |e: &dyn std::fmt::Display| e.to_string();
+        let root = SVGBackend::with_string(svg, (1000, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(|x| e(&x))?;
+        let pts = &self.fit.points;
+        let x_hi = pts.iter().map(|p| p.bytes).max().unwrap_or(1).max(2) as f64 * 1.5;
+        let x_lo = pts.iter().map(|p| p.bytes).min().unwrap_or(1).max(1) as f64 / 1.5;
+        let y_hi = pts.iter().map(|p| p.gap_ns).fold(1.0, f64::max) * 1.3;
+        let title = format!(
+            "ibprobe loggp {}: gap per message, g + G*b per segment",
+            self.transport
+        );
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(72)
+            .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_hi)
+            .map_err(|x| e(&x))?;
+        chart
+            .configure_mesh()
+            .x_desc("bytes per message")
+            .y_desc("gap per message [ns]")
+            .draw()
+            .map_err(|x| e(&x))?;
+        chart
+            .draw_series(
+                pts.iter()
+                    .map(|p| Circle::new((p.bytes as f64, p.gap_ns), 5, BLUE.filled())),
+            )
+            .map_err(|x| e(&x))?
+            .label("measured (median over rounds)")
+            .legend(|(x, y)| Circle::new((x + 9, y), 5, BLUE.filled()));
+        for (i, s) in self.fit.segments.iter().enumerate() {
+            let b = |size: usize| (size + crate::probe::loggp::HEADER) as f64;
+            let (a, c) = (s.g_ns.value, s.big_g.value);
+            let xs: Vec<f64> = (0..=40)
+                .map(|k| {
+                    let (l, h) = (b(s.from_size).ln(), b(s.to_size).ln());
+                    (l + (h - l) * k as f64 / 40.0).exp()
+                })
+                .collect();
+            let color = Palette99::pick(i + 1).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    xs.into_iter().map(|x| (x, a + c * x)),
+                    color.stroke_width(2),
+                ))
+                .map_err(|x| e(&x))?
+                .label(format!(
+                    "{}..{} B: g {} ns, G {} ns/B",
+                    s.from_size,
+                    s.to_size,
+                    num(a),
+                    num(c)
+                ))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|x| e(&x))?;
+        root.present().map_err(|x| e(&x))?;
+        Ok(())
+    }
+}
