@@ -396,9 +396,16 @@ fn loggp_verbs(lab: &Lab) {
                 "{qp}: {row}"
             );
         }
+        let est = |k: &str| format!("{k} {} {}", v[k], v[format!("{k}_ci")]);
         eprintln!(
-            "loggp {qp}: L {} os {} or {} g {} G {}; predictions {}",
-            v["L_ns"], v["os_ns"], v["or_ns"], v["g_ns"], v["G_ns_per_byte"], v["predictions"]
+            "loggp {qp}: {}; {}; {}; {}; {}; segments {}; predictions {}",
+            est("L_ns"),
+            est("os_ns"),
+            est("or_ns"),
+            est("g_ns"),
+            est("G_ns_per_byte"),
+            v["segments"],
+            v["predictions"]
         );
     }
 }

@@ -37,6 +37,12 @@ fn f(v: &Value, k: &str) -> f64 {
     v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"))
 }
 
+/// The limit for a default run on shm and udp: 30 s (a release
+/// build takes about 1 s). An unoptimised test build copies a 16 KiB shm
+/// message word by word, about 100x slower, and other builds share the
+/// machine: there the limit is 120 s.
+const TIME_LIMIT_S: f64 = if cfg!(debug_assertions) { 120.0 } else { 30.0 };
+
 const KEYS: [&str; 5] = ["L_ns", "os_ns", "or_ns", "g_ns", "G_ns_per_byte"];
 
 /// Every parameter within `tol` (relative) of the model's truth, or the
@@ -157,7 +163,10 @@ fn simulate_through_the_cli_with_the_spin_preset() {
     assert_eq!(doc["mode"], "simulate");
     // The sPIN preset's G: 2.5 ps per bit = 0.02 ns per byte.
     assert_eq!(f(&doc["model"], "G_ns_per_byte"), 0.02);
-    within(&doc, 0.02).unwrap();
+    // Its small messages are CPU-paced (o = 65 ns > g + G*b): g and the
+    // wire time in L come from the segment the network paces, exactly.
+    within(&doc, 1e-6).unwrap();
+    assert_eq!(doc["segments"].as_array().unwrap().len(), 2, "{doc}");
 }
 
 #[test]
@@ -199,7 +208,7 @@ fn measured_runs() {
     assert_eq!(code, 0, "{err}");
     let shm: Value = serde_json::from_str(&out).unwrap();
     sane(&shm);
-    assert!(f(&shm["method"], "elapsed_s") <= 30.0, "{shm}");
+    assert!(f(&shm["method"], "elapsed_s") <= TIME_LIMIT_S, "{shm}");
     let (code, out, err) = ibprobe(&[
         "loggp",
         "-t",
@@ -251,7 +260,7 @@ fn measured_runs() {
     }
     let udp = loggp(&["-t", "udp", "--sizes", "8,64,512,4096"]);
     sane(&udp);
-    assert!(f(&udp["method"], "elapsed_s") <= 30.0, "{udp}");
+    assert!(f(&udp["method"], "elapsed_s") <= TIME_LIMIT_S, "{udp}");
 
     // Between processes: against `ibprobe server` on 127.0.0.1, which
     // learns from the handshake that it answers loggp bursts.
@@ -356,27 +365,33 @@ fn predictions_match_measured_streams_on_the_model_and_udp() {
             ratios(&first).iter().map(|r| r.0).collect::<Vec<_>>(),
             [1, 16]
         );
-        if let Err(e) = within_25(&first) {
-            // Another build on this 2-core machine takes both cores for
-            // seconds at a time: let a burst pass, then one more try.
-            eprintln!("{t:?}: {e}; retrying once in 3 s");
-            std::thread::sleep(std::time::Duration::from_secs(3));
-            within_25(&loggp(&a)).unwrap_or_else(|e| panic!("{t:?}: {e}"));
+        // The parameters are medians (a preempted repetition does not
+        // count), a stream's rate is not: another build on this 2-core
+        // machine, taking both cores for seconds, halves it. Let such a
+        // burst pass and try again, twice at most; each try must pass by
+        // itself.
+        let mut last = within_25(&first);
+        for _ in 0..2 {
+            let Err(e) = &last else { break };
+            eprintln!("{t:?}: {e}; trying again in 5 s");
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            last = within_25(&loggp(&a));
         }
+        last.unwrap_or_else(|e| panic!("{t:?}: {e}"));
     }
 }
 
 /// Not met on shm. A shm operation costs tens of ns, and what a stream
 /// adds to it dominates there: the loops' own work is timed on free ends
-/// (`probe/stream_cost.rs`) and added, which brings batch 1 to about 0.75
+/// (`probe/stream_cost.rs`) and added, which brings batch 1 to 0.75-1.03
 /// of the prediction, but with a batch of 16 the slot's 13 cache lines
 /// move between the cores while the other side reads its neighbours,
-/// which neither PRTT nor the free ends see: measured/predicted about
-/// 0.45 on this project's 2-core VM (release build; 0.3 and 0.6 before
-/// the loop costs). The shm stream's own rate also varies 2x between runs
+/// which neither PRTT nor the free ends see: measured/predicted 0.45-0.6
+/// on this project's 2-core VM (release build; 0.3 before the loop
+/// costs). The shm stream's own rate also varies 2x between runs
 /// on a loaded machine. Run it with `--include-ignored` to see.
 #[test]
-#[ignore = "shm: measured/predicted about 0.75 (batch 1) and 0.45 (batch 16): see the comment"]
+#[ignore = "shm: measured/predicted 0.75-1.03 (batch 1) and 0.45-0.6 (batch 16): see the comment"]
 fn predictions_match_measured_streams_on_shm() {
     let _one = serial();
     let doc = loggp(&[

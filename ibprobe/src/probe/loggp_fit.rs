@@ -17,7 +17,8 @@
 //!   loop's own cost (clock reads, the delay's overshoot: about 70 ns on
 //!   this project's VM); that value is reported per size as `os_prtt_ns`;
 //! - o_r(b) = the responder's time taking n-1 arrived messages / (n-1);
-//! - L = PRTT(1,0,b)/2 - o_s(b) - o_r(b) - G*b at the smallest size
+//! - L = PRTT(1,0,b)/2 - o_s(b) - o_r(b) - G*b at the smallest size, G
+//!   the slope of the segment that gives g
 //!   (what remains of the one-way time once the overheads and the wire
 //!   are taken out; Netgauge takes PRTT/2 whole).
 //!
@@ -253,8 +254,9 @@ pub fn fit(s: &Samples) -> Fit {
             per_seg[k].1.push(b);
         }
         let (_, os, or, _) = per_point(&r[0], s.n);
-        let g0 = per_seg[0].1.last().copied().unwrap_or(0.0);
-        ls.push(r[0].p1 / 2.0 - os - or - g0 * r[0].bytes as f64);
+        // L's wire time G*b comes below, once it is known which segment
+        // the network paces (its slope is the wire's).
+        ls.push(r[0].p1 / 2.0 - os - or);
         oss.push(os);
         ors.push(or);
     }
@@ -282,12 +284,11 @@ pub fn fit(s: &Samples) -> Fit {
             .map(|s| format!("{}..{} B", s.from_size, s.to_size))
             .collect();
         f.notes.push(format!(
-            "the gap per message is not one line over all sizes: {} segments ({}); g is the first's intercept, G the last's slope",
+            "the gap per message is not one line over all sizes: {} segments ({}); g is the intercept of the first the network paces, G the last's slope",
             f.segments.len(),
             cuts.join(", ")
         ));
     }
-    f.l = estimate(&ls);
     f.os = estimate(&oss);
     f.or = estimate(&ors);
     // A segment the CPU paces: every gap within 5% of the larger overhead.
@@ -305,6 +306,12 @@ pub fn fit(s: &Samples) -> Fit {
         .map(|s| s.g_ns)
         .unwrap_or_default();
     f.big_g = f.segments.last().map(|s| s.big_g).unwrap_or_default();
+    let wire = &per_seg[paced.unwrap_or(0).min(per_seg.len().saturating_sub(1))].1;
+    let b0 = first[0].bytes as f64;
+    for (l, slope) in ls.iter_mut().zip(wire) {
+        *l -= slope * b0;
+    }
+    f.l = estimate(&ls);
     if let (Some(i), Some(g)) = (paced.filter(|&i| i > 0), f.segments.first()) {
         f.notes.push(format!(
             "up to {} B the CPU sets the pace (gap = o = {:.1} ns > g + G*b): g is the intercept of the segment from {} B, where the network does",
