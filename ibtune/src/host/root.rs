@@ -156,25 +156,6 @@ fn relative(host_path: &str) -> io::Result<String> {
     })
 }
 
-/// What a file type is called in messages.
-fn type_name(t: fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_symlink() {
-        "a symbolic link"
-    } else {
-        "a regular file"
-    }
-}
-
 /// Refuses anything but a regular file.
 fn regular(meta: &fs::Metadata) -> io::Result<()> {
     if meta.file_type().is_file() {
@@ -182,7 +163,7 @@ fn regular(meta: &fs::Metadata) -> io::Result<()> {
     } else {
         Err(invalid(format!(
             "is {}, not a regular file; ibtune reads and writes only regular files under --root",
-            type_name(meta.file_type())
+            ibhost::file::type_name(meta.file_type())
         )))
     }
 }
@@ -477,7 +458,7 @@ impl HostRoot {
                 p,
                 invalid(format!(
                     "is {}, not a character device",
-                    type_name(meta.file_type())
+                    ibhost::file::type_name(meta.file_type())
                 )),
             ));
         }
