@@ -162,8 +162,11 @@ impl Scene {
     }
 }
 
-/// The hostile variants: (name, what it does to the scene).
-fn variants() -> Vec<(&'static str, Box<dyn Fn(&Scene)>)> {
+/// A hostile variant: its name, and what it does to the scene.
+type Variant = (&'static str, Box<dyn Fn(&Scene)>);
+
+/// The hostile variants.
+fn variants() -> Vec<Variant> {
     vec![
         (
             "irq files as absolute links to an outside file",
