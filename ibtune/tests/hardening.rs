@@ -759,3 +759,75 @@ fn control_characters_in_profile_values_are_refused() {
         "control character",
     );
 }
+
+// ------------------------------------------- files named outside the root
+
+/// The files ibtune reads outside `--root` (the profile, the journal and
+/// the holder's pidfile in the state folder) are bounded like the host's:
+/// a FIFO or a device in their place is refused at once, naming the path.
+#[test]
+fn profile_journal_and_pidfile_are_regular_files_only() {
+    let s = Scene::new();
+    let rt = s.root();
+    let rt = rt.to_str().unwrap();
+    let mkfifo =
+        |p: &Path| nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    // Profiles: a FIFO (would wait for a writer for ever) and /dev/zero
+    // (never ends).
+    let fifo = s.tmp.path().join("fifo.toml");
+    mkfifo(&fifo);
+    let zero = s.tmp.path().join("zero.toml");
+    symlink("/dev/zero", &zero).unwrap();
+    for (p, kind) in [(&fifo, "a FIFO"), (&zero, "a character device")] {
+        for cmd in ["plan", "verify", "apply"] {
+            let r = run(&["--root", rt, "--state-dir", rt, cmd, p.to_str().unwrap()]);
+            assert_eq!(r.code, 2, "{cmd} {}: {}{}", p.display(), r.out, r.err);
+            assert!(
+                r.err.contains(p.to_str().unwrap()) && r.err.contains(kind),
+                "{cmd}: the error names the profile and its type: {}",
+                r.err
+            );
+        }
+    }
+    // A journal that is a FIFO or /dev/zero: revert refuses, exit 2.
+    let pristine = snapshot(&s.root());
+    for (name, make) in [
+        ("fifo", Box::new(|p: &Path| mkfifo(p)) as Box<dyn Fn(&Path)>),
+        (
+            "zero",
+            Box::new(|p: &Path| symlink("/dev/zero", p).unwrap()),
+        ),
+    ] {
+        let state = s.tmp.path().join(format!("state-{name}"));
+        fs::create_dir(&state).unwrap();
+        make(&state.join("journal.jsonl"));
+        let r = run(&[
+            "--root",
+            rt,
+            "--state-dir",
+            state.to_str().unwrap(),
+            "revert",
+        ]);
+        assert_eq!(r.code, 2, "journal {name}: {}{}", r.out, r.err);
+        assert!(
+            r.err.contains("journal.jsonl") && r.err.contains("not a regular file"),
+            "journal {name}: {}",
+            r.err
+        );
+        assert!(!r.out.contains("nothing to revert"), "{}", r.out);
+        assert_same_tree(&pristine, &snapshot(&s.root()), name);
+    }
+    // The holder's pidfile: stop_holder reads it before signalling anyone.
+    let pf = s.tmp.path().join("hold.pid");
+    mkfifo(&pf);
+    let e = ibtune::tune::hold::stop_holder(&pf)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hold.pid") && e.contains("a FIFO"), "{e}");
+    fs::remove_file(&pf).unwrap();
+    symlink("/dev/zero", &pf).unwrap();
+    let e = ibtune::tune::hold::stop_holder(&pf)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a character device"), "{e}");
+}

@@ -103,7 +103,8 @@ Examples:
 
 Exit codes: 0 done; 2 bad input (nothing changed), or COMMAND printed no
 report (host restored); 3 an apply failed and was rolled back; 4 the host
-could not be restored (journal kept: run `ibtune revert`); 6 COMMAND
+could not be restored (journal kept: run `ibtune revert`); 5 another
+ibtune held the host lock for all of --lock-wait (nothing changed); 6 COMMAND
 failed in every round of a variant; 130 interrupted (host restored).";
 
 /// Apply, verify, hold and revert a host latency profile for RDMA real-time work.

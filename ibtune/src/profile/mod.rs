@@ -275,10 +275,18 @@ impl Profile {
     /// looked up as `profiles/<name>.toml` and `/etc/ibtune/profiles/<name>.toml`.
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         let path = locate(path);
-        let text = std::fs::read_to_string(&path).map_err(|e| ProfileError::Io {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        // A regular file of at most 1 MiB: a FIFO or /dev/zero named as a
+        // profile is refused at once instead of hanging or filling memory.
+        let text =
+            ibhost::file::read_small_text(&path, ibhost::file::MAX_SMALL_FILE).map_err(|e| {
+                ProfileError::Io {
+                    path: path.clone(),
+                    message: match e {
+                        ibhost::file::SmallFileError::Io { source, .. } => source.to_string(),
+                        other => other.to_string(),
+                    },
+                }
+            })?;
         Profile::parse(&path, &text)
     }
 

@@ -271,10 +271,14 @@ pub fn spawn_holder(exe: &Path, root: &HostRoot, us: i32, pidfile: &Path) -> any
 /// Why it exists: `ibtune revert` must drop the latency request, and must
 /// never signal an unrelated process that reused the pid.
 pub fn stop_holder(pidfile: &Path) -> anyhow::Result<bool> {
-    let text = match fs::read_to_string(pidfile) {
+    let text = match read_pidfile(pidfile) {
         Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(e).with_context(|| format!("reading pidfile {}", pidfile.display())),
+        Err(ibhost::file::SmallFileError::Io { source, .. })
+            if source.kind() == io::ErrorKind::NotFound =>
+        {
+            return Ok(false)
+        }
+        Err(e) => bail!("reading pidfile: {e}"),
     };
     let Some(pid) = parse_pid(&text) else {
         bail!(
@@ -323,13 +327,19 @@ pub fn holder_alive(pidfile: &Path) -> bool {
 
 /// The pid in the pidfile if it is a running holder.
 fn live_holder_pid(pidfile: &Path) -> Option<i32> {
-    let pid = parse_pid(&fs::read_to_string(pidfile).ok()?)?;
+    let pid = parse_pid(&read_pidfile(pidfile).ok()?)?;
     is_holder(pid).then_some(pid)
+}
+
+/// A pidfile's text: a regular file of at most 64 bytes (a FIFO or a
+/// device put in its place is refused, never waited on or read without end).
+fn read_pidfile(pidfile: &Path) -> Result<String, ibhost::file::SmallFileError> {
+    ibhost::file::read_small_text(pidfile, 64)
 }
 
 /// Reads a pid from a pidfile, if present and valid.
 fn read_pid(pidfile: &Path) -> Option<u32> {
-    parse_pid(&fs::read_to_string(pidfile).ok()?).map(|p| p as u32)
+    parse_pid(&read_pidfile(pidfile).ok()?).map(|p| p as u32)
 }
 
 /// Parses `pid\n`. Rejects 0 and negatives: `kill(0)` and `kill(-1)`

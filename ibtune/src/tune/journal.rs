@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// How a journalled file value is written back.
@@ -309,25 +309,22 @@ pub fn read_records(path: &Path) -> Result<Vec<Record>> {
 }
 
 fn read_checked(path: &Path, state: Option<&Path>) -> Result<Vec<Record>> {
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read journal {}", path.display())),
-    };
-    if !f.metadata()?.is_file() {
-        bail!("journal {} is not a regular file", path.display());
-    }
-    // A journal holds a few hundred short lines; 16 MiB is far beyond any.
-    let mut text = Vec::new();
-    f.take(crate::host::root::MAX_READ + 1)
-        .read_to_end(&mut text)
-        .with_context(|| format!("cannot read journal {}", path.display()))?;
-    if text.len() as u64 > crate::host::root::MAX_READ {
-        bail!(
+    // O_NONBLOCK, regular files only, at most 16 MiB: a FIFO or a device
+    // in the journal's place is refused at once. A journal holds a few
+    // hundred short lines; 16 MiB is far beyond any.
+    let text = match ibhost::file::read_small(path, crate::host::root::MAX_READ) {
+        Ok(t) => t,
+        Err(ibhost::file::SmallFileError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(Vec::new())
+        }
+        Err(ibhost::file::SmallFileError::TooLarge { .. }) => bail!(
             "journal {} is larger than 16 MiB: it was not written by ibtune; inspect it by hand",
             path.display()
-        );
-    }
+        ),
+        Err(e) => bail!("cannot read journal: {e}"),
+    };
     let text = String::from_utf8(text).map_err(|_| {
         anyhow::anyhow!(
             "journal {} is not UTF-8 text; inspect it by hand",
