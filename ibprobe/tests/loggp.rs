@@ -381,6 +381,52 @@ fn predictions_match_measured_streams_on_the_model_and_udp() {
     }
 }
 
+/// `loggp HOST --predict` runs each workload as `ibprobe stream HOST`
+/// does, one session each, against a `--forever` server on 127.0.0.1.
+/// Batch 1 is held to 25% (same retries as above). Batch 16 is not: the
+/// measured rate is 0.45-0.53 of the prediction here (debug build, udp),
+/// while the same workload in loopback is 0.89-0.92 of it; the
+/// cross-process run opens with a ~100 ms credit stall (the server's
+/// receiver starting) and its receiver lags (up to 63 unconsumed slots).
+/// Batch 16 is only checked to be measured and at most 1.25x predicted.
+#[test]
+fn predictions_against_a_server_are_measured_there() {
+    let _one = serial();
+    let server = Server::start("udp", &["--forever"]);
+    let a = [
+        server.addr.as_str(),
+        "-t",
+        "udp",
+        "--sizes",
+        "8,64,512,4096",
+        "--predict",
+        "--batches",
+        "1,16",
+        "--predict-duration",
+        "300ms",
+    ];
+    let check = |doc: &Value| -> Result<(), String> {
+        assert_eq!(doc["mode"], "client");
+        let r = ratios(doc);
+        assert_eq!(r.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 16]);
+        for p in doc["predictions"].as_array().unwrap() {
+            assert!(f(p, "measured_msgs_per_s") > 0.0, "{p}");
+        }
+        match (r[0].1, r[1].1) {
+            (b1, b16) if (b1 - 1.0).abs() <= 0.25 && b16 <= 1.25 => Ok(()),
+            _ => Err(format!("measured/predicted msg/s by batch: {r:?}")),
+        }
+    };
+    let mut last = check(&loggp(&a));
+    for _ in 0..2 {
+        let Err(e) = &last else { break };
+        eprintln!("{e}; trying again in 5 s");
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        last = check(&loggp(&a));
+    }
+    last.unwrap();
+}
+
 /// Not met on shm. A shm operation costs tens of ns, and what a stream
 /// adds to it dominates there: the loops' own work is timed on free ends
 /// (`probe/stream_cost.rs`) and added, which brings batch 1 to 0.75-1.03

@@ -654,7 +654,9 @@ pub struct LoggpArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
     /// Predict `ibprobe stream` for --batches x --windows (x --pipelines)
-    /// and run the same streams: predicted, measured, ratio.
+    /// and run the same streams: predicted, measured, ratio. With HOST
+    /// each runs as `ibprobe stream HOST` does, a session of its own: run
+    /// the server with --forever.
     #[arg(long)]
     pub predict: bool,
     /// Predict from these parameters instead of measuring them (same

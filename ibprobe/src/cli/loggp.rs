@@ -247,13 +247,11 @@ fn predictions(
         Some(p) => Params::given(p),
         None => Params::measured(&report.fit),
     };
-    let measure = !a.simulate && a.host.is_none();
+    let measure = !a.simulate;
     if !measure {
-        report.notes.push(if a.simulate {
-            "--predict with --simulate: predictions only (a stream runs in real time)".into()
-        } else {
-            "--predict with HOST: predictions only; measure them with `ibprobe stream HOST --batch K --window N`".into()
-        });
+        report.notes.push(
+            "--predict with --simulate: predictions only (a stream runs in real time)".into(),
+        );
     } else {
         report.notes.push(
             "predictions add the stream loops' own work per slot (stamping, copying, recording, window state), timed here on free ends (`loop` in JSON)".into(),
@@ -302,7 +300,6 @@ fn predictions(
                 };
                 if measure {
                     let spec = t.channel_spec(a.predict_size);
-                    let (mut tx, mut rx) = open::stream_pair(&spec, &shape).map_err(open_err)?;
                     let cfg = ProbeConfig {
                         size: a.predict_size,
                         length: Length::Duration(a.predict_duration),
@@ -311,13 +308,36 @@ fn predictions(
                         lock_memory: false,
                         ..ProbeConfig::default()
                     };
-                    let out =
-                        run_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
+                    let what = format!("--predict: the stream of batch {batch}, window {window}");
+                    let out = match &a.host {
+                        // Each workload is its own session: the server
+                        // must outlive the first (`ibprobe server --forever`).
+                        Some(host) => {
+                            super::stream::client_stream(
+                                host,
+                                a.connect_timeout,
+                                None,
+                                &spec,
+                                &shape,
+                                &cfg,
+                                &clock,
+                                stop,
+                            )
                             .map_err(|e| {
-                                CliError::run(format!(
-                            "--predict: the stream of batch {batch}, window {window} failed: {e}"
-                        ))
-                            })?;
+                                CliError {
+                                    code: e.code,
+                                    message: format!("{what} against {host}: {} (each workload is a session of its own: run the server with --forever)", e.message),
+                                }
+                            })?
+                            .1
+                        }
+                        None => {
+                            let (mut tx, mut rx) =
+                                open::stream_pair(&spec, &shape).map_err(open_err)?;
+                            run_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
+                                .map_err(|e| CliError::run(format!("{what} failed: {e}")))?
+                        }
+                    };
                     row.measured_msgs_per_s = Some(out.msgs_per_sec());
                     row.measured_p50_ns = Some(out.latency.summary().p50_ns as f64);
                 }

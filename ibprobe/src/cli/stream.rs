@@ -8,14 +8,17 @@ use super::common::{default_cpu, open_err, session_err, stop_flag};
 use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Mode;
+use crate::probe::config::ProbeConfig;
 use crate::probe::oob::{Oob, StreamTally, DEFAULT_PORT};
 use crate::probe::open;
 use crate::probe::session::{self, StreamHello};
-use crate::probe::stream::{placement, run_client, run_loopback};
+use crate::probe::stream::{placement, run_client, run_loopback, StreamOutcome};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::stream::StreamReport;
 use crate::report::Format;
-use crate::transport::TransportError;
+use crate::spec::{ChannelSpec, StreamSpec};
+use crate::transport::{TransportError, TransportInfo};
+use std::sync::atomic::AtomicBool;
 
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
@@ -49,25 +52,17 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             (info, out, "loopback")
         }
         Some(host) => {
-            let mut oob = Oob::connect(host, DEFAULT_PORT, a.connect_timeout)
-                .map_err(|e| CliError::run(e.to_string()))?
-                .with_secret(a.secret.secret()?);
-            let hello = StreamHello {
-                spec: stream.clone(),
-                warmup: cfg.warmup,
-                consume_delay: cfg.consume_delay,
-                timeout: cfg.timeout,
-                workload: None,
-            };
-            let mut tx =
-                session::open_stream_client(&mut oob, &spec, &hello).map_err(session_err)?;
-            let info = tx.info();
-            let out = run_client(&cfg, &stream, tx.as_mut(), &clock, stop, || {
-                oob.recv::<StreamTally>("waiting for the server's stream counters")
-                    .map(|m| m.tally)
-                    .map_err(|e| TransportError::PeerLost(e.to_string()))
-            })
-            .map_err(failed)?;
+            let secret = a.secret.secret()?;
+            let (info, out) = client_stream(
+                host,
+                a.connect_timeout,
+                secret,
+                &spec,
+                &stream,
+                &cfg,
+                &clock,
+                stop,
+            )?;
             (info, out, "client")
         }
     };
@@ -92,6 +87,41 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             .map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+}
+
+/// One stream against `ibprobe server` at `host`, this process the
+/// sending side: the handshake, the run, the server's counters. Also
+/// what `ibprobe loggp HOST --predict` measures its predictions with.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn client_stream(
+    host: &str,
+    connect_timeout: std::time::Duration,
+    secret: Option<crate::probe::auth::Secret>,
+    spec: &ChannelSpec,
+    stream: &StreamSpec,
+    cfg: &ProbeConfig,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> Result<(TransportInfo, StreamOutcome), CliError> {
+    let mut oob = Oob::connect(host, DEFAULT_PORT, connect_timeout)
+        .map_err(|e| CliError::run(e.to_string()))?
+        .with_secret(secret);
+    let hello = StreamHello {
+        spec: stream.clone(),
+        warmup: cfg.warmup,
+        consume_delay: cfg.consume_delay,
+        timeout: cfg.timeout,
+        workload: None,
+    };
+    let mut tx = session::open_stream_client(&mut oob, spec, &hello).map_err(session_err)?;
+    let info = tx.info();
+    let out = run_client(cfg, stream, tx.as_mut(), clock, stop, || {
+        oob.recv::<StreamTally>("waiting for the server's stream counters")
+            .map(|m| m.tally)
+            .map_err(|e| TransportError::PeerLost(e.to_string()))
+    })
+    .map_err(|e| CliError::run(format!("{} stream failed: {e}", spec.transport.name())))?;
+    Ok((info, out))
 }
 
 /// The run as one interval of an HdrHistogram log: the per-message
