@@ -169,6 +169,10 @@ fn serve_stream(
         Ok(asked) => spec.verbs.op = asked.verbs.op,
         Err(e) => return Err(refused(session::refuse(&mut oob, e))),
     }
+    // The clock before the end opens: calibrating a TSC takes ~100 ms,
+    // which after the handshake the client's first slots would wait out
+    // (a credit stall inside its measured run).
+    let clock = Clock::choose(t.clock);
     let mut end =
         session::open_stream_server(&mut oob, hello, &spec, &sh).map_err(|e| match e.reason {
             "refused" => refused(e),
@@ -179,7 +183,6 @@ fn serve_stream(
         hello.size,
         end.info().detail
     );
-    let clock = Clock::choose(t.clock);
     if sh.workload.as_deref() == Some(LOGGP_WORKLOAD) {
         return serve_loggp(end.as_mut(), &sh, &clock, stop, t, &peer.to_string());
     }
