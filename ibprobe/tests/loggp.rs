@@ -383,12 +383,11 @@ fn predictions_match_measured_streams_on_the_model_and_udp() {
 
 /// `loggp HOST --predict` runs each workload as `ibprobe stream HOST`
 /// does, one session each, against a `--forever` server on 127.0.0.1.
-/// Batch 1 is held to 25% (same retries as above). Batch 16 is not: the
-/// measured rate is 0.70-0.72 of the prediction here (debug build, udp;
-/// 0.45-0.53 before the server chose its clock before opening the
-/// stream: its TSC calibration was a 100 ms credit stall in the client's
-/// run), while the same workload in loopback is 0.89-0.92 of it. Batch
-/// 16 is only checked to be measured and at most 1.25x predicted.
+/// Both batches within 25%, same retries as above: 0.93-0.96 here
+/// (debug build, udp). Two things had kept batch 16 at 0.45-0.53: the
+/// server calibrated its TSC (~100 ms) after opening the stream, a credit
+/// stall inside the client's run, and the client's sender records each
+/// message's credit-back time, which the loop costs now time too.
 #[test]
 fn predictions_against_a_server_are_measured_there() {
     let _one = serial();
@@ -412,10 +411,7 @@ fn predictions_against_a_server_are_measured_there() {
         for p in doc["predictions"].as_array().unwrap() {
             assert!(f(p, "measured_msgs_per_s") > 0.0, "{p}");
         }
-        match (r[0].1, r[1].1) {
-            (b1, b16) if (b1 - 1.0).abs() <= 0.25 && b16 <= 1.25 => Ok(()),
-            _ => Err(format!("measured/predicted msg/s by batch: {r:?}")),
-        }
+        within_25(doc)
     };
     let mut last = check(&loggp(&a));
     for _ in 0..2 {

@@ -274,7 +274,7 @@ fn predictions(
                 let loop_ns = if a.simulate {
                     (0.0, 0.0)
                 } else {
-                    loop_cost_ns(&shape, a.predict_size, &clock).map_err(|e| {
+                    loop_cost_ns(&shape, a.predict_size, &clock, a.host.is_some()).map_err(|e| {
                         CliError::run(format!("--predict: timing the stream loops: {e}"))
                     })?
                 };

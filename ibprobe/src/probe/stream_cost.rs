@@ -135,11 +135,14 @@ const SLOTS: [u64; 2] = [2_000, 12_000];
 
 /// The loops' own time per slot (ns): (sender, receiver), for `spec`'s
 /// batch and window and messages of `size` bytes (no fragments: a batch
-/// fits its slot). Medians of 5 timings.
+/// fits its slot). Medians of 5 timings. `track`: the sender records
+/// each message's hand-over to credit-back time, as it does against a
+/// server (`run_client`).
 pub fn loop_cost_ns(
     spec: &StreamSpec,
     size: usize,
     clock: &Clock,
+    track: bool,
 ) -> Result<(f64, f64), TransportError> {
     let batch = spec.batch.max(1) as usize;
     let rec = RECORD_HEADER + size.max(1);
@@ -167,7 +170,7 @@ pub fn loop_cost_ns(
             fin: false,
         };
         let t0 = clock.now();
-        run_sender(&mut sink, &cfg, &sp, clock, &stop, false)?;
+        run_sender(&mut sink, &cfg, &sp, clock, &stop, track)?;
         let send = clock.ticks_to_ns(clock.now() - t0) as f64;
         let mut src = Source {
             template: vec![0; len.max(CTRL_LEN)],
@@ -209,7 +212,7 @@ mod tests {
             slot_size: 256,
             ..StreamSpec::default()
         };
-        let (s, r) = loop_cost_ns(&spec, 32, &Clock::monotonic()).unwrap();
+        let (s, r) = loop_cost_ns(&spec, 32, &Clock::monotonic(), false).unwrap();
         assert!(s > 0.0 && r > 0.0, "{s} {r}");
     }
 }
