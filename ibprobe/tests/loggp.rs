@@ -423,22 +423,17 @@ fn predictions_against_a_server_are_measured_there() {
     last.unwrap();
 }
 
-/// Not met on shm. A shm operation costs tens of ns, and what a stream
-/// adds to it dominates there: the loops' own work is timed on free ends
-/// (`probe/stream_cost.rs`) and added, which brings batch 1 to 0.75-1.07
-/// of the prediction, but with a batch of 16 the slot's 13 cache lines
-/// move between the cores while the other side reads its neighbours,
-/// which neither PRTT nor the free ends see. Release build, 4 runs in a
-/// row on a quiet moment of this project's 2-core VM: batch 1 1.05-1.07,
-/// batch 16 0.47 in every run (53.3M predicted, 25.1M measured msg/s:
-/// ~340 ns more per slot, ~26 ns per cache line moved); on a loaded
-/// machine 0.45-0.6, and the shm stream's own rate varies 2x between
-/// runs. Run it with `--include-ignored` to see.
+/// On shm an operation costs tens of ns, so the stream loops' own work
+/// (timed on free ends, `probe/stream_cost.rs`) is most of a slot's cost.
+/// This check read 0.47 for batch 16 until the timed stream's extra clock
+/// reads were found (two per message besides the stamp, in the pacer of a
+/// `--duration` run): release build, 4 runs, batch 1 0.88-0.95, batch 16
+/// 0.98-1.05 of predicted. Two retries 5 s apart: the shm stream's rate
+/// swings between runs on a loaded 2-core machine.
 #[test]
-#[ignore = "shm: measured/predicted 0.75-1.07 (batch 1) and 0.45-0.6 (batch 16): see the comment"]
 fn predictions_match_measured_streams_on_shm() {
     let _one = serial();
-    let doc = loggp(&[
+    let args = [
         "-t",
         "shm",
         "--predict",
@@ -446,8 +441,15 @@ fn predictions_match_measured_streams_on_shm() {
         "1,16",
         "--predict-duration",
         "300ms",
-    ]);
-    within_25(&doc).unwrap();
+    ];
+    let mut last = within_25(&loggp(&args));
+    for _ in 0..2 {
+        let Err(e) = &last else { break };
+        eprintln!("{e}; trying again in 5 s");
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        last = within_25(&loggp(&args));
+    }
+    last.unwrap();
 }
 
 /// Under SCHED_FIFO (`chrt -f`), a thread starts on its parent's CPU; a

@@ -22,8 +22,13 @@ use crate::probe::config::Plan;
 /// What [`Pacer::before_post`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {
-    /// Post the next message now.
-    Go,
+    /// Post the next message now: `now` is the clock reading the gate
+    /// took (after any pacing wait), the message's hand-over time, so the
+    /// caller need not read the clock again.
+    Go {
+        /// The tick the gate opened at.
+        now: u64,
+    },
     /// The stop flag was set during the wait.
     Stopped,
     /// The run's time is over; `missed` steps were due before the end and
@@ -79,7 +84,7 @@ impl Pacer {
     }
 
     /// Before a post: waits for the step (paced runs), then checks the end
-    /// of a timed run.
+    /// of a timed run; one clock read besides the wait.
     #[inline(always)]
     pub fn before_post(&mut self, clock: &Clock, stop: &AtomicBool) -> Gate {
         if self.period_ticks > 0 {
@@ -89,7 +94,8 @@ impl Pacer {
             }
         }
         // After the pacing wait: a step at or past the end is not sent.
-        if clock.now().wrapping_sub(self.start) >= self.duration_ticks {
+        let now = clock.now();
+        if now.wrapping_sub(self.start) >= self.duration_ticks {
             // Paced steps due before the end but never sent were missed.
             let left = self.deadline.saturating_sub(self.step);
             let missed = match left.checked_div(self.period_ticks) {
@@ -98,7 +104,7 @@ impl Pacer {
             };
             return Gate::End { missed };
         }
-        Gate::Go
+        Gate::Go { now }
     }
 
     /// After a message that ended at `now`, the `sent`-th of the run:

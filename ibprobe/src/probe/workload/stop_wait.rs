@@ -128,7 +128,7 @@ impl Workload for StopWait {
                 break;
             }
             match pace.before_post(clock, stop) {
-                Gate::Go => {}
+                Gate::Go { .. } => {}
                 Gate::Stopped => continue, // seen at the top of the loop
                 Gate::End { missed } => {
                     rec.missed(missed);

@@ -309,9 +309,14 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         let clock = self.clock;
         let mut pacer = Pacer::new(plan, clock.now());
         let frags = self.sp.slots_per_msg() > 1;
-        // A counted run back to back asks the pacer nothing (two clock
-        // reads per message saved).
-        let paced = plan.period_ticks > 0 || plan.duration_ticks != u64::MAX || plan.burst > 0;
+        // A counted run back to back asks the pacer nothing. A timed one
+        // asks it before each post, and the gate's clock reading is the
+        // message's hand-over time: the same one clock read per message as
+        // a counted run (a second and third read halved a timed shm
+        // stream's rate at batch 16: `ibprobe loggp --predict`, issue 15).
+        // Only a rate or bursts need the pacer after a message.
+        let gated = plan.period_ticks > 0 || plan.duration_ticks != u64::MAX || plan.burst > 0;
+        let stepped = plan.period_ticks > 0 || plan.burst > 0;
         let mut sent = 0u64;
         while sent < plan.count {
             if self.stop.load(Ordering::Relaxed) {
@@ -325,9 +330,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                     self.flush(Cause::Timer)?;
                 }
             }
-            if paced {
+            let now = if gated {
                 match pacer.before_post(clock, self.stop) {
-                    Gate::Go => {}
+                    Gate::Go { now } => now,
                     Gate::Stopped => {
                         self.tally.interrupted = true;
                         break;
@@ -337,8 +342,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                         break;
                     }
                 }
-            }
-            let now = clock.now();
+            } else {
+                clock.now()
+            };
             if sent == 0 && measured {
                 self.tally.first_handover = now;
             }
@@ -358,7 +364,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                     self.flush(Cause::Timer)?;
                 }
             }
-            if paced {
+            if stepped {
                 let missed = pacer.after_message(clock, clock.now(), sent, self.stop);
                 self.tally.missed_steps += missed;
             }
