@@ -77,6 +77,9 @@ struct Source {
     made: u64,
     consumed: u64,
     window: u64,
+    /// `--pipeline`: never more than this many slots unacknowledged.
+    pipeline: Option<u64>,
+    acked: u64,
     batch: usize,
     rec: usize,
 }
@@ -90,10 +93,14 @@ impl SlotEnd for Source {
         if h.flags & slot::CREDIT != 0 {
             self.consumed = self.consumed.max(h.word);
         }
+        if h.flags & slot::ACK != 0 {
+            self.acked = self.acked.max(slot::ctrl_second(bytes));
+        }
         Ok(true)
     }
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        if self.made > self.slots || self.made - self.consumed >= self.window {
+        let unacked_full = self.pipeline.is_some_and(|d| self.made - self.acked >= d);
+        if self.made > self.slots || self.made - self.consumed >= self.window || unacked_full {
             return Ok(None);
         }
         let s = self.made;
@@ -178,6 +185,8 @@ pub fn loop_cost_ns(
             made: 0,
             consumed: 0,
             window: u64::from(spec.window.max(1)),
+            pipeline: spec.pipeline.map(|d| u64::from(d.max(1))),
+            acked: 0,
             batch,
             rec,
         };
@@ -214,5 +223,21 @@ mod tests {
         };
         let (s, r) = loop_cost_ns(&spec, 32, &Clock::monotonic(), false).unwrap();
         assert!(s > 0.0 && r > 0.0, "{s} {r}");
+    }
+
+    /// The receiver's free end keeps to the pipeline as a sender would
+    /// (`loggp --predict --pipelines 1` failed: "64 slots unacknowledged
+    /// at the receiver, above --pipeline 1").
+    #[test]
+    fn the_free_source_keeps_to_the_pipeline() {
+        for d in [1, 2, 4] {
+            let spec = StreamSpec {
+                pipeline: Some(d),
+                slot_size: 256,
+                ..StreamSpec::default()
+            };
+            let (s, r) = loop_cost_ns(&spec, 32, &Clock::monotonic(), false).unwrap();
+            assert!(s > 0.0 && r > 0.0, "pipeline {d}: {s} {r}");
+        }
     }
 }
