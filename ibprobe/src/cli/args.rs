@@ -23,6 +23,7 @@ use super::CliError;
 use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::report::host::HostFormat;
+use crate::report::threshold::{RunKind, Threshold};
 use crate::report::Format;
 use crate::spec::{
     ChannelSpec, CreditReturn, InlineMode, ModelParams, Op, Poll, SignalMode, StreamSpec,
@@ -400,6 +401,35 @@ pub struct LoopbackArgs {
     /// (the thesis's t_send split): "before HCA read" and "after".
     #[arg(long)]
     pub stamp_thread: bool,
+    /// Pass/fail thresholds.
+    #[command(flatten)]
+    pub fail_if: FailIfArgs,
+}
+
+/// `--fail-if`: pass/fail thresholds of `loopback`, `client` and `stream`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FailIfArgs {
+    /// Exit 4 when this holds of the run, e.g. p99>20us, p999>100us, lost>0, msgs_per_sec<1M
+    /// (stream). Repeatable: the run fails if any holds; every format lists them (JSON
+    /// `fail_if`). METRIC: p50 p90 p99 p999 (p99.9) p9999 (p99.99) max min mean of the first
+    /// distribution (one-way; round trip with --round-trip and in client), lost, and for
+    /// stream msgs_per_sec bytes_per_sec credit_stalls. OP: > >= < <=. VALUE: a duration with
+    /// its unit for latencies (20us, 1.5ms), else a number with an optional k, M or G.
+    #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
+    pub fail_if: Vec<Threshold>,
+}
+
+impl FailIfArgs {
+    /// The thresholds, refused (exit 2) when runs of `kind` cannot answer one.
+    pub fn thresholds(&self, kind: RunKind) -> Result<&[Threshold], CliError> {
+        crate::report::threshold::check_applicable(&self.fail_if, kind).map_err(CliError::input)?;
+        Ok(&self.fail_if)
+    }
+}
+
+/// `--fail-if EXPR`.
+pub fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    s.parse()
 }
 
 /// The knobs of a stream (`ibprobe stream`, and `sweep`'s stream axes).
@@ -498,6 +528,9 @@ pub struct StreamArgs {
     /// The mesh secret (with HOST).
     #[command(flatten)]
     pub secret: SecretArgs,
+    /// Pass/fail thresholds.
+    #[command(flatten)]
+    pub fail_if: FailIfArgs,
 }
 
 /// `--secret-file`: the mesh secret of `client`, `server` and `stream`.
@@ -558,6 +591,9 @@ pub struct ClientArgs {
     /// The mesh secret the server must share.
     #[command(flatten)]
     pub secret: SecretArgs,
+    /// Pass/fail thresholds.
+    #[command(flatten)]
+    pub fail_if: FailIfArgs,
 }
 
 pub const LOGGP_AFTER_HELP: &str = "\

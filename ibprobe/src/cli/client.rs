@@ -13,6 +13,9 @@ use crate::probe::session;
 /// Runs `ibprobe client`; the exit code.
 pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    let fail_if = a
+        .fail_if
+        .thresholds(crate::report::threshold::RunKind::Latency)?;
     let cfg = a.measure.probe_config(t, Mode::RoundTrip, default_cpu(t))?;
     let spec = t.channel_spec(cfg.size);
     spec.check().map_err(|e| CliError::input(e.0))?;
@@ -36,6 +39,7 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
         crate::report::Mode::Client,
         stop,
         clock,
+        fail_if,
     );
     let (sent, interrupted) = r
         .as_ref()

@@ -8,7 +8,7 @@
 use std::sync::atomic::AtomicBool;
 
 use super::args::{MeasureArgs, TransportArgs};
-use super::{CliError, EXIT_INTERRUPTED};
+use super::{CliError, EXIT_INTERRUPTED, EXIT_THRESHOLD};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
 use crate::probe::open::OpenError;
@@ -17,6 +17,7 @@ use crate::probe::session::SessionError;
 use crate::probe::workload::{Interval, Sink};
 use crate::probe::Outcome;
 use crate::report::hdrlog::HdrLogWriter;
+use crate::report::threshold::{FailIf, Threshold};
 use crate::report::{Report, ReportContext, ReportError};
 use crate::sys::host;
 use crate::transport::{Channel, TransportInfo};
@@ -200,6 +201,7 @@ pub fn report_context(
 }
 
 /// Runs the probe on `ch` and prints its report; the exit code or error.
+#[allow(clippy::too_many_arguments)]
 pub fn measure_and_print(
     cfg: &ProbeConfig,
     m: &MeasureArgs,
@@ -208,6 +210,7 @@ pub fn measure_and_print(
     report_mode: crate::report::Mode,
     stop: &AtomicBool,
     clock: Clock,
+    fail_if: &[Threshold],
 ) -> Result<(Outcome, u8), CliError> {
     let info = ch.info();
     let mut sink = hdr_sink(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
@@ -221,7 +224,10 @@ pub fn measure_and_print(
     let outcome =
         result.map_err(|e| CliError::run(format!("{} probe failed: {e}", t.transport.name())))?;
     let ctx = report_context(cfg, t, report_mode, info, clock);
-    let report = Report::new(&outcome, ctx);
+    let mut report = Report::new(&outcome, ctx);
+    if !fail_if.is_empty() {
+        report.fail_if = Some(FailIf::check(fail_if, &report));
+    }
     print!("{}", report.render(m.format()));
     if let Some(mut s) = sink {
         if let Some(e) = s.error.take() {
@@ -240,12 +246,21 @@ pub fn measure_and_print(
                 .map_err(|e| CliError::run(format!("--plot: {e}")))?;
         }
     }
-    let code = if outcome.interrupted {
+    let failed = report.fail_if.as_ref().is_some_and(FailIf::failed);
+    let code = exit_code(outcome.interrupted, failed);
+    Ok((outcome, code))
+}
+
+/// The exit code of a run that printed its report: Ctrl-C (130) before a
+/// threshold that holds (4): an interrupted run's figures are partial.
+pub fn exit_code(interrupted: bool, threshold_holds: bool) -> u8 {
+    if interrupted {
         EXIT_INTERRUPTED
+    } else if threshold_holds {
+        EXIT_THRESHOLD
     } else {
         0
-    };
-    Ok((outcome, code))
+    }
 }
 
 pub fn stop_flag() -> Result<&'static AtomicBool, CliError> {

@@ -11,6 +11,9 @@ use crate::probe::open;
 /// Runs `ibprobe loopback`; the exit code.
 pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    let fail_if = a
+        .fail_if
+        .thresholds(crate::report::threshold::RunKind::Latency)?;
     super::common::warn_model_resolution(t);
     let mode = if a.round_trip {
         Mode::RoundTrip
@@ -40,6 +43,7 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
         crate::report::Mode::Loopback,
         stop,
         clock,
+        fail_if,
     );
     drop(ch);
     if let Some(e) = echo {

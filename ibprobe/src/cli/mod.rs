@@ -13,7 +13,8 @@
 //!   print (`crate::report`).
 //!
 //! Exit codes: 0 ok, 2 bad input (one line on stderr: what, with what
-//! input, what to do), 3 the run failed (peer lost, transport error), 130
+//! input, what to do), 3 the run failed (peer lost, transport error), 4 a
+//! `--fail-if` threshold holds (after printing the report), 130
 //! interrupted by Ctrl-C after printing the statistics collected so far.
 
 pub mod args;
@@ -38,6 +39,8 @@ pub use args::{parse_duration, Cli, Command};
 pub const EXIT_INPUT: u8 = 2;
 /// Exit code: the run failed.
 pub const EXIT_RUN: u8 = 3;
+/// Exit code: a `--fail-if` threshold holds (the report was printed).
+pub const EXIT_THRESHOLD: u8 = 4;
 /// Exit code: interrupted by Ctrl-C (after printing the statistics).
 pub const EXIT_INTERRUPTED: u8 = 130;
 

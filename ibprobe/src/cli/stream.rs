@@ -5,7 +5,7 @@
 
 use super::args::StreamArgs;
 use super::common::{default_cpu, open_err, session_err, stop_flag};
-use super::{CliError, EXIT_INTERRUPTED};
+use super::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::config::ProbeConfig;
@@ -15,6 +15,7 @@ use crate::probe::session::{self, StreamHello};
 use crate::probe::stream::{placement, run_client, run_loopback, StreamOutcome};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::stream::StreamReport;
+use crate::report::threshold::FailIf;
 use crate::report::Format;
 use crate::spec::{ChannelSpec, StreamSpec};
 use crate::transport::{TransportError, TransportInfo};
@@ -23,6 +24,9 @@ use std::sync::atomic::AtomicBool;
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let t = &a.transport;
+    let fail_if = a
+        .fail_if
+        .thresholds(crate::report::threshold::RunKind::Stream)?;
     super::common::warn_model_resolution(t);
     let format = a.measure.format();
     if format == Format::Perftest {
@@ -69,6 +73,9 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let interrupted = out.send.interrupted || out.recv.interrupted;
     let mut report = StreamReport::new(t.transport, info, mode, cfg.size, &stream, &clock, out);
     report.rate_hz = cfg.rate_hz;
+    if !fail_if.is_empty() {
+        report.fail_if = Some(FailIf::check(fail_if, &report));
+    }
     print!(
         "{}",
         report
@@ -86,7 +93,8 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
         crate::report::plot::write_svg(path, &title, &report.out.latency)
             .map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    let failed = report.fail_if.as_ref().is_some_and(FailIf::failed);
+    Ok(super::common::exit_code(interrupted, failed))
 }
 
 /// One stream against `ibprobe server` at `host`, this process the

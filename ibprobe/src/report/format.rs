@@ -104,7 +104,18 @@ fn table(r: &Report) -> String {
             out.push_str(&format!("warning: {}\n", w.message));
         }
     }
+    fail_if_lines(r, &mut out, "");
     out
+}
+
+/// The `--fail-if` lines of the human formats, each after `prefix`.
+fn fail_if_lines(r: &Report, out: &mut String, prefix: &str) {
+    if let Some(f) = &r.fail_if {
+        out.push('\n');
+        for l in f.lines() {
+            out.push_str(&format!("{prefix}{l}\n"));
+        }
+    }
 }
 
 // ----------------------------------------------------------------- json
@@ -191,6 +202,8 @@ struct JReport<'a> {
     distributions: Vec<JDist>,
     warnings: &'a [super::Warning],
     notes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fail_if: Option<serde_json::Value>,
 }
 /// The cells of one distribution's row, shared by the table and Markdown:
 /// label, count, min, p50, p90, p99, p99.9, p99.99, max (us), mean ± stdev
@@ -281,6 +294,7 @@ fn jreport(r: &Report) -> JReport<'_> {
         distributions: r.distributions.iter().map(jdist).collect(),
         warnings: &r.warnings,
         notes: &r.notes,
+        fail_if: r.fail_if.as_ref().map(|f| f.json()),
     }
 }
 
@@ -307,6 +321,14 @@ fn csv_field(s: &str) -> String {
 
 fn csv(r: &Report) -> String {
     let mut out = String::from(CSV_HEADER);
+    // With --fail-if, one more column: the violated expressions (`;`).
+    let extra = r
+        .fail_if
+        .as_ref()
+        .map(|f| format!(",{}", csv_field(&f.csv_cell())));
+    if extra.is_some() {
+        out.push_str(",fail_if_violated");
+    }
     out.push('\n');
     for d in &r.distributions {
         let s = &d.summary;
@@ -332,6 +354,9 @@ fn csv(r: &Report) -> String {
             r.run.lost,
             r.run.missed_steps,
         ));
+        if let Some(e) = &extra {
+            out.insert_str(out.len() - 1, e);
+        }
     }
     out
 }
@@ -366,6 +391,7 @@ fn markdown(r: &Report) -> String {
             out.push_str(&format!("> **warning** ({}): {}\n", w.code, w.message));
         }
     }
+    fail_if_lines(r, &mut out, "- ");
     out
 }
 
@@ -407,6 +433,7 @@ fn perftest(r: &Report) -> String {
     }
     out.push_str(PERFTEST_LINE);
     out.push('\n');
+    fail_if_lines(r, &mut out, "");
     out
 }
 

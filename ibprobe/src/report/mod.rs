@@ -34,6 +34,7 @@ pub mod progress;
 pub mod stream;
 pub mod stream_sweep;
 pub mod sweep;
+pub mod threshold;
 
 use crate::clock::{Clock, ClockKind};
 use crate::probe::outcome::Outcome;
@@ -245,6 +246,19 @@ pub struct Report {
     /// The runner's placement facts (pinned CPU, mlockall), from
     /// `Outcome::notes`.
     pub notes: Vec<String>,
+    /// `--fail-if`, checked (None: none given).
+    pub fail_if: Option<threshold::FailIf>,
+}
+
+impl threshold::Measured for Report {
+    /// Latencies from the first distribution (one-way in loopback, the
+    /// round trip with --round-trip and in client); `lost` from the run.
+    fn value(&self, m: threshold::Metric) -> Option<f64> {
+        match m {
+            threshold::Metric::Lost => Some(self.run.lost as f64),
+            _ => threshold::from_summary(&self.distributions.first()?.summary, m),
+        }
+    }
 }
 
 fn fraction(part: u64, whole: u64) -> f64 {
@@ -304,6 +318,7 @@ impl Report {
             distributions,
             warnings: Vec::new(),
             notes: outcome.notes.clone(),
+            fail_if: None,
         };
         report.warnings = report.compute_warnings();
         report

@@ -75,6 +75,21 @@ pub struct StreamReport {
     pub warnings: Vec<(&'static str, String)>,
     /// `--rate` (None: back to back).
     pub rate_hz: Option<f64>,
+    /// `--fail-if`, checked (None: none given).
+    pub fail_if: Option<super::threshold::FailIf>,
+}
+
+impl super::threshold::Measured for StreamReport {
+    fn value(&self, m: super::threshold::Metric) -> Option<f64> {
+        use super::threshold::Metric;
+        match m {
+            Metric::Lost => Some(self.out.lost() as f64),
+            Metric::MsgsPerSec => Some(self.out.msgs_per_sec()),
+            Metric::BytesPerSec => Some(self.bytes_per_sec()),
+            Metric::CreditStalls => Some(self.out.send.credit_stalls as f64),
+            _ => super::threshold::from_summary(&self.out.latency.summary(), m),
+        }
+    }
 }
 
 impl StreamReport {
@@ -131,6 +146,7 @@ impl StreamReport {
             out,
             warnings,
             rate_hz: None,
+            fail_if: None,
         }
     }
 
@@ -219,8 +235,23 @@ impl StreamReport {
         });
         if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
             a.extend(b);
+            if let Some(f) = &self.fail_if {
+                a.insert("fail_if".into(), f.json());
+            }
         }
         v
+    }
+
+    /// The `--fail-if` lines of the human formats, each after `prefix`.
+    fn fail_if_lines(&self, prefix: &str) -> String {
+        let Some(f) = &self.fail_if else {
+            return String::new();
+        };
+        let mut t = String::from("\n");
+        for l in f.lines() {
+            t += &format!("{prefix}{l}\n");
+        }
+        t
     }
 
     fn knobs_line(&self) -> String {
@@ -331,6 +362,7 @@ impl StreamReport {
         for (_, w) in &self.warnings {
             t += &format!("warning: {w}\n");
         }
+        t += &self.fail_if_lines("");
         t
     }
 
@@ -366,12 +398,21 @@ impl StreamReport {
                 us(d.max)
             );
         }
+        t += &self.fail_if_lines("- ");
         t
     }
 
-    /// One header line and one row (the sweep writes many rows).
+    /// One header line and one row (the sweep writes many rows); with
+    /// --fail-if one more column, the violated expressions (`;`).
     fn csv(&self) -> String {
-        format!("{}\n{}\n", CSV_HEADER, self.csv_row())
+        match &self.fail_if {
+            None => format!("{}\n{}\n", CSV_HEADER, self.csv_row()),
+            Some(f) => format!(
+                "{CSV_HEADER},fail_if_violated\n{},{}\n",
+                self.csv_row(),
+                f.csv_cell()
+            ),
+        }
     }
 
     /// The CSV row of this run (columns of [`CSV_HEADER`]).

@@ -1,0 +1,462 @@
+//! `--fail-if`: pass/fail thresholds on a run's results (issue 19), for
+//! acceptance tests and the CI of a cluster (perftest users ask for them:
+//! linux-rdma/perftest #311, #214).
+//!
+//! Why it exists: a run that exits non-zero when p99 is too high is what a
+//! script needs; parsing `p99>20us` once into a [`Threshold`], checking it
+//! against any report that can answer [`Measured::value`], and listing the
+//! violated ones in every output format ([`FailIf`]) keeps that in one file.
+//!
+//! An expression is `METRIC OP VALUE` without spaces inside (spaces around
+//! the whole are ignored): METRIC one of [`Metric`], OP one of `>`, `>=`,
+//! `<`, `<=`, VALUE a duration with its unit for latencies (`20us`,
+//! `1.5ms`, `800ns`) and a number with an optional k, M or G suffix (times
+//! 1e3, 1e6, 1e9) for counts and rates (`0`, `1M`). The latency metrics
+//! read the report's first distribution: one-way in `loopback`, the round
+//! trip with `--round-trip` and in `client`, hand-over to delivery (or to
+//! the credit back, against a server) in `stream`. A threshold *holds*
+//! when its comparison is true of the measured value, and a run with any
+//! threshold holding exits 4 (`cli::EXIT_THRESHOLD`).
+
+use serde_json::{json, Value};
+
+crate::words::vocabulary! {
+    no_from_str
+    /// What a threshold reads from a run.
+    Metric {
+        P50 = "p50", "Median latency.";
+        P90 = "p90", "90th percentile latency.";
+        P99 = "p99", "99th percentile latency.";
+        P999 = "p999", "99.9th percentile latency (also p99.9).";
+        P9999 = "p9999", "99.99th percentile latency (also p99.99).";
+        Max = "max", "The largest latency (the true maximum).";
+        Min = "min", "The smallest latency.";
+        Mean = "mean", "Mean latency.";
+        Lost = "lost", "Messages lost (never answered or never delivered).";
+        MsgsPerSec = "msgs_per_sec", "Messages per second (stream only).";
+        BytesPerSec = "bytes_per_sec", "Payload bytes per second (stream only).";
+        CreditStalls = "credit_stalls", "Times the sender waited for a credit (stream only).";
+    }
+}
+
+/// Which results a command reports: a latency run (`loopback`, `client`)
+/// or a stream (`stream`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// `ibprobe loopback` and `ibprobe client`.
+    Latency,
+    /// `ibprobe stream`.
+    Stream,
+}
+
+impl Metric {
+    /// A latency, in ns (its value is written with a duration unit).
+    pub fn is_latency(self) -> bool {
+        !matches!(
+            self,
+            Metric::Lost | Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls
+        )
+    }
+
+    /// Whether runs of `kind` report this metric.
+    pub fn reported_by(self, kind: RunKind) -> bool {
+        match self {
+            Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls => {
+                kind == RunKind::Stream
+            }
+            _ => true,
+        }
+    }
+
+    fn parse(s: &str) -> Option<Metric> {
+        let s = s.to_ascii_lowercase();
+        let alias = match s.as_str() {
+            "p99.9" => "p999",
+            "p99.99" => "p9999",
+            "median" => "p50",
+            "msgs/s" | "msg_per_sec" => "msgs_per_sec",
+            other => other,
+        };
+        Metric::ALL.iter().copied().find(|m| m.name() == alias)
+    }
+}
+
+/// A comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+}
+
+impl Cmp {
+    fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+        }
+    }
+
+    fn holds(self, measured: f64, limit: f64) -> bool {
+        match self {
+            Cmp::Gt => measured > limit,
+            Cmp::Ge => measured >= limit,
+            Cmp::Lt => measured < limit,
+            Cmp::Le => measured <= limit,
+        }
+    }
+}
+
+/// One `--fail-if` expression, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    /// What it reads.
+    pub metric: Metric,
+    /// How it compares.
+    pub cmp: Cmp,
+    /// The limit: ns for latencies, else the count or rate.
+    pub value: f64,
+    /// The expression as written (trimmed), for reports.
+    pub text: String,
+}
+
+const SYNTAX: &str = "write METRIC OP VALUE, e.g. p99>20us, p999>100us, lost>0, msgs_per_sec<1M";
+
+impl std::str::FromStr for Threshold {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Threshold, String> {
+        let text = s.trim();
+        let at = text
+            .find(['>', '<'])
+            .ok_or_else(|| format!("{text:?} has no comparison (>, >=, <, <=); {SYNTAX}"))?;
+        let (name, rest) = text.split_at(at);
+        let (cmp, value) = if let Some(v) = rest.strip_prefix(">=") {
+            (Cmp::Ge, v)
+        } else if let Some(v) = rest.strip_prefix("<=") {
+            (Cmp::Le, v)
+        } else if let Some(v) = rest.strip_prefix('>') {
+            (Cmp::Gt, v)
+        } else {
+            (Cmp::Lt, &rest[1..])
+        };
+        let metric = Metric::parse(name.trim()).ok_or_else(|| {
+            format!(
+                "unknown metric {:?} in {text:?}; use one of {} (p99.9 and p99.99 also work)",
+                name.trim(),
+                Metric::choices()
+            )
+        })?;
+        let value = value.trim();
+        let parsed = if metric.is_latency() {
+            latency_ns(value).map_err(|why| format!("{text:?}: {why}"))?
+        } else {
+            count(value).map_err(|why| format!("{text:?}: {why}"))?
+        };
+        Ok(Threshold {
+            metric,
+            cmp,
+            value: parsed,
+            text: text.to_string(),
+        })
+    }
+}
+
+/// A latency limit in ns: a duration with its unit (a bare number would be
+/// read as seconds by the duration syntax, which is never what `p99>20`
+/// means, so it is refused).
+fn latency_ns(v: &str) -> Result<f64, String> {
+    if v.is_empty() {
+        return Err(format!("no value after the comparison; {SYNTAX}"));
+    }
+    if v.ends_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "{v} has no unit; a latency needs one of ns, us, ms, s (e.g. {v}us)"
+        ));
+    }
+    ibhost::duration::parse(v)
+        .map(|d| d.as_nanos() as f64)
+        .map_err(|e| format!("{v:?}: {e}"))
+}
+
+/// A count or rate: a number, optionally with k, M or G (1e3, 1e6, 1e9).
+fn count(v: &str) -> Result<f64, String> {
+    let (num, scale) = match v.chars().last() {
+        Some('k' | 'K') => (&v[..v.len() - 1], 1e3),
+        Some('M') => (&v[..v.len() - 1], 1e6),
+        Some('G') => (&v[..v.len() - 1], 1e9),
+        _ => (v, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(n) if n.is_finite() && n >= 0.0 => Ok(n * scale),
+        _ => Err(format!(
+            "{v:?} is not a count or rate; write a number >= 0 with an optional k, M or G (e.g. 0, 1M)"
+        )),
+    }
+}
+
+/// Refuses thresholds on metrics runs of `kind` do not report (one line
+/// for exit 2, before anything runs).
+pub fn check_applicable(thresholds: &[Threshold], kind: RunKind) -> Result<(), String> {
+    match thresholds.iter().find(|t| !t.metric.reported_by(kind)) {
+        None => Ok(()),
+        Some(t) => Err(format!(
+            "--fail-if {:?}: {} is reported by `ibprobe stream` only; here use a latency metric or lost",
+            t.text, t.metric
+        )),
+    }
+}
+
+/// A report that can answer a threshold.
+pub trait Measured {
+    /// The run's value of `m` (ns for latencies); None when it has none
+    /// (e.g. no message was measured).
+    fn value(&self, m: Metric) -> Option<f64>;
+}
+
+/// A latency metric's value in a histogram summary (None: no sample, or
+/// not a latency).
+pub fn from_summary(s: &crate::stats::Summary, m: Metric) -> Option<f64> {
+    if s.count == 0 {
+        return None;
+    }
+    Some(match m {
+        Metric::P50 => s.p50_ns as f64,
+        Metric::P90 => s.p90_ns as f64,
+        Metric::P99 => s.p99_ns as f64,
+        Metric::P999 => s.p999_ns as f64,
+        Metric::P9999 => s.p9999_ns as f64,
+        Metric::Max => s.max_ns as f64,
+        Metric::Min => s.min_ns as f64,
+        Metric::Mean => s.mean_ns,
+        Metric::Lost | Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls => {
+            return None
+        }
+    })
+}
+
+/// One threshold, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    /// The threshold.
+    pub threshold: Threshold,
+    /// The run's value (ns for latencies); None: not measured.
+    pub measured: Option<f64>,
+    /// The comparison is true (or nothing was measured): the run fails.
+    pub holds: bool,
+}
+
+/// Every `--fail-if` of a run, checked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FailIf {
+    /// In the order given.
+    pub checked: Vec<Checked>,
+}
+
+impl FailIf {
+    /// Checks `thresholds` against `run`. A metric the run could not
+    /// measure (no message arrived) counts as holding: a run that measured
+    /// nothing is not a pass.
+    pub fn check(thresholds: &[Threshold], run: &dyn Measured) -> FailIf {
+        FailIf {
+            checked: thresholds
+                .iter()
+                .map(|t| {
+                    let measured = run.value(t.metric);
+                    Checked {
+                        threshold: t.clone(),
+                        measured,
+                        holds: measured.is_none_or(|v| t.cmp.holds(v, t.value)),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Any threshold holds: the run fails (exit 4).
+    pub fn failed(&self) -> bool {
+        self.checked.iter().any(|c| c.holds)
+    }
+
+    /// The expressions that hold, as written.
+    pub fn violated(&self) -> Vec<&str> {
+        self.checked
+            .iter()
+            .filter(|c| c.holds)
+            .map(|c| c.threshold.text.as_str())
+            .collect()
+    }
+
+    /// Human lines (table, Markdown): one per threshold, then a verdict.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .checked
+            .iter()
+            .map(|c| {
+                let t = &c.threshold;
+                let shown = match c.measured {
+                    None => "not measured".to_string(),
+                    Some(v) => show(t.metric, v),
+                };
+                format!(
+                    "fail-if {}: {} = {} ({} {} {}): {}",
+                    t.text,
+                    t.metric,
+                    shown,
+                    if c.holds { "is" } else { "is not" },
+                    t.cmp.symbol(),
+                    show(t.metric, t.value),
+                    if c.holds { "FAILED" } else { "ok" }
+                )
+            })
+            .collect();
+        out.push(if self.failed() {
+            format!(
+                "fail-if: FAILED ({} of {} thresholds hold: {}), exit 4",
+                self.violated().len(),
+                self.checked.len(),
+                self.violated().join(", ")
+            )
+        } else {
+            format!(
+                "fail-if: passed ({} thresholds, none holds)",
+                self.checked.len()
+            )
+        });
+        out
+    }
+
+    /// The `fail_if` object of the JSON reports.
+    pub fn json(&self) -> Value {
+        json!({
+            "failed": self.failed(),
+            "violated": self.violated(),
+            "thresholds": self.checked.iter().map(|c| json!({
+                "expr": c.threshold.text,
+                "metric": c.threshold.metric.name(),
+                "op": c.threshold.cmp.symbol(),
+                "limit": c.threshold.value,
+                "measured": c.measured,
+                "unit": if c.threshold.metric.is_latency() { "ns" } else { "" },
+                "holds": c.holds,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The CSV cell: the violated expressions joined by `;` (empty: passed).
+    pub fn csv_cell(&self) -> String {
+        self.violated().join(";")
+    }
+}
+
+/// A value for people: latencies in us, counts as numbers.
+fn show(m: Metric, v: f64) -> String {
+    if m.is_latency() {
+        format!("{:.3} us", v / 1000.0)
+    } else if v >= 1e6 {
+        format!("{:.3}M", v / 1e6)
+    } else {
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Run(Vec<(Metric, f64)>);
+    impl Measured for Run {
+        fn value(&self, m: Metric) -> Option<f64> {
+            self.0.iter().find(|(k, _)| *k == m).map(|(_, v)| *v)
+        }
+    }
+
+    fn t(s: &str) -> Threshold {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_issue_examples_parse() {
+        assert_eq!(
+            (t("p99>20us").metric, t("p99>20us").cmp, t("p99>20us").value),
+            (Metric::P99, Cmp::Gt, 20_000.0)
+        );
+        assert_eq!(t("p999>100us").value, 100_000.0);
+        assert_eq!((t("lost>0").metric, t("lost>0").value), (Metric::Lost, 0.0));
+        let m = t("msgs_per_sec<1M");
+        assert_eq!(
+            (m.metric, m.cmp, m.value),
+            (Metric::MsgsPerSec, Cmp::Lt, 1e6)
+        );
+        assert_eq!(t(" p99.9>=1.5ms ").value, 1_500_000.0);
+        assert_eq!(t("p99.99<=800ns").metric, Metric::P9999);
+        assert_eq!(t("bytes_per_sec<2.5G").value, 2.5e9);
+    }
+
+    #[test]
+    fn bad_expressions_say_what_to_write() {
+        for (bad, says) in [
+            ("p99", "no comparison"),
+            ("p98>20us", "unknown metric \"p98\""),
+            ("p99>20", "has no unit"),
+            ("p99>", "no value"),
+            ("p99>20parsecs", "unknown unit"),
+            ("lost>-1", "not a count"),
+            ("msgs_per_sec<fast", "not a count"),
+        ] {
+            let e = bad.parse::<Threshold>().unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.contains(&format!("{bad:?}")), "names the input: {e}");
+        }
+    }
+
+    #[test]
+    fn stream_metrics_are_refused_on_latency_runs() {
+        let ts = [t("p99>20us"), t("msgs_per_sec<1M")];
+        assert!(check_applicable(&ts, RunKind::Stream).is_ok());
+        let e = check_applicable(&ts, RunKind::Latency).unwrap_err();
+        assert!(e.contains("msgs_per_sec"), "{e}");
+    }
+
+    #[test]
+    fn a_threshold_holds_when_its_comparison_is_true() {
+        let run = Run(vec![(Metric::P99, 23_100.0), (Metric::Lost, 0.0)]);
+        let f = FailIf::check(&[t("p99>20us"), t("lost>0"), t("p50<1us")], &run);
+        assert!(f.failed());
+        // p50 was not measured: counted as holding (no pass without data).
+        assert_eq!(f.violated(), ["p99>20us", "p50<1us"]);
+        assert_eq!(f.csv_cell(), "p99>20us;p50<1us");
+        let j = f.json();
+        assert_eq!(j["failed"], true);
+        assert_eq!(j["thresholds"][0]["measured"], 23_100.0);
+        assert_eq!(j["thresholds"][1]["holds"], false);
+        let lines = f.lines();
+        assert_eq!(
+            lines[0],
+            "fail-if p99>20us: p99 = 23.100 us (is > 20.000 us): FAILED"
+        );
+        assert!(lines.last().unwrap().contains("2 of 3"), "{lines:?}");
+
+        let ok = FailIf::check(&[t("p99>30us"), t("lost>0")], &run);
+        assert!(!ok.failed());
+        assert_eq!(ok.csv_cell(), "");
+        assert!(ok.lines().last().unwrap().starts_with("fail-if: passed"));
+    }
+
+    #[test]
+    fn boundaries_follow_the_operator() {
+        let run = Run(vec![(Metric::P99, 20_000.0)]);
+        let holds = |e: &str| FailIf::check(&[t(e)], &run).failed();
+        assert!(!holds("p99>20us"));
+        assert!(holds("p99>=20us"));
+        assert!(!holds("p99<20us"));
+        assert!(holds("p99<=20us"));
+    }
+}
