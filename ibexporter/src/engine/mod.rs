@@ -35,6 +35,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::collect::hw_split::HwSplitMetrics;
 use crate::collect::latency::{LatencyStore, SeriesKey};
 
 /// What one probe measures.
@@ -91,6 +92,9 @@ pub struct EngineConfig {
     pub max_interval: Duration,
     /// The mesh secret remote peers are probed with (None: none).
     pub secret: Option<ibprobe::probe::auth::Secret>,
+    /// Remote verbs probes ask both HCAs for completion timestamps and
+    /// count the R-Pingmesh split (`[probe] hw_timestamps`).
+    pub hw_timestamps: bool,
 }
 
 impl Default for EngineConfig {
@@ -104,6 +108,7 @@ impl Default for EngineConfig {
             max_core_fraction: 0.01,
             max_interval: Duration::from_secs(300),
             secret: None,
+            hw_timestamps: false,
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct EngineMetrics {
     pub cpu: Counter<f64, std::sync::atomic::AtomicU64>,
     /// `ibexporter_probe_rounds_total`.
     pub rounds: Counter,
+    /// The hardware-timestamp split of remote probes.
+    pub hw: HwSplitMetrics,
 }
 
 impl EngineMetrics {
@@ -146,6 +153,7 @@ impl EngineMetrics {
             "Probe rounds run (one round = one probe's messages of one interval)",
             self.rounds.clone(),
         );
+        self.hw.register(reg);
     }
 }
 
@@ -230,6 +238,11 @@ fn run(
             }
             let (sent, r) = round::run(p, &cfg, &clock, stop);
             store.record(&p.key, sent, &r);
+            match &r.hw {
+                Some(Ok(split)) => m.hw.record(&p.key, split),
+                Some(Err(answered)) => m.hw.no_report(&p.key, *answered),
+                None => {}
+            }
             m.rounds.inc();
         }
         let cpu = ibprobe::sys::rt::thread_cpu_ns().saturating_sub(cpu0);

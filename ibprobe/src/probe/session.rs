@@ -639,11 +639,17 @@ fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
 /// trips with it. Err: one line (the report did not come, or is of
 /// another version).
 pub fn hw_finish(oob: &mut Oob, outcome: &mut Outcome) -> Result<(), SessionError> {
+    let sent = outcome.sent + outcome.warmup_count;
+    hw_finish_after(oob, outcome, sent)
+}
+
+/// [`hw_finish`] for a session that sent `sent` messages in all.
+fn hw_finish_after(oob: &mut Oob, outcome: &mut Outcome, sent: u64) -> Result<(), SessionError> {
     let Some(log) = outcome.hw.as_ref() else {
         return Ok(());
     };
     oob.send(&Done {
-        sent: outcome.sent + outcome.warmup_count,
+        sent,
         interrupted: outcome.interrupted,
     })
     .map_err(|e| err("protocol", e))?;
@@ -697,6 +703,18 @@ impl ClientSession {
         };
         self.sent += o.sent + o.warmup_count;
         r
+    }
+
+    /// Tells the responder the session is over and, when `last` (the
+    /// last round's outcome) carries hardware timestamps, takes the
+    /// responder's and splits it (see [`hw_finish`]).
+    pub fn finish_split(mut self, last: &mut Outcome) -> Result<(), SessionError> {
+        if last.hw.is_none() {
+            self.finish();
+            return Ok(());
+        }
+        let sent = self.sent;
+        hw_finish_after(&mut self.oob, last, sent)
     }
 
     /// Tells the responder the session is over.
