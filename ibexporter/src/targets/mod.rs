@@ -22,6 +22,8 @@
 pub mod cardinality;
 pub mod dns;
 pub mod file_sd;
+pub mod plan;
+pub mod simulate;
 pub mod static_list;
 
 pub use cardinality::series_labels;
