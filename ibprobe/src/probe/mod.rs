@@ -10,6 +10,8 @@
 //!   pinned thread) -> [`stream::StreamOutcome`] (issue 13);
 //! - [`loggp`]: PRTT(n, d, s) round trips of `ibprobe loggp` (real or
 //!   simulated), [`loggp_fit`]: LogGP parameters with 95% intervals;
+//! - [`hwts`]: hardware completion timestamps: the HCA clock (wrap, rate)
+//!   and the R-Pingmesh split of a round trip (pure; `--hw-timestamps`);
 //! - [`oob`]: the out-of-band TCP handshake of server and client;
 //! - [`auth`]: the optional mesh secret and its challenge-response;
 //! - `outcome.rs`: the contract between the runner, which fills it, and
@@ -17,6 +19,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod hwts;
 pub mod loggp;
 pub mod loggp_fit;
 pub mod loggp_predict;
