@@ -151,13 +151,16 @@ fn rt_kernel() -> Group {
         })
         .test("trace_agrees_with_rtla_timerlat", |lab| {
             // The same CPU and period, one after the other (never at once:
-            // there is one timerlat), three times each, alternated.
+            // there is one timerlat), three times each, alternated. rtla's
+            // `top` traces no interference: compare with --no-interference
+            // (with it, each traced interrupt costs an event, which under
+            // emulation raised the means 2-3x).
             let mut ours = Vec::new();
             let mut theirs = Vec::new();
             for _ in 0..3 {
                 let o = lab
                     .sh(&format!(
-                        "{MOUNT}; {IBPROBE} host --trace --cpus 0 --interval 1ms --duration 3s --json"
+                        "{MOUNT}; {IBPROBE} host --trace --no-interference --cpus 0 --interval 1ms --duration 3s --json"
                     ))
                     .success();
                 let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
@@ -176,10 +179,10 @@ fn rt_kernel() -> Group {
             for (i, what) in [(0, "irq"), (1, "thread")] {
                 let pick = |v: &[(f64, f64)]| v.iter().map(|p| if i == 0 { p.0 } else { p.1 }).collect::<Vec<_>>();
                 let (a, b) = (median(&mut pick(&ours)), median(&mut pick(&theirs)));
-                // Same tracer, same settings: the same order of magnitude on
-                // an emulated CPU whose timer latencies swing by 10x.
+                // Same tracer, same settings; an emulated CPU's mean timer
+                // latency swings 5x between runs (a few 20-40 ms stalls).
                 assert!(
-                    (0.25..=4.0).contains(&(a / b)),
+                    (1.0 / 3.0..=3.0).contains(&(a / b)),
                     "{what}: ibprobe median average {a:.1} us vs rtla {b:.1} us"
                 );
             }

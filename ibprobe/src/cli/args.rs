@@ -897,6 +897,10 @@ pub struct HostArgs {
     /// period (100us-1s).
     #[arg(long, conflicts_with_all = ["fifo", "no_mlock"])]
     pub trace: bool,
+    /// With --trace: do not trace the interference (osnoise events), for the lowest tracing cost;
+    /// no top sources, no causes of the worst wake-up.
+    #[arg(long, requires = "trace")]
+    pub no_interference: bool,
     /// With --trace: the tracefs mount [default: /sys/kernel/tracing, then /sys/kernel/debug/tracing].
     #[arg(long, value_name = "DIR", requires = "trace")]
     pub tracefs: Option<std::path::PathBuf>,

@@ -147,6 +147,7 @@ fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<
         period: a.interval,
         length,
         tracefs: a.tracefs.clone(),
+        interference: !a.no_interference,
     };
     let stop = stop_flag()?;
     let outcome = timerlat::run(&cfg, stop).map_err(|e| match e {

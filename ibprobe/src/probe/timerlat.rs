@@ -35,6 +35,13 @@ use super::wakeup::WakeupLength;
 /// Where tracefs is looked for, in order.
 pub const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
+/// How often the trace is read when it has nothing new: rarely, since
+/// every read makes the kernel format text, and on a host short of cores
+/// that work shows up in the very latencies being measured (in the lab's
+/// emulated guest, reading every 10 ms doubled the mean latency against
+/// rtla's once a second). The kernel keeps about 1.4 MB per CPU meanwhile.
+pub const READ_EVERY: Duration = Duration::from_millis(250);
+
 /// timerlat's period limits (the kernel refuses others).
 pub const MIN_PERIOD: Duration = Duration::from_micros(100);
 /// See [`MIN_PERIOD`].
@@ -52,6 +59,11 @@ pub struct TimerlatConfig {
     /// tracefs mount point; `None`: the first of [`TRACEFS_PATHS`] that is
     /// mounted.
     pub tracefs: Option<PathBuf>,
+    /// Trace the interference (the `osnoise:*` events) for the top sources
+    /// and the worst wake-up's causes. Each traced interrupt and context
+    /// switch costs the kernel an event: in the lab's emulated guest this
+    /// raised mean timerlat latency 2-3x; on real hardware far less.
+    pub interference: bool,
 }
 
 /// The result of a traced run.
@@ -251,7 +263,9 @@ impl Session {
         }
         let inst = s.instance.clone();
         write(&inst.join("tracing_on"), "0")?;
-        write(&inst.join("events/osnoise/enable"), "1")?;
+        if cfg.interference {
+            write(&inst.join("events/osnoise/enable"), "1")?;
+        }
         let tracer = inst.join("current_tracer");
         fs::write(&tracer, "timerlat").map_err(|e| match e.raw_os_error() {
             Some(libc::EBUSY) => TimerlatError::Busy {
@@ -307,7 +321,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
     let mut interrupted = false;
     loop {
         match pipe.read(&mut buf) {
-            Ok(0) => std::thread::sleep(Duration::from_millis(10)),
+            Ok(0) => std::thread::sleep(READ_EVERY),
             Ok(n) => {
                 pending.extend_from_slice(&buf[..n]);
                 if let Some(end) = pending.iter().rposition(|&b| b == b'\n') {
@@ -317,9 +331,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
                     pending.drain(..=end);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(READ_EVERY),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io_err(&pipe_path, e)),
         }
@@ -353,9 +365,14 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
     Ok(TimerlatOutcome {
         cpus: acc.finish(),
         notes: vec![format!(
-            "kernel timerlat tracer through {} (a private instance; osnoise/cpus and timerlat_period_us restored after the run); timer period {:?}; the kernel's timerlat threads wake at their own SCHED_FIFO priority",
+            "kernel timerlat tracer through {} (a private instance; osnoise/cpus and timerlat_period_us restored after the run); timer period {:?}; the kernel's timerlat threads wake at their own SCHED_FIFO priority; {}",
             tracefs.display(),
-            cfg.period
+            cfg.period,
+            if cfg.interference {
+                "interference traced (osnoise events; each costs the kernel a trace event: --no-interference for the lowest tracing cost)"
+            } else {
+                "interference not traced (--no-interference)"
+            }
         )],
         tracefs,
         elapsed_ns,

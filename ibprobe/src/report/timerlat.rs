@@ -317,6 +317,7 @@ mod tests {
             period: Duration::from_millis(1),
             length: WakeupLength::Count(1),
             tracefs: None,
+            interference: true,
         };
         let o = TimerlatOutcome {
             cpus: acc.finish(),
