@@ -3,7 +3,8 @@
 //! `?format=text`, and PromQL over what it stored gives the right answers.
 //! With the shipped rules (`deploy/prometheus/rules/`) loaded, it scrapes a
 //! real `ibexporter` probing a port nothing listens on and sees
-//! IBPeerUnreachable go from pending to firing.
+//! IBPeerUnreachable go from pending to firing, the latency rules give one
+//! percentile per probe from native and classic scrapes, and no rule fails.
 
 mod common;
 
@@ -13,6 +14,7 @@ use ibexporter::http::{Metrics, ServeOptions};
 use ibtools_tests::prom::{Prometheus, Target};
 use prometheus_client::registry::Registry;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,11 +141,12 @@ fn real_prometheus_scrapes_protobuf_native_and_classic() {
 
 #[test]
 fn shipped_rules_load_and_an_alert_goes_pending_then_firing_against_a_real_exporter() {
-    // A target whose port nothing listens on: every round fails (`connect`).
+    // A target whose port nothing listens on: every round fails (`connect`);
+    // and the shm and udp loopback probes, which answer.
     let closed = format!("127.0.0.1:{}", free_port());
     let exporter = common::start(&[
         "--no-probe",
-        "hca,shm,udp,wakeup",
+        "hca,wakeup",
         "--interval",
         "1s",
         "--target",
@@ -159,8 +162,17 @@ fn shipped_rules_load_and_an_alert_goes_pending_then_firing_against_a_real_expor
         }
     });
     let start = Instant::now();
-    let prom =
-        Prometheus::start_with_rules(&[Target::new("ibexporter", &exporter.addr)], true, &rules);
+    // Scraped as deploy/prometheus/prometheus.yml does on Prometheus 2.42:
+    // negotiated (protobuf: native histograms only) and as OpenMetrics
+    // (classic buckets) in a second job.
+    let prom = Prometheus::start_with_rules(
+        &[
+            Target::new("ibexporter", &exporter.addr),
+            Target::new("ibexporter-classic", &exporter.addr).param("format", "openmetrics"),
+        ],
+        true,
+        &rules,
+    );
 
     // Every shipped rule loaded, and healthy.
     let loaded = prom.api("/api/v1/rules");
@@ -216,6 +228,45 @@ fn shipped_rules_load_and_an_alert_goes_pending_then_firing_against_a_real_expor
             .is_some_and(|u| u.ends_with("RUNBOOK.md#ibpeerunreachable")),
         "{a}"
     );
+    // The latency percentiles of the loopback probes: from the native
+    // histogram of one job and the classic buckets of the other, one
+    // series per probe (the native one), not one per job.
+    let p99 = prom.wait_for(
+        r#"target_size:ibprobe_latency_seconds:p99_5m{target="loopback"} > 0"#,
+        WAIT,
+    );
+    let transports: BTreeSet<&str> = p99
+        .iter()
+        .map(|r| r["metric"]["transport"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(p99.len(), 2, "one p99 per loopback probe: {p99:?}");
+    assert_eq!(transports, BTreeSet::from(["shm", "udp"]), "{p99:?}");
+    for r in &p99 {
+        let v: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+        assert!(v > 0.0 && v < 0.1, "p99 {v} s: {r}");
+    }
+    // Each half of the rule finds its histograms in this setup.
+    for half in [
+        "histogram_quantile(0.99, sum by (target) (rate(ibprobe_latency_seconds{target=\"loopback\"}[5m])))",
+        "histogram_quantile(0.99, sum by (target, le) (rate(ibprobe_latency_seconds_bucket{target=\"loopback\"}[5m])))",
+    ] {
+        prom.wait_for(&format!("{half} > 0"), WAIT);
+    }
+    let lost = prom.wait_for(
+        r#"target_size:ibprobe_probes_lost:ratio_5m{target="loopback"}"#,
+        WAIT,
+    );
+    assert!(lost.iter().all(|r| r["value"][1] == "0"), "{lost:?}");
+
+    // Every rule evaluated without an error (a duplicate series, a bad
+    // join) in a real Prometheus.
+    let loaded = prom.api("/api/v1/rules");
+    for g in loaded["data"]["groups"].as_array().into_iter().flatten() {
+        for r in g["rules"].as_array().into_iter().flatten() {
+            assert_ne!(r["health"], "err", "rule {} failed: {r}", r["name"]);
+        }
+    }
+
     // A scraped, healthy exporter: IBExporterDown stays quiet.
     let down = prom.query(r#"ALERTS{alertname="IBExporterDown"}"#);
     assert_eq!(down["data"]["result"], Value::Array(vec![]), "{down}");

@@ -150,6 +150,12 @@ fn every_alert_has_a_firing_and_a_not_firing_unit_test() {
 #[test]
 fn each_alert_unit_test_fails_when_the_alert_cannot_fire() {
     let cases = cases();
+    // Control: the copy as written (through the same YAML round trip) passes.
+    let dir = tempfile::tempdir().unwrap();
+    let (_, tests) = edited_copy(dir.path(), |_, _| {});
+    if let Err(e) = promtool_test_rules(&tests) {
+        panic!("the unedited copy of the rules fails its unit tests:\n{e}");
+    }
     let mut not_caught = Vec::new();
     for alert in alert_names() {
         let dir = tempfile::tempdir().unwrap();
@@ -300,7 +306,8 @@ fn rules_read_only_metrics_the_exporter_serves() {
 }
 
 /// The command lines of the runbook's `sh` blocks, split into words
-/// (quotes are not used there), `sudo` dropped.
+/// (single quotes, used only around a whole word, removed as the shell
+/// would), `sudo` dropped.
 fn runbook_commands() -> Vec<Vec<String>> {
     let text = std::fs::read_to_string(repo("deploy/prometheus/RUNBOOK.md")).unwrap();
     let mut out = Vec::new();
@@ -315,7 +322,7 @@ fn runbook_commands() -> Vec<Vec<String>> {
             let words: Vec<String> = t
                 .split_whitespace()
                 .skip_while(|w| *w == "sudo")
-                .map(String::from)
+                .map(|w| w.trim_matches('\'').to_string())
                 .collect();
             out.push(words);
         }
@@ -358,4 +365,11 @@ fn runbook_commands_parse_with_the_tools_own_parsers() {
     // The check itself can fail.
     assert!(parse_command(&["ibprobe".into(), "client".into(), "--no-such-flag".into()]).is_err());
     assert!(parse_command(&["ibtune".into(), "verfy".into(), "x".into()]).is_err());
+    // --fail-if expressions are checked by the parser too.
+    let fail_if = |e: &str| {
+        let cmd = ["ibprobe", "client", "node2", "--fail-if", e];
+        parse_command(&cmd.map(String::from))
+    };
+    assert!(fail_if("p99>50us").is_ok());
+    assert!(fail_if("p99>>50us").is_err());
 }
