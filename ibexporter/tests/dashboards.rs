@@ -385,6 +385,11 @@ fn extract_queries(file: &str, dash: &Value) -> Result<Vec<Query>, String> {
 
 /// Queries that may rightly return nothing on the test's exporters, and why.
 fn may_be_empty(expr: &str) -> Option<&'static str> {
+    if expr.contains("ibexporter_plan_peer_rack") {
+        return Some(
+            "needs remote targets with a rack label; tests/plan_mesh.rs runs this query on a real mesh",
+        );
+    }
     if expr.contains("ibprobe_probe_errors_total") {
         return Some(
             "counts probe errors by reason; no probe fails against the local loopback targets",
