@@ -360,3 +360,31 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
         assert!(!netns::exists(&ns), "{ns} left behind");
     }
 }
+
+#[test]
+fn the_namespaces_go_on_a_panic_and_a_crashed_runs_are_cleaned() {
+    // A crashed run's namespace (its pid is not running).
+    let stale = "ibxn999999999-h0";
+    assert!(!Path::new("/proc/999999999").exists());
+    let made = Command::new("ip")
+        .args(["netns", "add", stale])
+        .status()
+        .unwrap();
+    assert!(made.success(), "ip netns add (needs root)");
+    let names = std::panic::catch_unwind(|| {
+        let m = NetnsMesh::new(2).unwrap();
+        let names = m.namespaces();
+        assert!(names.iter().all(|n| netns::exists(n)));
+        std::panic::panic_any(names)
+    })
+    .unwrap_err();
+    let names = names.downcast::<Vec<String>>().unwrap();
+    assert_eq!(names.len(), 3, "a bridge and two hosts: {names:?}");
+    for n in names.iter() {
+        assert!(!netns::exists(n), "{n} left after a panic");
+    }
+    assert!(
+        !netns::exists(stale),
+        "the crashed run's {stale} was not cleaned"
+    );
+}

@@ -7,7 +7,8 @@
 //! loopback cannot give. Needs root (`ip netns`, iproute2, installed by
 //! scripts/setup); a test that cannot make one fails, it never skips.
 //!
-//! Cleanup: every name starts with `ibxn<pid>-`; [`NetnsMesh`] deletes
+//! Cleanup: every name starts with `ibxn<pid>-<n>-` (n counts the meshes
+//! of the process); [`NetnsMesh`] deletes
 //! its namespaces on drop (also when the test panics; deleting a namespace
 //! deletes its veth ends and bridge), and [`NetnsMesh::new`] first deletes
 //! the namespaces of earlier runs whose process is gone (a crashed run).
@@ -64,8 +65,10 @@ impl NetnsMesh {
     pub fn new(hosts: usize) -> Result<NetnsMesh, String> {
         assert!((1..=250).contains(&hosts), "1..=250 hosts");
         clean_stale();
+        static MESHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut m = NetnsMesh {
-            prefix: format!("ibxn{}-", std::process::id()),
+            prefix: format!("ibxn{}-{n}-", std::process::id()),
             hosts,
             made: Vec::new(),
         };
