@@ -118,7 +118,7 @@ struct PlanArgs {
     /// Racks of the synthetic cluster (sizes differ by at most one).
     #[arg(long, value_name = "R")]
     racks: Option<usize>,
-    /// auto | full | rack-mesh (auto: full while one round holds every member) [default: auto].
+    /// auto | full | rack-mesh (auto: full while one round holds every other member, else rack-mesh).
     #[arg(long, value_name = "PLAN", default_value = "auto")]
     plan: String,
     /// The target label naming a member's rack.

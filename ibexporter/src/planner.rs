@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use crate::config::PlanConfig;
 use crate::targets::file_sd::plan_members;
-use crate::targets::plan::{ClusterPlan, Figures, PlanKind, Timing};
+use crate::targets::plan::{epoch_at, ClusterPlan, Figures, Timing};
 use crate::targets::simulate::{report, synthetic, Report};
 
 /// Where the cluster comes from.
@@ -60,29 +60,12 @@ pub struct PlanRequest {
     pub json: bool,
 }
 
-/// The epoch a wall clock is in: `⌊unix seconds / interval⌋`; every
-/// exporter with the same interval agrees on it without talking.
-pub fn epoch_at(unix: std::time::Duration, interval: std::time::Duration) -> u64 {
-    (unix.as_nanos() / interval.as_nanos().max(1)) as u64
-}
-
 /// The current epoch for `interval`.
 pub fn current_epoch(interval: std::time::Duration) -> u64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     epoch_at(now, interval)
-}
-
-/// The cluster plan of `members` under `cfg` (auto: full while a round
-/// holds everyone, `full_max` targets).
-pub fn cluster_plan(
-    members: Vec<(String, String)>,
-    cfg: &PlanConfig,
-    full_max: usize,
-) -> ClusterPlan {
-    let kind = PlanKind::resolve(cfg.choice, members.len(), full_max);
-    ClusterPlan::new(members, kind, cfg.rack_peers)
 }
 
 /// Runs the command: the text to print, or one line saying what was wrong.
@@ -106,7 +89,7 @@ pub fn run(req: &PlanRequest) -> Result<String, String> {
             synthetic(*hosts, *racks)
         }
     };
-    let plan = cluster_plan(members, &req.plan, req.timing.full_max());
+    let plan = ClusterPlan::configured(members, &req.plan, req.timing.full_max());
     let interval = std::time::Duration::from_secs_f64(req.timing.interval);
     let epoch = req.epoch.unwrap_or_else(|| current_epoch(interval));
     match &req.view {

@@ -391,6 +391,11 @@ fn may_be_empty(expr: &str) -> Option<&'static str> {
              rules (tests/prometheus.rs loads them and sees one fire)",
         );
     }
+    if expr.contains("ibexporter_plan_peer_rack") {
+        return Some(
+            "needs remote targets with a rack label; tests/plan_mesh.rs runs this query on a real mesh",
+        );
+    }
     if expr.contains("ibprobe_probe_errors_total") {
         return Some(
             "counts probe errors by reason; no probe fails against the local loopback targets",

@@ -7,6 +7,7 @@
 //! comparisons honest (symlinks, empty dirs and file bytes all count).
 
 pub mod lab;
+pub mod netns;
 pub mod prom;
 pub mod systemd;
 

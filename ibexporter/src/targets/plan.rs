@@ -84,6 +84,13 @@ impl PlanKind {
     }
 }
 
+/// The epoch a wall clock is in: `⌊unix time / interval⌋`. Every exporter
+/// with the same interval agrees on it without talking (clocks within a
+/// fraction of the interval, as NTP keeps them).
+pub fn epoch_at(unix: std::time::Duration, interval: std::time::Duration) -> u64 {
+    (unix.as_nanos() / interval.as_nanos().max(1)) as u64
+}
+
 /// FNV-1a, 64 bit: a fixed, documented hash (the same on every host and
 /// every build, unlike std's randomly keyed `DefaultHasher`).
 pub fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -181,6 +188,21 @@ impl ClusterPlan {
             pos_in_rack,
             racks,
         }
+    }
+
+    /// The plan `cfg` asks for over `members` (name, rack): `auto` is
+    /// `full` while one round holds every other member (`full_max`
+    /// targets, [`Timing::full_max`]), else `rack-mesh`.
+    pub fn configured(
+        members: Vec<(String, String)>,
+        cfg: &crate::config::PlanConfig,
+        full_max: usize,
+    ) -> ClusterPlan {
+        let mut names: Vec<&str> = members.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let kind = PlanKind::resolve(cfg.choice, names.len(), full_max);
+        ClusterPlan::new(members, kind, cfg.rack_peers)
     }
 
     /// The plan in force.
