@@ -206,6 +206,17 @@ fn packages_lint_install_work_and_purge_clean() {
             installed.contains("ExecStart=/usr/bin/") && !installed.contains("/usr/local/"),
             "{unit} must run the packaged binaries:\n{installed}"
         );
+        for doc in installed
+            .lines()
+            .filter_map(|l| l.strip_prefix("Documentation="))
+            .flat_map(str::split_whitespace)
+            .filter_map(|d| d.strip_prefix("file://"))
+        {
+            assert!(
+                Path::new(doc).is_file(),
+                "{unit}: Documentation {doc} is not installed"
+            );
+        }
         ibtools_tests::systemd::verify_unit(&path, &[], instance)
             .unwrap_or_else(|e| panic!("installed {unit}: {e}"));
     }
