@@ -239,6 +239,18 @@ fn packages_lint_install_work_and_purge_clean() {
         ] {
             assert!(Path::new(&completion).is_file(), "{completion} missing");
         }
+        // bash loads the completion and it registers for the command.
+        let registered = run(
+            &format!("bash completion of {bin}"),
+            Command::new("bash").arg("-c").arg(format!(
+                "source /usr/share/bash-completion/completions/{bin} && complete -p {bin}"
+            )),
+        );
+        assert!(
+            String::from_utf8_lossy(&registered.stdout).contains(bin),
+            "{}",
+            text(&registered)
+        );
     }
     // A shipped profile is found by bare name in the package's folder.
     let plan = run(
