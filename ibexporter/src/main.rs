@@ -358,6 +358,10 @@ fn main() -> ExitCode {
     // Before any thread exists (see the function's docs).
     let _ = ibexporter::sys::return_large_buffers_to_the_os();
     let _ = ibexporter::sys::raise_open_files_limit();
+    // `ibexporter --generate-docs DIR`: man page and completions (scripts/package).
+    if let Some(dir) = ibdoc::requested() {
+        return ExitCode::from(ibdoc::run(<Args as clap::CommandFactory>::command(), &dir));
+    }
     let args = Args::parse();
     if let Some(Command::Plan(p)) = &args.command {
         return match plan_request(p).and_then(|r| ibexporter::planner::run(&r)) {

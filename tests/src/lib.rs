@@ -208,6 +208,25 @@ pub fn quiet_success(
     }
 }
 
+/// Runs `cmd` and returns its output, or panics with `what`, the exit
+/// status and everything it printed when it could not start or failed.
+///
+/// Why it exists: tests that drive real tools (dpkg, lintian, man,
+/// ibtune on a live host) need the tool's own words when a step fails.
+pub fn run_ok(what: &str, cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: could not start: {e} (scripts/setup installs it)"));
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Writes `text` to `dir/name` readable by its owner only (mode 600, as a
 /// key file must be) and returns the path as a string for a command line.
 pub fn private_file(dir: &Path, name: &str, text: &str) -> String {
