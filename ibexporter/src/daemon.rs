@@ -247,6 +247,12 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
             o.responder.map(|a| a.port()),
             &o.local.source,
             &o.cardinality,
+            crate::targets::plan::Timing {
+                interval: o.engine.interval.as_secs_f64(),
+                probes: o.engine.probes_per_round as f64,
+                rate_hz: o.engine.rate_hz,
+                timeout: o.engine.timeout.as_secs_f64(),
+            },
             remote.clone(),
             tm,
         )?)

@@ -16,6 +16,8 @@
 //! - [`targets`]: where remote targets come from (static, file_sd, DNS);
 //! - [`http`]: `/metrics` (text, OpenMetrics, protobuf with native
 //!   histograms), `/healthz`, the landing page, TLS and basic auth;
+//! - [`planner`]: `ibexporter plan` (a cluster's probe plan, figures and
+//!   failure simulation; the plan itself is [`targets::plan`]);
 //! - [`sys`]: the one module with `unsafe` (allocator settings).
 
 pub mod collect;
@@ -24,6 +26,7 @@ pub mod daemon;
 pub mod engine;
 pub mod expo;
 pub mod http;
+pub mod planner;
 pub mod sys;
 pub mod targets;
 

@@ -25,9 +25,12 @@ use ibexporter::daemon::{self, DaemonOptions};
 #[derive(Parser, Debug)]
 #[command(
     version,
-    after_help = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.\nExit codes: 0 stopped by SIGINT/SIGTERM (or --check-config passed), 2 bad options or\nconfig, 3 could not start (listen address taken, unreadable host root)."
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  ibexporter plan --simulate --hosts 10000 --racks 333\n                                               a cluster's probe plan and failure simulation\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.\nExit codes: 0 stopped by SIGINT/SIGTERM (or --check-config passed), 2 bad options or\nconfig, 3 could not start (listen address taken, unreadable host root)."
 )]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Config file (TOML; see ibexporter/examples/ibexporter.toml).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -85,6 +88,119 @@ struct Args {
     /// Transport for --target peers: udp | rc | uc | ud [default: the config's probe.transport].
     #[arg(long, value_name = "T")]
     target_transport: Option<String>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    Plan(PlanArgs),
+}
+
+/// Show a cluster's probe plan: what each exporter probes each round, what
+/// it costs, how fast failures are seen (simulated on a virtual clock).
+///
+/// The cluster is a file_sd pinglist (every member, racks from a label) or
+/// a synthetic one (--simulate). Every exporter with the same list derives
+/// the same plan; this prints it without probing anything.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  ibexporter plan --simulate --hosts 10000 --racks 333     figures and detection times\n  ibexporter plan --file-sd pinglist.json --node 10.0.0.7:18515\n                                          that member's round now\n  ibexporter plan --file-sd pinglist.json --all --epoch 5 --json\n                                          every member's round in epoch 5\n\nExit codes: 0 printed, 2 bad options or list."
+)]
+struct PlanArgs {
+    /// The cluster: a Prometheus file_sd JSON pinglist naming every member.
+    #[arg(long, value_name = "FILE", conflicts_with = "simulate")]
+    file_sd: Option<PathBuf>,
+    /// A synthetic cluster of --hosts hosts in --racks racks.
+    #[arg(long, requires_all = ["hosts", "racks"])]
+    simulate: bool,
+    /// Hosts of the synthetic cluster.
+    #[arg(long, value_name = "N")]
+    hosts: Option<usize>,
+    /// Racks of the synthetic cluster (sizes differ by at most one).
+    #[arg(long, value_name = "R")]
+    racks: Option<usize>,
+    /// auto | full | rack-mesh (auto: full while one round holds every other member, else rack-mesh).
+    #[arg(long, value_name = "PLAN", default_value = "auto")]
+    plan: String,
+    /// The target label naming a member's rack.
+    #[arg(long, value_name = "LABEL", default_value = "rack")]
+    rack_label: String,
+    /// rack-mesh: probes per ordered rack pair per round.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    rack_peers: usize,
+    /// The probe interval (one round; one epoch of the plan).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    interval: Duration,
+    /// Messages per target per round.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    probes: u32,
+    /// Messages per second inside a round.
+    #[arg(long, value_name = "HZ", default_value_t = 1000.0)]
+    rate_hz: f64,
+    /// What a probe of a dead target costs (the probe timeout).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "1s")]
+    timeout: Duration,
+    /// Print this member's round (its target name as written in the list).
+    #[arg(long, value_name = "NAME", conflicts_with = "all")]
+    node: Option<String>,
+    /// Print every member's round.
+    #[arg(long)]
+    all: bool,
+    /// The epoch of --node/--all [default: now, unix seconds / interval].
+    #[arg(long, value_name = "E")]
+    epoch: Option<u64>,
+    /// Simulated failures of each kind (dead host, dead rack uplink, slow path); 0: none.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    trials: usize,
+    /// Seed of the simulation (same seed, same numbers).
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn plan_request(a: &PlanArgs) -> Result<ibexporter::planner::PlanRequest, String> {
+    use ibexporter::planner::{Input, PlanRequest, View};
+    use ibexporter::targets::plan::Timing;
+    let input = match (&a.file_sd, a.simulate, a.hosts, a.racks) {
+        (Some(p), _, _, _) => Input::FileSd(p.clone()),
+        (None, true, Some(hosts), Some(racks)) => Input::Simulate { hosts, racks },
+        _ => {
+            return Err(
+                "plan: give the cluster: --file-sd FILE, or --simulate --hosts N --racks R".into(),
+            )
+        }
+    };
+    let choice = a.plan.parse().map_err(|e| format!("--plan {e}"))?;
+    if !(1..=64).contains(&a.rack_peers) {
+        return Err(format!("--rack-peers {}: give 1..=64", a.rack_peers));
+    }
+    if a.rate_hz.is_nan() || a.rate_hz <= 0.0 || a.probes == 0 {
+        return Err("--rate-hz and --probes must be more than zero".into());
+    }
+    Ok(PlanRequest {
+        input,
+        plan: config::PlanConfig {
+            choice,
+            rack_label: a.rack_label.clone(),
+            rack_peers: a.rack_peers,
+        },
+        timing: Timing {
+            interval: a.interval.as_secs_f64(),
+            probes: f64::from(a.probes),
+            rate_hz: a.rate_hz,
+            timeout: a.timeout.as_secs_f64(),
+        },
+        view: match (&a.node, a.all) {
+            (Some(n), _) => View::Node(n.clone()),
+            (None, true) => View::All,
+            (None, false) => View::Cluster,
+        },
+        epoch: a.epoch,
+        trials: a.trials,
+        seed: a.seed,
+        json: a.json,
+    })
 }
 
 /// The config file's duration syntax (`250ms`, `10s`, `1m30s`), more than zero.
@@ -242,7 +358,26 @@ fn main() -> ExitCode {
     // Before any thread exists (see the function's docs).
     let _ = ibexporter::sys::return_large_buffers_to_the_os();
     let _ = ibexporter::sys::raise_open_files_limit();
+    // `ibexporter --generate-docs DIR`: man page and completions (scripts/package).
+    if let Some(dir) = ibdoc::requested() {
+        return ExitCode::from(ibdoc::run(<Args as clap::CommandFactory>::command(), &dir));
+    }
     let args = Args::parse();
+    if let Some(Command::Plan(p)) = &args.command {
+        return match plan_request(p).and_then(|r| ibexporter::planner::run(&r)) {
+            Ok(text) => {
+                print!("{text}");
+                if !text.ends_with('\n') {
+                    println!();
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ibexporter plan: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Some(p) = &args.check_config {
         return match check_config(p) {
             Ok(()) => {

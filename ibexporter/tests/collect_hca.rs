@@ -6,7 +6,8 @@
 //! - labels `{device,port}`, the info gauges and the port state / rate;
 //! - Soft-RoCE `hw_counters/` (and device-level ones with `port=""`);
 //! - a missing `counters/`, a garbage file or an unreadable file lose only
-//!   their own samples, failures are counted per file and logged once.
+//!   their own samples, failures are counted per file and logged once;
+//! - the PCIe link's width and down-training, per device.
 
 mod common;
 
@@ -163,6 +164,60 @@ fn two_infiniband_hcas() {
         t.matches("# TYPE ibexporter_hca_port_transmit_bytes counter")
             .count(),
         1
+    );
+}
+
+#[test]
+fn pcie_link_width_and_down_training() {
+    // The thesis host as captured: both links x16 at 8 GT/s, as wide and
+    // fast as they can be.
+    let t = scrape_root(&fixture("thesis-2s-mlx5"));
+    for dev in ["mlx5_0", "mlx5_1"] {
+        let d = format!(r#"{{device="{dev}"}}"#);
+        assert_sample(&t, &format!("ibexporter_hca_pcie_link_downtrained{d}"), "0");
+        assert_sample(&t, &format!("ibexporter_hca_pcie_link_width{d}"), "16");
+        assert_sample(&t, &format!("ibexporter_hca_pcie_link_max_width{d}"), "16");
+    }
+    // mlx5_1 retrained to x8; mlx5_0 to a lower speed at full width.
+    let c = copy_of(&fixture("thesis-2s-mlx5"));
+    let ib = c.root.join("sys/class/infiniband");
+    fs::write(ib.join("mlx5_1/device/current_link_width"), "8\n").unwrap();
+    fs::write(
+        ib.join("mlx5_0/device/current_link_speed"),
+        "5.0 GT/s PCIe\n",
+    )
+    .unwrap();
+    let t = scrape_root(&c.root);
+    assert_sample(
+        &t,
+        r#"ibexporter_hca_pcie_link_downtrained{device="mlx5_1"}"#,
+        "1",
+    );
+    assert_sample(
+        &t,
+        r#"ibexporter_hca_pcie_link_width{device="mlx5_1"}"#,
+        "8",
+    );
+    assert_sample(
+        &t,
+        r#"ibexporter_hca_pcie_link_max_width{device="mlx5_1"}"#,
+        "16",
+    );
+    assert_sample(
+        &t,
+        r#"ibexporter_hca_pcie_link_downtrained{device="mlx5_0"}"#,
+        "1",
+    );
+    assert_sample(
+        &t,
+        r#"ibexporter_hca_pcie_link_width{device="mlx5_0"}"#,
+        "16",
+    );
+    // Soft-RoCE has no PCIe link of its own: no sample, not a 0.
+    let t = scrape_root(&mixed());
+    assert!(
+        !t.contains(r#"ibexporter_hca_pcie_link_downtrained{device="rxe0"}"#),
+        "{t}"
     );
 }
 

@@ -48,6 +48,18 @@ fn example_file_parses() {
     assert_eq!(c.targets.dns[0].name, "ibexporter.rdma.svc.cluster.local");
     assert_eq!(c.cardinality.max_peer_series, 200);
     assert_eq!(c.cardinality.group_label, "rack");
+    assert_eq!(c.targets.plan, ibexporter::config::PlanConfig::default());
+    let p = config::parse(
+        "[targets]\nplan = \"rack-mesh\"\nplan_rack_label = \"row\"\nplan_rack_peers = 3\n",
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        p.targets.plan.choice,
+        ibexporter::config::PlanChoice::RackMesh
+    );
+    assert_eq!(p.targets.plan.rack_label, "row");
+    assert_eq!(p.targets.plan.rack_peers, 3);
     assert_eq!(
         c.tuning.profile,
         Some(PathBuf::from("/etc/ibtune/latency.toml"))
@@ -198,6 +210,9 @@ const BAD: &[(&str, usize, usize, &str, &str)] = &[
     ("[probe]\nbogus = 1\n", 2, 1, "probe", "bogus"),
     ("[probe]\nprobes_per_interval = \"a\"\n", 2, 23, "probe.probes_per_interval", "invalid type"),
     ("[budget]\nmin_interval = \"1m\"\n", 2, 16, "budget.min_interval", "longer than probe.interval"),
+    ("[targets]\nplan = \"ring\"\n", 2, 8, "targets.plan", "use auto, full or rack-mesh"),
+    ("[targets]\nplan_rack_peers = 0\n", 2, 19, "targets.plan_rack_peers", "1..=64"),
+    ("[targets]\nplan_rack_label = \"__rack\"\n", 2, 19, "targets.plan_rack_label", "reserved"),
 ];
 
 #[test]

@@ -18,6 +18,16 @@ fn help_text_is_as_snapshotted() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     insta::assert_snapshot!("ibexporter-help", String::from_utf8(out.stdout).unwrap());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .args(["plan", "--help"])
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    insta::assert_snapshot!(
+        "ibexporter-plan-help",
+        String::from_utf8(out.stdout).unwrap()
+    );
 }
 
 #[test]

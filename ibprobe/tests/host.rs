@@ -162,3 +162,46 @@ fn without_the_privilege_exit_2_with_one_line() {
         &["SCHED_FIFO at priority 80", "CAP_SYS_NICE"],
     );
 }
+
+/// `--trace` (the kernel's timerlat tracer): where this machine's kernel
+/// has it mounted and built in it must run; where not (most test machines,
+/// which have no tracefs or a kernel without CONFIG_TIMERLAT_TRACER) it
+/// is one line, exit 2, saying what is missing. The lab runs it for real
+/// (tests/lab_host.rs).
+#[test]
+fn trace_runs_or_says_what_is_missing() {
+    let (code, out, err) = ibprobe(&["host", "--trace", "--cpus", "0", "-n", "20", "--json"]);
+    let has_timerlat = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|d| {
+            std::fs::read_to_string(format!("{d}/available_tracers"))
+                .is_ok_and(|t| t.split_whitespace().any(|w| w == "timerlat"))
+        });
+    if has_timerlat && code == 0 {
+        let j: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(j["schema"], "ibprobe.timerlat/1");
+        assert_eq!(j["cpus"][0]["thread"]["count"], 20);
+        return;
+    }
+    one_line_exit_2(code, &out, &err, &[]);
+    assert!(
+        err.contains("tracefs is not mounted")
+            || err.contains("has no timerlat tracer")
+            || err.contains("needs root")
+            || err.contains("already runs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn trace_options_are_checked_before_tracefs() {
+    let (code, out, err) = ibprobe(&["host", "--trace", "--interval", "50us"]);
+    one_line_exit_2(code, &out, &err, &["--interval", "100us to 1s"]);
+    // --fifo and --no-mlock are for ibprobe's own threads.
+    let (code, _, err) = ibprobe(&["host", "--trace", "--fifo", "50"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, err) = ibprobe(&["host", "--tracefs", "/sys/kernel/tracing"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--trace"), "{err}");
+}

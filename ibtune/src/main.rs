@@ -3,6 +3,11 @@
 use clap::Parser;
 
 fn main() {
+    // `ibtune --generate-docs DIR`: man pages and completions (scripts/package).
+    if let Some(dir) = ibdoc::requested() {
+        let cmd = <ibtune::cli::Cli as clap::CommandFactory>::command();
+        std::process::exit(i32::from(ibdoc::run(cmd, &dir)));
+    }
     let cli = ibtune::cli::Cli::parse();
     std::process::exit(ibtune::cli::main_with(cli));
 }

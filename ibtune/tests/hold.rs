@@ -190,3 +190,46 @@ fn the_systemd_unit_verifies_and_its_command_parses() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The shipped unit `ibtune/systemd/ibtune-profile@.service` does what it
+/// says, run as `ibtune-profile@thesis-2hca` on a copy of the thesis
+/// fixture: its ExecStart applies the profile (found by bare name, as
+/// systemd passes it) and its ExecStop reverts the copy byte for byte.
+/// (`systemd-analyze verify` of this unit runs on the installed package,
+/// tests/tests/package.rs, where its man pages exist.)
+#[test]
+fn the_profile_unit_applies_at_start_and_reverts_at_stop() {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/ibtune-profile@.service");
+    let copy = ibtools_tests::fixture_copy("thesis-2s-mlx5");
+    let pristine = ibtools_tests::snapshot(&copy.root);
+    let on_copy = |key: &str| {
+        let args = ibtools_tests::systemd::exec_args(&unit, key, "ibtune", "thesis-2hca")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut cmd = Command::new(holder_exe());
+        cmd.arg("--root")
+            .arg(&copy.root)
+            .arg("--state-dir")
+            .arg(&copy.state)
+            .args(&args)
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        String::from_utf8_lossy(&ibtools_tests::run_ok(&format!("{key} {args:?}"), &mut cmd).stdout)
+            .into_owned()
+    };
+    let applied = on_copy("ExecStart");
+    assert!(applied.contains("applied profile thesis-2hca"), "{applied}");
+    assert_ne!(
+        ibtools_tests::snapshot(&copy.root),
+        pristine,
+        "apply changed nothing"
+    );
+    let reverted = on_copy("ExecStop");
+    assert!(
+        reverted.contains("reverted profile thesis-2hca"),
+        "{reverted}"
+    );
+    ibtools_tests::assert_same_tree(
+        &pristine,
+        &ibtools_tests::snapshot(&copy.root),
+        "after ExecStop",
+    );
+}

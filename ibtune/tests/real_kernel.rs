@@ -26,15 +26,8 @@ fn require_root() {
 }
 
 fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("spawn ibtune");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let what = format!("{cmd:?}");
+    String::from_utf8_lossy(&ibtools_tests::run_ok(&what, cmd).stdout).into_owned()
 }
 
 /// Runs `ibtune revert` on drop, so a failing assertion leaves no cgroup,

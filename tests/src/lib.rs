@@ -7,6 +7,7 @@
 //! comparisons honest (symlinks, empty dirs and file bytes all count).
 
 pub mod lab;
+pub mod netns;
 pub mod prom;
 pub mod systemd;
 
@@ -205,6 +206,25 @@ pub fn quiet_success(
     } else {
         Err(format!("{what}: {}: {}", out.status, said.trim()))
     }
+}
+
+/// Runs `cmd` and returns its output, or panics with `what`, the exit
+/// status and everything it printed when it could not start or failed.
+///
+/// Why it exists: tests that drive real tools (dpkg, lintian, man,
+/// ibtune on a live host) need the tool's own words when a step fails.
+pub fn run_ok(what: &str, cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: could not start: {e} (scripts/setup installs it)"));
+    assert!(
+        out.status.success(),
+        "{what}: {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// Writes `text` to `dir/name` readable by its owner only (mode 600, as a

@@ -115,6 +115,20 @@ impl Prometheus {
     /// Panics, with the log's tail, if it is missing or does not become
     /// ready within 30 s.
     pub fn start(targets: &[Target], native_histograms: bool) -> Prometheus {
+        Prometheus::start_with_rules(targets, native_histograms, &[])
+    }
+
+    /// As [`Prometheus::start`], with `rule_files` (recording and alerting
+    /// rules) loaded and evaluated every second.
+    ///
+    /// Why it exists: the shipped rules must load into a real Prometheus
+    /// and their alerts fire against a real exporter, not only pass
+    /// `promtool test rules` on synthetic series.
+    pub fn start_with_rules(
+        targets: &[Target],
+        native_histograms: bool,
+        rule_files: &[PathBuf],
+    ) -> Prometheus {
         let bin = binary("prometheus");
         let out = Command::new(&bin)
             .arg("--version")
@@ -134,8 +148,15 @@ impl Prometheus {
 
         let dir = tempfile::tempdir().expect("creating a tempdir for Prometheus");
         let mut cfg = String::from(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n",
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n",
         );
+        if !rule_files.is_empty() {
+            cfg += "rule_files:\n";
+            for f in rule_files {
+                cfg += &format!("  - {}\n", yaml_str(&f.display().to_string()));
+            }
+        }
+        cfg += "scrape_configs:\n";
         for t in targets {
             cfg += &format!(
                 "  - job_name: {}\n    metrics_path: {}\n    static_configs:\n      - targets: [{}]\n",
@@ -322,6 +343,47 @@ pub fn promtool_check_metrics(text: &str) -> Result<(), String> {
         .unwrap_or_else(|e| panic!("waiting for promtool: {e}"));
     let _ = writer.join();
     crate::quiet_success("promtool check metrics", &out, |_| false)
+}
+
+/// Runs `promtool check rules FILES...`: Ok with what it printed (one
+/// `SUCCESS: N rules found` per file) when it exits 0 and reports nothing
+/// else; Err with its output otherwise (syntax, PromQL or lint errors:
+/// duplicate rules, bad templates).
+///
+/// Why it exists: the shipped rule files must load in the Prometheus the
+/// README installs.
+pub fn promtool_check_rules(files: &[PathBuf]) -> Result<String, String> {
+    promtool_rules("check", files, |l| {
+        l.starts_with("Checking ") || l.starts_with("SUCCESS")
+    })
+}
+
+/// Runs `promtool test rules FILES...` (unit tests of rules, on synthetic
+/// series): Ok with what it printed when every test passed, Err with the
+/// failures (expected against got) otherwise.
+///
+/// Why it exists: the shipped alerts are tested firing and not firing.
+pub fn promtool_test_rules(files: &[PathBuf]) -> Result<String, String> {
+    promtool_rules("test", files, |l| {
+        l.starts_with("Unit Testing: ") || l.starts_with("SUCCESS")
+    })
+}
+
+fn promtool_rules(
+    verb: &str,
+    files: &[PathBuf],
+    expected: impl Fn(&str) -> bool,
+) -> Result<String, String> {
+    assert!(!files.is_empty(), "promtool {verb} rules: no files given");
+    let bin = binary("promtool");
+    let out = Command::new(&bin)
+        .args([verb, "rules"])
+        .args(files)
+        .output()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    crate::quiet_success(&format!("promtool {verb} rules"), &out, expected).map(|()| said)
 }
 
 /// Percent-encodes a query parameter value (RFC 3986 unreserved kept).

@@ -59,8 +59,14 @@ pub fn verify_unit(unit: &Path, binaries: &[(&str, &Path)], instance: &str) -> R
 /// Why it exists: a unit's command line must be one the binary accepts;
 /// the tests run the binary with these arguments.
 pub fn exec_start_args(unit: &Path, bin: &str, instance: &str) -> Result<Vec<String>, String> {
+    exec_args(unit, "ExecStart", bin, instance)
+}
+
+/// The arguments of the unit's `<key>=/usr/local/bin/<bin> ...` (key:
+/// `ExecStart`, `ExecStop` ...), with `%i` replaced by `instance`.
+pub fn exec_args(unit: &Path, key: &str, bin: &str, instance: &str) -> Result<Vec<String>, String> {
     let text = fs::read_to_string(unit).map_err(|e| format!("reading {}: {e}", unit.display()))?;
-    let prefix = format!("ExecStart=/usr/local/bin/{bin}");
+    let prefix = format!("{key}=/usr/local/bin/{bin}");
     let line = text
         .lines()
         .find_map(|l| l.strip_prefix(&prefix))

@@ -233,6 +233,7 @@ fn ibexporter_follows_its_map() {
             ("collect", &["config", "expo"]),
             ("http", &["expo"]),
             ("engine", &["collect", "config", "targets"]),
+            ("planner", &["config", "targets"]),
             (
                 "daemon",
                 &[

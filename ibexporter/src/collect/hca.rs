@@ -15,6 +15,8 @@
 //! |---|---|---|---|
 //! | `ibexporter_hca_info` | info (value 1) | `fw_ver`, `board_id`, `hca_type`, `node_guid`, `numa_node`; no `port` | identity of the device |
 //! | `ibexporter_hca_port_info` | info (value 1) | `link_layer`, `netdev` | `InfiniBand` / `Ethernet`, and the port's netdev (`""` when none) |
+//! | `ibexporter_hca_pcie_link_downtrained` | gauge | no `port` | 1 when the device's PCIe link runs below its maximum speed or width (`device/current_link_*` against `max_link_*`, as `ibtune show` judges it), else 0; absent when the kernel reports no link |
+//! | `ibexporter_hca_pcie_link_width`, `..._max_width` | gauge | no `port` | PCIe lanes in use / supported (`device/current_link_width`, `max_link_width`) |
 //! | `ibexporter_hca_port_state_id` | gauge | | `state`: 0 no change, 1 down, 2 init, 3 armed, 4 active, 5 active-defer |
 //! | `ibexporter_hca_port_physical_state_id` | gauge | | `phys_state`: 1 sleep, 2 polling, 3 disabled, 4 port configuration training, 5 link up, 6 link error recovery, 7 phy test |
 //! | `ibexporter_hca_port_rate_bytes_per_second` | gauge | | signalling rate from `rate` (`100 Gb/sec (4X EDR)` is 12.5e9) |
@@ -149,8 +151,25 @@ pub struct Hca {
     pub numa_node: String,
     /// Device-level `hw_counters/` (not per port), by file name.
     pub hw_counters: BTreeMap<String, u64>,
+    /// The PCIe link, when the kernel reports one.
+    pub pcie: Option<Pcie>,
     /// Ports, in number order.
     pub ports: Vec<HcaPort>,
+}
+
+/// The PCIe link of a device, as ibtune reads it (`ibtune show`).
+///
+/// Why it exists: a link that trained below its maximum (x8 in an x16
+/// slot, Gen3 on a Gen4 card) caps bandwidth and adds latency; the
+/// IBPCIeLinkDownTrained alert reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pcie {
+    /// Lanes in use (`device/current_link_width`), when readable.
+    pub width: Option<u32>,
+    /// Lanes supported (`device/max_link_width`), when readable.
+    pub max_width: Option<u32>,
+    /// Current speed or width below the maximum (unknown values never count).
+    pub downtrained: bool,
 }
 
 /// One port of a device.
@@ -464,6 +483,11 @@ fn read_hca(root: &HostRoot, name: &str, failures: &mut Vec<ReadFailure>) -> Hca
         node_guid: dev.node_guid.unwrap_or_default(),
         numa_node: text("device/numa_node"),
         hw_counters,
+        pcie: dev.pcie.as_ref().map(|l| Pcie {
+            width: l.current_width,
+            max_width: l.max_width,
+            downtrained: l.downtrained,
+        }),
         ports,
     }
 }
@@ -643,6 +667,37 @@ impl Collector for HcaCollector {
             "ibexporter_hca_port",
             "RDMA port link layer and netdev (empty when none); value is always 1",
             &port_info,
+        )?;
+
+        let per_device = |f: &dyn Fn(&Pcie) -> Option<u64>| -> Vec<(Labels, u64)> {
+            scan.hcas
+                .iter()
+                .filter_map(|h| {
+                    let v = f(h.pcie.as_ref()?)?;
+                    Some((vec![("device", h.name.clone())], v))
+                })
+                .collect()
+        };
+        gauges(
+            &mut enc,
+            "ibexporter_hca_pcie_link_downtrained",
+            "1 when the device's PCIe link runs below its maximum speed or width (device/current_link_* against max_link_*), else 0",
+            None,
+            &per_device(&|p| Some(u64::from(p.downtrained))),
+        )?;
+        gauges(
+            &mut enc,
+            "ibexporter_hca_pcie_link_width",
+            "PCIe lanes the device's link uses (device/current_link_width)",
+            None,
+            &per_device(&|p| p.width.map(u64::from)),
+        )?;
+        gauges(
+            &mut enc,
+            "ibexporter_hca_pcie_link_max_width",
+            "PCIe lanes the device's link supports (device/max_link_width)",
+            None,
+            &per_device(&|p| p.max_width.map(u64::from)),
         )?;
 
         let per_port = |f: &dyn Fn(&HcaPort) -> Option<u64>| -> Vec<(Labels, u64)> {

@@ -740,7 +740,33 @@ fn convert_targets(
             probe: target_probe(cx, &key, e, probe)?,
         });
     }
+    let mut plan = PlanConfig::default();
+    if let Some(v) = &t.plan {
+        plan.choice = v
+            .get_ref()
+            .parse::<PlanChoice>()
+            .map_err(|e| cx.bad_s(v, "targets.plan", &q(v.get_ref()), &e))?;
+    }
+    if let Some(v) = &t.plan_rack_label {
+        check_label_name(v.get_ref())
+            .map_err(|e| cx.bad_s(v, "targets.plan_rack_label", &q(v.get_ref()), &e))?;
+        plan.rack_label = v.get_ref().clone();
+    }
+    if let Some(v) = &t.plan_rack_peers {
+        plan.rack_peers = match usize::try_from(*v.get_ref()) {
+            Ok(n) if (1..=64).contains(&n) => n,
+            _ => {
+                return Err(cx.bad_s(
+                    v,
+                    "targets.plan_rack_peers",
+                    &v.get_ref().to_string(),
+                    "must be 1..=64 probes per rack pair per round; 1 is the default",
+                ))
+            }
+        };
+    }
     Ok(TargetsConfig {
+        plan,
         skip_self: t.skip_self.unwrap_or(true),
         resolve_timeout,
         static_targets,

@@ -87,9 +87,9 @@ pub use convert::static_targets;
 pub use error::ConfigError;
 pub use schema::{
     check_combo, check_label_name, check_size, target_transport, BudgetConfig, CardinalityConfig,
-    Config, CpuSelection, DnsSource, FileSdSource, LocalConfig, Op, Poll, ProbeSettings,
-    ResponderConfig, StaticTarget, TargetProbe, TargetsConfig, Transport, TuningSettings,
-    DEFAULT_LISTEN, DEFAULT_RESPONDER_PORT, RESERVED_LABELS,
+    Config, CpuSelection, DnsSource, FileSdSource, LocalConfig, Op, PlanChoice, PlanConfig, Poll,
+    ProbeSettings, ResponderConfig, StaticTarget, TargetProbe, TargetsConfig, Transport,
+    TuningSettings, DEFAULT_LISTEN, DEFAULT_RESPONDER_PORT, RESERVED_LABELS,
 };
 pub use values::{format_duration, parse_cpulist, parse_duration, MAX_CPU};
 

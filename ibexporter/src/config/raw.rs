@@ -90,6 +90,9 @@ pub(super) struct RawResponder {
 pub(super) struct RawTargets {
     pub(super) skip_self: Option<bool>,
     pub(super) resolve_timeout: Option<S<String>>,
+    pub(super) plan: Option<S<String>>,
+    pub(super) plan_rack_label: Option<S<String>>,
+    pub(super) plan_rack_peers: Option<S<i64>>,
     #[serde(rename = "static", default)]
     pub(super) static_: Vec<S<RawStatic>>,
     #[serde(default)]

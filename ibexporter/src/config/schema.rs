@@ -192,6 +192,32 @@ pub struct TargetsConfig {
     pub file_sd: Vec<FileSdSource>,
     /// `dns`: names whose every A/AAAA record is a target.
     pub dns: Vec<DnsSource>,
+    /// The probe plan: whom this exporter probes in each round.
+    pub plan: PlanConfig,
+}
+
+/// `targets.plan*`: the probe plan (see [`crate::targets::plan`]).
+///
+/// Why it exists: probing every peer does not scale past one round's
+/// worth of peers; every exporter derives its share of one cluster plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanConfig {
+    /// `auto` (default), `full` or `rack-mesh`.
+    pub choice: PlanChoice,
+    /// The target label naming a target's rack (default `rack`).
+    pub rack_label: String,
+    /// Probes per ordered rack pair per round under `rack-mesh` (default 1).
+    pub rack_peers: usize,
+}
+
+impl Default for PlanConfig {
+    fn default() -> Self {
+        PlanConfig {
+            choice: PlanChoice::Auto,
+            rack_label: "rack".into(),
+            rack_peers: 1,
+        }
+    }
 }
 
 /// One `targets.static` entry.
@@ -242,6 +268,49 @@ pub struct DnsSource {
     pub labels: BTreeMap<String, String>,
     /// Transport, op and sizes.
     pub probe: TargetProbe,
+}
+
+/// The plan chosen in the config (`targets.plan`).
+///
+/// Why it exists: one word list for the config, the CLI and the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PlanChoice {
+    /// `full` while every member fits one round, else `rack-mesh`.
+    Auto,
+    /// Every member every round.
+    Full,
+    /// Own rack every round, k probes per rack pair per round.
+    RackMesh,
+}
+
+impl PlanChoice {
+    /// Every choice, in the order of the docs.
+    pub const ALL: [PlanChoice; 3] = [PlanChoice::Auto, PlanChoice::Full, PlanChoice::RackMesh];
+
+    /// Its spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanChoice::Auto => "auto",
+            PlanChoice::Full => "full",
+            PlanChoice::RackMesh => "rack-mesh",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for PlanChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        PlanChoice::ALL
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("{s:?}: unknown plan; use auto, full or rack-mesh"))
+    }
 }
 
 /// `[cardinality]`: bounds the number of series.

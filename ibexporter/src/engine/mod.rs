@@ -22,7 +22,7 @@ mod round;
 
 pub use budget::Budget;
 pub use local::{discover_local, LocalOptions};
-pub use remote::{TargetMetrics, TargetsThread};
+pub use remote::{remote_specs, TargetMetrics, TargetsThread};
 pub use responder::{Limits, Responder, ResponderMetrics};
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,7 +62,49 @@ pub enum ProbeKind {
 
 /// The remote probes, replaced as targets come and go (the targets thread
 /// writes, the engine reads a copy at the start of every round set).
-pub type RemoteProbes = Arc<std::sync::Mutex<Vec<ProbeSpec>>>;
+pub type RemoteProbes = Arc<std::sync::Mutex<Remote>>;
+
+/// Every remote probe (each declares its series) and the plan that picks
+/// which of them run in each round.
+#[derive(Clone, Debug, Default)]
+pub struct Remote {
+    /// One per target and size.
+    pub probes: Vec<ProbeSpec>,
+    /// This exporter's share of the cluster plan; `None`: every probe, every round.
+    pub plan: Option<Arc<NodePlan>>,
+}
+
+/// This exporter's row of a cluster plan.
+#[derive(Clone, Debug)]
+pub struct NodePlan {
+    /// The whole plan (every member computes the same).
+    pub cluster: crate::targets::plan::ClusterPlan,
+    /// This exporter's member.
+    pub me: crate::targets::plan::MemberId,
+    /// Per member, its probes' indices in [`Remote::probes`].
+    pub rows: Vec<Vec<usize>>,
+    /// One epoch of the plan (the configured probe interval).
+    pub epoch: Duration,
+}
+
+impl NodePlan {
+    /// The indices of the probes to run in `epoch`, in round order.
+    pub fn select(&self, epoch: u64) -> Vec<usize> {
+        let mut members = Vec::new();
+        self.cluster.targets_of(self.me, epoch, &mut members);
+        members
+            .iter()
+            .flat_map(|&m| self.rows[m as usize].iter().copied())
+            .collect()
+    }
+}
+
+/// Wall-clock time since the Unix epoch (the plan's epochs are wall-clock).
+fn unix_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
 
 /// One probe and the series it feeds.
 #[derive(Clone, Debug)]
@@ -126,6 +168,8 @@ pub struct EngineMetrics {
     pub rounds: Counter,
     /// The hardware-timestamp split of remote probes.
     pub hw: HwSplitMetrics,
+    /// `ibexporter_plan_round_targets`.
+    pub plan_targets: Gauge,
 }
 
 impl EngineMetrics {
@@ -154,6 +198,11 @@ impl EngineMetrics {
             self.rounds.clone(),
         );
         self.hw.register(reg);
+        reg.register(
+            "ibexporter_plan_round_targets",
+            "Remote probes (targets x sizes) the probe plan runs in the current round",
+            self.plan_targets.clone(),
+        );
     }
 }
 
@@ -221,10 +270,11 @@ fn run(
     let clock = ibprobe::clock::Clock::choose(ibprobe::clock::ClockChoice::Auto);
     while !stop.load(Ordering::Relaxed) {
         let t0 = Instant::now();
+        let wall0 = unix_now();
         let cpu0 = ibprobe::sys::rt::thread_cpu_ns();
         let now_remote = remote.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let keys: std::collections::BTreeSet<SeriesKey> =
-            now_remote.iter().map(|p| p.key.clone()).collect();
+            now_remote.probes.iter().map(|p| p.key.clone()).collect();
         for gone in remote_keys.difference(&keys) {
             store.forget(gone);
         }
@@ -232,7 +282,20 @@ fn run(
             store.declare(new);
         }
         remote_keys = keys;
-        for p in local.iter().chain(now_remote.iter()) {
+        // The plan picks this round's remote probes; its epochs are
+        // wall-clock, so every member is in the same one.
+        let chosen: Vec<&ProbeSpec> = match &now_remote.plan {
+            Some(plan) => {
+                let epoch = crate::targets::plan::epoch_at(unix_now(), plan.epoch);
+                plan.select(epoch)
+                    .into_iter()
+                    .map(|i| &now_remote.probes[i])
+                    .collect()
+            }
+            None => now_remote.probes.iter().collect(),
+        };
+        m.plan_targets.set(chosen.len() as i64);
+        for p in local.iter().chain(chosen) {
             if stop.load(Ordering::Relaxed) {
                 return;
             }
@@ -250,7 +313,18 @@ fn run(
         let interval = budget.after_round(Duration::from_nanos(cpu));
         m.throttle.set(budget.level() as i64);
         m.interval.set(interval.as_secs_f64());
-        let next = t0 + interval;
+        let next = match &now_remote.plan {
+            // Under a plan, rounds start on epoch boundaries: the epoch
+            // after this round's (or, throttled, `interval / epoch` later).
+            Some(plan) => {
+                let e = plan.epoch.as_nanos().max(1);
+                let step = (interval.as_nanos() / e).max(1);
+                let boundary = (wall0.as_nanos() / e + step) * e;
+                let wait = boundary.saturating_sub(unix_now().as_nanos());
+                Instant::now() + Duration::from_nanos(wait as u64)
+            }
+            None => t0 + interval,
+        };
         while !stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             if now >= next {

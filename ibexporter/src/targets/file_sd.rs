@@ -222,6 +222,38 @@ fn parse_pinglist(path: &Path, text: &str, cfg: &FileSdSource) -> Result<Vec<Ent
     Ok(out)
 }
 
+/// The members of a pinglist as a probe plan sees them: each target's
+/// name (as written, its `target` label) and its `rack_label` value (`""`
+/// without one). The error is one line with `path:line:col`.
+///
+/// Why it exists: `ibexporter plan` reads the same list the exporters do,
+/// with the same checks, without resolving any name.
+pub fn plan_members(
+    path: &Path,
+    text: &str,
+    rack_label: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let cfg = crate::config::Config::default();
+    let src = FileSdSource {
+        path: path.to_path_buf(),
+        refresh: std::time::Duration::from_secs(30),
+        port: crate::config::DEFAULT_RESPONDER_PORT,
+        labels: BTreeMap::new(),
+        probe: TargetProbe {
+            transport: cfg.probe.transport,
+            op: cfg.probe.op,
+            sizes: cfg.probe.sizes.clone(),
+        },
+    };
+    Ok(parse_pinglist(path, text, &src)?
+        .into_iter()
+        .map(|e| {
+            let rack = e.labels.get(rack_label).cloned().unwrap_or_default();
+            (e.name, rack)
+        })
+        .collect())
+}
+
 /// A `targets.file_sd` entry: the pinglist's last good content.
 ///
 /// Why it exists: follows one file, keeping the last good list across

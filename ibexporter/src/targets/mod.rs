@@ -22,6 +22,8 @@
 pub mod cardinality;
 pub mod dns;
 pub mod file_sd;
+pub mod plan;
+pub mod simulate;
 pub mod static_list;
 
 pub use cardinality::series_labels;
@@ -247,6 +249,7 @@ pub struct TargetSet {
     self_port: Option<u16>,
     local_ips: HashMap<IpAddr, bool>,
     reload: Arc<AtomicBool>,
+    skipped: Vec<Target>,
 }
 
 impl TargetSet {
@@ -281,12 +284,20 @@ impl TargetSet {
             self_port,
             local_ips: HashMap::new(),
             reload: Arc::new(AtomicBool::new(false)),
+            skipped: Vec::new(),
         }
     }
 
     /// The current targets, sorted by [`TargetKey`].
     pub fn current(&self) -> &[Target] {
         &self.current
+    }
+
+    /// The targets the last refresh skipped as this exporter's own
+    /// responder (`skip_self`): this exporter as the list names it, which is
+    /// how a probe plan knows its own member and rack.
+    pub fn skipped_self(&self) -> &[Target] {
+        &self.skipped
     }
 
     /// Makes the next refresh a reload: every pinglist re-read, every name
@@ -363,9 +374,11 @@ impl TargetSet {
             .flat_map(|s| s.state().targets.iter().cloned())
             .collect();
         let mut merged: BTreeMap<TargetKey, Target> = BTreeMap::new();
+        self.skipped.clear();
         for t in all {
             if self.is_self(t.addr) {
                 report.skipped_self += 1;
+                self.skipped.push(t);
                 continue;
             }
             match merged.entry(t.key()) {

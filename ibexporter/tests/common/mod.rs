@@ -1,6 +1,9 @@
-//! Helpers for the tests that run the real `ibexporter` binary.
+//! Helpers for the tests that run the real `ibexporter` binary, and the
+//! shipped Prometheus rules ([`rules`]).
 
 #![allow(dead_code)]
+
+pub mod rules;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -902,6 +902,20 @@ pub struct HostArgs {
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
     pub no_mlock: bool,
+    /// Use the kernel's timerlat tracer instead of ibprobe's own threads: IRQ latency and thread
+    /// latency per CPU as two distributions, the top interference sources (interrupts, softirqs,
+    /// threads, NMIs) and what ran during the worst wake-up. Needs root, tracefs mounted and a
+    /// kernel with CONFIG_TIMERLAT_TRACER (Debian's PREEMPT_RT kernels); --interval is the timer
+    /// period (100us-1s).
+    #[arg(long, conflicts_with_all = ["fifo", "no_mlock"])]
+    pub trace: bool,
+    /// With --trace: do not trace the interference (osnoise events), for the lowest tracing cost;
+    /// no top sources, no causes of the worst wake-up.
+    #[arg(long, requires = "trace")]
+    pub no_interference: bool,
+    /// With --trace: the tracefs mount [default: /sys/kernel/tracing, then /sys/kernel/debug/tracing].
+    #[arg(long, value_name = "DIR", requires = "trace")]
+    pub tracefs: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     pub format: HostFormat,

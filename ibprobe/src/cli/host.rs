@@ -15,8 +15,10 @@ use ibhost::cpulist::CpuSet;
 use super::args::HostArgs;
 use super::common::stop_flag;
 use super::{CliError, EXIT_INTERRUPTED};
+use crate::probe::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::probe::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::host::{HostFormat, HostReport};
+use crate::report::timerlat::TimerlatReport;
 use crate::sys::host;
 
 /// Wake-ups per CPU when neither --count nor --duration is given.
@@ -27,8 +29,18 @@ fn cpulist_string(cpus: &[usize]) -> String {
     CpuSet::from_iter_u32(cpus.iter().map(|&c| c as u32)).to_list()
 }
 
-/// Parses and checks `--cpus` against the CPUs this process may use.
-fn pick_cpus(list: Option<&str>, allowed: &[usize]) -> Result<Vec<usize>, CliError> {
+/// The CPUs the kernel has online (`--trace` measures any of them: the
+/// kernel's threads run there, not this process).
+fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| ibhost::cpulist::parse_list_ordered(s.trim()).ok())
+        .unwrap_or_default()
+}
+
+/// Parses and checks `--cpus` against the CPUs that may be measured
+/// (`allowed`, described by `which`).
+fn pick_cpus(list: Option<&str>, allowed: &[usize], which: &str) -> Result<Vec<usize>, CliError> {
     let Some(s) = list else {
         if allowed.is_empty() {
             return Err(CliError::run(
@@ -62,7 +74,7 @@ fn pick_cpus(list: Option<&str>, allowed: &[usize]) -> Result<Vec<usize>, CliErr
         }
         if !allowed.contains(&c) {
             return Err(CliError::input(format!(
-                "--cpus {s}: CPU {c} is not one this process may run on (allowed: {}); pick from those",
+                "--cpus {s}: CPU {c} is not {which} (allowed: {}); pick from those",
                 cpulist_string(allowed)
             )));
         }
@@ -73,7 +85,15 @@ fn pick_cpus(list: Option<&str>, allowed: &[usize]) -> Result<Vec<usize>, CliErr
 
 /// `ibprobe host`: checks the options, measures, prints; the exit code.
 pub fn run(a: &HostArgs) -> Result<u8, CliError> {
-    let cpus = pick_cpus(a.cpus.as_deref(), &host::allowed_cpus())?;
+    let cpus = if a.trace {
+        pick_cpus(a.cpus.as_deref(), &online_cpus(), "online")?
+    } else {
+        pick_cpus(
+            a.cpus.as_deref(),
+            &host::allowed_cpus(),
+            "one this process may run on",
+        )?
+    };
     if a.interval < Duration::from_micros(1) {
         return Err(CliError::input(format!(
             "--interval {:?}: too short for a timer; use at least 1us (cyclictest's default is 1ms)",
@@ -89,6 +109,9 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         (Some(d), _) => WakeupLength::Duration(d),
         (None, n) => WakeupLength::Count(n.unwrap_or(DEFAULT_COUNT)),
     };
+    if a.trace {
+        return run_timerlat(a, cpus, length);
+    }
     let cfg = WakeupConfig {
         cpus,
         priority: a.fifo,
@@ -111,16 +134,51 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
     })
 }
 
+/// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.
+fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<u8, CliError> {
+    if !(timerlat::MIN_PERIOD..=timerlat::MAX_PERIOD).contains(&a.interval) {
+        return Err(CliError::input(format!(
+            "--interval {:?} with --trace: timerlat's period is 100us to 1s; pick one in that range",
+            a.interval
+        )));
+    }
+    let cfg = TimerlatConfig {
+        cpus,
+        period: a.interval,
+        length,
+        tracefs: a.tracefs.clone(),
+        interference: !a.no_interference,
+    };
+    let stop = stop_flag()?;
+    let outcome = timerlat::run(&cfg, stop).map_err(|e| match e {
+        TimerlatError::Io { .. } | TimerlatError::NoSamples { .. } => CliError::run(e.to_string()),
+        _ => CliError::input(e.to_string()),
+    })?;
+    let report = TimerlatReport::new(&cfg, &outcome);
+    let format = if a.json { HostFormat::Json } else { a.format };
+    print!("{}", report.render(format));
+    Ok(if outcome.interrupted {
+        EXIT_INTERRUPTED
+    } else {
+        0
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const W: &str = "one this process may run on";
+
     #[test]
     fn cpu_lists_are_checked() {
         let allowed = [0, 1, 2, 3, 8];
-        assert_eq!(pick_cpus(Some("0,2-3"), &allowed).unwrap(), vec![0, 2, 3]);
-        assert_eq!(pick_cpus(None, &allowed).unwrap(), allowed.to_vec());
-        let e = pick_cpus(Some("0,9"), &allowed).unwrap_err();
+        assert_eq!(
+            pick_cpus(Some("0,2-3"), &allowed, W).unwrap(),
+            vec![0, 2, 3]
+        );
+        assert_eq!(pick_cpus(None, &allowed, W).unwrap(), allowed.to_vec());
+        let e = pick_cpus(Some("0,9"), &allowed, W).unwrap_err();
         assert_eq!(e.code, 2);
         assert!(
             e.message.contains("CPU 9") && e.message.contains("allowed: 0-3,8"),
@@ -128,14 +186,14 @@ mod tests {
             e.message
         );
         for bad in ["", "x", "1-", "0;1"] {
-            let e = pick_cpus(Some(bad), &allowed).unwrap_err();
+            let e = pick_cpus(Some(bad), &allowed, W).unwrap_err();
             assert!(
                 e.message.contains("not a CPU list"),
                 "{bad:?}: {}",
                 e.message
             );
         }
-        assert!(pick_cpus(Some("1,1"), &allowed)
+        assert!(pick_cpus(Some("1,1"), &allowed, W)
             .unwrap_err()
             .message
             .contains("listed twice"));

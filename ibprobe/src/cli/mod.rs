@@ -99,6 +99,10 @@ fn one_line(e: &clap::Error) -> String {
 
 /// Entry point of the `ibprobe` binary.
 pub fn main() -> ExitCode {
+    // `ibprobe --generate-docs DIR`: man pages and completions (scripts/package).
+    if let Some(dir) = ibdoc::requested() {
+        return ExitCode::from(ibdoc::run(<Cli as clap::CommandFactory>::command(), &dir));
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -14,6 +14,14 @@
 //! to agree within [`CALIBRATION_MAX_SPREAD_PPM`]; otherwise it falls back
 //! to CLOCK_MONOTONIC_RAW and says why ([`Clock::fallback`]).
 //!
+//! Where the flags do not vouch for the TSC (most VMs and emulators hide
+//! them), `auto` measures what one read of each clock costs
+//! ([`ReadCosts`]): when clock_gettime is a system call there (the kernel's
+//! clocksource has no vDSO path, as under QEMU TCG: about a microsecond per
+//! read, inside every measurement) and the TSC still calibrates stably, it
+//! uses the TSC and says why ([`Clock::auto_reason`]); perftest always
+//! reads the TSC, so the two are then compared on the same clock.
+//!
 //! Conversions are fixed point: `ns = ticks * mult >> 32` (one 64x64->128
 //! multiply and a shift, no division in the hot path).
 
@@ -91,6 +99,128 @@ impl Fallback {
     }
 }
 
+/// What one read of each clock costs on this host, and whether
+/// clock_gettime is a system call here, measured by [`ReadCosts::measure`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ReadCosts {
+    /// ns per rdtsc (None without a TSC).
+    pub tsc_ns: Option<f64>,
+    /// ns per clock_gettime(CLOCK_MONOTONIC_RAW).
+    pub monotonic_ns: f64,
+    /// The kernel's current clocksource
+    /// (/sys/devices/system/clocksource/clocksource0/current_clocksource),
+    /// "other" when not one this module knows, "?" when unreadable.
+    pub clocksource: &'static str,
+    /// clock_gettime enters the kernel here (its clocksource has no vDSO
+    /// read, or, for an unknown one, a read costs over 4 TSC reads and
+    /// over 100 ns).
+    pub monotonic_is_syscall: bool,
+}
+
+/// Clocksources whose clock_gettime is read in user space (the vDSO).
+const VDSO_CLOCKSOURCES: [&str; 4] = [
+    "tsc",
+    "kvm-clock",
+    "hyperv_clocksource_tsc_page",
+    "arch_sys_counter",
+];
+/// Clocksources read by a system call (no vDSO mode since Linux 5.6).
+const SYSCALL_CLOCKSOURCES: [&str; 5] = ["hpet", "acpi_pm", "jiffies", "refined-jiffies", "pit"];
+
+impl ReadCosts {
+    /// Times each clock: the cheapest of 5 batches of 1000 reads (a few ms
+    /// where a read is a system call).
+    pub fn measure() -> ReadCosts {
+        let per_read = |f: &dyn Fn() -> u64| {
+            let mut best = f64::INFINITY;
+            for _ in 0..5 {
+                let m0 = tsc::monotonic_raw_ns();
+                let mut sink = 0u64;
+                for _ in 0..1000 {
+                    sink = sink.wrapping_add(f());
+                }
+                std::hint::black_box(sink);
+                let dt = tsc::monotonic_raw_ns().saturating_sub(m0) as f64 / 1000.0;
+                best = best.min(dt);
+            }
+            best
+        };
+        let monotonic_ns = per_read(&tsc::monotonic_raw_ns);
+        let tsc_ns = tsc::TSC_AVAILABLE.then(|| per_read(&tsc::rdtsc));
+        let name = std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .unwrap_or_default();
+        ReadCosts::classify(name.trim(), monotonic_ns, tsc_ns)
+    }
+
+    /// The costs with the clocksource named and the system-call verdict
+    /// (pure: the measured figures in, the reading out).
+    pub fn classify(clocksource: &str, monotonic_ns: f64, tsc_ns: Option<f64>) -> ReadCosts {
+        let known = VDSO_CLOCKSOURCES
+            .iter()
+            .chain(SYSCALL_CLOCKSOURCES.iter())
+            .find(|&&k| k == clocksource)
+            .copied();
+        let monotonic_is_syscall = if VDSO_CLOCKSOURCES.contains(&clocksource) {
+            false
+        } else if SYSCALL_CLOCKSOURCES.contains(&clocksource) {
+            true
+        } else {
+            monotonic_ns > 100.0 && tsc_ns.is_some_and(|t| monotonic_ns > 4.0 * t)
+        };
+        ReadCosts {
+            tsc_ns,
+            monotonic_ns,
+            clocksource: known.unwrap_or(if clocksource.is_empty() { "?" } else { "other" }),
+            monotonic_is_syscall,
+        }
+    }
+
+    /// "TSC 21 ns, clock_gettime 1420 ns (a system call: clocksource hpet)".
+    pub fn describe(&self) -> String {
+        format!(
+            "per read: {}clock_gettime {:.0} ns ({}clocksource {})",
+            self.tsc_ns
+                .map_or(String::new(), |t| format!("TSC {t:.0} ns, ")),
+            self.monotonic_ns,
+            if self.monotonic_is_syscall {
+                "a system call: "
+            } else {
+                "vDSO: "
+            },
+            self.clocksource
+        )
+    }
+}
+
+/// Why `--clock auto` chose the TSC although the CPU flags do not vouch
+/// for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoReason {
+    /// clock_gettime is a system call here and the TSC calibrated stably.
+    FallbackIsSyscall {
+        /// Which flag was missing.
+        missing: Fallback,
+    },
+}
+
+impl AutoReason {
+    /// One sentence for the report.
+    pub fn explain(&self) -> String {
+        match self {
+            AutoReason::FallbackIsSyscall { missing } => format!(
+                "auto chose the TSC although {}: clock_gettime is a system call here and the TSC calibrated stably",
+                match missing {
+                    Fallback::NoNonstopTsc => "the CPU flags lack nonstop_tsc",
+                    _ => "the CPU flags lack constant_tsc",
+                }
+            ),
+        }
+    }
+}
+
 /// A calibrated clock. `now()` returns ticks; `ticks_to_ns` converts a
 /// difference of ticks. Copy it freely: it is a few words.
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +234,10 @@ pub struct Clock {
     to_ticks_mult: u64,
     calibration: Option<Calibration>,
     fallback: Option<Fallback>,
+    /// What each clock costs per read (measured by `auto`).
+    costs: Option<ReadCosts>,
+    /// Why `auto` chose the TSC against the flags.
+    auto_reason: Option<AutoReason>,
 }
 
 crate::words::vocabulary! {
@@ -147,20 +281,48 @@ impl Clock {
     }
 
     /// The best clock this machine offers: the calibrated TSC when the CPU
-    /// flags allow it and calibration is stable, else CLOCK_MONOTONIC_RAW
-    /// (with [`Clock::fallback`] saying why). Takes about 0.1 s.
+    /// flags allow it and calibration is stable; also when they do not but
+    /// clock_gettime is a system call here and calibration is stable (see
+    /// the module doc); else CLOCK_MONOTONIC_RAW (with [`Clock::fallback`]
+    /// saying why). The read costs of both clocks are kept for the report.
+    /// Takes about 0.1 s.
     pub fn calibrate() -> Clock {
+        let costs = ReadCosts::measure();
+        let with_costs = |c: Clock| Clock {
+            costs: Some(costs),
+            ..c
+        };
         if !tsc::TSC_AVAILABLE {
-            return Clock::monotonic_because(Fallback::NoTsc);
+            return with_costs(Clock::monotonic_because(Fallback::NoTsc));
         }
         let cpuinfo = match std::fs::read_to_string("/proc/cpuinfo") {
             Ok(s) => s,
-            Err(_) => return Clock::monotonic_because(Fallback::NoCpuinfo),
+            Err(_) => return with_costs(Clock::monotonic_because(Fallback::NoCpuinfo)),
         };
-        if let Err(why) = tsc_flags_ok(&cpuinfo) {
-            return Clock::monotonic_because(why);
+        match tsc_flags_ok(&cpuinfo) {
+            Ok(()) => with_costs(Clock::calibrated_tsc()),
+            Err(missing) if costs.monotonic_is_syscall => {
+                let c = Clock::calibrated_tsc();
+                Clock {
+                    auto_reason: c
+                        .fallback
+                        .is_none()
+                        .then_some(AutoReason::FallbackIsSyscall { missing }),
+                    ..with_costs(c)
+                }
+            }
+            Err(why) => with_costs(Clock::monotonic_because(why)),
         }
-        Clock::calibrated_tsc()
+    }
+
+    /// What one read of each clock costs (measured by `auto`).
+    pub fn read_costs(&self) -> Option<ReadCosts> {
+        self.costs
+    }
+
+    /// Why `auto` chose the TSC although the CPU flags do not vouch for it.
+    pub fn auto_reason(&self) -> Option<AutoReason> {
+        self.auto_reason
     }
 
     /// clock_gettime(CLOCK_MONOTONIC_RAW), one tick per nanosecond.
@@ -172,6 +334,8 @@ impl Clock {
             to_ticks_mult: 1 << SHIFT,
             calibration: None,
             fallback: None,
+            costs: None,
+            auto_reason: None,
         }
     }
 
@@ -196,6 +360,8 @@ impl Clock {
             to_ticks_mult: to_ticks.clamp(1.0, u64::MAX as f64) as u64,
             calibration: Some(cal),
             fallback: None,
+            costs: None,
+            auto_reason: None,
         }
     }
 
@@ -223,6 +389,17 @@ impl Clock {
     /// One line for the report, e.g. "TSC 2.995 GHz (calibrated against
     /// CLOCK_MONOTONIC_RAW, 5 x 20 ms, spread 12 ppm)".
     pub fn describe(&self) -> String {
+        let mut s = self.describe_kind();
+        if let Some(r) = self.auto_reason {
+            s.push_str(&format!("; {}", r.explain()));
+        }
+        if let Some(c) = self.costs {
+            s.push_str(&format!("; {}", c.describe()));
+        }
+        s
+    }
+
+    fn describe_kind(&self) -> String {
         match (self.kind, self.calibration) {
             (ClockKind::Tsc { hz }, Some(c)) => format!(
                 "TSC {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW, {} x {} ms, spread {:.1} ppm)",
@@ -379,6 +556,36 @@ mod tests {
     use super::*;
 
     const CPUINFO_OK: &str = "processor\t: 0\ncpu MHz\t\t: 1200.000\nflags\t\t: fpu tsc constant_tsc rep_good nonstop_tsc\n";
+
+    #[test]
+    fn read_costs_name_the_system_call() {
+        let c = ReadCosts::classify("hpet", 1400.0, Some(20.0));
+        assert!(c.monotonic_is_syscall);
+        assert_eq!(c.clocksource, "hpet");
+        assert!(
+            c.describe()
+                .contains("clock_gettime 1400 ns (a system call: clocksource hpet)"),
+            "{}",
+            c.describe()
+        );
+        // A vDSO clocksource is never a system call, however slow a read.
+        assert!(!ReadCosts::classify("kvm-clock", 400.0, Some(20.0)).monotonic_is_syscall);
+        // An unknown one: by cost against the TSC.
+        let u = ReadCosts::classify("xen", 900.0, Some(30.0));
+        assert!(u.monotonic_is_syscall && u.clocksource == "other");
+        assert!(!ReadCosts::classify("xen", 90.0, Some(30.0)).monotonic_is_syscall);
+        assert!(!ReadCosts::classify("", 900.0, None).monotonic_is_syscall);
+        assert_eq!(ReadCosts::classify("", 900.0, None).clocksource, "?");
+        // This host: both clocks cost something and the reading is one line.
+        let here = ReadCosts::measure();
+        assert!(here.monotonic_ns > 0.0, "{here:?}");
+        assert!(!Clock::calibrate().describe().contains('\n'));
+        assert!(Clock::calibrate().describe().contains("per read:"));
+        let r = AutoReason::FallbackIsSyscall {
+            missing: Fallback::NoConstantTsc,
+        };
+        assert!(r.explain().contains("system call"), "{}", r.explain());
+    }
 
     #[test]
     fn flags_decide_not_mhz() {

@@ -30,6 +30,8 @@ pub mod runner;
 pub mod session;
 pub mod stream;
 pub mod stream_cost;
+pub mod timerlat;
+pub mod timerlat_trace;
 pub mod wakeup;
 pub mod workload;
 

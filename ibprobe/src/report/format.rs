@@ -153,6 +153,10 @@ struct JClock {
     description: String,
     calibration_error_ppm: f64,
     fallback: Option<&'static str>,
+    /// Why auto chose the TSC against the CPU flags.
+    auto_reason: Option<String>,
+    /// What one read of each clock costs here (auto only).
+    read_cost: Option<crate::clock::ReadCosts>,
 }
 
 #[derive(Serialize)]
@@ -287,6 +291,8 @@ fn jreport(r: &Report) -> JReport<'_> {
             description: c.clock.describe(),
             calibration_error_ppm: c.clock.calibration_error_ppm(),
             fallback: c.clock.fallback().map(|f| f.explain()),
+            auto_reason: c.clock.auto_reason().map(|r| r.explain()),
+            read_cost: c.clock.read_costs(),
         },
         message_size: c.message_size,
         config: Pairs(&c.config),

@@ -80,6 +80,16 @@ pub struct HostReport {
     pub warnings: Vec<String>,
 }
 
+impl KernelInfo {
+    /// The running kernel's release and flavour.
+    pub fn this_host() -> KernelInfo {
+        KernelInfo {
+            release: read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "?".into()),
+            realtime: read_trim("/sys/kernel/realtime").as_deref() == Some("1"),
+        }
+    }
+}
+
 fn read_trim(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -121,10 +131,7 @@ impl HostReport {
         HostReport {
             schema: SCHEMA,
             version: env!("CARGO_PKG_VERSION"),
-            kernel: KernelInfo {
-                release: read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "?".into()),
-                realtime: read_trim("/sys/kernel/realtime").as_deref() == Some("1"),
-            },
+            kernel: KernelInfo::this_host(),
             fifo_priority: cfg.priority,
             interval_ns: cfg.interval.as_nanos() as u64,
             cpu_dma_latency_written: false,

@@ -35,6 +35,7 @@ pub mod stream;
 pub mod stream_sweep;
 pub mod sweep;
 pub mod threshold;
+pub mod timerlat;
 
 use crate::clock::{Clock, ClockKind};
 use crate::probe::outcome::Outcome;

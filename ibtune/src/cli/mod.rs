@@ -65,7 +65,8 @@ Workflow:
   sudo ibtune experiment thesis-2hca --rounds 10 --each-knob -- \
        ibprobe loopback -t rc --json  did the profile, or each knob, help?
 
-PROFILE is a file, or a name from ./profiles or /etc/ibtune/profiles.
+PROFILE is a file, or a name from ./profiles, /etc/ibtune/profiles or
+/usr/share/ibtune/profiles (the Debian package installs the shipped ones there).
 Every host file is read and written under --root, so the same commands
 work on a captured snapshot (tests/fixtures/*). --root is a jail: links
 in the tree resolve inside it, only regular files are read or written

@@ -272,7 +272,8 @@ impl ScalarValue {
 
 impl Profile {
     /// Reads and parses a profile file. A bare name (`thesis-2hca`) is
-    /// looked up as `profiles/<name>.toml` and `/etc/ibtune/profiles/<name>.toml`.
+    /// looked up as `profiles/<name>.toml`, `/etc/ibtune/profiles/<name>.toml` and
+    /// `/usr/share/ibtune/profiles/<name>.toml` (the package's).
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
         let path = locate(path);
         // A regular file of at most 1 MiB: a FIFO or /dev/zero named as a
@@ -342,6 +343,8 @@ fn locate(p: &Path) -> PathBuf {
     let mut dirs = vec![
         PathBuf::from("profiles"),
         PathBuf::from("/etc/ibtune/profiles"),
+        // The Debian package's copies (scripts/package).
+        PathBuf::from("/usr/share/ibtune/profiles"),
     ];
     if let Ok(exe) = std::env::current_exe() {
         // Running from a checkout: target/<profile>/ibtune -> ../../profiles.

@@ -1,0 +1,330 @@
+//! Probe plans at cluster scale, on the virtual clock (issue 17): for 100,
+//! 1,000 and 10,000 hosts in racks of 20-40, `rack-mesh` keeps each
+//! node's load within one round's budget while `full` grows with N; every
+//! rack pair is covered every round; every host pair within the
+//! documented bound; a dead host or rack uplink is detected within the
+//! documented bound in >= 99% of simulated failures; a host added or
+//! removed changes each node's round by at most two targets; two
+//! processes derive the same plan from the same list.
+
+use ibexporter::targets::plan::{ClusterPlan, Figures, PlanKind, Timing};
+use ibexporter::targets::simulate::{detection, host_pair_rounds, round_load, synthetic, Failure};
+use std::process::Command;
+
+/// The defaults: a 10 s round, 100 messages per target at 1 kHz, 1 s timeout.
+const T: Timing = Timing {
+    interval: 10.0,
+    probes: 100.0,
+    rate_hz: 1000.0,
+    timeout: 1.0,
+};
+
+/// (hosts, racks): racks of 20-40 hosts.
+const CLUSTERS: [(usize, usize); 6] = [
+    (100, 4),
+    (100, 5),
+    (1000, 25),
+    (1000, 50),
+    (10000, 250),
+    (10000, 500),
+];
+
+fn rack_mesh(hosts: usize, racks: usize) -> ClusterPlan {
+    ClusterPlan::new(synthetic(hosts, racks), PlanKind::RackMesh, 1)
+}
+
+#[test]
+fn rack_mesh_load_stays_within_one_round_while_full_grows_with_n() {
+    let mut per_node = Vec::new();
+    for (hosts, racks) in CLUSTERS {
+        let p = rack_mesh(hosts, racks);
+        let s_min = hosts / racks;
+        for e in [0, 1, 977] {
+            let l = round_load(&p, T, e);
+            // The budget: a round's targets fit the interval.
+            assert!(
+                l.probes_per_node_per_second <= T.rate_hz,
+                "{hosts} hosts / {racks} racks: {l:?}"
+            );
+            assert!(l.max_targets <= T.full_max(), "{hosts}/{racks}: {l:?}");
+            // The formula: own rack plus ceil(k(R-1)/s) rack pairs.
+            assert!(
+                l.max_targets <= s_min + (racks - 1).div_ceil(s_min),
+                "{hosts}/{racks}: {l:?}"
+            );
+            assert_eq!(l.max_targets, p.max_targets().min(l.max_targets));
+        }
+        let f = Figures::of(&p, T);
+        assert!(f.round_fits, "{f:?}");
+        per_node.push((hosts, racks, f.probes_per_node_per_second));
+    }
+    // Racks of 20 and of 40: from 100 to 10,000 hosts the per-node rate
+    // grows by less than 2.5x (the rack-pair share, k(R-1)/s); full grows 100x.
+    for (small, big) in [(1, 5), (0, 4)] {
+        let (a, b) = (per_node[small].2, per_node[big].2);
+        assert!(b <= 2.5 * a, "{per_node:?}");
+    }
+    let full_small = Figures::of(&ClusterPlan::new(synthetic(100, 4), PlanKind::Full, 1), T);
+    let full_big = Figures::of(
+        &ClusterPlan::new(synthetic(10000, 250), PlanKind::Full, 1),
+        T,
+    );
+    assert_eq!(full_small.max_targets_per_round, 99);
+    assert_eq!(full_big.max_targets_per_round, 9999);
+    assert!(!full_big.round_fits);
+}
+
+#[test]
+fn every_rack_pair_is_covered_in_every_round() {
+    for (hosts, racks) in CLUSTERS {
+        let p = rack_mesh(hosts, racks);
+        for e in [0, 5, 123_456] {
+            let l = round_load(&p, T, e);
+            assert_eq!(l.rack_pairs, racks * (racks - 1));
+            assert_eq!(
+                l.rack_pairs_covered, l.rack_pairs,
+                "{hosts}/{racks} epoch {e}"
+            );
+        }
+        // And every member probes its whole rack every round.
+        let mut out = Vec::new();
+        for m in (0..hosts as u32).step_by(97) {
+            p.targets_of(m, 42, &mut out);
+            let same = out
+                .iter()
+                .filter(|&&x| p.rack_of(x) == p.rack_of(m))
+                .count();
+            assert_eq!(same, p.rack(p.rack_of(m)).1 - 1);
+        }
+    }
+}
+
+#[test]
+fn every_host_pair_is_probed_within_the_documented_bound() {
+    for (hosts, racks) in CLUSTERS {
+        let p = rack_mesh(hosts, racks);
+        let bound = p.host_pair_rounds();
+        // Every source rack for 100 hosts; three for the larger clusters.
+        let sources: Vec<usize> = if hosts <= 100 {
+            (0..racks).collect()
+        } else {
+            vec![0, racks / 2, racks - 1]
+        };
+        for e0 in [0, 31_337] {
+            let took = host_pair_rounds(&p, &sources, e0, bound);
+            assert!(
+                took.is_some_and(|r| r <= bound),
+                "{hosts}/{racks} from epoch {e0}: {took:?} > {bound}"
+            );
+        }
+        // The bound is tight: one round short misses some pair.
+        assert_eq!(
+            host_pair_rounds(&p, &[0], 0, bound - 1),
+            None,
+            "{hosts}/{racks}"
+        );
+    }
+}
+
+#[test]
+fn dead_hosts_and_uplinks_are_detected_within_the_bound() {
+    for (hosts, racks) in CLUSTERS {
+        let p = rack_mesh(hosts, racks);
+        let trials = if hosts >= 10000 { 200 } else { 500 };
+        for f in [Failure::DeadHost, Failure::DeadUplink] {
+            let d = detection(&p, T, f, trials, 7);
+            assert_eq!(d.trials, trials);
+            assert!(d.within_bound >= 0.99, "{hosts}/{racks}: {d:?}");
+            // Never later than the next round plus the probe's timeout.
+            assert!(d.p99 <= T.interval + p.max_targets() as f64 * 0.1 + T.timeout);
+            assert!(d.p50 > 0.0 && d.p50 < d.bound, "{d:?}");
+        }
+    }
+    // A slow path, on the smallest cluster: within the host-pair bound.
+    let p = rack_mesh(100, 4);
+    let d = detection(&p, T, Failure::SlowPath, 100, 3);
+    assert!(d.within_bound >= 0.99, "{d:?}");
+    assert!(
+        d.p99 > T.interval,
+        "a slow path takes more than a round: {d:?}"
+    );
+}
+
+#[test]
+fn adding_or_removing_a_host_changes_each_round_by_at_most_two_targets() {
+    let base = synthetic(1000, 33);
+    let before = ClusterPlan::new(base.clone(), PlanKind::RackMesh, 1);
+    let mut more = base.clone();
+    more.push(("h99999".into(), "r0010".into()));
+    let mut fewer = base.clone();
+    fewer.remove(500);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for after in [
+        ClusterPlan::new(more, PlanKind::RackMesh, 1),
+        ClusterPlan::new(fewer, PlanKind::RackMesh, 1),
+    ] {
+        let mut total = (0usize, 0usize);
+        for (name, _) in &base {
+            let (Some(a), Some(b)) = (before.member(name), after.member(name)) else {
+                continue;
+            };
+            before.targets_of(a, 9, &mut x);
+            after.targets_of(b, 9, &mut y);
+            assert!(
+                x.len().abs_diff(y.len()) <= 2,
+                "{name}: {} -> {}",
+                x.len(),
+                y.len()
+            );
+            total.0 += x.len();
+            total.1 += y.len();
+        }
+        // No storm: the cluster's probes per round change by under 1%.
+        assert!(total.0.abs_diff(total.1) * 100 < total.0, "{total:?}");
+    }
+}
+
+fn plan_cmd(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .arg("plan")
+        .args(args)
+        .output()
+        .expect("running ibexporter plan");
+    assert!(
+        out.status.success(),
+        "ibexporter plan {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn two_processes_derive_the_same_plan_from_the_same_list() {
+    let dir = tempfile::tempdir().unwrap();
+    // 300 hosts in 12 racks, written in two different orders.
+    let mut groups: Vec<serde_json::Value> = (0..12)
+        .map(|r| {
+            let targets: Vec<String> = (0..25)
+                .map(|i| format!("10.0.{r}.{}:18515", i + 1))
+                .collect();
+            serde_json::json!({"targets": targets, "labels": {"rack": format!("rack{r}")}})
+        })
+        .collect();
+    let a = dir.path().join("a.json");
+    std::fs::write(&a, serde_json::to_string(&groups).unwrap()).unwrap();
+    groups.reverse();
+    let b = dir.path().join("b.json");
+    std::fs::write(&b, serde_json::to_string(&groups).unwrap()).unwrap();
+    let all = |f: &std::path::Path, epoch: &str| {
+        plan_cmd(&[
+            "--file-sd",
+            f.to_str().unwrap(),
+            "--plan",
+            "rack-mesh",
+            "--all",
+            "--epoch",
+            epoch,
+            "--json",
+        ])
+    };
+    let (x, y) = (all(&a, "7"), all(&b, "7"));
+    assert_eq!(x, y, "the same list gives the same plan in two processes");
+    let v: serde_json::Value = serde_json::from_str(&x).unwrap();
+    let rounds = v["rounds"].as_object().unwrap();
+    assert_eq!(rounds.len(), 300);
+    // 24 rack peers + 11 rack pairs dealt over 25 members: 24 or 25 targets.
+    for (m, t) in rounds {
+        let n = t.as_array().unwrap().len();
+        assert!(n == 24 || n == 25, "{m}: {n}");
+    }
+    // A later epoch rotates the cross-rack targets.
+    let z = all(&a, "8");
+    assert_ne!(x, z);
+    // One node's view is its row of the whole.
+    let node = plan_cmd(&[
+        "--file-sd",
+        a.to_str().unwrap(),
+        "--plan",
+        "rack-mesh",
+        "--node",
+        "10.0.3.4:18515",
+        "--epoch",
+        "7",
+        "--json",
+    ]);
+    let n: serde_json::Value = serde_json::from_str(&node).unwrap();
+    let names: Vec<&str> = n["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["target"].as_str().unwrap())
+        .collect();
+    let row: Vec<&str> = rounds["10.0.3.4:18515"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(names, row);
+    assert_eq!(n["rack"], "rack3");
+}
+
+#[test]
+fn the_cluster_report_and_its_mistakes() {
+    let text = plan_cmd(&[
+        "--simulate",
+        "--hosts",
+        "1000",
+        "--racks",
+        "33",
+        "--trials",
+        "50",
+    ]);
+    assert!(
+        text.contains("plan rack-mesh: 1000 hosts in 33 racks"),
+        "{text}"
+    );
+    assert!(text.contains("1056 of 1056"), "{text}");
+    assert!(text.contains("dead-host"), "{text}");
+    let json = plan_cmd(&[
+        "--simulate",
+        "--hosts",
+        "60",
+        "--racks",
+        "3",
+        "--trials",
+        "20",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["figures"]["plan"], "full",
+        "60 hosts fit one round: auto is full"
+    );
+    assert_eq!(v["detection"].as_array().unwrap().len(), 3);
+    let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .args(["plan", "--simulate", "--hosts", "10", "--racks", "20"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--racks 20") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .args([
+            "plan",
+            "--simulate",
+            "--hosts",
+            "10",
+            "--racks",
+            "2",
+            "--plan",
+            "ring",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rack-mesh"));
+}

@@ -1,0 +1,697 @@
+//! Pure reading of the kernel's timerlat tracer output: one trace line ->
+//! one [`TraceEvent`], and the per-CPU accumulation of a run
+//! ([`TimerlatAccumulator`]): IRQ and thread latency distributions, the
+//! interference sources (osnoise events) on each CPU, and what happened on
+//! the CPU while its worst thread wake-up waited.
+//!
+//! Why it exists apart from `timerlat.rs`: that file talks to tracefs (a
+//! root-only kernel interface found on few test machines); this one is
+//! plain text in, numbers out, so it is tested on synthetic lines copied
+//! from a real PREEMPT_RT kernel (Debian 6.1.0-rt, the Soft-RoCE lab).
+//!
+//! The lines it reads (the kernel's `trace_osnoise.c` and
+//! `include/trace/events/osnoise.h` formats, after the usual
+//! `TASK-PID [CPU] FLAGS TIMESTAMP:` prefix):
+//! ```text
+//! <idle>-0     [000] d..h1..  11.711089: #4     context    irq timer_latency     39200 ns
+//! timerlat/0-200 [000] ....... 11.711530: #4     context thread timer_latency    720670 ns
+//! <idle>-0     [001] dn.h2..  15.562259: irq_noise: local_timer:236 start 15.562137318 duration 81631 ns
+//! kworker/1:1-30 [001] d..2.  15.6: thread_noise: kworker/1:1:30 start 15.5 duration 2100 ns
+//! CPU:1 [LOST 120 EVENTS]
+//! ```
+
+use std::collections::VecDeque;
+
+use crate::stats::LatencyHistogram;
+
+/// Which part of one timer activation a latency line measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    /// Timer expiry to the timer's IRQ handler.
+    Irq,
+    /// Timer expiry to the timerlat thread running (includes the IRQ part).
+    Thread,
+    /// Return to user space (kernels with timerlat's user-space mode);
+    /// read and ignored.
+    UserRet,
+}
+
+/// The kind of an interference (osnoise) event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoiseKind {
+    /// A hardware interrupt handler.
+    Irq,
+    /// A softirq.
+    Softirq,
+    /// Another thread ran on the CPU.
+    Thread,
+    /// A non-maskable interrupt.
+    Nmi,
+}
+
+impl NoiseKind {
+    /// The word the reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            NoiseKind::Irq => "irq",
+            NoiseKind::Softirq => "softirq",
+            NoiseKind::Thread => "thread",
+            NoiseKind::Nmi => "nmi",
+        }
+    }
+}
+
+/// One parsed trace line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceEvent<'a> {
+    /// A timerlat latency sample.
+    Latency {
+        /// CPU of the sample.
+        cpu: usize,
+        /// Trace timestamp of the line, ns.
+        ts_ns: u64,
+        /// Activation number on that CPU (`#N`): pairs IRQ and thread.
+        seq: u64,
+        /// IRQ, thread or return to user.
+        context: Context,
+        /// Latency, ns.
+        latency_ns: u64,
+    },
+    /// An interference event (the `osnoise:*` trace events).
+    Noise {
+        /// CPU it ran on.
+        cpu: usize,
+        /// Kind of interference.
+        kind: NoiseKind,
+        /// What it was: `local_timer:236`, `kworker/1:1:30`, `TIMER:1`.
+        source: &'a str,
+        /// When it started (trace clock), ns.
+        start_ns: u64,
+        /// How long it ran, ns.
+        duration_ns: u64,
+    },
+    /// The kernel dropped events of a CPU's buffer (the reader was late).
+    Lost {
+        /// The CPU.
+        cpu: usize,
+        /// How many.
+        events: u64,
+    },
+}
+
+/// "12.345678" (seconds, any number of decimals up to 9) -> ns.
+fn seconds_to_ns(s: &str) -> Option<u64> {
+    let (sec, frac) = s.split_once('.').unwrap_or((s, ""));
+    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let sec: u64 = sec.parse().ok()?;
+    let mut ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    for _ in frac.len()..9 {
+        ns *= 10;
+    }
+    sec.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+/// Splits the `TASK-PID [CPU] FLAGS TIMESTAMP: ` prefix off a line: the
+/// CPU, the timestamp (ns) and the rest. The task name may hold spaces
+/// and brackets, so the CPU is the first `[digits]` followed by a space.
+fn split_prefix(line: &str) -> Option<(usize, u64, &str)> {
+    let mut from = 0;
+    let (cpu, after) = loop {
+        let open = from + line[from..].find('[')?;
+        let close = open + line[open..].find(']')?;
+        let inner = &line[open + 1..close];
+        if !inner.is_empty()
+            && inner.bytes().all(|b| b.is_ascii_digit())
+            && line[close + 1..].starts_with(' ')
+        {
+            break (inner.parse().ok()?, &line[close + 1..]);
+        }
+        from = open + 1;
+    };
+    let mut words = after.split_whitespace();
+    let _flags = words.next()?;
+    let ts = words.next()?.strip_suffix(':')?;
+    let ts_ns = seconds_to_ns(ts)?;
+    let rest_at = after.find(ts)? + ts.len() + 1;
+    Some((cpu, ts_ns, after[rest_at..].trim()))
+}
+
+/// `#4     context    irq timer_latency     39200 ns`
+fn parse_latency(rest: &str) -> Option<(u64, Context, u64)> {
+    let mut w = rest.split_whitespace();
+    let seq = w.next()?.strip_prefix('#')?.parse().ok()?;
+    if w.next()? != "context" {
+        return None;
+    }
+    let context = match w.next()? {
+        "irq" => Context::Irq,
+        "thread" => Context::Thread,
+        "user-ret" => Context::UserRet,
+        _ => return None,
+    };
+    if w.next()? != "timer_latency" {
+        return None;
+    }
+    let latency_ns = w.next()?.parse().ok()?;
+    (w.next()? == "ns").then_some((seq, context, latency_ns))
+}
+
+/// `irq_noise: local_timer:236 start 15.562137318 duration 81631 ns`
+fn parse_noise(rest: &str) -> Option<(NoiseKind, &str, u64, u64)> {
+    let (event, body) = rest.split_once(": ")?;
+    let kind = match event {
+        "irq_noise" => NoiseKind::Irq,
+        "softirq_noise" => NoiseKind::Softirq,
+        "thread_noise" => NoiseKind::Thread,
+        "nmi_noise" => NoiseKind::Nmi,
+        _ => return None,
+    };
+    // nmi_noise has no source: "start X duration Y ns".
+    let (source, tail) = match body.find(" start ") {
+        Some(i) => (body[..i].trim(), &body[i + 1..]),
+        None if body.starts_with("start ") => ("nmi", body),
+        None => return None,
+    };
+    let mut w = tail.split_whitespace();
+    if w.next()? != "start" {
+        return None;
+    }
+    let start_ns = seconds_to_ns(w.next()?)?;
+    if w.next()? != "duration" {
+        return None;
+    }
+    let duration_ns = w.next()?.parse().ok()?;
+    (w.next()? == "ns").then_some((kind, source, start_ns, duration_ns))
+}
+
+/// `CPU:1 [LOST 120 EVENTS]`
+fn parse_lost(line: &str) -> Option<(usize, u64)> {
+    let rest = line.trim().strip_prefix("CPU:")?;
+    let (cpu, rest) = rest.split_once(' ')?;
+    let n = rest
+        .trim()
+        .strip_prefix("[LOST ")?
+        .strip_suffix(" EVENTS]")?;
+    Some((cpu.parse().ok()?, n.parse().ok()?))
+}
+
+/// Reads one trace line; `None` for comments, other events and anything
+/// that does not parse (the reader counts those).
+pub fn parse_line(line: &str) -> Option<TraceEvent<'_>> {
+    if line.starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    if let Some((cpu, events)) = parse_lost(line) {
+        return Some(TraceEvent::Lost { cpu, events });
+    }
+    let (cpu, ts_ns, rest) = split_prefix(line)?;
+    if let Some((seq, context, latency_ns)) = parse_latency(rest) {
+        return Some(TraceEvent::Latency {
+            cpu,
+            ts_ns,
+            seq,
+            context,
+            latency_ns,
+        });
+    }
+    let (kind, source, start_ns, duration_ns) = parse_noise(rest)?;
+    Some(TraceEvent::Noise {
+        cpu,
+        kind,
+        source,
+        start_ns,
+        duration_ns,
+    })
+}
+
+/// One interference source on a CPU, summed over a run (or over one
+/// sample's window).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NoiseSource {
+    /// irq, softirq, thread or nmi.
+    pub kind: NoiseKind,
+    /// What it was (the trace event's own words: `local_timer:236`).
+    pub source: String,
+    /// How many times it ran.
+    pub count: u64,
+    /// Its total time on the CPU, ns.
+    pub total_ns: u64,
+    /// Its longest single run, ns.
+    pub max_ns: u64,
+    /// It is ibprobe's own trace reader (a thread of this process): the
+    /// measurement's cost, to be kept off the measured CPUs.
+    pub ours: bool,
+}
+
+/// The worst thread wake-up of a CPU and what ran on the CPU while it
+/// waited (the interference whose run overlaps the window from the timer's
+/// expiry to the thread's wake-up).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct WorstWakeup {
+    /// Thread latency, ns.
+    pub thread_ns: u64,
+    /// IRQ latency of the same activation, ns (None when its line was lost).
+    pub irq_ns: Option<u64>,
+    /// Trace timestamp of the thread's wake-up, ns.
+    pub at_ns: u64,
+    /// Interference inside the window, longest first; the time of each
+    /// counts only the part inside the window.
+    pub blocking: Vec<NoiseSource>,
+}
+
+/// One CPU's accumulated run.
+#[derive(Clone, Debug)]
+pub struct CpuTimerlat {
+    /// The CPU.
+    pub cpu: usize,
+    /// Timer expiry -> IRQ handler, ns.
+    pub irq: LatencyHistogram,
+    /// Timer expiry -> timerlat thread running, ns.
+    pub thread: LatencyHistogram,
+    /// Interference on this CPU during the run, most total time first
+    /// (after [`TimerlatAccumulator::finish`]).
+    pub sources: Vec<NoiseSource>,
+    /// The worst thread wake-up and its blocking causes.
+    pub worst: Option<WorstWakeup>,
+    /// Events of this CPU the kernel dropped.
+    pub lost_events: u64,
+}
+
+/// Interference events kept per CPU for the worst-sample window (a
+/// wake-up later than this many events' worth is attributed to the last
+/// ones only).
+const RECENT_NOISE: usize = 256;
+
+/// A noise event remembered for the window of a later thread sample.
+#[derive(Clone, Debug)]
+struct RecentNoise {
+    ours: bool,
+    kind: NoiseKind,
+    source: String,
+    start_ns: u64,
+    duration_ns: u64,
+}
+
+/// Per-CPU state while lines stream in.
+#[derive(Debug)]
+struct CpuState {
+    run: CpuTimerlat,
+    /// IRQ latency of the last activations, by sequence number.
+    last_irq: Option<(u64, u64)>,
+    recent: VecDeque<RecentNoise>,
+}
+
+/// Builds each measured CPU's [`CpuTimerlat`] from trace lines: samples of
+/// other CPUs are ignored, and each CPU stops recording after `limit`
+/// thread samples (the `--count` of a run).
+#[derive(Debug)]
+pub struct TimerlatAccumulator {
+    cpus: Vec<CpuState>,
+    limit: Option<u64>,
+    own_pid: u32,
+    /// Lines that were neither comments nor a known event.
+    pub unparsed: u64,
+}
+
+/// The thread id at the end of a thread noise source (`comm:pid`).
+fn thread_pid(source: &str) -> Option<u32> {
+    source.rsplit_once(':')?.1.parse().ok()
+}
+
+fn add_source(list: &mut Vec<NoiseSource>, kind: NoiseKind, source: &str, ns: u64, ours: bool) {
+    match list
+        .iter_mut()
+        .find(|s| s.kind == kind && s.source == source)
+    {
+        Some(s) => {
+            s.count += 1;
+            s.total_ns += ns;
+            s.max_ns = s.max_ns.max(ns);
+        }
+        None => list.push(NoiseSource {
+            kind,
+            source: source.to_string(),
+            count: 1,
+            total_ns: ns,
+            max_ns: ns,
+            ours,
+        }),
+    }
+}
+
+/// Whether thread `tid` belongs to process `pid` (/proc/PID/task/TID).
+fn is_thread_of(tid: u32, pid: u32) -> bool {
+    pid != 0 && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+}
+
+fn by_total_time(list: &mut [NoiseSource]) {
+    list.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.source.cmp(&b.source))
+    });
+}
+
+impl TimerlatAccumulator {
+    /// An accumulator for these CPUs; `limit` thread samples per CPU;
+    /// thread noise of process `own_pid` is marked as ours.
+    pub fn new(cpus: &[usize], limit: Option<u64>, own_pid: u32) -> Self {
+        TimerlatAccumulator {
+            cpus: cpus
+                .iter()
+                .map(|&cpu| CpuState {
+                    run: CpuTimerlat {
+                        cpu,
+                        irq: LatencyHistogram::new(),
+                        thread: LatencyHistogram::new(),
+                        sources: Vec::new(),
+                        worst: None,
+                        lost_events: 0,
+                    },
+                    last_irq: None,
+                    recent: VecDeque::with_capacity(RECENT_NOISE),
+                })
+                .collect(),
+            limit,
+            own_pid,
+            unparsed: 0,
+        }
+    }
+
+    fn state(&mut self, cpu: usize) -> Option<&mut CpuState> {
+        let limit = self.limit;
+        self.cpus
+            .iter_mut()
+            .find(|s| s.run.cpu == cpu)
+            .filter(|s| limit.is_none_or(|n| s.run.thread.len() < n))
+    }
+
+    /// Feeds one trace line.
+    pub fn line(&mut self, line: &str) {
+        match parse_line(line) {
+            Some(e) => self.event(e),
+            None => {
+                if !line.starts_with('#') && !line.trim().is_empty() {
+                    self.unparsed += 1;
+                }
+            }
+        }
+    }
+
+    /// Feeds one parsed event.
+    pub fn event(&mut self, e: TraceEvent<'_>) {
+        match e {
+            TraceEvent::Lost { cpu, events } => {
+                if let Some(s) = self.cpus.iter_mut().find(|s| s.run.cpu == cpu) {
+                    s.run.lost_events += events;
+                }
+            }
+            TraceEvent::Noise {
+                cpu,
+                kind,
+                source,
+                start_ns,
+                duration_ns,
+            } => {
+                let pid = (kind == NoiseKind::Thread)
+                    .then(|| thread_pid(source))
+                    .flatten();
+                // The idle task (pid 0) is reported as thread noise by
+                // some kernels; an idle CPU is not interference.
+                if pid == Some(0) {
+                    return;
+                }
+                // Threads of this process carry their thread id, not the
+                // process id: compare with the process's thread group.
+                let ours = pid.is_some_and(|p| p == self.own_pid || is_thread_of(p, self.own_pid));
+                let Some(s) = self.state(cpu) else { return };
+                add_source(&mut s.run.sources, kind, source, duration_ns, ours);
+                if s.recent.len() == RECENT_NOISE {
+                    s.recent.pop_front();
+                }
+                s.recent.push_back(RecentNoise {
+                    kind,
+                    source: source.to_string(),
+                    start_ns,
+                    duration_ns,
+                    ours,
+                });
+            }
+            TraceEvent::Latency {
+                cpu,
+                ts_ns,
+                seq,
+                context,
+                latency_ns,
+            } => {
+                let Some(s) = self.state(cpu) else { return };
+                match context {
+                    Context::Irq => {
+                        s.run.irq.record(latency_ns);
+                        s.last_irq = Some((seq, latency_ns));
+                    }
+                    Context::Thread => {
+                        s.run.thread.record(latency_ns);
+                        if s.run
+                            .worst
+                            .as_ref()
+                            .is_none_or(|w| latency_ns > w.thread_ns)
+                        {
+                            let irq_ns = s.last_irq.filter(|&(q, _)| q == seq).map(|(_, v)| v);
+                            s.run.worst = Some(WorstWakeup {
+                                thread_ns: latency_ns,
+                                irq_ns,
+                                at_ns: ts_ns,
+                                blocking: blocking(&s.recent, ts_ns, latency_ns),
+                            });
+                        }
+                    }
+                    Context::UserRet => {}
+                }
+            }
+        }
+    }
+
+    /// Whether every CPU has its `limit` thread samples (never, without a
+    /// limit).
+    pub fn complete(&self) -> bool {
+        self.limit
+            .is_some_and(|n| self.cpus.iter().all(|s| s.run.thread.len() >= n))
+    }
+
+    /// The first CPU without a thread sample yet, if any.
+    pub fn silent_cpu(&self) -> Option<usize> {
+        self.cpus
+            .iter()
+            .find(|s| s.run.thread.is_empty())
+            .map(|s| s.run.cpu)
+    }
+
+    /// The per-CPU results, in the order the CPUs were given.
+    pub fn finish(self) -> Vec<CpuTimerlat> {
+        self.cpus
+            .into_iter()
+            .map(|s| {
+                let mut run = s.run;
+                by_total_time(&mut run.sources);
+                run
+            })
+            .collect()
+    }
+}
+
+/// The interference overlapping `[at - latency, at]`, each counted for its
+/// part inside that window, longest first. The trace's line timestamps
+/// have microsecond resolution, so the window is widened by 1 us each side.
+fn blocking(recent: &VecDeque<RecentNoise>, at_ns: u64, latency_ns: u64) -> Vec<NoiseSource> {
+    let from = at_ns.saturating_sub(latency_ns).saturating_sub(1_000);
+    let to = at_ns + 1_000;
+    let mut out = Vec::new();
+    for n in recent {
+        let (a, b) = (n.start_ns, n.start_ns.saturating_add(n.duration_ns));
+        let overlap = b.min(to).saturating_sub(a.max(from));
+        if overlap > 0 {
+            add_source(&mut out, n.kind, &n.source, overlap, n.ours);
+        }
+    }
+    by_total_time(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Lines as the Debian 6.1.0-56-rt-amd64 kernel writes them (the lab).
+    const IRQ: &str = "          <idle>-0       [000] d..h1..    11.711089: #4     context    irq timer_latency     39200 ns";
+    const THREAD: &str = "      timerlat/0-200     [000] .......    11.711530: #4     context thread timer_latency    720670 ns";
+    const NOISE: &str = "          <idle>-0       [001] dn.h2..    15.562259: irq_noise: local_timer:236 start 15.562137318 duration 81631 ns";
+
+    #[test]
+    fn the_kernels_lines_parse() {
+        assert_eq!(
+            parse_line(IRQ),
+            Some(TraceEvent::Latency {
+                cpu: 0,
+                ts_ns: 11_711_089_000,
+                seq: 4,
+                context: Context::Irq,
+                latency_ns: 39_200
+            })
+        );
+        assert_eq!(
+            parse_line(THREAD),
+            Some(TraceEvent::Latency {
+                cpu: 0,
+                ts_ns: 11_711_530_000,
+                seq: 4,
+                context: Context::Thread,
+                latency_ns: 720_670
+            })
+        );
+        assert_eq!(
+            parse_line(NOISE),
+            Some(TraceEvent::Noise {
+                cpu: 1,
+                kind: NoiseKind::Irq,
+                source: "local_timer:236",
+                start_ns: 15_562_137_318,
+                duration_ns: 81_631
+            })
+        );
+        // A task name with spaces and brackets, a thread noise whose
+        // source holds colons, softirq and nmi noise.
+        let t = "  my [odd] task-77   [003] d..2.  20.000100: thread_noise: kworker/3:1:30 start 20.000050000 duration 2100 ns";
+        assert_eq!(
+            parse_line(t),
+            Some(TraceEvent::Noise {
+                cpu: 3,
+                kind: NoiseKind::Thread,
+                source: "kworker/3:1:30",
+                start_ns: 20_000_050_000,
+                duration_ns: 2_100
+            })
+        );
+        let s = "  ksoftirqd/1-29 [001] ..s1.  5.5: softirq_noise:    TIMER:1 start 5.400000000 duration 900 ns";
+        assert!(matches!(
+            parse_line(s),
+            Some(TraceEvent::Noise {
+                kind: NoiseKind::Softirq,
+                source: "TIMER:1",
+                ..
+            })
+        ));
+        let n = "  <idle>-0 [002] d.Z1.  5.5: nmi_noise: start 5.400000000 duration 900 ns";
+        assert!(matches!(
+            parse_line(n),
+            Some(TraceEvent::Noise {
+                kind: NoiseKind::Nmi,
+                source: "nmi",
+                cpu: 2,
+                ..
+            })
+        ));
+        assert_eq!(
+            parse_line("CPU:1 [LOST 120 EVENTS]"),
+            Some(TraceEvent::Lost {
+                cpu: 1,
+                events: 120
+            })
+        );
+        for junk in [
+            "# tracer: timerlat",
+            "",
+            "garbage",
+            "  x-1 [000] .... 1.0: sched_switch: prev=a",
+            "  x-1 [000] .... 1.0: #1 context nowhere timer_latency 5 ns",
+            "  x-1 [000] .... 1.0: #1 context irq timer_latency 5 us",
+        ] {
+            assert_eq!(parse_line(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn seconds_convert_exactly() {
+        assert_eq!(seconds_to_ns("1.5"), Some(1_500_000_000));
+        assert_eq!(seconds_to_ns("0.000000001"), Some(1));
+        assert_eq!(seconds_to_ns("12"), Some(12_000_000_000));
+        assert_eq!(seconds_to_ns("1.0000000001"), None);
+        assert_eq!(seconds_to_ns("1.-5"), None);
+    }
+
+    #[test]
+    fn runs_accumulate_per_cpu_and_name_the_worst_wakeups_causes() {
+        let mut acc = TimerlatAccumulator::new(&[0, 1], None, 4242);
+        // CPU 0: an irq noise, then a thread noise inside activation #4's
+        // window [10.810860, 11.711530] (720.67 us), one outside it.
+        acc.line("  <idle>-0 [000] d.h2. 10.000010: irq_noise: local_timer:236 start 10.000000000 duration 10000 ns");
+        acc.line("  ktimer-5 [000] d..2. 11.711400: thread_noise: ktimers/0:15 start 11.711000000 duration 400000 ns");
+        acc.line("  <idle>-0 [000] d.h2. 11.711420: irq_noise: local_timer:236 start 11.711400000 duration 20000 ns");
+        acc.line(IRQ);
+        acc.line(THREAD);
+        acc.line(
+            "  <idle>-0 [000] d.h1. 11.712000: #5     context    irq timer_latency      1000 ns",
+        );
+        acc.line("  timerlat/0-200 [000] ..... 11.712010: #5     context thread timer_latency     5000 ns");
+        // CPU 1 only noise; CPU 2 is not measured.
+        acc.line(NOISE);
+        acc.line("  x-1 [002] d.h1. 11.0: #1 context irq timer_latency 7 ns");
+        acc.line("CPU:0 [LOST 3 EVENTS]");
+        // The idle task is not interference; our own reader is marked.
+        acc.line("  <idle>-0 [000] d..2. 11.800000: thread_noise: swapper/0:0 start 11.700000000 duration 90000 ns");
+        acc.line("  ibprobe-4242 [001] d..2. 11.800000: thread_noise: ibprobe:4242 start 11.700000000 duration 5000 ns");
+        acc.line("something else");
+        assert!(!acc.complete());
+        assert_eq!(acc.unparsed, 1);
+        let r = acc.finish();
+        assert_eq!(r.len(), 2);
+        let c0 = &r[0];
+        assert_eq!((c0.irq.len(), c0.thread.len()), (2, 2));
+        assert_eq!(c0.thread.max_ns(), 720_670);
+        assert_eq!(c0.lost_events, 3);
+        // Most total time first: the thread (400 us), then the timer (2 runs).
+        assert_eq!(c0.sources[0].source, "ktimers/0:15");
+        assert_eq!(c0.sources[1].source, "local_timer:236");
+        assert_eq!((c0.sources[1].count, c0.sources[1].total_ns), (2, 30_000));
+        let w = c0.worst.as_ref().unwrap();
+        assert_eq!(
+            (w.thread_ns, w.irq_ns, w.at_ns),
+            (720_670, Some(39_200), 11_711_530_000)
+        );
+        // The 10.000 s timer is outside the window; the two others inside.
+        assert_eq!(w.blocking.len(), 2, "{:?}", w.blocking);
+        assert_eq!(w.blocking[0].kind, NoiseKind::Thread);
+        assert_eq!(w.blocking[0].total_ns, 400_000);
+        assert_eq!(w.blocking[1].total_ns, 20_000);
+        assert_eq!(r[1].sources[0].max_ns, 81_631);
+        assert!(!r[1].sources[0].ours);
+        assert_eq!(r[1].sources[1].source, "ibprobe:4242");
+        assert!(r[1].sources[1].ours);
+        assert!(c0.sources.iter().all(|s| !s.source.starts_with("swapper")));
+        assert!(r[1].thread.is_empty());
+    }
+
+    #[test]
+    fn a_count_limit_stops_each_cpu_at_its_own_count() {
+        let mut acc = TimerlatAccumulator::new(&[0, 1], Some(2), 4242);
+        for i in 1..=3 {
+            acc.line(&format!(
+                "  t-1 [000] ..... 1.{i:06}: #{i} context thread timer_latency {i}000 ns"
+            ));
+        }
+        assert!(!acc.complete());
+        acc.line("  t-1 [001] ..... 2.000001: #1 context thread timer_latency 100 ns");
+        acc.line("  t-1 [001] ..... 2.000002: #2 context thread timer_latency 100 ns");
+        assert!(acc.complete());
+        let r = acc.finish();
+        assert_eq!(r[0].thread.len(), 2);
+        assert_eq!(r[0].thread.max_ns(), 2_000);
+    }
+}

@@ -1,0 +1,353 @@
+//! The report of `ibprobe host --trace`: per CPU, the IRQ latency and the
+//! thread latency of the kernel's timerlat tracer as two distributions,
+//! the CPU's top interference sources during the run, and what ran on the
+//! CPU while its worst wake-up waited. Table, CSV, Markdown, or the
+//! `ibprobe.timerlat/1` JSON document.
+//!
+//! Why it exists: every output format of every command lives in
+//! `crate::report`; `cli/host.rs` runs [`crate::probe::timerlat`] and
+//! hands the outcome here.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::host::{HostFormat, KernelInfo};
+use super::us;
+use crate::probe::timerlat::{TimerlatConfig, TimerlatOutcome};
+use crate::probe::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
+use crate::stats::Summary;
+
+/// The JSON schema identifier of `ibprobe host --trace --format json`.
+pub const SCHEMA: &str = "ibprobe.timerlat/1";
+
+/// Interference sources listed per CPU.
+pub const TOP_SOURCES: usize = 5;
+
+/// One CPU of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct TimerlatCpu {
+    /// The CPU.
+    pub cpu: usize,
+    /// Timer expiry -> its IRQ handler.
+    pub irq: Summary,
+    /// Timer expiry -> the timerlat thread running (includes the IRQ part).
+    pub thread: Summary,
+    /// The top interference sources of the run, most total time first.
+    pub top_sources: Vec<NoiseSource>,
+    /// The worst thread wake-up and what ran on the CPU during it.
+    pub worst: Option<WorstWakeup>,
+    /// Trace events of this CPU the kernel dropped.
+    pub lost_events: u64,
+}
+
+/// Everything the outputs print, computed once.
+#[derive(Clone, Debug, Serialize)]
+pub struct TimerlatReport {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// This crate's version.
+    pub version: &'static str,
+    /// The kernel.
+    pub kernel: KernelInfo,
+    /// Timer period, ns.
+    pub period_ns: u64,
+    /// Wall time, ns.
+    pub elapsed_ns: u64,
+    /// Ctrl-C ended the run early.
+    pub interrupted: bool,
+    /// One entry per CPU.
+    pub cpus: Vec<TimerlatCpu>,
+    /// How the run was set up.
+    pub notes: Vec<String>,
+    /// What a reader should know before trusting the numbers.
+    pub warnings: Vec<String>,
+}
+
+fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
+    TimerlatCpu {
+        cpu: c.cpu,
+        irq: c.irq.summary(),
+        thread: c.thread.summary(),
+        top_sources: c.sources.iter().take(TOP_SOURCES).cloned().collect(),
+        worst: c.worst.clone(),
+        lost_events: c.lost_events,
+    }
+}
+
+fn source_text(s: &NoiseSource) -> String {
+    format!(
+        "{} {}{}: {} x, {} us in all, longest {} us",
+        s.kind.name(),
+        s.source,
+        if s.ours {
+            " (ibprobe's trace reader)"
+        } else {
+            ""
+        },
+        s.count,
+        us(s.total_ns),
+        us(s.max_ns)
+    )
+}
+
+impl TimerlatReport {
+    /// Builds the report of a run.
+    pub fn new(cfg: &TimerlatConfig, o: &TimerlatOutcome) -> TimerlatReport {
+        let cpus: Vec<TimerlatCpu> = o.cpus.iter().map(cpu_of).collect();
+        let mut warnings = Vec::new();
+        if o.interrupted {
+            warnings.push(format!(
+                "interrupted (Ctrl-C) after {:.3} s: the statistics cover the samples so far",
+                o.elapsed_ns as f64 / 1e9
+            ));
+        }
+        for c in &cpus {
+            if c.lost_events > 0 {
+                warnings.push(format!(
+                    "cpu {}: the kernel dropped {} trace events (its buffer filled before ibprobe read it): counts are low and a dropped sample may be the worst; use a longer --interval",
+                    c.cpu, c.lost_events
+                ));
+            }
+        }
+        for c in &o.cpus {
+            if let Some(s) = c.sources.iter().find(|s| s.ours) {
+                warnings.push(format!(
+                    "cpu {}: ibprobe's own trace reader ran there {} times ({} us in all) and is part of its interference: measure fewer CPUs (--cpus) and run ibprobe elsewhere, e.g. `taskset -c OTHER ibprobe host --trace --cpus LIST`",
+                    c.cpu, s.count, us(s.total_ns)
+                ));
+            }
+        }
+        if let Some(n) = cpus.iter().map(|c| c.thread.count).min() {
+            if n < 1000 {
+                warnings.push(format!(
+                    "only {n} samples on a CPU, so p99.9 is the max: run longer (--count or --duration) for a tail"
+                ));
+            }
+        }
+        if o.unparsed_lines > 0 {
+            warnings.push(format!(
+                "{} trace lines were not understood (a kernel with another timerlat format?); the figures cover the rest",
+                o.unparsed_lines
+            ));
+        }
+        TimerlatReport {
+            schema: SCHEMA,
+            version: env!("CARGO_PKG_VERSION"),
+            kernel: KernelInfo::this_host(),
+            period_ns: cfg.period.as_nanos() as u64,
+            elapsed_ns: o.elapsed_ns,
+            interrupted: o.interrupted,
+            cpus,
+            notes: o.notes.clone(),
+            warnings,
+        }
+    }
+
+    /// Renders one output format (each ends with a newline).
+    pub fn render(&self, f: HostFormat) -> String {
+        match f {
+            HostFormat::Table => self.table(),
+            HostFormat::Json => {
+                let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+                s.push('\n');
+                s
+            }
+            HostFormat::Csv => self.csv(),
+            HostFormat::Markdown => self.markdown(),
+        }
+    }
+
+    fn headline(&self) -> String {
+        format!(
+            "ibprobe {}: timerlat IRQ and thread latency, period {:?}, kernel {}{}",
+            self.version,
+            Duration::from_nanos(self.period_ns),
+            self.kernel.release,
+            if self.kernel.realtime {
+                " (PREEMPT_RT)"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// (cpu, context, summary) rows in order.
+    fn rows(&self) -> impl Iterator<Item = (usize, &'static str, &Summary)> {
+        self.cpus
+            .iter()
+            .flat_map(|c| [(c.cpu, "irq", &c.irq), (c.cpu, "thread", &c.thread)])
+    }
+
+    fn table(&self) -> String {
+        let mut out = self.headline();
+        out.push('\n');
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        out.push('\n');
+        out.push_str("cpu  context     count       min       p50       p99     p99.9        max   > 10 us   [us]\n");
+        for (cpu, ctx, s) in self.rows() {
+            let _ = writeln!(
+                out,
+                "{cpu:<4} {ctx:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
+                s.count,
+                us(s.min_ns),
+                us(s.p50_ns),
+                us(s.p99_ns),
+                us(s.p999_ns),
+                us(s.max_ns),
+                s.over_10us_count
+            );
+        }
+        for c in &self.cpus {
+            if !c.top_sources.is_empty() {
+                let _ = writeln!(out, "\ncpu {}: top interference during the run:", c.cpu);
+                for s in &c.top_sources {
+                    let _ = writeln!(out, "  {}", source_text(s));
+                }
+            }
+            if let Some(w) = &c.worst {
+                let _ = write!(
+                    out,
+                    "cpu {}: worst thread wake-up {} us (irq {}) at {:.6} s",
+                    c.cpu,
+                    us(w.thread_ns),
+                    w.irq_ns.map_or("?".into(), |v| format!("{} us", us(v))),
+                    w.at_ns as f64 / 1e9
+                );
+                if w.blocking.is_empty() {
+                    out.push_str("; no interference traced inside it\n");
+                } else {
+                    out.push_str("; during it:\n");
+                    for s in &w.blocking {
+                        let _ = writeln!(
+                            out,
+                            "  {} {}: {} us",
+                            s.kind.name(),
+                            s.source,
+                            us(s.total_ns)
+                        );
+                    }
+                }
+            }
+        }
+        if !self.warnings.is_empty() {
+            out.push('\n');
+            for w in &self.warnings {
+                let _ = writeln!(out, "warning: {w}");
+            }
+        }
+        out
+    }
+
+    fn csv(&self) -> String {
+        let mut out = String::from(
+            "cpu,context,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us\n",
+        );
+        for (cpu, ctx, s) in self.rows() {
+            let _ = writeln!(
+                out,
+                "{cpu},{ctx},{},{},{},{},{},{},{:.1},{},{}",
+                s.count,
+                s.min_ns,
+                s.p50_ns,
+                s.p99_ns,
+                s.p999_ns,
+                s.max_ns,
+                s.mean_ns,
+                s.over_10us_count,
+                s.over_10us
+            );
+        }
+        out
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = format!("**{}**\n\n", self.headline());
+        out.push_str("| cpu | context | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us |\n");
+        out.push_str("|---:|:---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (cpu, ctx, s) in self.rows() {
+            let _ = writeln!(
+                out,
+                "| {cpu} | {ctx} | {} | {} | {} | {} | {} | {} | {} |",
+                s.count,
+                us(s.min_ns),
+                us(s.p50_ns),
+                us(s.p99_ns),
+                us(s.p999_ns),
+                us(s.max_ns),
+                s.over_10us_count
+            );
+        }
+        for c in &self.cpus {
+            for s in &c.top_sources {
+                let _ = writeln!(out, "\n- cpu {}: {}", c.cpu, source_text(s));
+            }
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "\n> warning: {w}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::timerlat_trace::TimerlatAccumulator;
+    use crate::probe::wakeup::WakeupLength;
+
+    #[test]
+    fn every_format_has_both_contexts_per_cpu_and_the_causes() {
+        let mut acc = TimerlatAccumulator::new(&[0, 1], None, 4242);
+        for line in [
+            "  <idle>-0 [000] d.h2. 1.000130: irq_noise: local_timer:236 start 1.000100000 duration 30000 ns",
+            "  <idle>-0 [000] d.h1. 1.000200: #1 context    irq timer_latency   2000 ns",
+            "  timerlat/0-9 [000] ..... 1.000210: #1 context thread timer_latency 120000 ns",
+            "  <idle>-0 [001] d.h1. 1.000200: #1 context    irq timer_latency   1500 ns",
+            "  timerlat/1-9 [001] ..... 1.000210: #1 context thread timer_latency   3000 ns",
+            "CPU:1 [LOST 4 EVENTS]",
+        ] {
+            acc.line(line);
+        }
+        let cfg = TimerlatConfig {
+            cpus: vec![0, 1],
+            period: Duration::from_millis(1),
+            length: WakeupLength::Count(1),
+            tracefs: None,
+            interference: true,
+        };
+        let o = TimerlatOutcome {
+            cpus: acc.finish(),
+            tracefs: "/sys/kernel/tracing".into(),
+            elapsed_ns: 5_000_000,
+            interrupted: false,
+            unparsed_lines: 0,
+            notes: vec![],
+        };
+        let r = TimerlatReport::new(&cfg, &o);
+        let j: serde_json::Value = serde_json::from_str(&r.render(HostFormat::Json)).unwrap();
+        assert_eq!(j["schema"], SCHEMA);
+        assert_eq!(j["period_ns"], 1_000_000);
+        assert_eq!(j["cpus"][0]["irq"]["max_ns"], 2_000);
+        assert_eq!(j["cpus"][0]["thread"]["max_ns"], 120_000);
+        assert_eq!(j["cpus"][0]["top_sources"][0]["source"], "local_timer:236");
+        assert_eq!(j["cpus"][0]["worst"]["blocking"][0]["kind"], "irq");
+        assert_eq!(j["cpus"][1]["lost_events"], 4);
+        let csv = r.render(HostFormat::Csv);
+        assert_eq!(csv.lines().count(), 5, "{csv}");
+        assert!(csv.contains("\n0,thread,1,120000,"), "{csv}");
+        let t = r.render(HostFormat::Table);
+        assert!(
+            t.contains("worst thread wake-up 120.000 us (irq 2.000 us)"),
+            "{t}"
+        );
+        assert!(t.contains("irq local_timer:236: 30.000 us"), "{t}");
+        assert!(t.contains("dropped 4 trace events"), "{t}");
+        assert!(r
+            .render(HostFormat::Markdown)
+            .contains("| 1 | thread | 1 |"));
+    }
+}
