@@ -166,7 +166,7 @@ fn build(o: &Opts) -> (Metrics, LatencyStore, Vec<SeriesKey>) {
             let r = Round {
                 samples: Some(h),
                 timeouts,
-                error: None,
+                ..Round::default()
             };
             store.record(k, SAMPLES + timeouts, &r);
             em.rounds.inc();

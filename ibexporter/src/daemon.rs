@@ -111,6 +111,7 @@ impl DaemonOptions {
             max_core_fraction: c.budget.max_core_fraction,
             max_interval: c.budget.max_interval,
             secret: None,
+            hw_timestamps: c.probe.hw_timestamps,
         };
         o.local = LocalOptions {
             source: c.source.clone(),

@@ -294,3 +294,15 @@ proptest! {
         prop_assert_eq!(d.as_nanos(), n as u128 * unit.1 as u128);
     }
 }
+
+#[test]
+fn hw_timestamps_is_off_unless_set_and_a_bool() {
+    assert!(!config::parse("", "x.toml").unwrap().probe.hw_timestamps);
+    assert!(!config::load(example_path()).unwrap().probe.hw_timestamps);
+    let c = config::parse("[probe]\nhw_timestamps = true\n", "x.toml").unwrap();
+    assert!(c.probe.hw_timestamps);
+    let e = config::parse("[probe]\nhw_timestamps = \"yes\"\n", "x.toml").unwrap_err();
+    let s = e.to_string();
+    assert!(s.starts_with("x.toml:2:"), "{s}");
+    assert!(!s.contains('\n'), "{s}");
+}

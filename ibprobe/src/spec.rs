@@ -281,6 +281,10 @@ pub struct VerbsKnobs {
     pub mtu: Option<u32>,
     /// Message buffers in huge pages.
     pub hugepages: bool,
+    /// Completion queues that stamp each completion with the HCA's clock
+    /// (`--hw-timestamps`; refused on a device whose
+    /// completion_timestamp_mask is 0).
+    pub hw_timestamps: bool,
 }
 
 impl Default for VerbsKnobs {
@@ -298,6 +302,7 @@ impl Default for VerbsKnobs {
             rq_prepost: None,
             mtu: None,
             hugepages: false,
+            hw_timestamps: false,
         }
     }
 }
@@ -441,6 +446,37 @@ pub fn check_stamp(
         return bad(format!(
             "--stamp-thread with --size {size}: the stamp is bytes 8..16 of the payload, after the sequence number and before the last byte; use --size 24 or more"
         ));
+    }
+    Ok(())
+}
+
+/// Where hardware completion timestamps (`--hw-timestamps`) mean
+/// something: verbs, every send signaled (T2 is a send completion); in
+/// one-way loopback one clock (no `--peer-dev`) and a send completion that
+/// does not wait for the receiver (ud or uc: rc's waits for the ACK).
+/// Whether the device stamps completions is known only when it is opened
+/// (`verbs/setup.rs`).
+pub fn check_hw_timestamps(
+    t: Transport,
+    signal: SignalMode,
+    round_trip: bool,
+    peer_dev: bool,
+) -> Result<(), SpecError> {
+    if t.qp_type().is_none() {
+        return bad(format!(
+            "--hw-timestamps with --transport {t}: completion timestamps are taken by an RDMA device; use --transport rc|uc|ud on a device with a non-zero completion_timestamp_mask (ibprobe devices --json: completion_timestamps), or run without --hw-timestamps"
+        ));
+    }
+    if !matches!(signal, SignalMode::Every | SignalMode::Period(1)) {
+        return bad(format!(
+            "--hw-timestamps with --signal {signal}: the split needs the send completion of every probe; pass --signal every (or leave --signal out)"
+        ));
+    }
+    if !round_trip && t == Transport::Rc {
+        return bad("--hw-timestamps in one-way loopback over rc: an RC send completes after the ACK, later than the arrival; use --transport ud or uc (or ibprobe client for the round-trip split)".into());
+    }
+    if !round_trip && peer_dev {
+        return bad("--hw-timestamps with --peer-dev: the two devices' clocks differ and one-way loopback subtracts one from the other; drop --peer-dev (or use ibprobe server/client, whose split needs no shared clock)".into());
     }
     Ok(())
 }

@@ -214,6 +214,7 @@ fn loopback_guest() -> Group {
         .test("host_wakeup_latency_per_cpu", host_wakeup)
         .test("every_verbs_combination_runs_or_is_refused", matrix)
         .test("peer_dev_one_way_across_two_devices", peer_dev)
+        .test("hw_timestamps_refused_on_rxe", hw_timestamps_refused_on_rxe)
 }
 
 /// `ibprobe stream` over rxe0 in one guest: every mode (plain, batch,
@@ -631,4 +632,24 @@ fn dead_peer_test(lab: &Lab) {
         o.stderr.to_lowercase().contains("peer"),
         "the error names the peer: {o}"
     );
+}
+
+/// `--hw-timestamps` on rxe0, whose completion_timestamp_mask is 0: the
+/// loopback (ud) and the client (rc, against a server in the same guest)
+/// are refused with the one line that says why, exit 2, before anything
+/// is measured.
+fn hw_timestamps_refused_on_rxe(lab: &Lab) {
+    let want = "rxe0 reports completion_timestamp_mask 0: no hardware completion timestamps; run without --hw-timestamps";
+    let o = lab.sh(&format!(
+        "{IBPROBE} loopback --transport ud --hw-timestamps --count 10"
+    ));
+    assert_eq!(o.status, 2, "{o}");
+    assert_eq!(o.stderr.trim_end(), format!("ibprobe: {want}"), "{o}");
+    assert_eq!(o.stdout, "", "{o}");
+    let o = lab.sh(&format!(
+        "({IBPROBE} server --transport rc --bind 127.0.0.1:18519 > /dev/null 2>&1 &); for i in $(seq 100); do ss -ltn | grep -q ':18519 ' && break; sleep 0.1; done; {IBPROBE} client 127.0.0.1:18519 --transport rc --hw-timestamps --count 10"
+    ));
+    assert_eq!(o.status, 2, "{o}");
+    assert_eq!(o.stderr.lines().count(), 1, "one line: {o}");
+    assert!(o.stderr.contains(want), "{o}");
 }

@@ -11,6 +11,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
 pub mod hca;
+pub mod hw_split;
 pub mod latency;
 pub mod tuning;
 

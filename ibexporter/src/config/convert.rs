@@ -437,6 +437,7 @@ fn convert_probe(cx: &Ctx, p: &RawProbe) -> Result<ProbeSettings, ConfigError> {
         sizes,
         transport,
         op,
+        hw_timestamps: p.hw_timestamps.as_ref().is_some_and(|v| *v.get_ref()),
     })
 }
 

@@ -67,6 +67,7 @@ pub(super) struct RawProbe {
     pub(super) sizes: Option<S<Vec<S<i64>>>>,
     pub(super) transport: Option<S<String>>,
     pub(super) op: Option<S<String>>,
+    pub(super) hw_timestamps: Option<S<bool>>,
 }
 
 #[derive(Deserialize, Default)]

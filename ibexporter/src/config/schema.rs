@@ -116,6 +116,10 @@ pub struct ProbeSettings {
     pub transport: Transport,
     /// Default verbs operation for remote targets (default send).
     pub op: Op,
+    /// Remote verbs targets: hardware completion timestamps and the
+    /// R-Pingmesh split (default false; both ends' devices must stamp
+    /// completions; unverified on hardware by this project).
+    pub hw_timestamps: bool,
 }
 
 /// The probe words (`transport`, `op`, `poll`) are ibprobe's own

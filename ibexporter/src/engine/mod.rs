@@ -35,6 +35,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::collect::hw_split::HwSplitMetrics;
 use crate::collect::latency::{LatencyStore, SeriesKey};
 
 /// What one probe measures.
@@ -133,6 +134,9 @@ pub struct EngineConfig {
     pub max_interval: Duration,
     /// The mesh secret remote peers are probed with (None: none).
     pub secret: Option<ibprobe::probe::auth::Secret>,
+    /// Remote verbs probes ask both HCAs for completion timestamps and
+    /// count the R-Pingmesh split (`[probe] hw_timestamps`).
+    pub hw_timestamps: bool,
 }
 
 impl Default for EngineConfig {
@@ -146,6 +150,7 @@ impl Default for EngineConfig {
             max_core_fraction: 0.01,
             max_interval: Duration::from_secs(300),
             secret: None,
+            hw_timestamps: false,
         }
     }
 }
@@ -163,6 +168,8 @@ pub struct EngineMetrics {
     pub rounds: Counter,
     /// `ibexporter_plan_round_targets`.
     pub plan_targets: Gauge,
+    /// The hardware-timestamp split of remote probes.
+    pub hw: HwSplitMetrics,
 }
 
 impl EngineMetrics {
@@ -195,6 +202,7 @@ impl EngineMetrics {
             "Remote probes (targets x sizes) the probe plan runs in the current round",
             self.plan_targets.clone(),
         );
+        self.hw.register(reg);
     }
 }
 
@@ -293,6 +301,11 @@ fn run(
             }
             let (sent, r) = round::run(p, &cfg, &clock, stop);
             store.record(&p.key, sent, &r);
+            match &r.hw {
+                Some(Ok(split)) => m.hw.record(&p.key, split),
+                Some(Err(answered)) => m.hw.no_report(&p.key, *answered),
+                None => {}
+            }
             m.rounds.inc();
         }
         let cpu = ibprobe::sys::rt::thread_cpu_ns().saturating_sub(cpu0);

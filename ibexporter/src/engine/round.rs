@@ -41,7 +41,9 @@ pub(super) fn run(
     match &p.kind {
         ProbeKind::Wakeup { cpu } => wakeup_round(*cpu, cfg, stop),
         ProbeKind::Remote { addr, spec } => {
-            remote_round(*addr, &polled(spec, cfg), cfg, clock, stop)
+            let mut spec = polled(spec, cfg);
+            spec.verbs.hw_timestamps = cfg.hw_timestamps && spec.transport.qp_type().is_some();
+            remote_round(*addr, &spec, cfg, clock, stop)
         }
         ProbeKind::Loopback(spec) => match open::loopback(&polled(spec, cfg)) {
             Ok(mut ch) => message_round(ch.as_mut(), spec.size, cfg, clock, stop),
@@ -59,6 +61,8 @@ pub(super) fn run(
 /// (the loop still sleeps between paced messages, see [`probe_config`]).
 fn polled(spec: &ChannelSpec, cfg: &EngineConfig) -> ChannelSpec {
     let mut s = spec.clone();
+    // Only remote verbs probes split (a local loopback has no responder).
+    s.verbs.hw_timestamps = false;
     s.poll = if cfg.event_poll && s.transport.can_sleep() {
         Poll::Event
     } else {
@@ -113,9 +117,33 @@ fn remote_round(
             return (0, failed(e.reason));
         }
     };
-    let r = s.round(&probe_config(spec.size, cfg), clock, stop);
-    s.finish();
-    outcome_round(r.map_err(|e| (e.error, *e.outcome)), |o| o.rtt)
+    let pc = ProbeConfig {
+        hw_timestamps: spec.verbs.hw_timestamps,
+        ..probe_config(spec.size, cfg)
+    };
+    let r = s.round(&pc, clock, stop);
+    let r = match r {
+        Ok(mut o) => {
+            // --hw-timestamps: Done, then the peer's T3/T4, then the split.
+            if let Err(e) = s.finish_split(&mut o) {
+                tracing::debug!("probe {addr}: hardware timestamps: {e}");
+            }
+            Ok(o)
+        }
+        Err(e) => {
+            s.finish();
+            Err((e.error, *e.outcome))
+        }
+    };
+    let hw = r.as_ref().ok().and_then(|o| {
+        o.hw.as_ref().map(|_| match &o.hw_split {
+            Some(s) => Ok(s.clone()),
+            None => Err(o.sent - o.lost),
+        })
+    });
+    let (sent, mut round) = outcome_round(r, |o| o.rtt);
+    round.hw = hw;
+    (sent, round)
 }
 
 fn message_round(
@@ -143,6 +171,7 @@ fn outcome_round(
                 timeouts: o.lost,
                 samples: samples(o),
                 error: None,
+                hw: None,
             },
         ),
         Err((e, o)) => {
@@ -158,6 +187,7 @@ fn outcome_round(
                     timeouts: o.lost,
                     samples: samples(o),
                     error: Some(reason.into()),
+                    hw: None,
                 },
             )
         }

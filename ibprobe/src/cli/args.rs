@@ -401,6 +401,12 @@ pub struct LoopbackArgs {
     /// (the thesis's t_send split): "before HCA read" and "after".
     #[arg(long)]
     pub stamp_thread: bool,
+    /// Verbs ud|uc, one device: the HCA stamps each completion; splits
+    /// one-way latency into the HCA's part (send to receive completion) and
+    /// the host's. Needs a non-zero completion_timestamp_mask (e.g.
+    /// ConnectX; rxe is refused). Unverified on hardware by this project.
+    #[arg(long)]
+    pub hw_timestamps: bool,
     /// Pass/fail thresholds.
     #[command(flatten)]
     pub fail_if: FailIfArgs,
@@ -591,6 +597,12 @@ pub struct ClientArgs {
     /// The mesh secret the server must share.
     #[command(flatten)]
     pub secret: SecretArgs,
+    /// Verbs: both HCAs stamp each completion; splits every round trip into
+    /// network RTT, prober delay and responder delay (R-Pingmesh). Needs a
+    /// non-zero completion_timestamp_mask on both ends (e.g. ConnectX; rxe
+    /// is refused). Unverified on hardware by this project.
+    #[arg(long)]
+    pub hw_timestamps: bool,
     /// Pass/fail thresholds.
     #[command(flatten)]
     pub fail_if: FailIfArgs,
@@ -934,6 +946,7 @@ impl VerbsArgs {
             rq_prepost: self.rq_prepost,
             mtu: self.mtu,
             hugepages: self.hugepages,
+            hw_timestamps: false,
         }
     }
 }
@@ -981,6 +994,7 @@ impl MeasureArgs {
             interval: self.hdr_log.as_ref().map(|_| self.log_interval),
             consume_delay: self.consume_delay,
             stamp_thread: false,
+            hw_timestamps: false,
         };
         cfg.validate().map_err(|e| CliError::input(e.0))?;
         Ok(cfg)

@@ -16,8 +16,14 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
     let fail_if = a
         .fail_if
         .thresholds(crate::report::threshold::RunKind::Latency)?;
-    let cfg = a.measure.probe_config(t, Mode::RoundTrip, default_cpu(t))?;
-    let spec = t.channel_spec(cfg.size);
+    let mut cfg = a.measure.probe_config(t, Mode::RoundTrip, default_cpu(t))?;
+    if a.hw_timestamps {
+        crate::spec::check_hw_timestamps(t.transport, t.verbs.signal, true, false)
+            .map_err(|e| CliError::input(e.0))?;
+        cfg.hw_timestamps = true;
+    }
+    let mut spec = t.channel_spec(cfg.size);
+    spec.verbs.hw_timestamps = a.hw_timestamps;
     spec.check().map_err(|e| CliError::input(e.0))?;
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
@@ -31,6 +37,13 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
     let mut params = serde_json::to_value(&cfg).unwrap_or_default();
     params["receiver"] = serde_json::to_value(cfg.receiver()).unwrap_or_default();
     let mut ch = session::open_client(&mut oob, &spec, params).map_err(session_err)?;
+    // --hw-timestamps: Done goes before the report, which needs the
+    // server's timestamps (session::hw_finish).
+    let mut done_sent = false;
+    let mut hw = |o: &mut crate::probe::Outcome| {
+        done_sent = o.hw.is_some();
+        session::hw_finish(&mut oob, o).map_err(session_err)
+    };
     let r = measure_and_print(
         &cfg,
         &a.measure,
@@ -40,12 +53,15 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
         stop,
         clock,
         fail_if,
+        Some(&mut hw),
     );
     let (sent, interrupted) = r
         .as_ref()
         .map(|(o, _)| (o.sent + o.warmup_count, o.interrupted))
         .unwrap_or((0, false));
-    let _ = oob.send(&Done { sent, interrupted });
+    if !done_sent {
+        let _ = oob.send(&Done { sent, interrupted });
+    }
     drop(ch);
     r.map(|(_, code)| code)
 }

@@ -200,7 +200,12 @@ pub fn report_context(
     ctx
 }
 
-/// Runs the probe on `ch` and prints its report; the exit code or error.
+/// What runs between the probe and its report (the client's
+/// `--hw-timestamps` exchange with the server: `session::hw_finish`).
+pub type AfterRun<'a> = &'a mut dyn FnMut(&mut Outcome) -> Result<(), CliError>;
+
+/// Runs the probe on `ch`, then `after_run` on its outcome, and prints its
+/// report; the exit code or error.
 #[allow(clippy::too_many_arguments)]
 pub fn measure_and_print(
     cfg: &ProbeConfig,
@@ -211,6 +216,7 @@ pub fn measure_and_print(
     stop: &AtomicBool,
     clock: Clock,
     fail_if: &[Threshold],
+    after_run: Option<AfterRun<'_>>,
 ) -> Result<(Outcome, u8), CliError> {
     let info = ch.info();
     let mut sink = hdr_sink(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
@@ -221,8 +227,11 @@ pub fn measure_and_print(
         stop,
         sink.as_mut().map(|s| s as &mut dyn Sink),
     );
-    let outcome =
+    let mut outcome =
         result.map_err(|e| CliError::run(format!("{} probe failed: {e}", t.transport.name())))?;
+    if let Some(f) = after_run {
+        f(&mut outcome)?;
+    }
     let ctx = report_context(cfg, t, report_mode, info, clock);
     let mut report = Report::new(&outcome, ctx);
     if !fail_if.is_empty() {

@@ -14,6 +14,18 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let fail_if = a
         .fail_if
         .thresholds(crate::report::threshold::RunKind::Latency)?;
+    if a.hw_timestamps {
+        crate::spec::check_hw_timestamps(
+            t.transport,
+            t.verbs.signal,
+            a.round_trip,
+            t.verbs
+                .peer_dev
+                .as_ref()
+                .is_some_and(|p| Some(p) != t.verbs.dev.as_ref()),
+        )
+        .map_err(|e| CliError::input(e.0))?;
+    }
     super::common::warn_model_resolution(t);
     let mode = if a.round_trip {
         Mode::RoundTrip
@@ -26,7 +38,9 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
             .map_err(|e| CliError::input(e.0))?;
         cfg.stamp_thread = true;
     }
-    let spec = t.channel_spec(cfg.size);
+    cfg.hw_timestamps = a.hw_timestamps;
+    let mut spec = t.channel_spec(cfg.size);
+    spec.verbs.hw_timestamps = a.hw_timestamps;
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let (mut ch, echo) = if a.round_trip {
@@ -44,6 +58,7 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
         stop,
         clock,
         fail_if,
+        None,
     );
     drop(ch);
     if let Some(e) = echo {

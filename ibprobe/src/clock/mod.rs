@@ -25,6 +25,8 @@
 //! Conversions are fixed point: `ns = ticks * mult >> 32` (one 64x64->128
 //! multiply and a shift, no division in the hot path).
 
+pub mod hca;
+
 use crate::sys::tsc;
 use serde::Serialize;
 

@@ -71,6 +71,9 @@ pub struct ProbeConfig {
     /// The thesis's stamping thread (`--stamp-thread`): split one-way
     /// latency at the HCA's read of the send buffer (verbs, no inline).
     pub stamp_thread: bool,
+    /// Hardware completion timestamps (`--hw-timestamps`): keep each
+    /// probe's T2 and T5 for the R-Pingmesh split (`probe/hwts.rs`).
+    pub hw_timestamps: bool,
 }
 
 impl Default for ProbeConfig {
@@ -91,6 +94,7 @@ impl Default for ProbeConfig {
             interval: None,
             consume_delay: Duration::ZERO,
             stamp_thread: false,
+            hw_timestamps: false,
         }
     }
 }
@@ -252,6 +256,8 @@ pub struct Plan {
     pub consume_ticks: u64,
     /// Read the stamp of each arrival (`--stamp-thread`).
     pub stamp: bool,
+    /// Keep each message's HCA completion timestamps (`--hw-timestamps`).
+    pub hw_ts: bool,
 }
 
 /// Nanoseconds to ticks of `clock` (kept as a function so the plan's
@@ -296,6 +302,7 @@ impl Plan {
                 Mode::RoundTrip => 0,
             },
             stamp: cfg.stamp_thread,
+            hw_ts: cfg.hw_timestamps,
         }
     }
 

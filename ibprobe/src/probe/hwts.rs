@@ -22,12 +22,8 @@
 //! - prober delay = (T6 - T1) - (T5 - T2)
 //! - responder delay = T4 - T3
 //!
-//! An HCA clock is a free-running counter of `completion_timestamp_mask`
-//! bits at a nominal `hca_core_clock` kHz ([`HcaClock`]): differences are
-//! taken modulo the mask (it wraps), and converted to nanoseconds with the
-//! rate measured against the host clock over the run
-//! ([`HcaClock::calibrate`], from `ibv_query_rt_values_ex` pairs), since
-//! the nominal rate can be off by tens of ppm.
+//! HCA ticks become nanoseconds through [`HcaClock`] (`clock/hca.rs`:
+//! the mask's wraparound, the rate measured against the host clock).
 //!
 //! The responder reports its (T3, T4) per sequence number after the run
 //! (`session.rs`); they may come in any order, some may be missing (a
@@ -39,146 +35,8 @@
 //! `completion_timestamp_mask` (rxe reports 0). Everything below is tested
 //! on synthetic completion streams (unit tests and proptest).
 
+use crate::clock::hca::{Calibration, HcaClock};
 use crate::stats::LatencyHistogram;
-
-/// Why an HCA clock description cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HcaClockError {
-    /// The device stamps no completions.
-    #[error("{dev} reports completion_timestamp_mask 0: no hardware completion timestamps; run without --hw-timestamps")]
-    NoTimestamps {
-        /// The device name, e.g. rxe0.
-        dev: String,
-    },
-    /// The device does not say how fast its clock runs.
-    #[error("{dev} reports hca_core_clock 0: its completion timestamps cannot be converted to time; run without --hw-timestamps")]
-    NoRate {
-        /// The device name.
-        dev: String,
-    },
-    /// The mask is not a run of low bits, so wraparound is undefined.
-    #[error("{dev} reports completion_timestamp_mask {mask:#x}, not 2^k - 1: wraparound of its clock is undefined; run without --hw-timestamps")]
-    OddMask {
-        /// The device name.
-        dev: String,
-        /// The mask as reported.
-        mask: u64,
-    },
-}
-
-/// Largest drift from the nominal rate a calibration may show (ppm);
-/// beyond it the pairs are taken as wrong (e.g. a clock step on the host)
-/// and the nominal rate stays.
-pub const MAX_DRIFT_PPM: f64 = 1000.0;
-
-/// An HCA's completion-timestamp clock: its counter width and rate.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct HcaClock {
-    /// `completion_timestamp_mask`: the counter's bits (2^k - 1).
-    pub mask: u64,
-    /// `hca_core_clock`: nominal rate in kHz.
-    pub nominal_khz: u64,
-    /// Nanoseconds per tick in use: nominal, or measured by
-    /// [`HcaClock::calibrate`].
-    pub ns_per_tick: f64,
-}
-
-impl HcaClock {
-    /// The clock of device `dev` as `ibv_query_device_ex` describes it;
-    /// refuses a mask of 0 (no timestamps: rxe), a rate of 0 and a mask
-    /// that is not 2^k - 1.
-    pub fn new(dev: &str, mask: u64, khz: u64) -> Result<HcaClock, HcaClockError> {
-        if mask == 0 {
-            return Err(HcaClockError::NoTimestamps { dev: dev.into() });
-        }
-        if mask & mask.wrapping_add(1) != 0 {
-            return Err(HcaClockError::OddMask {
-                dev: dev.into(),
-                mask,
-            });
-        }
-        if khz == 0 {
-            return Err(HcaClockError::NoRate { dev: dev.into() });
-        }
-        Ok(HcaClock {
-            mask,
-            nominal_khz: khz,
-            ns_per_tick: 1e6 / khz as f64,
-        })
-    }
-
-    /// Ticks from `a` to `b`, forward, across at most one wrap of the
-    /// counter (`b` taken as later than `a`).
-    #[inline(always)]
-    pub fn elapsed(&self, a: u64, b: u64) -> u64 {
-        b.wrapping_sub(a) & self.mask
-    }
-
-    /// `ticks` in nanoseconds at the rate in use.
-    #[inline(always)]
-    pub fn ns(&self, ticks: u64) -> f64 {
-        ticks as f64 * self.ns_per_tick
-    }
-
-    /// How long the counter takes to wrap, in ns (a round trip longer than
-    /// this cannot be split).
-    pub fn wrap_ns(&self) -> f64 {
-        self.ns(self.mask).max(0.0) + self.ns_per_tick
-    }
-
-    /// Measures the rate against the host clock from (HCA ticks, host ns)
-    /// pairs taken in order across the run (ibv_query_rt_values_ex next to
-    /// a host clock read): the least-squares slope of host ns over
-    /// unwrapped ticks. Keeps the nominal rate (and says why) when fewer
-    /// than two pairs span time, or the slope is more than
-    /// [`MAX_DRIFT_PPM`] off the nominal one. Consecutive pairs must be
-    /// less than one wrap apart.
-    pub fn calibrate(&mut self, pairs: &[(u64, u64)]) -> Calibration {
-        let nominal = 1e6 / self.nominal_khz as f64;
-        let Some(&(t0, h0)) = pairs.first() else {
-            return Calibration::Nominal("no (HCA, host) clock pairs".into());
-        };
-        // Unwrap the ticks: each pair is after the one before.
-        let mut x = Vec::with_capacity(pairs.len());
-        let mut acc = 0u64;
-        let mut prev = t0;
-        for &(t, h) in pairs {
-            acc = acc.wrapping_add(self.elapsed(prev, t));
-            prev = t;
-            x.push((acc as f64, h.wrapping_sub(h0) as i64 as f64));
-        }
-        let n = x.len() as f64;
-        let mx = x.iter().map(|p| p.0).sum::<f64>() / n;
-        let my = x.iter().map(|p| p.1).sum::<f64>() / n;
-        let sxx: f64 = x.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-        let sxy: f64 = x.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-        if x.len() < 2 || sxx <= 0.0 {
-            return Calibration::Nominal("the clock pairs span no time".into());
-        }
-        let slope = sxy / sxx;
-        let ppm = (slope / nominal - 1.0) * 1e6;
-        if !ppm.is_finite() || ppm.abs() > MAX_DRIFT_PPM {
-            return Calibration::Nominal(format!(
-                "the measured rate is {ppm:.0} ppm off hca_core_clock (more than {MAX_DRIFT_PPM} ppm: a host clock step?)"
-            ));
-        }
-        self.ns_per_tick = slope;
-        Calibration::Measured { drift_ppm: ppm }
-    }
-}
-
-/// What [`HcaClock::calibrate`] did.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Calibration {
-    /// The rate was measured; the HCA clock runs `drift_ppm` ppm slower
-    /// (positive: each tick is longer) than `hca_core_clock` says.
-    Measured {
-        /// (measured ns per tick / nominal - 1) x 1e6.
-        drift_ppm: f64,
-    },
-    /// The nominal rate stays, for the reason given.
-    Nominal(String),
-}
 
 /// The prober's times of one message: T1 and T6 on the host clock (ns),
 /// T2 and T5 raw HCA ticks (None: the completion carried no stamp, e.g.
@@ -298,107 +156,191 @@ pub fn split(
     out
 }
 
+/// Most prober stamps one run keeps (56 B each, allocated before the
+/// run): a longer run is split over its first this many messages.
+pub const LOG_MAX: usize = 1 << 18;
+
+/// The prober's side of a run with `--hw-timestamps`, as the runner
+/// leaves it: its HCA clock (rate calibrated over the run) and one stamp
+/// per answered message.
+#[derive(Clone, Debug)]
+pub struct ProberLog {
+    /// The prober's HCA clock, rate as calibrated.
+    pub clock: HcaClock,
+    /// What the calibration did.
+    pub calibration: Calibration,
+    /// One record per answered message, in order.
+    pub stamps: Vec<ProberStamp>,
+    /// Answered messages past [`LOG_MAX`], not kept.
+    pub overflow: u64,
+}
+
+/// The responder's side, as it reports it to the prober after the run.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ResponderReport {
+    /// Format of this report (1).
+    pub version: u32,
+    /// completion_timestamp_mask of the responder's device.
+    pub mask: u64,
+    /// hca_core_clock, kHz.
+    pub nominal_khz: u64,
+    /// ns per tick as the responder calibrated it.
+    pub ns_per_tick: f64,
+    /// (seq, T3, T4) per echoed message; a missing stamp is absent.
+    pub stamps: Vec<(u64, Option<u64>, Option<u64>)>,
+    /// Echoed messages past [`LOG_MAX`], not reported.
+    pub overflow: u64,
+}
+
+/// The version of [`ResponderReport`] this build writes and reads.
+pub const REPORT_VERSION: u32 = 1;
+
+/// A run's split as the report shows it.
+#[derive(Clone, Debug)]
+pub struct HwSplit {
+    /// One-way loopback: `split.network_rtt` holds T_recv_cqe - T_send_cqe
+    /// on one HCA and `prober_delay` the host's part of the one-way
+    /// latency; no responder.
+    pub one_way: bool,
+    /// The distributions and the counts of what was left out.
+    pub split: Split,
+    /// Sentences for the report (calibration, overflow).
+    pub notes: Vec<String>,
+}
+
+impl ProberLog {
+    /// The one-way split of a loopback run (both completions on one HCA):
+    /// "network" = T5 - T2 (send completion to receive completion),
+    /// prober delay = (T6 - T1) - (T5 - T2).
+    pub fn split_one_way(&self) -> HwSplit {
+        let mut split = Split::default();
+        for p in &self.stamps {
+            let (Some(t2), Some(t5)) = (p.t2, p.t5) else {
+                split.missing_prober += 1;
+                continue;
+            };
+            let host = p.t6_ns.saturating_sub(p.t1_ns) as f64;
+            let hca = self.clock.ns(self.clock.elapsed(t2, t5));
+            if hca > host {
+                split.invalid += 1;
+                continue;
+            }
+            split.network_rtt.record(hca.round() as u64);
+            split.prober_delay.record((host - hca).round() as u64);
+        }
+        HwSplit {
+            one_way: true,
+            split,
+            notes: self.notes("prober"),
+        }
+    }
+
+    /// The round-trip split with the responder's report.
+    pub fn split_with(&self, r: &ResponderReport) -> Result<HwSplit, String> {
+        if r.version != REPORT_VERSION {
+            return Err(format!(
+                "the responder's timestamp report is version {}, this ibprobe reads {REPORT_VERSION}; run the same ibprobe version on both ends",
+                r.version
+            ));
+        }
+        let mut rc = HcaClock::new("the responder's device", r.mask, r.nominal_khz)
+            .map_err(|e| e.to_string())?;
+        if r.ns_per_tick.is_finite() && r.ns_per_tick > 0.0 {
+            rc.ns_per_tick = r.ns_per_tick;
+        }
+        let mut rs: Vec<ResponderStamp> = r
+            .stamps
+            .iter()
+            .map(|&(seq, t3, t4)| ResponderStamp { seq, t3, t4 })
+            .collect();
+        let mut notes = self.notes("prober");
+        if r.overflow > 0 {
+            notes.push(format!(
+                "hw timestamps: the responder kept the first {LOG_MAX} messages' stamps ({} more not reported)",
+                r.overflow
+            ));
+        }
+        Ok(HwSplit {
+            one_way: false,
+            split: split(&self.stamps, &self.clock, &mut rs, &rc),
+            notes,
+        })
+    }
+
+    fn notes(&self, who: &str) -> Vec<String> {
+        let mut n = vec![match &self.calibration {
+            Calibration::Measured { drift_ppm } => format!(
+                "hw timestamps: {who} HCA clock {} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run",
+                self.clock.nominal_khz
+            ),
+            Calibration::Nominal(why) => format!(
+                "hw timestamps: {who} HCA clock at its nominal {} kHz ({why})",
+                self.clock.nominal_khz
+            ),
+        }];
+        if self.overflow > 0 {
+            n.push(format!(
+                "hw timestamps: the split covers the first {LOG_MAX} messages ({} more not kept)",
+                self.overflow
+            ));
+        }
+        n
+    }
+}
+
+/// The responder's stamps of a session, into room reserved before it
+/// (recording never allocates: past the capacity only a count grows).
+#[derive(Clone, Debug, Default)]
+pub struct ResponderLog {
+    /// (seq, T3, T4) per echoed message, in echo order.
+    pub stamps: Vec<ResponderStamp>,
+    /// Echoed messages that did not fit.
+    pub overflow: u64,
+}
+
+impl ResponderLog {
+    /// A log with room for [`LOG_MAX`] messages.
+    pub fn new() -> ResponderLog {
+        ResponderLog {
+            stamps: Vec::with_capacity(LOG_MAX),
+            overflow: 0,
+        }
+    }
+
+    /// Keeps `r` if there is room.
+    #[inline(always)]
+    pub fn push(&mut self, r: ResponderStamp) {
+        if self.stamps.len() < self.stamps.capacity() {
+            self.stamps.push(r);
+        } else {
+            self.overflow += 1;
+        }
+    }
+}
+
+impl ResponderReport {
+    /// The report of a responder whose clock is `clock` (calibrated) with
+    /// `stamps` (T3, T4 per echoed message).
+    pub fn new(clock: &HcaClock, stamps: &[ResponderStamp], overflow: u64) -> ResponderReport {
+        ResponderReport {
+            version: REPORT_VERSION,
+            mask: clock.mask,
+            nominal_khz: clock.nominal_khz,
+            ns_per_tick: clock.ns_per_tick,
+            stamps: stamps.iter().map(|r| (r.seq, r.t3, r.t4)).collect(),
+            overflow,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::hca::synth::SynthHca;
     use proptest::prelude::*;
 
-    /// A ConnectX-like clock: 64-bit mask would never wrap in a test, so
-    /// a 32-bit one at 1 GHz (wraps every 4.3 s).
     fn clk32() -> HcaClock {
         HcaClock::new("mlx5_0", u32::MAX as u64, 1_000_000).unwrap()
-    }
-
-    #[test]
-    fn refuses_devices_without_timestamps() {
-        let e = HcaClock::new("rxe0", 0, 0).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "rxe0 reports completion_timestamp_mask 0: no hardware completion timestamps; run without --hw-timestamps"
-        );
-        assert!(matches!(
-            HcaClock::new("x", 0xff, 0),
-            Err(HcaClockError::NoRate { .. })
-        ));
-        assert!(matches!(
-            HcaClock::new("x", 0xf0, 1000),
-            Err(HcaClockError::OddMask { mask: 0xf0, .. })
-        ));
-        assert!(HcaClock::new("x", u64::MAX, 156_250).is_ok());
-    }
-
-    #[test]
-    fn elapsed_wraps_with_the_mask() {
-        let c = HcaClock::new("x", 0xffff, 1_000_000).unwrap();
-        assert_eq!(c.elapsed(10, 30), 20);
-        assert_eq!(c.elapsed(0xfff0, 0x0010), 0x20);
-        let full = HcaClock::new("x", u64::MAX, 1_000_000).unwrap();
-        assert_eq!(full.elapsed(u64::MAX - 1, 3), 5);
-        // 156.25 MHz: 6.4 ns per tick.
-        let cx = HcaClock::new("x", u64::MAX, 156_250).unwrap();
-        assert!((cx.ns(10) - 64.0).abs() < 1e-9);
-    }
-
-    /// Synthetic HCA: counts at `true_khz` although it reports
-    /// `nominal_khz`, starting at `start` ticks, wrapping at `mask`.
-    struct SynthHca {
-        mask: u64,
-        start: u64,
-        true_khz: f64,
-    }
-
-    impl SynthHca {
-        fn at(&self, host_ns: u64) -> u64 {
-            (self.start as u128 + (host_ns as f64 * self.true_khz / 1e6) as u128) as u64 & self.mask
-        }
-    }
-
-    #[test]
-    fn calibration_measures_drift_across_wraps() {
-        // Reports 1 GHz, runs 50 ppm fast, 32-bit counter wrapping every
-        // ~4.3 s; pairs every second for 20 s (several wraps).
-        let hca = SynthHca {
-            mask: u32::MAX as u64,
-            start: 0xffff_0000,
-            true_khz: 1_000_050.0,
-        };
-        let mut c = clk32();
-        let pairs: Vec<(u64, u64)> = (0..=20u64)
-            .map(|s| {
-                let h = 1_000 + s * 1_000_000_000;
-                (hca.at(h), h)
-            })
-            .collect();
-        match c.calibrate(&pairs) {
-            Calibration::Measured { drift_ppm } => {
-                // Fast clock: shorter ticks: -50 ppm.
-                assert!((drift_ppm + 50.0).abs() < 0.5, "{drift_ppm}");
-            }
-            other => panic!("{other:?}"),
-        }
-        // 3 s of HCA ticks now read as 3 s of host time (nominal: +150 us).
-        let t = hca.at(1_000_000_000);
-        let u = hca.at(4_000_000_000);
-        let got = c.ns(c.elapsed(t, u));
-        assert!((got - 3e9).abs() < 2_000.0, "{got}");
-        assert!((clk32().ns(c.elapsed(t, u)) - 3e9).abs() > 100_000.0);
-    }
-
-    #[test]
-    fn calibration_refuses_bad_pairs() {
-        let mut c = clk32();
-        assert!(matches!(c.calibrate(&[]), Calibration::Nominal(_)));
-        assert!(matches!(
-            c.calibrate(&[(5, 100), (5, 100)]),
-            Calibration::Nominal(_)
-        ));
-        // Host clock stepped by a second over 1 ms of HCA time.
-        let r = c.calibrate(&[(0, 0), (1_000_000, 1_001_000_000)]);
-        assert!(
-            matches!(r, Calibration::Nominal(ref s) if s.contains("ppm")),
-            "{r:?}"
-        );
-        assert_eq!(c.ns_per_tick, 1.0);
     }
 
     /// One synthetic round trip: host times and both HCAs' stamps of a
@@ -506,6 +448,45 @@ mod tests {
         assert_eq!(s.invalid, 1);
         assert_eq!(s.len(), 1);
         assert_eq!(s.network_rtt.max_ns(), 2_000);
+    }
+
+    #[test]
+    fn one_way_split_and_the_report_round_trip() {
+        let h = SynthHca {
+            mask: 0xffff,
+            start: 0xff00,
+            true_khz: 1_000_000.0,
+        };
+        let c = HcaClock::new("x", 0xffff, 1_000_000).unwrap();
+        let mut stamps = Vec::new();
+        let mut rs = Vec::new();
+        for i in 0..10 {
+            let (p, r) = trip(i, 100 + i * 1_000, (50, 300, 0, 0, 70), &h, &h);
+            stamps.push(p);
+            rs.push(r);
+        }
+        let log = ProberLog {
+            clock: c,
+            calibration: Calibration::Measured { drift_ppm: 3.0 },
+            stamps,
+            overflow: 0,
+        };
+        let ow = log.split_one_way();
+        assert!(ow.one_way);
+        assert_eq!(ow.split.len(), 10);
+        assert_eq!(ow.split.network_rtt.max_ns(), 300);
+        assert_eq!(ow.split.prober_delay.max_ns(), 120);
+        assert!(ow.notes[0].contains("+3.0 ppm"), "{:?}", ow.notes);
+        // Through JSON, as the session carries it.
+        let rep = ResponderReport::new(&c, &rs, 7);
+        let rep: ResponderReport =
+            serde_json::from_str(&serde_json::to_string(&rep).unwrap()).unwrap();
+        let rt = log.split_with(&rep).unwrap();
+        assert_eq!(rt.split.len(), 10);
+        assert_eq!(rt.split.network_rtt.max_ns(), 300);
+        assert!(rt.notes.iter().any(|n| n.contains("7 more")));
+        let bad = ResponderReport { version: 2, ..rep };
+        assert!(log.split_with(&bad).unwrap_err().contains("version 2"));
     }
 
     proptest! {

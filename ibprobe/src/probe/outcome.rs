@@ -3,6 +3,7 @@
 //! Why it exists: the runner (probe/) and the report (report/) meet here,
 //! and ibexporter consumes the same data without going through text.
 
+use crate::probe::hwts::{HwSplit, ProberLog};
 use crate::stats::LatencyHistogram;
 
 /// The raw result of one probe run.
@@ -17,6 +18,11 @@ pub struct Outcome {
     /// `--stamp-thread`: one-way latency split at the HCA's read of the
     /// send buffer: (post to read, read to arrival), ns.
     pub t_send_split: Option<(LatencyHistogram, LatencyHistogram)>,
+    /// `--hw-timestamps`: the prober's HCA stamps of the measured part.
+    pub hw: Option<ProberLog>,
+    /// `--hw-timestamps`: the R-Pingmesh split, once computed (loopback:
+    /// by the runner; client: after the responder's report).
+    pub hw_split: Option<HwSplit>,
     /// Warm-up messages sent (excluded from the distributions).
     pub warmup_count: u64,
     /// Largest latency seen during warm-up, ns (the thesis's maxima were warm-up).

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::config::{Mode, Plan, ProbeConfig, Receiver};
+use super::hwts::{self, ProberLog, ResponderLog};
 use super::outcome::Outcome;
 use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
 use crate::clock::Clock;
@@ -148,6 +149,23 @@ fn run_workload<W: Workload>(
         .max(warm.send_done.summary().max_ns);
 
     let plan = Plan::measured(cfg, clock);
+    // --hw-timestamps: room for the prober's stamps, and (HCA, host)
+    // clock pairs around the measured part for the rate.
+    let hw_clock = ch.hw_clock().filter(|_| cfg.hw_timestamps);
+    let mut hw_log = Vec::with_capacity(match hw_clock {
+        Some(_) => plan.count.min(hwts::LOG_MAX as u64) as usize,
+        None => 0,
+    });
+    let mut pairs = Vec::new();
+    let mut hw_pair = |ch: &mut dyn Channel| {
+        if hw_clock.is_some() {
+            if let Some(t) = ch.hw_clock_now() {
+                pairs.push((t, clock.ticks_to_ns(clock.now())));
+            }
+        }
+    };
+    hw_pair(ch);
+    let mut hw_overflow = 0;
     let result = if w.interrupted {
         Ok(Tally {
             interrupted: true,
@@ -159,9 +177,25 @@ fn run_workload<W: Workload>(
             first_seq: w.next_seq,
             ..cx
         };
-        let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink);
-        work.run(ch, &cx, &mut rec)
+        let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink)
+            .with_hw_log(&mut hw_log);
+        let r = work.run(ch, &cx, &mut rec);
+        hw_overflow = rec.hw_overflow();
+        r
     };
+    hw_pair(ch);
+    out.hw = hw_clock.map(|mut c| {
+        let calibration = c.calibrate(&pairs);
+        ProberLog {
+            clock: c,
+            calibration,
+            stamps: hw_log,
+            overflow: hw_overflow,
+        }
+    });
+    if cfg.mode == Mode::OneWay {
+        out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
+    }
     let has_comp = ch.has_send_completions();
     let fill = |out: &mut Outcome, total: Histos| {
         match cfg.mode {
@@ -225,9 +259,15 @@ impl EchoThread {
                 }
                 let idle = super::config::ns_to_ticks(&clock, 10_000_000);
                 let plan = Plan::echo(&receiver, &clock);
-                let (n, _) = workload::echo(&mut ch, &clock, &plan, &s, idle, || {
-                    !s.load(Ordering::Relaxed)
-                })?;
+                let (n, _) = workload::echo(
+                    &mut ch,
+                    &clock,
+                    &plan,
+                    &s,
+                    idle,
+                    || !s.load(Ordering::Relaxed),
+                    None,
+                )?;
                 Ok(n)
             })
             .expect("spawning a thread");
@@ -263,7 +303,8 @@ pub const SERVER_IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Runs the server's echo loop until `still_on` says the session ended
 /// (checked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set.
-/// The echo receives as `receiver` says (the client's choice).
+/// The echo receives as `receiver` says (the client's choice); with
+/// `log` it keeps the HCA timestamps of each echo (`--hw-timestamps`).
 pub fn serve(
     ch: &mut dyn Channel,
     clock: &Clock,
@@ -271,6 +312,7 @@ pub fn serve(
     cpu: Option<usize>,
     receiver: &Receiver,
     still_on: impl FnMut() -> bool,
+    log: Option<&mut ResponderLog>,
 ) -> Result<(u64, EchoEnd), TransportError> {
     if let Some(c) = cpu {
         host::pin_to_cpu(c).map_err(|source| TransportError::Io {
@@ -280,7 +322,7 @@ pub fn serve(
     }
     let idle = super::config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
     let plan = Plan::echo(receiver, clock);
-    workload::echo(ch, clock, &plan, stop, idle, still_on)
+    workload::echo(ch, clock, &plan, stop, idle, still_on, log)
 }
 
 #[cfg(test)]
@@ -368,6 +410,165 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e.error, TransportError::PeerLost(_)), "{e}");
         assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    /// A channel whose "HCA" stamps completions on a synthetic 16-bit
+    /// clock (it wraps every 65 536 ticks, many times in a run): message
+    /// `seq`'s send completes at `base + 1000 seq + send_off` and its
+    /// arrival is stamped `base + 1000 seq + recv_off`, so the split's HCA
+    /// parts are known exactly.
+    struct Stamped<C> {
+        inner: C,
+        base: u64,
+        send_off: u64,
+        recv_off: u64,
+        sent: Option<u64>,
+        send_ts: Option<u64>,
+        recv_ts: Option<u64>,
+    }
+
+    const MASK16: u64 = 0xffff;
+
+    impl<C: Channel> Stamped<C> {
+        fn new(inner: C, base: u64, send_off: u64, recv_off: u64) -> Self {
+            Stamped {
+                inner,
+                base,
+                send_off,
+                recv_off,
+                sent: None,
+                send_ts: None,
+                recv_ts: None,
+            }
+        }
+        fn at(&self, seq: u64, off: u64) -> u64 {
+            (self.base + seq * 1000 + off) & MASK16
+        }
+    }
+
+    impl<C: Channel> Channel for Stamped<C> {
+        fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+            self.sent = Some(seq);
+            self.inner.post(seq)
+        }
+        fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+            let got = self.inner.poll_recv()?;
+            if let Some(seq) = got {
+                self.recv_ts = Some(self.at(seq, self.recv_off));
+            }
+            Ok(got)
+        }
+        fn poll_send_done(&mut self) -> Result<Option<u64>, TransportError> {
+            let done = self.sent.take();
+            if let Some(seq) = done {
+                self.send_ts = Some(self.at(seq, self.send_off));
+            }
+            Ok(done)
+        }
+        fn has_send_completions(&self) -> bool {
+            true
+        }
+        fn is_signaled(&self, _seq: u64) -> bool {
+            true
+        }
+        fn hw_recv_ts(&self) -> Option<u64> {
+            self.recv_ts
+        }
+        fn hw_send_ts(&self) -> Option<u64> {
+            self.send_ts
+        }
+        fn hw_clock(&self) -> Option<crate::clock::hca::HcaClock> {
+            crate::clock::hca::HcaClock::new("fake0", MASK16, 1_000_000).ok()
+        }
+        fn info(&self) -> crate::transport::TransportInfo {
+            self.inner.info()
+        }
+    }
+
+    fn hw_cfg(mode: Mode) -> ProbeConfig {
+        ProbeConfig {
+            hw_timestamps: true,
+            ..cfg(mode)
+        }
+    }
+
+    #[test]
+    fn one_way_hw_split_from_a_stamping_channel() {
+        let clock = Clock::monotonic();
+        let stop = AtomicBool::new(false);
+        // T2 = at + 0, T5 = at + 5 across 16-bit wraps: the HCA part is 5
+        // ns, the host's the rest of each one-way latency.
+        let mut ch = Stamped::new(ShmChannel::loopback(32).unwrap(), 65_000, 0, 5);
+        let o = run(&hw_cfg(Mode::OneWay), &mut ch, &clock, &stop, None).unwrap();
+        let log = o.hw.as_ref().unwrap();
+        assert_eq!((log.stamps.len(), log.overflow), (2000, 0));
+        assert!(log.stamps.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+        let hw = o.hw_split.as_ref().unwrap();
+        assert!(hw.one_way);
+        let sp = &hw.split;
+        assert_eq!(sp.len() + sp.invalid, 2000);
+        assert_eq!(sp.missing_prober, 0);
+        assert!(!sp.is_empty());
+        assert_eq!(
+            (sp.network_rtt.summary().min_ns, sp.network_rtt.max_ns()),
+            (5, 5)
+        );
+        // Every split message: host part = one-way - 5.
+        assert_eq!(
+            sp.prober_delay.max_ns() + 5,
+            o.one_way.as_ref().unwrap().max_ns()
+        );
+        // A send stamped after the arrival (T2 > T5): all invalid.
+        let mut bad = Stamped::new(ShmChannel::loopback(32).unwrap(), 65_000, 9, 5);
+        let o = run(&hw_cfg(Mode::OneWay), &mut bad, &clock, &stop, None).unwrap();
+        let sp = &o.hw_split.unwrap().split;
+        assert_eq!((sp.len(), sp.invalid), (0, 2000));
+    }
+
+    #[test]
+    fn round_trip_hw_split_with_a_stamping_echo() {
+        let (c, srv) = ShmChannel::pair(64).unwrap();
+        let clock = Clock::monotonic();
+        let stop = AtomicBool::new(false);
+        // Responder: T3 = at + 0, T4 = at + 50 (its own base and wraps).
+        let mut srv = Stamped::new(srv, 123, 50, 0);
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        let echo = std::thread::spawn(move || {
+            let mut log = ResponderLog::new();
+            let s = AtomicBool::new(false);
+            let plan = Plan::echo(&Receiver::default(), &clock);
+            let idle = clock.ns_to_ticks(10_000_000);
+            let still_on = || !d.load(Ordering::Relaxed);
+            let (n, _) =
+                workload::echo(&mut srv, &clock, &plan, &s, idle, still_on, Some(&mut log))
+                    .unwrap();
+            (n, log, srv.hw_clock().unwrap())
+        });
+        // Prober: T2 = at + 0, T5 = at + 200: network = 200 - 50.
+        let mut c = Stamped::new(c, 40_000, 0, 200);
+        let o = run(&hw_cfg(Mode::RoundTrip), &mut c, &clock, &stop, None);
+        done.store(true, Ordering::Relaxed);
+        let o = o.unwrap();
+        let (n, log, rclock) = echo.join().unwrap();
+        assert_eq!(n, 2050);
+        assert_eq!(log.stamps.len(), 2050, "warm-up included on this side");
+        let rep = hwts::ResponderReport::new(&rclock, &log.stamps, log.overflow);
+        let hw = o.hw.as_ref().unwrap().split_with(&rep).unwrap();
+        let sp = &hw.split;
+        assert!(!hw.one_way);
+        assert_eq!(sp.len() + sp.invalid, 2000);
+        assert_eq!(sp.missing_responder, 0);
+        assert!(!sp.is_empty());
+        assert_eq!(
+            (sp.network_rtt.summary().min_ns, sp.network_rtt.max_ns()),
+            (150, 150)
+        );
+        assert_eq!(sp.responder_delay.max_ns(), 50);
+        assert_eq!(
+            sp.prober_delay.max_ns() + 200,
+            o.rtt.as_ref().unwrap().max_ns()
+        );
     }
 
     struct Collect(Vec<(u64, u64)>);

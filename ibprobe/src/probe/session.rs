@@ -33,6 +33,7 @@ use serde_json::{json, Value};
 
 use super::auth::Secret;
 use super::config::{Mode, ProbeConfig, Receiver};
+use super::hwts::{ResponderLog, ResponderReport, REPORT_VERSION};
 use super::oob::{Closing, Done, Hello, Oob, OobError, Reply};
 use super::open::{model_clock, udp_bound, OpenError};
 use super::outcome::Outcome;
@@ -121,6 +122,9 @@ pub fn open_client(
     if let Some(m) = model_of(spec) {
         params.insert("model".into(), json!(m.to_string()));
     }
+    if spec.verbs.hw_timestamps {
+        params.insert("hw_timestamps".into(), json!(true));
+    }
     params.entry("receiver").or_insert_with(|| {
         json!(Receiver {
             poll: spec.poll,
@@ -166,6 +170,12 @@ pub fn open_client(
             let vcfg = VerbsConfig::new(spec).map_err(OpenError::from)?;
             let (prepared, ep) = verbs::prepare(&vcfg).map_err(OpenError::from)?;
             let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
+            if spec.verbs.hw_timestamps && theirs.get("hw_report") != Some(&json!(REPORT_VERSION)) {
+                return Err(err(
+                    "refused",
+                    format!("server {server_ip} does not report hardware completion timestamps (version {REPORT_VERSION}); run the same ibprobe version on both ends, or run without --hw-timestamps"),
+                ));
+            }
             let theirs: verbs::Endpoint =
                 serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
             Box::new(prepared.connect(&theirs).map_err(OpenError::from)?)
@@ -205,6 +215,7 @@ pub fn requested(hello: &Hello, dev: Option<&str>) -> Result<ChannelSpec, String
         spec.poll = poll.parse::<Poll>().map_err(|e| e.0)?;
     }
     spec.verbs.dev = dev.map(str::to_string);
+    spec.verbs.hw_timestamps = hello.params.get("hw_timestamps") == Some(&json!(true));
     Ok(spec)
 }
 
@@ -286,10 +297,13 @@ pub fn open_server(
                 Err(e) => return Err(refuse(oob, e.message)),
             };
             let ch = prepared.connect(&theirs).map_err(OpenError::from)?;
-            (
-                Box::new(ch),
-                serde_json::to_value(&ours).unwrap_or_default(),
-            )
+            let mut ours = serde_json::to_value(&ours).unwrap_or_default();
+            if spec.verbs.hw_timestamps {
+                // The client checks this: an older server would ignore
+                // its ask and never send the report.
+                ours["hw_report"] = json!(REPORT_VERSION);
+            }
+            (Box::new(ch), ours)
         }
     };
     oob.send(&Reply::Welcome { endpoint })
@@ -535,15 +549,34 @@ pub fn serve(
 ) -> Result<Served, SessionError> {
     let peer = oob.peer_addr();
     let mut closing = None;
-    let r = runner::serve(ch, clock, stop, cpu, receiver, || {
-        match oob.poll_closing() {
+    // --hw-timestamps (the client asked, the channel stamps): keep each
+    // echo's T3/T4, with HCA/host clock pairs around the session for the
+    // rate; the report goes to the client after its Done.
+    let mut hw = ch.hw_clock().map(|c| (c, ResponderLog::new(), Vec::new()));
+    if let Some((_, _, pairs)) = hw.as_mut() {
+        hw_pair(ch, clock, pairs);
+    }
+    let r = runner::serve(
+        ch,
+        clock,
+        stop,
+        cpu,
+        receiver,
+        || match oob.poll_closing() {
             Closing::Open => true,
             other => {
                 closing = Some(other);
                 false
             }
-        }
-    });
+        },
+        hw.as_mut().map(|h| &mut h.1),
+    );
+    if let (Some((mut c, log, mut pairs)), Some(Closing::Done(_))) = (hw, &closing) {
+        hw_pair(ch, clock, &mut pairs);
+        let _ = c.calibrate(&pairs);
+        oob.send(&ResponderReport::new(&c, &log.stamps, log.overflow))
+            .map_err(|e| err("protocol", e))?;
+    }
     let echoed = match r {
         Ok((n, EchoEnd::Interrupted)) => {
             return Ok(Served {
@@ -594,6 +627,39 @@ pub fn serve(
     }
 }
 
+/// One (HCA ticks, host ns) pair for the rate of the HCA clock (cold).
+fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
+    if let Some(t) = ch.hw_clock_now() {
+        pairs.push((t, clock.ticks_to_ns(clock.now())));
+    }
+}
+
+/// The client's side of `--hw-timestamps` after its run: says Done (the
+/// server then sends its [`ResponderReport`]) and splits `outcome`'s round
+/// trips with it. Err: one line (the report did not come, or is of
+/// another version).
+pub fn hw_finish(oob: &mut Oob, outcome: &mut Outcome) -> Result<(), SessionError> {
+    let sent = outcome.sent + outcome.warmup_count;
+    hw_finish_after(oob, outcome, sent)
+}
+
+/// [`hw_finish`] for a session that sent `sent` messages in all.
+fn hw_finish_after(oob: &mut Oob, outcome: &mut Outcome, sent: u64) -> Result<(), SessionError> {
+    let Some(log) = outcome.hw.as_ref() else {
+        return Ok(());
+    };
+    oob.send(&Done {
+        sent,
+        interrupted: outcome.interrupted,
+    })
+    .map_err(|e| err("protocol", e))?;
+    let rep: ResponderReport = oob
+        .recv("hardware timestamp report")
+        .map_err(|e| err("protocol", e))?;
+    outcome.hw_split = Some(log.split_with(&rep).map_err(|e| err("protocol", e))?);
+    Ok(())
+}
+
 /// The client end as a daemon uses it: one connection to a responder,
 /// any number of rounds.
 pub struct ClientSession {
@@ -637,6 +703,18 @@ impl ClientSession {
         };
         self.sent += o.sent + o.warmup_count;
         r
+    }
+
+    /// Tells the responder the session is over and, when `last` (the
+    /// last round's outcome) carries hardware timestamps, takes the
+    /// responder's and splits it (see [`hw_finish`]).
+    pub fn finish_split(mut self, last: &mut Outcome) -> Result<(), SessionError> {
+        if last.hw.is_none() {
+            self.finish();
+            return Ok(());
+        }
+        let sent = self.sent;
+        hw_finish_after(&mut self.oob, last, sent)
     }
 
     /// Tells the responder the session is over.

@@ -154,11 +154,23 @@ pub enum DistKind {
     SendBeforeRead,
     /// `--stamp-thread`: the HCA's read of the send buffer to the arrival.
     SendAfterRead,
+    /// `--hw-timestamps`, round trip: (T5 - T2) - (T4 - T3), the time on
+    /// the wire and in both HCAs (R-Pingmesh's network RTT).
+    HwNetworkRtt,
+    /// `--hw-timestamps`, one-way loopback: the send completion to the
+    /// receive completion on the one HCA.
+    HwOneWay,
+    /// `--hw-timestamps`: the prober host's part, (T6 - T1) - (T5 - T2)
+    /// (one-way: the one-way latency less the HCA's part).
+    HwProberDelay,
+    /// `--hw-timestamps`, round trip: the responder's T4 - T3.
+    HwResponderDelay,
 }
 
 impl DistKind {
     /// Machine name: one_way, send_completion, rtt, rtt_half,
-    /// before_hca_read, after_hca_read (JSON, CSV).
+    /// before_hca_read, after_hca_read, network_rtt, hca_one_way,
+    /// prober_delay, responder_delay (JSON, CSV).
     pub fn name(&self) -> &'static str {
         match self {
             DistKind::OneWay => "one_way",
@@ -167,6 +179,10 @@ impl DistKind {
             DistKind::RttHalf => "rtt_half",
             DistKind::SendBeforeRead => "before_hca_read",
             DistKind::SendAfterRead => "after_hca_read",
+            DistKind::HwNetworkRtt => "network_rtt",
+            DistKind::HwOneWay => "hca_one_way",
+            DistKind::HwProberDelay => "prober_delay",
+            DistKind::HwResponderDelay => "responder_delay",
         }
     }
 
@@ -179,6 +195,10 @@ impl DistKind {
             DistKind::RttHalf => "RTT/2",
             DistKind::SendBeforeRead => "before HCA read",
             DistKind::SendAfterRead => "after HCA read",
+            DistKind::HwNetworkRtt => "network RTT (hw)",
+            DistKind::HwOneWay => "HCA one-way (hw)",
+            DistKind::HwProberDelay => "prober delay (hw)",
+            DistKind::HwResponderDelay => "responder delay (hw)",
         }
     }
 }
@@ -275,6 +295,22 @@ pub fn us(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1000.0)
 }
 
+/// The messages the hardware-timestamp split left out, as context
+/// warnings (each starts with "hw timestamps:"): one per reason.
+fn hw_left_out(sp: &crate::probe::hwts::Split) -> Vec<String> {
+    let mut w = Vec::new();
+    if sp.missing_prober > 0 {
+        w.push(format!("hw timestamps: {} answered messages had no send or receive completion timestamp on this end and are not in the split", sp.missing_prober));
+    }
+    if sp.missing_responder > 0 {
+        w.push(format!("hw timestamps: the responder reported no timestamps for {} messages; they are not in the split", sp.missing_responder));
+    }
+    if sp.invalid > 0 {
+        w.push(format!("hw timestamps: {} messages had a negative part (stamps out of order or a clock step) and are counted invalid, not split", sp.invalid));
+    }
+    w
+}
+
 impl Report {
     /// Builds the report of `outcome` (RTT/2 is derived from RTT here).
     pub fn new(outcome: &Outcome, context: ReportContext) -> Report {
@@ -301,6 +337,17 @@ impl Report {
             push(DistKind::SendBeforeRead, before);
             push(DistKind::SendAfterRead, after);
         }
+        if let Some(hw) = &outcome.hw_split {
+            let sp = &hw.split;
+            if hw.one_way {
+                push(DistKind::HwOneWay, &sp.network_rtt);
+                push(DistKind::HwProberDelay, &sp.prober_delay);
+            } else {
+                push(DistKind::HwNetworkRtt, &sp.network_rtt);
+                push(DistKind::HwProberDelay, &sp.prober_delay);
+                push(DistKind::HwResponderDelay, &sp.responder_delay);
+            }
+        }
         let run = RunCounters {
             sent: outcome.sent,
             lost: outcome.lost,
@@ -318,9 +365,17 @@ impl Report {
             run,
             distributions,
             warnings: Vec::new(),
-            notes: outcome.notes.clone(),
+            notes: outcome
+                .notes
+                .iter()
+                .chain(outcome.hw_split.iter().flat_map(|h| &h.notes))
+                .cloned()
+                .collect(),
             fail_if: None,
         };
+        if let Some(hw) = &outcome.hw_split {
+            report.context.warnings.extend(hw_left_out(&hw.split));
+        }
         report.warnings = report.compute_warnings();
         report
     }

@@ -18,7 +18,7 @@ use std::ptr::{null_mut, NonNull};
 use std::sync::Arc;
 
 use rdma_mummy_sys as ffi;
-use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
+use sideway::ibverbs::completion::{CompletionChannel, CompletionQueue, GenericCompletionQueue};
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
@@ -333,11 +333,17 @@ impl OwnedQp {
 }
 
 /// A sideway CQ plus its raw pointer and optional completion channel.
+/// An extended CQ (`ibv_create_cq_ex`, `--hw-timestamps`) is polled with
+/// `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and yields each
+/// completion's HCA timestamp; a basic one with `ibv_poll_cq`.
 pub struct OwnedCq {
     ptr: NonNull<ffi::ibv_cq>,
+    /// The same CQ as an `ibv_cq_ex` when it was created extended with
+    /// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP.
+    ex: Option<NonNull<ffi::ibv_cq_ex>>,
     channel: Option<Arc<CompletionChannel>>,
     /// The sideway CQ (handed to the QP builder).
-    pub cq: Arc<BasicCompletionQueue>,
+    pub cq: GenericCompletionQueue,
 }
 
 /// One work completion, copied out of `ibv_wc`.
@@ -353,6 +359,9 @@ pub struct Completion {
     pub byte_len: u32,
     /// Immediate data (host order) when the completion carries one.
     pub imm: Option<u32>,
+    /// The HCA's completion timestamp (raw ticks), from an extended CQ
+    /// created with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP; None otherwise.
+    pub hw_ts: Option<u64>,
 }
 
 /// Most completions [`OwnedCq::poll_many`] takes in one call.
@@ -374,22 +383,104 @@ fn completion_of(wc: &ffi::ibv_wc) -> Completion {
         } else {
             None
         },
+        hw_ts: None,
+    }
+}
+
+/// The fields of the completion an extended CQ's poll is on, with its
+/// HCA timestamp.
+///
+/// # Safety
+/// `ex` is a live extended CQ created with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP
+/// (and the standard flags: byte length, immediate), between a successful
+/// `ibv_start_poll`/`ibv_next_poll` and `ibv_end_poll`.
+#[inline(always)]
+unsafe fn completion_of_ex(ex: NonNull<ffi::ibv_cq_ex>) -> Completion {
+    let p = ex.as_ptr();
+    // SAFETY (every read below): the caller's contract: the CQ is live and
+    // positioned on a completion, and the read functions asked for exist
+    // because the CQ was created with their flags.
+    unsafe {
+        let flags = ffi::ibv_wc_read_wc_flags(p);
+        Completion {
+            wr_id: (*p).wr_id,
+            status: (*p).status,
+            opcode: ffi::ibv_wc_read_opcode(p),
+            byte_len: ffi::ibv_wc_read_byte_len(p),
+            imm: (flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0)
+                .then(|| u32::from_be(ffi::ibv_wc_read_imm_data(p))),
+            hw_ts: Some(ffi::ibv_wc_read_completion_ts(p)),
+        }
     }
 }
 
 impl OwnedCq {
     /// Wraps a CQ built with sideway's builder; `channel` is the completion
     /// channel it was built with, if any.
-    pub fn new(cq: Arc<BasicCompletionQueue>, channel: Option<Arc<CompletionChannel>>) -> OwnedCq {
+    pub fn new(cq: GenericCompletionQueue, channel: Option<Arc<CompletionChannel>>) -> OwnedCq {
         // SAFETY: the pointer is only used while `cq` (owned by self) lives.
         let ptr = unsafe { cq.cq() };
-        OwnedCq { ptr, channel, cq }
+        // An extended CQ's ibv_cq is the start of its ibv_cq_ex (libibverbs'
+        // ibv_cq_ex_to_cq is this cast; sideway's cq() returns it).
+        let ex = matches!(cq, GenericCompletionQueue::Extended(_)).then(|| ptr.cast());
+        OwnedCq {
+            ptr,
+            ex,
+            channel,
+            cq,
+        }
+    }
+
+    /// Whether completions carry the HCA's timestamp.
+    pub fn stamps(&self) -> bool {
+        self.ex.is_some()
+    }
+
+    /// One extended poll: up to `out.len()` completions (start, next...,
+    /// end). Ok(n): `out[..n]` are filled.
+    #[inline(always)]
+    fn poll_ex(ex: NonNull<ffi::ibv_cq_ex>, out: &mut [Completion]) -> Result<usize, i32> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        // SAFETY: ibv_poll_cq_attr is plain data; comp_mask 0 is required.
+        let mut attr: ffi::ibv_poll_cq_attr = unsafe { MaybeUninit::zeroed().assume_init() };
+        // SAFETY: ex is a live extended CQ owned by the caller's OwnedCq;
+        // attr is valid for the call.
+        let rc = unsafe { ffi::ibv_start_poll(ex.as_ptr(), &mut attr) };
+        if rc == libc::ENOENT {
+            return Ok(0);
+        }
+        if rc != 0 {
+            return Err(-rc);
+        }
+        let mut n = 0;
+        loop {
+            // SAFETY: start_poll/next_poll returned 0: positioned on a
+            // completion of a CQ created with the timestamp flag.
+            out[n] = unsafe { completion_of_ex(ex) };
+            n += 1;
+            if n == out.len() {
+                break;
+            }
+            // SAFETY: a poll is in progress on this live CQ.
+            let rc = unsafe { ffi::ibv_next_poll(ex.as_ptr()) };
+            if rc != 0 {
+                break; // ENOENT: no more; an error shows on the next poll
+            }
+        }
+        // SAFETY: a poll started with ibv_start_poll returning 0 must be ended.
+        unsafe { ffi::ibv_end_poll(ex.as_ptr()) };
+        Ok(n)
     }
 
     /// Polls at most one completion (ibv_poll_cq with one entry).
     /// Ok(false): the CQ was empty. Err: the provider's negative status.
     #[inline(always)]
     pub fn poll_one(&self, out: &mut Completion) -> Result<bool, i32> {
+        if let Some(ex) = self.ex {
+            return Self::poll_ex(ex, std::slice::from_mut(out)).map(|n| n == 1);
+        }
         let mut wc = MaybeUninit::<ffi::ibv_wc>::uninit();
         // SAFETY: ptr is a live CQ owned by self; wc has room for one entry.
         let n = unsafe { ffi::ibv_poll_cq(self.ptr.as_ptr(), 1, wc.as_mut_ptr()) };
@@ -410,6 +501,10 @@ impl OwnedCq {
     /// CQ) for a burst of arrivals. Ok(n): `out[..n]` are filled.
     #[inline(always)]
     pub fn poll_many(&self, out: &mut [Completion]) -> Result<usize, i32> {
+        if let Some(ex) = self.ex {
+            let want = out.len().min(POLL_BATCH);
+            return Self::poll_ex(ex, &mut out[..want]);
+        }
         let mut wcs = [MaybeUninit::<ffi::ibv_wc>::uninit(); POLL_BATCH];
         let want = out.len().min(POLL_BATCH);
         // SAFETY: ptr is a live CQ owned by self; wcs has room for `want`

@@ -111,6 +111,30 @@ pub trait Channel {
         0
     }
 
+    /// `--hw-timestamps`: the HCA timestamp (raw ticks of [`Channel::hw_clock`])
+    /// of the last arrival's receive completion (call right after
+    /// `poll_recv` returned it); None where completions carry none.
+    fn hw_recv_ts(&self) -> Option<u64> {
+        None
+    }
+
+    /// The HCA timestamp of the send completion `poll_send_done` returned
+    /// last; None where completions carry none.
+    fn hw_send_ts(&self) -> Option<u64> {
+        None
+    }
+
+    /// The clock those timestamps count (verbs with `--hw-timestamps`).
+    fn hw_clock(&self) -> Option<crate::clock::hca::HcaClock> {
+        None
+    }
+
+    /// That clock now, raw ticks (a system call: cold code only, for
+    /// calibration pairs); None where it cannot be read.
+    fn hw_clock_now(&self) -> Option<u64> {
+        None
+    }
+
     /// Facts for the report.
     fn info(&self) -> TransportInfo;
 }

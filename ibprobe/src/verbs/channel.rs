@@ -8,6 +8,9 @@
 //! and take no lock. The channels are built, once, by `setup.rs`.
 
 use super::types::{errno, poll_cq, Setup, Wired};
+use sideway::ibverbs::device_context::{DeviceContext, ValuesMask};
+
+use crate::clock::hca::HcaClock;
 use crate::clock::Clock;
 use crate::spec::{Op, Poll};
 use crate::sys::verbs::{wc_status_str, Completion, SendTemplate, StampWord};
@@ -30,8 +33,8 @@ pub struct VerbsChannel {
     /// Unsignaled WRs posted since the last signaled one.
     pub(super) unsignaled: u32,
     /// Signaled completions polled inside `post` (SQ full), handed out by
-    /// `poll_send_done` later.
-    pub(super) stash: Box<[u64]>,
+    /// `poll_send_done` later: (sequence number, HCA timestamp).
+    pub(super) stash: Box<[(u64, Option<u64>)]>,
     pub(super) stash_head: usize,
     pub(super) stash_len: usize,
     /// Next sequence number expected (unwraps truncated carriers).
@@ -44,6 +47,10 @@ pub struct VerbsChannel {
     pub(super) stamp: bool,
     /// Where the last arrival's payload lies in this end's memory.
     pub(super) last_recv_off: usize,
+    /// `--hw-timestamps`: the HCA timestamp of the last arrival's receive
+    /// completion and of the last send completion handed out.
+    pub(super) last_recv_ts: Option<u64>,
+    pub(super) last_send_ts: Option<u64>,
     pub(super) info: TransportInfo,
     pub(super) s: Setup,
 }
@@ -78,6 +85,7 @@ impl VerbsChannel {
         }
         let covered = (c.wr_id & ((1 << COVER_BITS) - 1)) as u32;
         self.outstanding = self.outstanding.saturating_sub(covered);
+        self.last_send_ts = c.hw_ts;
         Ok(Some(c.wr_id >> COVER_BITS))
     }
 
@@ -93,7 +101,7 @@ impl VerbsChannel {
                     self.stash_len -= 1;
                 }
                 let i = (self.stash_head + self.stash_len) % cap;
-                self.stash[i] = seq;
+                self.stash[i] = (seq, self.last_send_ts);
                 self.stash_len += 1;
             } else {
                 spins += 1;
@@ -216,6 +224,7 @@ impl Channel for VerbsChannel {
         }
         let seq = self.seq_of(&c);
         self.expected = seq.wrapping_add(1);
+        self.last_recv_ts = c.hw_ts;
         self.last_recv_off = if self.s.op == Op::WriteImm {
             self.s.target_off as usize
         } else {
@@ -231,7 +240,8 @@ impl Channel for VerbsChannel {
     #[inline]
     fn poll_send_done(&mut self) -> Result<Option<u64>, TransportError> {
         if self.stash_len > 0 {
-            let seq = self.stash[self.stash_head];
+            let (seq, ts) = self.stash[self.stash_head];
+            self.last_send_ts = ts;
             self.stash_head = (self.stash_head + 1) % self.stash.len();
             self.stash_len -= 1;
             return Ok(Some(seq));
@@ -275,9 +285,36 @@ impl Channel for VerbsChannel {
         self.w.mem.buf.read_le(self.last_recv_off + 8, 8)
     }
 
+    #[inline(always)]
+    fn hw_recv_ts(&self) -> Option<u64> {
+        self.last_recv_ts
+    }
+
+    #[inline(always)]
+    fn hw_send_ts(&self) -> Option<u64> {
+        self.last_send_ts
+    }
+
+    fn hw_clock(&self) -> Option<HcaClock> {
+        self.s.hca
+    }
+
+    fn hw_clock_now(&self) -> Option<u64> {
+        let hca = self.s.hca?;
+        read_hca_clock(&self.w._ctx).map(|t| t & hca.mask)
+    }
+
     fn info(&self) -> TransportInfo {
         self.info.clone()
     }
+}
+
+/// The HCA's free-running clock now (ibv_query_rt_values_ex, raw clock;
+/// mlx5 puts the counter in the timespec's nanoseconds field and 0 in its
+/// seconds). Cold: a system call, for calibration pairs only.
+fn read_hca_clock(ctx: &DeviceContext) -> Option<u64> {
+    let v = ctx.query_rt_values_ex(ValuesMask::RawClock).ok()?;
+    Some(v.raw_clock()?.to_ticks() as u64)
 }
 
 /// One-way loopback: two connected QPs in one process (same device and
@@ -333,6 +370,25 @@ impl Channel for LoopbackChannel {
     #[inline(always)]
     fn arrived_stamp(&self) -> u64 {
         self.b.arrived_stamp()
+    }
+
+    #[inline(always)]
+    fn hw_recv_ts(&self) -> Option<u64> {
+        self.b.hw_recv_ts()
+    }
+
+    #[inline(always)]
+    fn hw_send_ts(&self) -> Option<u64> {
+        self.a.hw_send_ts()
+    }
+
+    fn hw_clock(&self) -> Option<HcaClock> {
+        // One device (a --peer-dev loopback is refused with --hw-timestamps).
+        self.a.hw_clock()
+    }
+
+    fn hw_clock_now(&self) -> Option<u64> {
+        self.a.hw_clock_now()
     }
 
     fn info(&self) -> TransportInfo {

@@ -46,6 +46,8 @@ pub struct VerbsConfig {
     pub mtu: Option<u32>,
     /// Message buffers in huge pages (`--hugepages`).
     pub hugepages: bool,
+    /// CQs that stamp completions with the HCA clock (`--hw-timestamps`).
+    pub hw_timestamps: bool,
 }
 
 impl VerbsConfig {
@@ -77,6 +79,7 @@ impl VerbsConfig {
             rq_prepost: v.rq_prepost(),
             mtu: v.mtu,
             hugepages: v.hugepages,
+            hw_timestamps: v.hw_timestamps,
         })
     }
 

@@ -259,6 +259,10 @@ pub(crate) struct OpenedPort {
     pub ethernet: bool,
     pub max_qp_wr: u32,
     pub gids: Vec<GidInfo>,
+    /// completion_timestamp_mask (0: completions carry no HCA timestamp).
+    pub ts_mask: u64,
+    /// hca_core_clock, kHz.
+    pub hca_khz: u64,
 }
 
 /// Opens `want` (or the first device whose `port` is active) and checks
@@ -310,6 +314,8 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
             ethernet: pa.link_layer() == LinkLayer::Ethernet,
             max_qp_wr: attr.max_qp_wr().max(0) as u32,
             gids,
+            ts_mask: attr.completion_timestamp_mask(),
+            hca_khz: attr.hca_core_clock(),
             ctx,
         });
         break;

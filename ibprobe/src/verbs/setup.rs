@@ -15,7 +15,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel};
+use sideway::ibverbs::completion::{
+    CompletionChannel, CompletionQueueBuilder, CreateCompletionQueueWorkCompletionFlags,
+    GenericCompletionQueue,
+};
 use sideway::ibverbs::device_context::DeviceContext;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{QueuePair, QueuePairAttribute, QueuePairState};
@@ -26,6 +29,7 @@ use super::config::VerbsConfig;
 use super::device::{self, GidInfo};
 use super::types::{Setup, Wired};
 use super::VerbsError;
+use crate::clock::hca::HcaClock;
 use crate::spec::{InlineMode, Op, Poll, QpType};
 use crate::sys::mem::{self, MemError, Placement, Region};
 use crate::sys::verbs::{
@@ -153,8 +157,10 @@ fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, Verb
 /// (channel or stream) starts from. Field order is drop order.
 pub(super) struct OpenedQp {
     pub(super) qp: OwnedQp,
-    pub(super) send_cq: Arc<BasicCompletionQueue>,
-    pub(super) recv_cq: Arc<BasicCompletionQueue>,
+    pub(super) send_cq: GenericCompletionQueue,
+    pub(super) recv_cq: GenericCompletionQueue,
+    /// `--hw-timestamps`: the device's completion clock (both CQs stamp).
+    pub(super) hca: Option<HcaClock>,
     pub(super) channel: Option<Arc<CompletionChannel>>,
     pub(super) pd: Arc<ProtectionDomain>,
     pub(super) ctx: Arc<DeviceContext>,
@@ -242,17 +248,25 @@ pub(super) fn open_qp(
         ),
         Poll::Busy => None,
     };
-    let send_cq = ctx
-        .create_cq_builder()
-        .setup_cqe(shape.sq_depth)
-        .build()
-        .map_err(|e| verr("ibv_create_cq (send)", &e))?;
+    // --hw-timestamps: refused on a device that stamps nothing (rxe),
+    // before any CQ exists.
+    let hca = if cfg.hw_timestamps {
+        Some(
+            HcaClock::new(&p.name, p.ts_mask, p.hca_khz)
+                .map_err(|e| VerbsError::config(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let mut sb = ctx.create_cq_builder();
+    sb.setup_cqe(shape.sq_depth);
+    let send_cq = build_cq(&mut sb, hca.is_some(), "ibv_create_cq (send)")?;
     let mut rb = ctx.create_cq_builder();
     rb.setup_cqe(shape.rq_depth);
     if let Some(ch) = &channel {
         rb.setup_comp_channel(ch, 0);
     }
-    let recv_cq = rb.build().map_err(|e| verr("ibv_create_cq (recv)", &e))?;
+    let recv_cq = build_cq(&mut rb, hca.is_some(), "ibv_create_cq (recv)")?;
     let qp = pd
         .create_qp_builder()
         .setup_qp_type(device::to_sideway(cfg.qp_type))
@@ -261,8 +275,8 @@ pub(super) fn open_qp(
         .setup_max_send_sge(1)
         .setup_max_recv_sge(1)
         .setup_max_inline_data(inline_cap)
-        .setup_send_cq(Arc::clone(&send_cq))
-        .setup_recv_cq(Arc::clone(&recv_cq))
+        .setup_send_cq(send_cq.clone())
+        .setup_recv_cq(recv_cq.clone())
         .build()
         .map_err(|e| verr("ibv_create_qp", &e))?;
     let mut qp = OwnedQp::new(qp);
@@ -285,6 +299,7 @@ pub(super) fn open_qp(
         qp,
         send_cq,
         recv_cq,
+        hca,
         channel,
         pd,
         ctx,
@@ -296,6 +311,26 @@ pub(super) fn open_qp(
         max_inline,
         inline_cap,
     })
+}
+
+/// A CQ from `b`: basic (`ibv_create_cq`), or with `stamps` extended
+/// (`ibv_create_cq_ex`) with the standard fields and the HCA's completion
+/// timestamp.
+fn build_cq(
+    b: &mut CompletionQueueBuilder,
+    stamps: bool,
+    what: &str,
+) -> Result<GenericCompletionQueue, VerbsError> {
+    if !stamps {
+        return Ok(b.build().map_err(|e| verr(what, &e))?.into());
+    }
+    b.setup_wc_flags(
+        CreateCompletionQueueWorkCompletionFlags::StandardFlags
+            | CreateCompletionQueueWorkCompletionFlags::CompletionTimestamp,
+    );
+    Ok(b.build_ex()
+        .map_err(|e| verr(&format!("{what} with completion timestamps"), &e))?
+        .into())
 }
 
 /// The initial PSN of a QP's send queue (any 24-bit value; derived from
@@ -361,6 +396,7 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         target_off,
         psn: ep.psn,
         memory,
+        hca: o.hca,
     };
     Ok((
         Prepared {
@@ -505,7 +541,7 @@ impl Prepared {
             },
             outstanding: 0,
             unsignaled: 0,
-            stash: vec![0; s.sq_depth as usize + 1].into_boxed_slice(),
+            stash: vec![(0, None); s.sq_depth as usize + 1].into_boxed_slice(),
             stash_head: 0,
             stash_len: 0,
             expected: 0,
@@ -513,6 +549,8 @@ impl Prepared {
             payload_off,
             stamp: false,
             last_recv_off: 0,
+            last_recv_ts: None,
+            last_send_ts: None,
             info,
             s,
         })

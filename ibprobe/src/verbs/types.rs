@@ -16,6 +16,7 @@ use sideway::ibverbs::device_context::DeviceContext;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 
 use super::device::GidInfo;
+use crate::clock::hca::HcaClock;
 use crate::spec::{Op, Poll, QpType};
 use crate::sys::verbs::{AddressHandle, Completion, OwnedCq, OwnedQp, RecvRing, RegisteredBuf};
 use crate::transport::TransportError;
@@ -47,6 +48,8 @@ pub(super) struct Setup {
     pub(super) psn: u32,
     /// How the buffers were placed (crate::sys::mem::Region::describe).
     pub(super) memory: String,
+    /// `--hw-timestamps`: the device's completion clock.
+    pub(super) hca: Option<HcaClock>,
 }
 
 /// The verbs objects a connected end owns (a channel or a stream end),

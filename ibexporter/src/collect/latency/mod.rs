@@ -142,6 +142,10 @@ pub struct Round {
     /// Set when the round failed (peer lost, device gone): a short reason
     /// such as `peer_lost`, `refused`, `transport`.
     pub error: Option<String>,
+    /// `[probe] hw_timestamps`, remote verbs probes: the round's split
+    /// (`collect/hw_split.rs`), or Err(answered probes) when the peer sent
+    /// no timestamps.
+    pub hw: Option<Result<ibprobe::probe::hwts::HwSplit, u64>>,
 }
 
 /// Slices per window: the summary covers between (1 - 1/SLICES) and 1
@@ -472,6 +476,7 @@ mod tests {
             samples: h,
             timeouts,
             error: error.map(String::from),
+            hw: None,
         }
     }
 

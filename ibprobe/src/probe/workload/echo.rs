@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::pace::consume;
 use crate::clock::Clock;
 use crate::probe::config::Plan;
+use crate::probe::hwts::{ResponderLog, ResponderStamp};
 use crate::transport::{Channel, TransportError};
 
 /// Why [`echo`] returned.
@@ -28,6 +29,11 @@ pub enum EchoEnd {
 /// loop. With `plan.event`, it sleeps in `Channel::wait_recv` (at most
 /// `idle_ticks` at a time) instead of spinning; the echo reads only the
 /// receive side of `plan`. Returns the number of messages echoed.
+///
+/// With `log` (`--hw-timestamps`, the responder of the R-Pingmesh split)
+/// it keeps each echo's HCA timestamps: T3 of the arrival, and T4 of the
+/// echo's send completion, which it waits for after the post (at most
+/// [`SEND_TS_WAIT_NS`]; past that T4 stays missing).
 pub fn echo<C: Channel + ?Sized>(
     ch: &mut C,
     clock: &Clock,
@@ -35,10 +41,12 @@ pub fn echo<C: Channel + ?Sized>(
     stop: &AtomicBool,
     idle_ticks: u64,
     mut idle: impl FnMut() -> bool,
+    mut log: Option<&mut ResponderLog>,
 ) -> Result<(u64, EchoEnd), TransportError> {
     let mut echoed = 0u64;
     let mut last = clock.now();
     let idle_ns = clock.ticks_to_ns(idle_ticks);
+    let wait_ticks = clock.ns_to_ticks(SEND_TS_WAIT_NS);
     loop {
         let got = if plan.event {
             ch.wait_recv(clock, idle_ns)?
@@ -46,8 +54,13 @@ pub fn echo<C: Channel + ?Sized>(
             ch.poll_recv()?
         };
         if let Some(seq) = got {
+            let t3 = ch.hw_recv_ts();
             consume(clock, plan, stop);
             ch.post(seq)?;
+            if let Some(log) = log.as_deref_mut() {
+                let t4 = send_ts(ch, clock, wait_ticks, seq)?;
+                log.push(ResponderStamp { seq, t3, t4 });
+            }
             echoed += 1;
             last = clock.now();
             continue;
@@ -61,6 +74,33 @@ pub fn echo<C: Channel + ?Sized>(
                 return Ok((echoed, EchoEnd::Finished));
             }
             last = now;
+        }
+    }
+}
+
+/// How long the echo waits for its send completion's timestamp (T4).
+pub const SEND_TS_WAIT_NS: u64 = 1_000_000_000;
+
+/// Waits for the send completion of echo `seq`; its HCA timestamp (T4),
+/// or None when it did not come within [`SEND_TS_WAIT_NS`].
+#[inline(always)]
+fn send_ts<C: Channel + ?Sized>(
+    ch: &mut C,
+    clock: &Clock,
+    wait_ticks: u64,
+    seq: u64,
+) -> Result<Option<u64>, TransportError> {
+    if !ch.is_signaled(seq) {
+        return Ok(None);
+    }
+    let t0 = clock.now();
+    loop {
+        if let Some(s) = ch.poll_send_done()? {
+            if s == seq {
+                return Ok(ch.hw_send_ts());
+            }
+        } else if clock.now().wrapping_sub(t0) > wait_ticks {
+            return Ok(None);
         }
     }
 }

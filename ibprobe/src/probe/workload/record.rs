@@ -10,6 +10,7 @@
 //! before the run, and recording only counts.
 
 use crate::clock::Clock;
+use crate::probe::hwts::ProberStamp;
 use crate::stats::LatencyHistogram;
 
 /// The distributions one loop fills: the primary (one-way or RTT) and the
@@ -152,6 +153,10 @@ pub struct Recorder<'a> {
     iv_start: u64,
     run: Counts,
     iv: Counts,
+    /// `--hw-timestamps`: the prober's stamps, into room reserved before
+    /// the run (never grown), and how many did not fit.
+    hw: Option<&'a mut Vec<ProberStamp>>,
+    hw_overflow: u64,
 }
 
 impl<'a> Recorder<'a> {
@@ -174,6 +179,40 @@ impl<'a> Recorder<'a> {
             iv_start: 0,
             run: Counts::default(),
             iv: Counts::default(),
+            hw: None,
+            hw_overflow: 0,
+        }
+    }
+
+    /// Keeps each answered message's [`ProberStamp`] in `log`, up to its
+    /// capacity (reserved by the caller: recording never allocates).
+    pub fn with_hw_log(mut self, log: &'a mut Vec<ProberStamp>) -> Recorder<'a> {
+        self.hw = Some(log);
+        self
+    }
+
+    /// Stamps that did not fit in the log.
+    pub fn hw_overflow(&self) -> u64 {
+        self.hw_overflow
+    }
+
+    /// `--hw-timestamps`: message `seq` was answered `primary_ns` after its
+    /// post, with HCA timestamps `t2` (send completion) and `t5` (receive
+    /// completion).
+    #[inline(always)]
+    pub fn hw(&mut self, seq: u64, primary_ns: u64, t2: Option<u64>, t5: Option<u64>) {
+        if let Some(log) = self.hw.as_mut() {
+            if log.len() < log.capacity() {
+                log.push(ProberStamp {
+                    seq,
+                    t1_ns: 0,
+                    t2,
+                    t5,
+                    t6_ns: primary_ns,
+                });
+            } else {
+                self.hw_overflow += 1;
+            }
         }
     }
 

@@ -38,6 +38,9 @@ enum Msg {
         /// `--stamp-thread`: (post to HCA read, HCA read to arrival), ns;
         /// None when the stamp is not inside the message's flight.
         split: Option<(u64, u64)>,
+        /// `--hw-timestamps`: (T2, T5), the HCA's send and receive
+        /// completion timestamps.
+        hw: (Option<u64>, Option<u64>),
     },
     Lost,
 }
@@ -54,6 +57,7 @@ fn one<C: Channel + ?Sized>(
     let t_subm = clock.now();
     ch.post(seq)?;
     let (mut t_recv, mut t_comp, mut stamp) = (None, None, 0);
+    let (mut t2, mut t5) = (None, None);
     loop {
         if t_recv.is_none() {
             let got = if plan.event {
@@ -68,6 +72,9 @@ fn one<C: Channel + ?Sized>(
                     if plan.stamp {
                         stamp = ch.arrived_stamp();
                     }
+                    if plan.hw_ts {
+                        t5 = ch.hw_recv_ts();
+                    }
                 }
             }
         }
@@ -76,6 +83,9 @@ fn one<C: Channel + ?Sized>(
                 let t = clock.now();
                 if s == seq {
                     t_comp = Some(t);
+                    if plan.hw_ts {
+                        t2 = ch.hw_send_ts();
+                    }
                 }
             }
         }
@@ -98,6 +108,7 @@ fn one<C: Channel + ?Sized>(
                     clock.ticks_to_ns(r - stamp),
                 )
             }),
+            hw: (t2, t5),
         },
         None => Msg::Lost,
     })
@@ -138,9 +149,17 @@ impl Workload for StopWait {
             let msg = one(ch, clock, plan, seq)?;
             rec.posted();
             match msg {
-                Msg::Arrived { recv, comp, split } => {
+                Msg::Arrived {
+                    recv,
+                    comp,
+                    split,
+                    hw,
+                } => {
                     in_a_row = 0;
                     rec.arrived(recv, comp);
+                    if plan.hw_ts {
+                        rec.hw(seq, recv, hw.0, hw.1);
+                    }
                     if let Some((before, after)) = split {
                         rec.split(before, after);
                     }
