@@ -166,10 +166,10 @@ pub struct EngineMetrics {
     pub cpu: Counter<f64, std::sync::atomic::AtomicU64>,
     /// `ibexporter_probe_rounds_total`.
     pub rounds: Counter,
-    /// The hardware-timestamp split of remote probes.
-    pub hw: HwSplitMetrics,
     /// `ibexporter_plan_round_targets`.
     pub plan_targets: Gauge,
+    /// The hardware-timestamp split of remote probes.
+    pub hw: HwSplitMetrics,
 }
 
 impl EngineMetrics {
@@ -197,12 +197,12 @@ impl EngineMetrics {
             "Probe rounds run (one round = one probe's messages of one interval)",
             self.rounds.clone(),
         );
-        self.hw.register(reg);
         reg.register(
             "ibexporter_plan_round_targets",
             "Remote probes (targets x sizes) the probe plan runs in the current round",
             self.plan_targets.clone(),
         );
+        self.hw.register(reg);
     }
 }
 
