@@ -80,6 +80,36 @@ pub struct HostReport {
     pub warnings: Vec<String>,
 }
 
+/// The warnings every `ibprobe host` report shares: a run cut short by
+/// Ctrl-C, and fewer than 1000 samples on some CPU (`fewest`), in `what`.
+pub(super) fn run_warnings(
+    interrupted: bool,
+    elapsed_ns: u64,
+    fewest: Option<u64>,
+    what: &str,
+) -> Vec<String> {
+    let mut w = Vec::new();
+    if interrupted {
+        w.push(format!(
+            "interrupted (Ctrl-C) after {:.3} s: the statistics cover the {what} so far",
+            elapsed_ns as f64 / 1e9
+        ));
+    }
+    if let Some(n) = fewest.filter(|&n| n < 1000) {
+        w.push(format!(
+            "only {n} {what} on a CPU, so p99.9 is the max: run longer (--count or --duration) for a tail"
+        ));
+    }
+    w
+}
+
+/// A report as pretty JSON, ending with a newline.
+pub(super) fn json(report: &impl Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
 impl KernelInfo {
     /// The running kernel's release and flavour.
     pub fn this_host() -> KernelInfo {
@@ -106,13 +136,7 @@ impl HostReport {
     /// Builds the report of a run.
     pub fn new(cfg: &WakeupConfig, o: &wakeup::WakeupOutcome) -> HostReport {
         let cpus: Vec<CpuRow> = o.cpus.iter().map(row).collect();
-        let mut warnings = Vec::new();
-        if o.interrupted {
-            warnings.push(format!(
-                "interrupted (Ctrl-C) after {:.3} s: the statistics cover the wake-ups so far",
-                o.elapsed_ns as f64 / 1e9
-            ));
-        }
+        let mut warnings = run_warnings(o.interrupted, o.elapsed_ns, None, "wake-ups");
         for r in &cpus {
             if r.missed > 0 {
                 warnings.push(format!(
@@ -121,13 +145,12 @@ impl HostReport {
                 ));
             }
         }
-        if let Some(n) = cpus.iter().map(|r| r.summary.count).min() {
-            if n < 1000 {
-                warnings.push(format!(
-                    "only {n} wake-ups on a CPU, so p99.9 is the max: run longer (--count or --duration) for a tail"
-                ));
-            }
-        }
+        warnings.extend(run_warnings(
+            false,
+            0,
+            cpus.iter().map(|r| r.summary.count).min(),
+            "wake-ups",
+        ));
         HostReport {
             schema: SCHEMA,
             version: env!("CARGO_PKG_VERSION"),
@@ -147,11 +170,7 @@ impl HostReport {
     pub fn render(&self, f: HostFormat) -> String {
         match f {
             HostFormat::Table => self.table(),
-            HostFormat::Json => {
-                let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
-                s.push('\n');
-                s
-            }
+            HostFormat::Json => json(self),
             HostFormat::Csv => self.csv(),
             HostFormat::Markdown => self.markdown(),
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::host::{HostFormat, KernelInfo};
+use super::host::{self, HostFormat, KernelInfo};
 use super::us;
 use crate::probe::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::probe::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
@@ -76,6 +76,19 @@ fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
     }
 }
 
+/// One distribution's cells as the table and Markdown show them (us).
+fn cells(s: &Summary) -> [String; 7] {
+    [
+        s.count.to_string(),
+        us(s.min_ns),
+        us(s.p50_ns),
+        us(s.p99_ns),
+        us(s.p999_ns),
+        us(s.max_ns),
+        s.over_10us_count.to_string(),
+    ]
+}
+
 fn source_text(s: &NoiseSource) -> String {
     format!(
         "{} {}{}: {} x, {} us in all, longest {} us",
@@ -96,13 +109,7 @@ impl TimerlatReport {
     /// Builds the report of a run.
     pub fn new(cfg: &TimerlatConfig, o: &TimerlatOutcome) -> TimerlatReport {
         let cpus: Vec<TimerlatCpu> = o.cpus.iter().map(cpu_of).collect();
-        let mut warnings = Vec::new();
-        if o.interrupted {
-            warnings.push(format!(
-                "interrupted (Ctrl-C) after {:.3} s: the statistics cover the samples so far",
-                o.elapsed_ns as f64 / 1e9
-            ));
-        }
+        let mut warnings = host::run_warnings(o.interrupted, o.elapsed_ns, None, "samples");
         for c in &cpus {
             if c.lost_events > 0 {
                 warnings.push(format!(
@@ -119,13 +126,12 @@ impl TimerlatReport {
                 ));
             }
         }
-        if let Some(n) = cpus.iter().map(|c| c.thread.count).min() {
-            if n < 1000 {
-                warnings.push(format!(
-                    "only {n} samples on a CPU, so p99.9 is the max: run longer (--count or --duration) for a tail"
-                ));
-            }
-        }
+        warnings.extend(host::run_warnings(
+            false,
+            0,
+            cpus.iter().map(|c| c.thread.count).min(),
+            "samples",
+        ));
         if o.unparsed_lines > 0 {
             warnings.push(format!(
                 "{} trace lines were not understood (a kernel with another timerlat format?); the figures cover the rest",
@@ -149,11 +155,7 @@ impl TimerlatReport {
     pub fn render(&self, f: HostFormat) -> String {
         match f {
             HostFormat::Table => self.table(),
-            HostFormat::Json => {
-                let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
-                s.push('\n');
-                s
-            }
+            HostFormat::Json => host::json(self),
             HostFormat::Csv => self.csv(),
             HostFormat::Markdown => self.markdown(),
         }
@@ -189,16 +191,10 @@ impl TimerlatReport {
         out.push('\n');
         out.push_str("cpu  context     count       min       p50       p99     p99.9        max   > 10 us   [us]\n");
         for (cpu, ctx, s) in self.rows() {
+            let [count, min, p50, p99, p999, max, over] = cells(s);
             let _ = writeln!(
                 out,
-                "{cpu:<4} {ctx:<7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
-                s.count,
-                us(s.min_ns),
-                us(s.p50_ns),
-                us(s.p99_ns),
-                us(s.p999_ns),
-                us(s.max_ns),
-                s.over_10us_count
+                "{cpu:<4} {ctx:<7} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9}"
             );
         }
         for c in &self.cpus {
@@ -269,17 +265,7 @@ impl TimerlatReport {
         out.push_str("| cpu | context | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us |\n");
         out.push_str("|---:|:---|---:|---:|---:|---:|---:|---:|---:|\n");
         for (cpu, ctx, s) in self.rows() {
-            let _ = writeln!(
-                out,
-                "| {cpu} | {ctx} | {} | {} | {} | {} | {} | {} | {} |",
-                s.count,
-                us(s.min_ns),
-                us(s.p50_ns),
-                us(s.p99_ns),
-                us(s.p999_ns),
-                us(s.max_ns),
-                s.over_10us_count
-            );
+            let _ = writeln!(out, "| {cpu} | {ctx} | {} |", cells(s).join(" | "));
         }
         for c in &self.cpus {
             for s in &c.top_sources {
