@@ -497,6 +497,12 @@ pub const SLOT_HEADER: usize = 16;
 /// and the tick the application handed it over.
 pub const RECORD_HEADER: usize = 16;
 
+/// The fewest slots an shm stream ring gets when `--slots` allows (see
+/// [`StreamSpec::shm_ring_slots`]): room for a few control slots besides
+/// the data in flight, so the sender's lazy reading of them never blocks
+/// the receiver.
+pub const SHM_RING_MIN: u32 = 8;
+
 /// A streaming workload's knobs (issue 13; design in
 /// `ibprobe/docs/stream-design.md`): a pool of slots per direction, a
 /// credit window, batching with a flush timer, pipelined acks.
@@ -542,6 +548,21 @@ impl Default for StreamSpec {
 }
 
 impl StreamSpec {
+    /// Slots of each shm ring: `--slots`, but at most twice what can be in
+    /// flight (the window, or the pipeline depth when smaller) and at
+    /// least [`SHM_RING_MIN`]. A longer ring holds nothing more at any
+    /// moment; it only spreads the same messages over more cache lines,
+    /// each of which then has to come back from the other core's cache:
+    /// stop-and-wait 32 B ran at 0.75-0.85 of 1/RTT with 64 ring slots
+    /// and 0.93-1.09 with 8 (2-vCPU AMD EPYC VM, alternated runs, see
+    /// `ibprobe/docs/stream-design.md`). Client and server compute it
+    /// from the same spec (the server learns it in the handshake).
+    pub fn shm_ring_slots(&self) -> u32 {
+        let in_flight = self.pipeline.map_or(self.window, |d| d.min(self.window));
+        self.slots
+            .min(in_flight.saturating_mul(2).max(SHM_RING_MIN))
+    }
+
     /// How many messages of `size` bytes fit one slot (0: a message
     /// needs more than one slot).
     pub fn per_slot(&self, size: usize) -> usize {
@@ -884,6 +905,25 @@ mod tests {
             .contains("udp message size 4 B is out of range 8..=65507 B"));
         assert!(refusal(ChannelSpec::new(Shm, SHM_MAX_SIZE + 1)).contains("shm"));
         assert!(refusal(ChannelSpec::new(Udp, 0)).contains("udp"));
+    }
+
+    #[test]
+    fn an_shm_ring_holds_twice_what_can_be_in_flight_within_the_pool() {
+        let s = |slots, window, pipeline| StreamSpec {
+            slots,
+            window,
+            pipeline,
+            ..StreamSpec::default()
+        };
+        // Stop-and-wait: one slot in flight, the floor of 8.
+        assert_eq!(s(64, 64, Some(1)).shm_ring_slots(), SHM_RING_MIN);
+        // The pipeline or the window, whichever is smaller, bounds it.
+        assert_eq!(s(64, 64, Some(16)).shm_ring_slots(), 32);
+        assert_eq!(s(64, 12, Some(16)).shm_ring_slots(), 24);
+        // A full window keeps the whole pool (no shorter than --slots allows).
+        assert_eq!(s(64, 64, None).shm_ring_slots(), 64);
+        assert_eq!(s(4, 4, Some(1)).shm_ring_slots(), 4);
+        assert_eq!(s(u32::MAX, u32::MAX, None).shm_ring_slots(), u32::MAX);
     }
 
     #[test]

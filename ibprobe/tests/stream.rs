@@ -291,25 +291,29 @@ fn the_pipeline_never_has_more_than_d_unacked() {
 
 fn stop_and_wait_runs_at_one_message_per_round_trip() {
     // udp: the test build will do (a system call each way dominates).
-    saw_against_round_trip(&cargo_bin("ibprobe"), "udp", "20000", 5, 0.8);
+    saw_against_round_trip(&cargo_bin("ibprobe"), "udp", "20000", 5, (0.8, 1.2));
     // shm: two spin loops of tens of ns each way, which an unoptimized
     // build distorts (there the stream runs at 0.2 of 1/RTT), so this
-    // one runs the release build. The issue's 0.8 is not met on shm on
-    // every machine: 0.79..0.83 on the VM of sessions 1-10 (RTT ~140 ns),
-    // 0.52..0.57 on the AMD EPYC VM of session 11, where the round trip
-    // is 61-65 ns and the stream loops' own work per message (sender ~36
-    // ns, receiver ~21 ns on free ends, `loggp --predict --pipelines 1`)
-    // adds ~55 ns to it. Here a guard against a gross fall (a loop that
-    // waits a second round trip per message reads below 0.45 on both).
-    saw_against_round_trip(&release_ibprobe(), "shm", "300000", 7, 0.45);
+    // one runs the release build, for both sides. Issue 13 asks 0.8.
+    // Until session 13 the stream's shm rings had all --slots (64) slots
+    // and stop-and-wait ran at 0.52..0.57 of 1/RTT on the AMD EPYC VM of
+    // session 11 (RTT 61-65 ns) and 0.75..0.89 on that of session 13 (RTT
+    // 130-530 ns, 6+ pairs under `chrt -f`). With rings of
+    // `StreamSpec::shm_ring_slots` (8 here) the same session-13 runs gave
+    // 0.96..1.20 (RTT ~140 ns) and 0.89..1.01 (RTT ~500 ns): above 1
+    // because the round trip's own ring keeps 64 slots (an 8-slot one
+    // was ~8% faster). The RTT-62-ns VM was not seen again, so the guard
+    // is what the old figures scaled by the gain (x1.1-1.3) still clear;
+    // the upper bound leaves room for that handicap of the round trip.
+    saw_against_round_trip(&release_ibprobe(), "shm", "300000", 7, (0.6, 1.35));
 }
 
 /// Stop-and-wait (`--pipeline 1`) on `t` against 1/RTT of `ibprobe
 /// loopback -t t --round-trip` (32 B both): `pairs` runs of each,
-/// alternated, the ratio of the medians within `low`..1.2. One pair
+/// alternated, the ratio of the medians within `low..=high`. One pair
 /// proves nothing (the UDP round trip of this VM moves by 30% between
 /// runs).
-fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, low: f64) {
+fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, high): (f64, f64)) {
     let run = |args: &[&str]| -> Value {
         let o = Command::new(bin)
             .args(args)
@@ -351,7 +355,7 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, low: f
     let r = median(rates.clone()) / median(per_rtt.clone());
     eprintln!("{t}: stop-and-wait / (1/RTT), ratio of medians of {pairs} pairs: {r:.3}");
     assert!(
-        (low..=1.2).contains(&r),
+        (low..=high).contains(&r),
         "{t}: stop-and-wait msg/s {rates:?} over 1/RTT {per_rtt:?}: ratio of medians {r:.3}"
     );
 }

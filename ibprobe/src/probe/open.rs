@@ -163,7 +163,7 @@ pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds
     stream.check(spec)?;
     Ok(match spec.transport {
         Transport::Shm => {
-            let (a, b) = ShmSlots::pair(stream.slots, stream.slot_size)?;
+            let (a, b) = ShmSlots::pair(stream.shm_ring_slots(), stream.slot_size)?;
             (Box::new(a), Box::new(b))
         }
         Transport::Udp => {

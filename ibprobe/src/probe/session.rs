@@ -408,7 +408,12 @@ pub fn open_stream_client(
                 .and_then(|p| p.as_str())
                 .ok_or_else(|| malformed("shm", &ep))?;
             Box::new(
-                ShmSlots::open(Path::new(path), slots, slot_size, Side::Client).map_err(|e| {
+                ShmSlots::open(
+                    Path::new(path),
+                    stream.spec.shm_ring_slots(),
+                    slot_size,
+                    Side::Client,
+                ).map_err(|e| {
                     err("setup", format!(
                         "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
                     ))
@@ -473,7 +478,7 @@ pub fn open_stream_server(
         }
         Transport::Shm => {
             let path = shm::default_path();
-            match ShmSlots::create(&path, slots, slot_size, Side::Server) {
+            match ShmSlots::create(&path, stream.spec.shm_ring_slots(), slot_size, Side::Server) {
                 Ok(s) => (Box::new(s), json!({ "path": path.display().to_string() })),
                 Err(e) => return Err(refuse(oob, e.to_string())),
             }
