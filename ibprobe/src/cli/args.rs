@@ -367,6 +367,15 @@ pub struct MeasureArgs {
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
     pub no_mlock: bool,
+    /// Do not read the measuring thread's counters (context switches, page faults, interrupts).
+    ///
+    /// By default the measuring thread's context switches (involuntary ones apart), CPU
+    /// migrations, page faults, the interrupts on its CPU by source, SMIs where the MSR is
+    /// readable, and cycles, instructions and cache misses where a PMU exists are read before and
+    /// after the measured part and every 100 ms (or --log-interval), never per message, and
+    /// reported beside the latencies with the likely cause of the tail.
+    #[arg(long)]
+    pub no_counters: bool,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     pub format: Format,
@@ -967,6 +976,7 @@ impl MeasureArgs {
             interval: self.hdr_log.as_ref().map(|_| self.log_interval),
             consume_delay: self.consume_delay,
             stamp_thread: false,
+            counters: !self.no_counters,
         };
         cfg.validate().map_err(|e| CliError::input(e.0))?;
         Ok(cfg)

@@ -71,6 +71,9 @@ pub struct ProbeConfig {
     /// The thesis's stamping thread (`--stamp-thread`): split one-way
     /// latency at the HCA's read of the send buffer (verbs, no inline).
     pub stamp_thread: bool,
+    /// Read the measuring thread's counters (`counters/`) before and after
+    /// the measured part and at each interval's end (`--no-counters`: off).
+    pub counters: bool,
 }
 
 impl Default for ProbeConfig {
@@ -91,6 +94,7 @@ impl Default for ProbeConfig {
             interval: None,
             consume_delay: Duration::ZERO,
             stamp_thread: false,
+            counters: true,
         }
     }
 }

@@ -13,8 +13,11 @@ use std::time::Duration;
 
 use super::config::{Mode, Plan, ProbeConfig, Receiver};
 use super::outcome::Outcome;
+use super::workload::record::IntervalCounters;
 use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
 use crate::clock::Clock;
+use crate::counters::attribution::Attributor;
+use crate::counters::{self, Span};
 use crate::sys::host;
 use crate::transport::{Channel, TransportError};
 
@@ -147,7 +150,20 @@ fn run_workload<W: Workload>(
         .max_ns
         .max(warm.send_done.summary().max_ns);
 
-    let plan = Plan::measured(cfg, clock);
+    let mut plan = Plan::measured(cfg, clock);
+    // Counters (`counters/`): read before and after the measured part and
+    // at each interval's end; without --interval, every ATTRIBUTION_INTERVAL
+    // (no sink sees those intervals), so the attribution has intervals.
+    // The attribution's histograms first: allocating (and, under
+    // mlockall, faulting in) them is not part of the measured span.
+    let mut attr = cfg.counters.then(Attributor::new);
+    let mut span = cfg
+        .counters
+        .then(|| Span::start(&counters::measuring_cpus(cfg.cpu)));
+    if span.is_some() && plan.interval_ticks == 0 {
+        plan.interval_ticks =
+            super::config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
+    }
     let result = if w.interrupted {
         Ok(Tally {
             interrupted: true,
@@ -160,8 +176,22 @@ fn run_workload<W: Workload>(
             ..cx
         };
         let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink);
+        if let (Some(sp), Some(a)) = (span.as_mut(), attr.as_mut()) {
+            let meter = sp.meter();
+            let last = meter.read();
+            rec = rec.with_counters(IntervalCounters {
+                meter,
+                attr: a,
+                last,
+            });
+        }
         work.run(ch, &cx, &mut rec)
     };
+    out.counters = span.map(|sp| {
+        let mut r = sp.finish();
+        r.attribution = attr.map(|a| a.finish());
+        r
+    });
     let has_comp = ch.has_send_completions();
     let fill = |out: &mut Outcome, total: Histos| {
         match cfg.mode {
@@ -195,6 +225,10 @@ fn run_workload<W: Workload>(
         }
     }
 }
+
+/// The interval of the counters' attribution when the run has no
+/// `--interval` of its own.
+pub const ATTRIBUTION_INTERVAL: Duration = Duration::from_millis(100);
 
 /// An echo thread in this process (the peer of an in-process round trip):
 /// echoes every arrival until dropped.
