@@ -255,3 +255,41 @@ fn a_refused_perf_event_open_leaves_the_run_going_and_says_what_is_missing() {
     assert!(v["counters"]["context_switches"].is_u64());
     assert!(v["counters"]["page_faults_minor"].is_u64());
 }
+
+#[test]
+fn the_hdr_log_has_a_side_file_with_each_intervals_counters() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.hlog");
+    let v = run_json(ibprobe().args([
+        "loopback",
+        "-t",
+        "shm",
+        "-D",
+        "300ms",
+        "--hdr-log",
+        log.to_str().unwrap(),
+        "--log-interval",
+        "50ms",
+    ]));
+    let side = std::fs::read_to_string(dir.path().join("run.hlog.counters.csv")).unwrap();
+    let mut lines = side.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(head[..3], ["start_s", "end_s", "samples"]);
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() >= 4, "{side}");
+    // The intervals' samples add up to the run's, and their switches to
+    // at most the run's (the run also counts the last reads).
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let sum = |name: &str| -> u64 {
+        rows.iter()
+            .map(|r| r[col(name)].parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!(
+        sum("samples"),
+        v["distributions"][0]["count"].as_u64().unwrap()
+    );
+    assert!(sum("context_switches") <= count(&v, "context_switches"));
+    assert!(rows.iter().all(|r| r.len() == head.len()));
+}

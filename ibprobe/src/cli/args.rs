@@ -383,6 +383,9 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub json: bool,
     /// Write an HdrHistogram interval log (one interval per --log-interval).
+    ///
+    /// With counters on, FILE.counters.csv beside it holds each interval's counters (context
+    /// switches, page faults, interrupts, ...) with its samples, p99.9 and max.
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
     /// Interval of --hdr-log.

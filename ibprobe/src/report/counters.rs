@@ -132,14 +132,44 @@ pub fn csv_header() -> String {
 
 /// The CSV cells of `r` (empty where not counted, or counters off).
 pub fn csv_cells(r: Option<&CounterReport>) -> String {
+    cells(r.map(|r| &r.counts))
+}
+
+/// One cell per counter, empty where not counted.
+fn cells(c: Option<&crate::counters::Counts>) -> String {
     Counter::ALL
         .iter()
-        .map(|&c| {
-            r.and_then(|r| r.counts.get(c))
+        .map(|&k| {
+            c.and_then(|c| c.get(k))
                 .map_or(String::new(), |v| v.to_string())
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The header of the per-interval side file of `--hdr-log FILE`
+/// (`FILE.counters.csv`): the interval in seconds since the run's start,
+/// its samples, p99.9 and max, then one column per counter.
+pub fn interval_csv_header() -> String {
+    format!("start_s,end_s,samples,p999_ns,max_ns,{}", csv_header())
+}
+
+/// One interval's row of that file.
+pub fn interval_csv_row(
+    start_ns: u64,
+    end_ns: u64,
+    h: &crate::stats::LatencyHistogram,
+    c: &crate::counters::Counts,
+) -> String {
+    let cells = cells(Some(c));
+    format!(
+        "{:.6},{:.6},{},{},{},{cells}",
+        start_ns as f64 / 1e9,
+        end_ns as f64 / 1e9,
+        h.len(),
+        h.summary().p999_ns,
+        h.max_ns()
+    )
 }
 
 /// What the counters say about an outlier: the cause whose intervals hold
@@ -223,6 +253,12 @@ mod tests {
             }],
             attribution: None,
         }
+    }
+
+    #[test]
+    fn the_stream_csv_header_ends_with_the_counters() {
+        let h = crate::report::stream::CSV_HEADER;
+        assert!(h.ends_with(&format!(",{}", csv_header())), "{h}");
     }
 
     #[test]

@@ -400,6 +400,12 @@ fn markdown(r: &Report) -> String {
     for d in &r.distributions {
         out.push_str(&format!("| {} |\n", row_cells(d).join(" | ")));
     }
+    if let Some(c) = &r.counters {
+        out.push('\n');
+        for l in super::counters::table_lines(c) {
+            out.push_str(&format!("- {l}\n"));
+        }
+    }
     if !r.warnings.is_empty() {
         out.push('\n');
         for w in &r.warnings {
