@@ -167,6 +167,7 @@ fn build(o: &Opts) -> (Metrics, LatencyStore, Vec<SeriesKey>) {
                 samples: Some(h),
                 timeouts,
                 error: None,
+                counters: None,
             };
             store.record(k, SAMPLES + timeouts, &r);
             em.rounds.inc();

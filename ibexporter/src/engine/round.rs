@@ -93,6 +93,10 @@ fn probe_config(size: usize, cfg: &EngineConfig) -> ProbeConfig {
             Poll::Busy
         },
         lock_memory: false,
+        // Counters per round (`ibprobe_probe_*_total`); a round is one
+        // short interval: no per-interval attribution.
+        counters: true,
+        attribution: false,
         ..ProbeConfig::default()
     }
 }
@@ -141,6 +145,7 @@ fn outcome_round(
             o.sent,
             Round {
                 timeouts: o.lost,
+                counters: o.counters.as_ref().map(|c| c.counts),
                 samples: samples(o),
                 error: None,
             },
@@ -156,6 +161,7 @@ fn outcome_round(
                 o.sent,
                 Round {
                     timeouts: o.lost,
+                    counters: o.counters.as_ref().map(|c| c.counts),
                     samples: samples(o),
                     error: Some(reason.into()),
                 },
@@ -177,6 +183,7 @@ fn wakeup_round(cpu: usize, cfg: &EngineConfig, stop: &AtomicBool) -> (u64, Roun
             Some(c) => (
                 c.latency.len(),
                 Round {
+                    counters: c.counters.as_ref().map(|r| r.counts),
                     samples: Some(c.latency),
                     ..Round::default()
                 },

@@ -980,6 +980,7 @@ impl MeasureArgs {
             consume_delay: self.consume_delay,
             stamp_thread: false,
             counters: !self.no_counters,
+            attribution: !self.no_counters,
         };
         cfg.validate().map_err(|e| CliError::input(e.0))?;
         Ok(cfg)

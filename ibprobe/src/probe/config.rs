@@ -74,6 +74,11 @@ pub struct ProbeConfig {
     /// Read the measuring thread's counters (`counters/`) before and after
     /// the measured part and at each interval's end (`--no-counters`: off).
     pub counters: bool,
+    /// With counters: correlate them with each interval's tail
+    /// (`counters::attribution`; about 2 MiB of histograms per run).
+    /// Without `interval`, the attribution's intervals are
+    /// `runner::ATTRIBUTION_INTERVAL`. ibexporter's short rounds turn it off.
+    pub attribution: bool,
 }
 
 impl Default for ProbeConfig {
@@ -95,6 +100,7 @@ impl Default for ProbeConfig {
             consume_delay: Duration::ZERO,
             stamp_thread: false,
             counters: true,
+            attribution: true,
         }
     }
 }

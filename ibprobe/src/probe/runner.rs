@@ -156,11 +156,11 @@ fn run_workload<W: Workload>(
     // (no sink sees those intervals), so the attribution has intervals.
     // The attribution's histograms first: allocating (and, under
     // mlockall, faulting in) them is not part of the measured span.
-    let mut attr = cfg.counters.then(Attributor::new);
+    let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
     let mut span = cfg
         .counters
         .then(|| Span::start(&counters::measuring_cpus(cfg.cpu)));
-    if span.is_some() && plan.interval_ticks == 0 {
+    if attr.is_some() && plan.interval_ticks == 0 {
         plan.interval_ticks =
             super::config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
     }
