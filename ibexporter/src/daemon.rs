@@ -193,6 +193,7 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
         reg.register_collector(Box::new(TuningCollector::new(tc)));
     }
     let store = LatencyStore::new(o.window);
+    reg.register_collector(Box::new(store.counter_collector()));
     let em = EngineMetrics::default();
     em.register(&mut reg);
     let (probes, notes) = discover_local(&o.local);

@@ -8,6 +8,9 @@
 //!   [`spec::ChannelSpec`], with every static check of a channel;
 //! - [`clock`]: the one clock every timestamp comes from (TSC calibrated
 //!   against CLOCK_MONOTONIC_RAW, or clock_gettime);
+//! - [`counters`]: the measuring thread's kernel and hardware counters
+//!   (perf events, getrusage, `/proc/interrupts`, SMIs) and their
+//!   per-interval attribution to the tail;
 //! - [`stats`]: the streaming HDR histogram and the summary computed from it;
 //! - [`transport`]: the [`transport::Channel`] trait and one file per
 //!   reference transport (shm, udp); verbs lives in [`verbs`];
@@ -41,6 +44,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod counters;
 pub mod probe;
 pub mod report;
 pub mod spec;

@@ -602,6 +602,7 @@ fn pair() -> Group {
         .test("client_server_rc_across_guests", client_server)
         .test("client_server_udp_event_poll_across_guests", udp_event)
         .test("dead_peer_ends_the_client_with_an_error", dead_peer_test)
+        .test("counters_on_an_rxe_client_run", counters_rxe)
 }
 
 fn dead_peer_test(lab: &Lab) {
@@ -652,4 +653,50 @@ fn hw_timestamps_refused_on_rxe(lab: &Lab) {
     assert_eq!(o.status, 2, "{o}");
     assert_eq!(o.stderr.lines().count(), 1, "one line: {o}");
     assert!(o.stderr.contains(want), "{o}");
+}
+
+/// Issue 18 in the lab: an rc client run across guests carries the
+/// measuring thread's counters, and the interrupts its CPUs took by source
+/// include the virtio NIC that carries rxe's packets. With `--poll event`
+/// the thread sleeps on the completion channel: a context switch per
+/// message at least (voluntary: not preemptions).
+fn counters_rxe(lab: &Lab) {
+    lab.sh_on(
+        Node::B,
+        &format!("({IBPROBE} server --transport rc --poll event --bind 0.0.0.0:18531 --forever > $LAB_RESULTS/counters-server.log 2>&1 &); for i in $(seq 100); do ss -ltn | grep -q ':18531 ' && exit 0; sleep 0.1; done; exit 1"),
+    )
+    .success();
+    let o = lab
+        .sh_on(
+            Node::A,
+            &format!("{IBPROBE} client $LAB_PEER_IP:18531 --transport rc --poll event --count 500 --warmup 10 --json"),
+        )
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {o}"));
+    let c = &v["counters"];
+    assert_eq!(distribution(&v, "rtt").unwrap()["count"], 500, "{o}");
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("counters.{k}: {c}"));
+    assert!(
+        n("context_switches") >= 500,
+        "event poll sleeps per message: {c}"
+    );
+    assert!(n("interrupts") > 0, "{c}");
+    let sources: Vec<&str> = c["interrupts_by_source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["source"].as_str())
+        .collect();
+    assert!(
+        sources.iter().any(|s| s.contains("virtio")),
+        "rxe's packets arrive through the virtio NIC: {sources:?}"
+    );
+    // What the guest cannot count is named, not failed on.
+    assert!(c["missing"].is_array(), "{c}");
+    std::fs::write(
+        lab.results(Node::A).join("counters-rxe.json"),
+        serde_json::to_string_pretty(c).unwrap(),
+    )
+    .unwrap();
 }

@@ -51,7 +51,17 @@ fn a_3x2_grid_gives_6_csv_rows_with_their_sizes_rates_and_counts() {
                 "steps",
                 "missed_steps",
                 "sent",
-                "lost"
+                "lost",
+                "context_switches",
+                "involuntary_context_switches",
+                "cpu_migrations",
+                "page_faults_minor",
+                "page_faults_major",
+                "cycles",
+                "instructions",
+                "cache_misses",
+                "interrupts",
+                "smis"
             ]
         );
         let col = |name: &str| header.iter().position(|h| *h == name).unwrap();

@@ -724,3 +724,67 @@ fn hold_without_the_device_fails_with_2() {
     assert_eq!(code, 2, "{err}");
     assert!(!pidfile.exists());
 }
+
+// ---------------------------------------------------------------- verify: activity on isolated CPUs
+
+/// `verify --window`: interrupts that reach an isolated CPU during the
+/// window are drift evidence, named by CPU, count and source. The fixture
+/// tree stands in for the host: its `/proc/interrupts` is rewritten
+/// during the window, as the kernel's counts would move.
+#[test]
+fn verify_names_interrupts_on_an_isolated_cpu_during_the_window() {
+    let (_tmp, root) = copy_fixture(THESIS);
+    let prof = profile("thesis-2hca");
+    let prof = prof.to_str().unwrap();
+    // Which CPUs it watches (a 1 ms window on the untouched tree: nothing).
+    let (code, out, err) = run(&root, &["verify", prof, "--window", "1ms", "--json"]);
+    assert_eq!(code, 1, "{err}");
+    let v = json(&out);
+    let cpus = v["activity"]["cpus"].as_array().expect("activity.cpus");
+    assert!(!cpus.is_empty(), "{}", v["activity"]);
+    assert!(cpus.iter().all(|c| c["interrupts"] == 0));
+    let cpu = cpus[0]["cpu"].as_u64().unwrap() as usize;
+    // Without --window under --root: not watched.
+    let (_, out, _) = run(&root, &["verify", prof, "--json"]);
+    assert!(json(&out)["activity"].is_null());
+
+    // During a 1.5 s window, IRQ 0 gains 1,204 interrupts on that CPU.
+    let file = root.join("proc/interrupts");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let moved: String = text
+        .lines()
+        .map(|l| {
+            if !l.trim_start().starts_with("0:") {
+                return l.to_string();
+            }
+            let (label, rest) = l.split_once(':').unwrap();
+            let mut tokens: Vec<String> = rest.split_whitespace().map(String::from).collect();
+            let n: u64 = tokens[cpu].parse().unwrap();
+            tokens[cpu] = (n + 1204).to_string();
+            format!("{label}: {}", tokens.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        std::fs::write(&file, moved).unwrap();
+    });
+    let (code, out, err) = run(&root, &["verify", prof, "--window", "1500ms"]);
+    writer.join().unwrap();
+    assert_eq!(
+        code, 1,
+        "evidence leaves the exit code to the settings: {err}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("evidence: "))
+        .unwrap_or_else(|| panic!("no evidence line:\n{out}"));
+    assert_eq!(
+        line,
+        format!(
+            "evidence: CPU {cpu} is isolated but received 1,204 interrupts in 1s500ms (0:timer 1,204)"
+        )
+    );
+    assert!(out.contains("note: /proc/schedstat is absent"), "{out}");
+}

@@ -97,6 +97,10 @@ fn probe_config(size: usize, cfg: &EngineConfig) -> ProbeConfig {
             Poll::Busy
         },
         lock_memory: false,
+        // Counters per round (`ibprobe_probe_*_total`); a round is one
+        // short interval: no per-interval attribution.
+        counters: true,
+        attribution: false,
         ..ProbeConfig::default()
     }
 }
@@ -169,6 +173,7 @@ fn outcome_round(
             o.sent,
             Round {
                 timeouts: o.lost,
+                counters: o.counters.as_ref().map(|c| c.counts),
                 samples: samples(o),
                 error: None,
                 hw: None,
@@ -185,6 +190,7 @@ fn outcome_round(
                 o.sent,
                 Round {
                     timeouts: o.lost,
+                    counters: o.counters.as_ref().map(|c| c.counts),
                     samples: samples(o),
                     error: Some(reason.into()),
                     hw: None,
@@ -207,6 +213,7 @@ fn wakeup_round(cpu: usize, cfg: &EngineConfig, stop: &AtomicBool) -> (u64, Roun
             Some(c) => (
                 c.latency.len(),
                 Round {
+                    counters: c.counters.as_ref().map(|r| r.counts),
                     samples: Some(c.latency),
                     ..Round::default()
                 },

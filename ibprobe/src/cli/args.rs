@@ -367,6 +367,15 @@ pub struct MeasureArgs {
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
     pub no_mlock: bool,
+    /// Do not read the measuring thread's counters (context switches, page faults, interrupts).
+    ///
+    /// By default the measuring thread's context switches (involuntary ones apart), CPU
+    /// migrations, page faults, the interrupts on its CPU by source, SMIs where the MSR is
+    /// readable, and cycles, instructions and cache misses where a PMU exists are read before and
+    /// after the measured part and every 100 ms (or --log-interval), never per message, and
+    /// reported beside the latencies with the likely cause of the tail.
+    #[arg(long)]
+    pub no_counters: bool,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value = "table")]
     pub format: Format,
@@ -374,6 +383,9 @@ pub struct MeasureArgs {
     #[arg(long)]
     pub json: bool,
     /// Write an HdrHistogram interval log (one interval per --log-interval).
+    ///
+    /// With counters on, FILE.counters.csv beside it holds each interval's counters (context
+    /// switches, page faults, interrupts, ...) with its samples, p99.9 and max.
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
     /// Interval of --hdr-log.
@@ -995,6 +1007,8 @@ impl MeasureArgs {
             consume_delay: self.consume_delay,
             stamp_thread: false,
             hw_timestamps: false,
+            counters: !self.no_counters,
+            attribution: !self.no_counters,
         };
         cfg.validate().map_err(|e| CliError::input(e.0))?;
         Ok(cfg)

@@ -16,6 +16,7 @@ use crate::probe::runner;
 use crate::probe::session::SessionError;
 use crate::probe::workload::{Interval, Sink};
 use crate::probe::Outcome;
+use crate::report::counters as report_counters;
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::threshold::{FailIf, Threshold};
 use crate::report::{Report, ReportContext, ReportError};
@@ -115,6 +116,47 @@ pub struct HdrSink {
     log: Option<HdrLogWriter<std::io::BufWriter<std::fs::File>>>,
     tag: &'static str,
     error: Option<ReportError>,
+    /// `FILE.counters.csv`: the counters of each interval (opened at the
+    /// first interval that has them).
+    counters: Option<(
+        std::path::PathBuf,
+        Option<std::io::BufWriter<std::fs::File>>,
+    )>,
+}
+
+/// The side file of `--hdr-log FILE` with each interval's counters.
+pub fn counters_side_file(hdr_log: &std::path::Path) -> std::path::PathBuf {
+    let mut s = hdr_log.as_os_str().to_owned();
+    s.push(".counters.csv");
+    s.into()
+}
+
+impl HdrSink {
+    /// Appends the interval's counters to the side file.
+    fn counters_row(&mut self, iv: &Interval<'_>) -> Result<(), ReportError> {
+        use std::io::Write as _;
+        let (Some(c), Some((path, file))) = (iv.counters, self.counters.as_mut()) else {
+            return Ok(());
+        };
+        let io = |source| ReportError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        if file.is_none() {
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&*path).map_err(io)?);
+            writeln!(f, "{}", report_counters::interval_csv_header()).map_err(io)?;
+            *file = Some(f);
+        }
+        if let Some(f) = file.as_mut() {
+            writeln!(
+                f,
+                "{}",
+                report_counters::interval_csv_row(iv.start_ns, iv.end_ns, iv.primary, c)
+            )
+            .map_err(io)?;
+        }
+        Ok(())
+    }
 }
 
 impl Sink for HdrSink {
@@ -125,6 +167,9 @@ impl Sink for HdrSink {
         let mut r = log.write_interval(self.tag, iv.primary, iv.start_ns, iv.end_ns);
         if r.is_ok() && !iv.send_done.is_empty() {
             r = log.write_interval("send_completion", iv.send_done, iv.start_ns, iv.end_ns);
+        }
+        if r.is_ok() {
+            r = self.counters_row(iv);
         }
         if let Err(e) = r {
             self.error = Some(e);
@@ -146,6 +191,7 @@ pub fn hdr_sink(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<Hdr
             "rtt"
         },
         error: None,
+        counters: Some((counters_side_file(path), None)),
     }))
 }
 
@@ -245,6 +291,11 @@ pub fn measure_and_print(
         if let Some(log) = s.log.take() {
             log.finish()
                 .map_err(|e| CliError::run(format!("--hdr-log: {e}")))?;
+        }
+        if let Some((path, Some(mut f))) = s.counters.take() {
+            use std::io::Write as _;
+            f.flush()
+                .map_err(|e| CliError::run(format!("--hdr-log {}: {e}", path.display())))?;
         }
     }
     if let Some(path) = &m.plot {

@@ -44,7 +44,12 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let (mut ch, echo) = if a.round_trip {
-        let (c, e) = open::echo_pair(&spec, cfg.receiver(), clock, None).map_err(open_err)?;
+        // With --cpu, the echo thread stays off the measuring CPU (on the
+        // first other allowed one), so the two never share it.
+        let echo_cpu = cfg
+            .cpu
+            .and_then(|m| ibhost::rt::allowed_cpus().into_iter().find(|&c| c != m));
+        let (c, e) = open::echo_pair(&spec, cfg.receiver(), clock, echo_cpu).map_err(open_err)?;
         (c, Some(e))
     } else {
         (open::loopback(&spec).map_err(open_err)?, None)

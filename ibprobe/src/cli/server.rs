@@ -112,16 +112,22 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         ch.info().detail
     );
     let clock = Clock::choose(t.clock);
+    // The echo loop's counters (this thread, over the session).
+    let cpu = default_cpu(t);
+    let span = crate::counters::Span::start(&crate::counters::measuring_cpus(cpu));
     let served = session::serve(
         &mut oob,
         ch.as_mut(),
         &clock,
         stop,
-        default_cpu(t),
+        cpu,
         &receiver,
         a.handshake_timeout,
     )
     .map_err(|e| CliError::run(e.detail))?;
+    for l in crate::report::counters::table_lines(&span.finish()) {
+        say!("ibprobe server: echo thread {l}");
+    }
     match served.end {
         ServeEnd::Interrupted => {
             say!(

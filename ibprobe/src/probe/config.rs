@@ -74,6 +74,14 @@ pub struct ProbeConfig {
     /// Hardware completion timestamps (`--hw-timestamps`): keep each
     /// probe's T2 and T5 for the R-Pingmesh split (`probe/hwts.rs`).
     pub hw_timestamps: bool,
+    /// Read the measuring thread's counters (`counters/`) before and after
+    /// the measured part and at each interval's end (`--no-counters`: off).
+    pub counters: bool,
+    /// With counters: correlate them with each interval's tail
+    /// (`counters::attribution`; about 2 MiB of histograms per run).
+    /// Without `interval`, the attribution's intervals are
+    /// `runner::ATTRIBUTION_INTERVAL`. ibexporter's short rounds turn it off.
+    pub attribution: bool,
 }
 
 impl Default for ProbeConfig {
@@ -95,6 +103,8 @@ impl Default for ProbeConfig {
             consume_delay: Duration::ZERO,
             stamp_thread: false,
             hw_timestamps: false,
+            counters: true,
+            attribution: true,
         }
     }
 }

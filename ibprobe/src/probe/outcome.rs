@@ -4,6 +4,7 @@
 //! and ibexporter consumes the same data without going through text.
 
 use crate::probe::hwts::{HwSplit, ProberLog};
+use crate::counters::CounterReport;
 use crate::stats::LatencyHistogram;
 
 /// The raw result of one probe run.
@@ -41,4 +42,7 @@ pub struct Outcome {
     pub interrupted: bool,
     /// Placement facts and warnings (pinned CPU, mlockall), for the report.
     pub notes: Vec<String>,
+    /// The measuring thread's counters over the measured part (None:
+    /// counters off, `--no-counters`).
+    pub counters: Option<CounterReport>,
 }

@@ -14,8 +14,11 @@ use std::time::Duration;
 use super::config::{Mode, Plan, ProbeConfig, Receiver};
 use super::hwts::{self, ProberLog, ResponderLog};
 use super::outcome::Outcome;
+use super::workload::record::IntervalCounters;
 use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
 use crate::clock::Clock;
+use crate::counters::attribution::Attributor;
+use crate::counters::{self, Span};
 use crate::sys::host;
 use crate::transport::{Channel, TransportError};
 
@@ -148,7 +151,7 @@ fn run_workload<W: Workload>(
         .max_ns
         .max(warm.send_done.summary().max_ns);
 
-    let plan = Plan::measured(cfg, clock);
+    let mut plan = Plan::measured(cfg, clock);
     // --hw-timestamps: room for the prober's stamps, and (HCA, host)
     // clock pairs around the measured part for the rate.
     let hw_clock = ch.hw_clock().filter(|_| cfg.hw_timestamps);
@@ -166,6 +169,19 @@ fn run_workload<W: Workload>(
     };
     hw_pair(ch);
     let mut hw_overflow = 0;
+    // Counters (`counters/`): read before and after the measured part and
+    // at each interval's end; without --interval, every ATTRIBUTION_INTERVAL
+    // (no sink sees those intervals), so the attribution has intervals.
+    // The attribution's histograms first: allocating (and, under
+    // mlockall, faulting in) them is not part of the measured span.
+    let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
+    let mut span = cfg
+        .counters
+        .then(|| Span::start(&counters::measuring_cpus(cfg.cpu)));
+    if attr.is_some() && plan.interval_ticks == 0 {
+        plan.interval_ticks =
+            super::config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
+    }
     let result = if w.interrupted {
         Ok(Tally {
             interrupted: true,
@@ -179,10 +195,24 @@ fn run_workload<W: Workload>(
         };
         let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink)
             .with_hw_log(&mut hw_log);
+        if let (Some(sp), Some(a)) = (span.as_mut(), attr.as_mut()) {
+            let meter = sp.meter();
+            let last = meter.read();
+            rec = rec.with_counters(IntervalCounters {
+                meter,
+                attr: a,
+                last,
+            });
+        }
         let r = work.run(ch, &cx, &mut rec);
         hw_overflow = rec.hw_overflow();
         r
     };
+    out.counters = span.map(|sp| {
+        let mut r = sp.finish();
+        r.attribution = attr.map(|a| a.finish());
+        r
+    });
     hw_pair(ch);
     out.hw = hw_clock.map(|mut c| {
         let calibration = c.calibrate(&pairs);
@@ -229,6 +259,10 @@ fn run_workload<W: Workload>(
         }
     }
 }
+
+/// The interval of the counters' attribution when the run has no
+/// `--interval` of its own.
+pub const ATTRIBUTION_INTERVAL: Duration = Duration::from_millis(100);
 
 /// An echo thread in this process (the peer of an in-process round trip):
 /// echoes every arrival until dropped.

@@ -16,6 +16,7 @@ use super::runner::place;
 use super::session::StreamHello;
 use super::workload::stream::{receive, RecvTally, SendHistos, SendTally, Sender, StreamPlan};
 use crate::clock::Clock;
+use crate::counters::Span;
 use crate::spec::StreamSpec;
 use crate::stats::LatencyHistogram;
 use crate::sys::host;
@@ -43,6 +44,9 @@ pub struct StreamOutcome {
     pub notes: Vec<String>,
     /// CPU of the receiving loop, when pinned.
     pub rx_cpu: Option<usize>,
+    /// The sending thread's counters over its run (warm-up included: the
+    /// sender's loop runs both), None with `--no-counters`.
+    pub counters: Option<crate::counters::CounterReport>,
 }
 
 impl StreamOutcome {
@@ -171,6 +175,7 @@ pub fn run_loopback(
     let sp = StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock);
     let flags = Flags::default();
     let mut latency = LatencyHistogram::new();
+    let mut counters = None;
     let (sent, received) = std::thread::scope(|s| {
         let (sp, sender_done, abort, lat) = (&sp, &flags.sender_done, &flags.abort, &mut latency);
         let rx_ready = &flags.rx_ready;
@@ -194,7 +199,9 @@ pub fn run_loopback(
             })
             .expect("spawning a thread");
         wait_for_receiver(rx_ready, || h.is_finished());
+        let span = sender_span(cfg);
         let sent = run_sender(tx, cfg, sp, clock, stop, false);
+        counters = span.map(Span::finish);
         if sent.is_err() || stop.load(Ordering::Relaxed) {
             abort.store(true, Ordering::Relaxed);
         }
@@ -208,6 +215,7 @@ pub fn run_loopback(
         (sent, received)
     });
     out.latency = latency;
+    out.counters = counters;
     if let Some(c) = rx_cpu {
         out.notes.push(format!("receiver pinned to cpu {c}"));
     }
@@ -262,7 +270,10 @@ pub fn run_client(
         &Plan::measured(cfg, clock),
         clock,
     );
-    let (t, mut h) = match run_sender(tx, cfg, &sp, clock, stop, true) {
+    let span = sender_span(cfg);
+    let sent = run_sender(tx, cfg, &sp, clock, stop, true);
+    out.counters = span.map(Span::finish);
+    let (t, mut h) = match sent {
         Ok(r) => r,
         Err(e) => return Err(fail(e, out)),
     };
@@ -277,6 +288,13 @@ pub fn run_client(
         Err(e) => return Err(fail(e, out)),
     }
     Ok(out)
+}
+
+/// The sending thread's counters (`counters/`), opened on this thread
+/// when `cfg.counters`.
+fn sender_span(cfg: &ProbeConfig) -> Option<Span> {
+    cfg.counters
+        .then(|| Span::start(&crate::counters::measuring_cpus(cfg.cpu)))
 }
 
 /// The server side of a stream across hosts: receives on `rx` (pinned to

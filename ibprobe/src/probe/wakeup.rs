@@ -56,6 +56,10 @@ pub struct CpuWakeup {
     /// Deadlines skipped because the thread woke after the following one
     /// had already passed (a wake-up later than the interval).
     pub missed: u64,
+    /// The thread's counters over its measured part (context switches are
+    /// its sleeps; involuntary ones, interrupts and SMIs explain a late
+    /// wake-up).
+    pub counters: Option<crate::counters::CounterReport>,
 }
 
 /// The run's result.
@@ -164,7 +168,13 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 setup?;
-                measure(cpu, hist, interval, length, &stop_t, &abort_t)
+                let span = crate::counters::Span::start(&[cpu]);
+                let mut r = measure(cpu, hist, interval, length, &stop_t, &abort_t);
+                let counters = span.finish();
+                if let Ok(c) = r.as_mut() {
+                    c.counters = Some(counters);
+                }
+                r
             })
             .map_err(WakeupError::Spawn);
         match h {
@@ -254,6 +264,7 @@ fn measure(
         cpu,
         latency: hist,
         missed,
+        counters: None,
     })
 }
 

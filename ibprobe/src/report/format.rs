@@ -85,6 +85,10 @@ fn table(r: &Report) -> String {
     }
     out.push_str(&run);
     out.push('\n');
+    for l in r.counters.iter().flat_map(super::counters::table_lines) {
+        out.push_str(&l);
+        out.push('\n');
+    }
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }
@@ -208,6 +212,8 @@ struct JReport<'a> {
     notes: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     fail_if: Option<serde_json::Value>,
+    /// null with `--no-counters`.
+    counters: Option<serde_json::Value>,
 }
 /// The cells of one distribution's row, shared by the table and Markdown:
 /// label, count, min, p50, p90, p99, p99.9, p99.99, max (us), mean ± stdev
@@ -301,6 +307,7 @@ fn jreport(r: &Report) -> JReport<'_> {
         warnings: &r.warnings,
         notes: &r.notes,
         fail_if: r.fail_if.as_ref().map(|f| f.json()),
+        counters: r.counters.as_ref().map(super::counters::json),
     }
 }
 
@@ -313,8 +320,14 @@ fn json(r: &Report) -> String {
 
 // ------------------------------------------------------------------ csv
 
-/// The CSV header row.
+/// The CSV header row (the counters' columns follow: [`csv_header`]).
 pub const CSV_HEADER: &str = "transport,mode,bytes,distribution,count,min_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,mean_ns,stdev_ns,over_10us_count,over_10us_fraction,sent,lost,missed_steps";
+
+/// The whole CSV header row: [`CSV_HEADER`] and one column per counter
+/// (`context_switches` ... `smis`, empty where not counted).
+pub fn csv_header() -> String {
+    format!("{CSV_HEADER},{}", super::counters::csv_header())
+}
 
 /// Quotes a CSV field when it needs it (RFC 4180).
 fn csv_field(s: &str) -> String {
@@ -326,7 +339,8 @@ fn csv_field(s: &str) -> String {
 }
 
 fn csv(r: &Report) -> String {
-    let mut out = String::from(CSV_HEADER);
+    let mut out = csv_header();
+    let counter_cells = super::counters::csv_cells(r.counters.as_ref());
     // With --fail-if, one more column: the violated expressions (`;`).
     let extra = r
         .fail_if
@@ -339,7 +353,7 @@ fn csv(r: &Report) -> String {
     for d in &r.distributions {
         let s = &d.summary;
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{},{:.6},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{},{:.6},{},{},{},{}\n",
             csv_field(&r.context.transport.name),
             r.context.mode.as_str(),
             r.context.message_size,
@@ -359,6 +373,7 @@ fn csv(r: &Report) -> String {
             r.run.sent,
             r.run.lost,
             r.run.missed_steps,
+            counter_cells,
         ));
         if let Some(e) = &extra {
             out.insert_str(out.len() - 1, e);
@@ -390,6 +405,12 @@ fn markdown(r: &Report) -> String {
     out.push('\n');
     for d in &r.distributions {
         out.push_str(&format!("| {} |\n", row_cells(d).join(" | ")));
+    }
+    if let Some(c) = &r.counters {
+        out.push('\n');
+        for l in super::counters::table_lines(c) {
+            out.push_str(&format!("- {l}\n"));
+        }
     }
     if !r.warnings.is_empty() {
         out.push('\n');

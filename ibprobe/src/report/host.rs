@@ -42,6 +42,11 @@ pub struct CpuRow {
     pub summary: Summary,
     /// Deadlines skipped because a wake-up came after the next one.
     pub missed: u64,
+    /// The measuring thread's counters (`report::counters::json`).
+    pub counters: Option<serde_json::Value>,
+    /// Their table lines.
+    #[serde(skip)]
+    pub counter_lines: Vec<String>,
 }
 
 /// The kernel the run measured.
@@ -208,6 +213,17 @@ impl HostReport {
                 "{cpu:<4} {iso:>8} {nohz:>9} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9} {missed:>7}"
             );
         }
+        for r in &self.cpus {
+            // Context switches are the thread's own sleeps here; the
+            // missing-counter lines are the same for every CPU: once.
+            for l in r
+                .counter_lines
+                .iter()
+                .filter(|l| !l.starts_with("counters missing") || r.cpu == self.cpus[0].cpu)
+            {
+                let _ = writeln!(out, "cpu {}: {l}", r.cpu);
+            }
+        }
         if !self.warnings.is_empty() {
             out.push('\n');
             for w in &self.warnings {
@@ -291,6 +307,12 @@ fn row(c: &CpuWakeup) -> CpuRow {
         nohz_full: in_list("nohz_full", c.cpu),
         summary: c.latency.summary(),
         missed: c.missed,
+        counters: c.counters.as_ref().map(super::counters::json),
+        counter_lines: c
+            .counters
+            .iter()
+            .flat_map(super::counters::table_lines)
+            .collect(),
     }
 }
 
@@ -319,11 +341,13 @@ mod tests {
                     cpu: 0,
                     latency: h.clone(),
                     missed: 0,
+                    counters: None,
                 },
                 CpuWakeup {
                     cpu: 1,
                     latency: h,
                     missed: 2,
+                    counters: None,
                 },
             ],
             ..Default::default()

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod compare;
+pub mod counters;
 pub mod effects_plot;
 pub mod format;
 pub mod hdrlog;
@@ -269,6 +270,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// `--fail-if`, checked (None: none given).
     pub fail_if: Option<threshold::FailIf>,
+    /// The measuring thread's counters (None: `--no-counters`).
+    pub counters: Option<crate::counters::CounterReport>,
 }
 
 impl threshold::Measured for Report {
@@ -372,6 +375,7 @@ impl Report {
                 .cloned()
                 .collect(),
             fail_if: None,
+            counters: outcome.counters.clone(),
         };
         if let Some(hw) = &outcome.hw_split {
             report.context.warnings.extend(hw_left_out(&hw.split));
@@ -479,11 +483,15 @@ impl Report {
                 w.push(Warning {
                     code: "max_outlier",
                     message: format!(
-                        "{}: max {} us is {:.0}x the median {} us: a statistical outlier (interrupt, preemption, page fault, SMI?); pin the loop to an isolated core and pre-fault memory, and read p99.9/p99.99 for the typical tail",
+                        "{}: max {} us is {:.0}x the median {} us: a statistical outlier ({}); pin the loop to an isolated core and pre-fault memory, and read p99.9/p99.99 for the typical tail",
                         d.kind.label(),
                         us(s.max_ns),
                         s.max_ns as f64 / s.p50_ns as f64,
-                        us(s.p50_ns)
+                        us(s.p50_ns),
+                        self.counters.as_ref().map_or_else(
+                            || "interrupt, preemption, page fault, SMI? counters were off".to_string(),
+                            counters::likely_cause
+                        )
                     ),
                 });
             }

@@ -231,6 +231,7 @@ impl StreamReport {
             "clock": self.clock,
             "transport_detail": self.info.detail,
             "notes": o.notes,
+            "counters": o.counters.as_ref().map(super::counters::json),
             "warnings": self.warnings.iter().map(|(c, m)| json!({"code": c, "message": m})).collect::<Vec<_>>(),
         });
         if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
@@ -356,6 +357,9 @@ impl StreamReport {
                 us(d.max)
             );
         }
+        for l in o.counters.iter().flat_map(super::counters::table_lines) {
+            t += &format!("{l}\n");
+        }
         for n in &o.notes {
             t += &format!("note: {n}\n");
         }
@@ -398,6 +402,9 @@ impl StreamReport {
                 us(d.max)
             );
         }
+        for l in o.counters.iter().flat_map(super::counters::table_lines) {
+            t += &format!("- {l}\n");
+        }
         t += &self.fail_if_lines("- ");
         t
     }
@@ -420,7 +427,7 @@ impl StreamReport {
         let o = &self.out;
         let l = Tail::of(&o.latency);
         format!(
-            "{},{},{},{},{},{},{},{:.1},{:.6},{:.6},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{:.1},{:.6},{:.6},{},{},{},{},{},{},{},{},{},{}",
             self.transport,
             self.size,
             self.rate_hz.unwrap_or(0.0),
@@ -439,10 +446,14 @@ impl StreamReport {
             l.p999,
             l.p9999,
             l.max,
-            o.send.flushes[1]
+            o.send.flushes[1],
+            super::counters::csv_cells(o.counters.as_ref())
         )
     }
 }
 
 /// Columns of a stream CSV row.
-pub const CSV_HEADER: &str = "transport,size,rate_hz,window,batch,flush_ns,pipeline,msgs_per_sec,ops_per_msg,ops_per_msg_total,credit_stalls,lost,count,p50_ns,p99_ns,p999_ns,p9999_ns,max_ns,timer_flushes";
+/// The last ten are the sending thread's counters (empty where not
+/// counted): `report::counters::csv_header`.
+pub const CSV_HEADER: &str = "transport,size,rate_hz,window,batch,flush_ns,pipeline,msgs_per_sec,ops_per_msg,ops_per_msg_total,credit_stalls,lost,count,p50_ns,p99_ns,p999_ns,p9999_ns,max_ns,timer_flushes,\
+context_switches,involuntary_context_switches,cpu_migrations,page_faults_minor,page_faults_major,cycles,instructions,cache_misses,interrupts,smis";

@@ -30,8 +30,14 @@ use crate::spec::Transport;
 pub const SCHEMA: &str = "ibprobe.sweep/1";
 
 /// The CSV header row: one row per cell follows, keyed by transport, bytes
-/// and rate_hz so several sweeps concatenate under one header.
+/// and rate_hz so several sweeps concatenate under one header; the cell's
+/// counters follow ([`csv_header`]).
 pub const CSV_HEADER: &str = "transport,bytes,rate_hz,count,min_ns,p50_ns,p90_ns,p99_ns,p999_ns,max_ns,mean_ns,stdev_ns,steps,missed_steps,sent,lost";
+
+/// [`CSV_HEADER`] and one column per counter (`report::counters`).
+pub fn csv_header() -> String {
+    format!("{CSV_HEADER},{}", super::counters::csv_header())
+}
 
 /// One cell of the grid: its size, its rate and its report.
 pub struct Cell {
@@ -214,14 +220,14 @@ pub fn markdown(
 }
 
 pub fn csv(t: Transport, cells: &[Cell]) -> String {
-    let mut out = String::from(CSV_HEADER);
+    let mut out = csv_header();
     out.push('\n');
     for c in cells {
         let Some(d) = c.one_way() else { continue };
         let s = &d.summary;
         let r = &c.report.run;
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{},{},{},{},{}\n",
             t.name(),
             c.size,
             c.rate,
@@ -238,6 +244,7 @@ pub fn csv(t: Transport, cells: &[Cell]) -> String {
             r.missed_steps,
             r.sent,
             r.lost,
+            super::counters::csv_cells(c.report.counters.as_ref()),
         ));
     }
     out

@@ -175,9 +175,18 @@ pub enum Cmd {
         json: JsonFlag,
     },
     /// Check the host against PROFILE: exit 0 if it matches, 1 on drift.
+    ///
+    /// Then watches the profile's isolated CPUs (or, with none isolated, its cpuset CPUs) for
+    /// --window and lists what still reached them: interrupts by source, busy time, and
+    /// scheduling where /proc/schedstat exists. That is evidence, not a setting: the exit code
+    /// stays that of the settings.
     Verify {
         /// Profile file or name.
         profile: PathBuf,
+        /// How long to watch the isolated CPUs, e.g. 1s, 200ms; 0 skips it [default: 1s on the
+        /// live host, 0 under --root, whose files do not move].
+        #[arg(long, value_parser = parse_window)]
+        window: Option<std::time::Duration>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -287,17 +296,38 @@ fn dispatch(cli: Cli) -> Result<i32> {
             }
             Ok(exit::OK)
         }
-        Cmd::Verify { profile, json } => {
-            let (_, plan) = plan_for(&profile, &root)?;
+        Cmd::Verify {
+            profile,
+            window,
+            json,
+        } => {
+            let (resolved, plan) = plan_for(&profile, &root)?;
             let drift = plan.summary.change > 0;
+            let window = window.unwrap_or(if root.is_live() {
+                std::time::Duration::from_secs(1)
+            } else {
+                std::time::Duration::ZERO
+            });
+            let (watched, what) = watched_cpus(&resolved);
+            let activity = (!window.is_zero() && !watched.is_empty())
+                .then(|| host::activity::observe(&root, &watched, window));
             if json.json {
                 output::json(&serde_json::json!({
                     "matches": !drift,
                     "drifted": plan.items.iter().filter(|i| i.observed.status == crate::tune::item::Status::Change).collect::<Vec<_>>(),
                     "plan": plan,
+                    "activity": activity,
                 }))?;
             } else {
                 print!("{}", output::plan_text(&plan, "verify"));
+                if let Some(a) = &activity {
+                    for l in a.lines(what) {
+                        println!("evidence: {l}");
+                    }
+                    for n in &a.notes {
+                        println!("note: {n}");
+                    }
+                }
                 if drift {
                     println!(
                         "drift: {} setting(s) differ from profile {}",
@@ -498,6 +528,29 @@ fn need_root(root: &HostRoot, cmd: &str, why: &str) -> Result<()> {
 fn load(path: &std::path::Path, host: &host::Host, root: &HostRoot) -> Result<profile::Resolved> {
     let p = Profile::load(path)?;
     Ok(profile::resolve(&p, host, root)?)
+}
+
+/// The CPUs `verify` watches: the isolated cpusets' CPUs, else every
+/// cpuset CPU; and the word for them ("isolated", "in a cpuset").
+fn watched_cpus(r: &profile::Resolved) -> (Vec<usize>, &'static str) {
+    let isolated: Vec<usize> = r
+        .cpusets
+        .iter()
+        .filter(|c| c.isolated)
+        .flat_map(|c| c.cpus.iter().map(|x| x as usize))
+        .collect();
+    if !isolated.is_empty() {
+        return (isolated, "isolated");
+    }
+    (
+        r.cpuset_cpus().iter().map(|x| x as usize).collect(),
+        "in a real-time cpuset",
+    )
+}
+
+/// `--window`: the workspace's duration syntax.
+fn parse_window(s: &str) -> Result<std::time::Duration, String> {
+    ibhost::duration::parse(s).map_err(|e| format!("{s:?}: {e}; e.g. --window 1s or 200ms"))
 }
 
 fn plan_for(path: &std::path::Path, root: &HostRoot) -> Result<(profile::Resolved, Plan)> {

@@ -5,6 +5,7 @@
 //! mode is in use). One module per concern reads them; [`discover`] puts
 //! them together into the typed [`Host`] model.
 
+pub mod activity;
 pub mod cgroup;
 pub mod cpu;
 pub mod cpulist;

@@ -36,6 +36,7 @@
 //! probe (HCA loopback, shm, udp), the round trip for a remote target, the
 //! wake-up latency for a `host` probe.
 
+pub mod counters;
 mod native;
 mod protobuf;
 mod series;
@@ -146,6 +147,8 @@ pub struct Round {
     /// (`collect/hw_split.rs`), or Err(answered probes) when the peer sent
     /// no timestamps.
     pub hw: Option<Result<ibprobe::probe::hwts::HwSplit, u64>>,
+    /// The probing thread's counters over the round ([`counters`]).
+    pub counters: Option<ibprobe::counters::Counts>,
 }
 
 /// Slices per window: the summary covers between (1 - 1/SLICES) and 1
@@ -266,6 +269,7 @@ pub const MIN_ENCODE_INTERVAL: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct LatencyStore {
     min_encode_interval: Duration,
+    counters: counters::CounterStore,
     state: Arc<Mutex<State>>,
     generation: Arc<AtomicU64>,
     cache: Arc<Mutex<Cache>>,
@@ -303,6 +307,7 @@ impl LatencyStore {
             .collect();
         LatencyStore {
             min_encode_interval: MIN_ENCODE_INTERVAL,
+            counters: counters::CounterStore::default(),
             state: Arc::new(Mutex::new(State {
                 series: BTreeMap::new(),
                 errors: BTreeMap::new(),
@@ -343,8 +348,16 @@ impl LatencyStore {
         self.changed();
     }
 
+    /// The per-probe counters' collector (register it once).
+    pub fn counter_collector(&self) -> counters::CounterStore {
+        self.counters.clone()
+    }
+
     /// Records one round of `key`, sent `sent` messages.
     pub fn record(&self, key: &SeriesKey, sent: u64, round: &Round) {
+        if let Some(c) = &round.counters {
+            self.counters.record(key, c);
+        }
         let now = Instant::now();
         let mut st = self.lock();
         let window = st.window;
@@ -379,6 +392,7 @@ impl LatencyStore {
     /// Forgets a series that is no longer probed (a target left the
     /// pinglist), so its series stop being exported.
     pub fn forget(&self, key: &SeriesKey) {
+        self.counters.forget(key);
         self.lock().series.remove(key);
         self.changed();
     }
@@ -477,6 +491,7 @@ mod tests {
             timeouts,
             error: error.map(String::from),
             hw: None,
+            counters: None,
         }
     }
 

@@ -11,6 +11,8 @@
 
 use crate::clock::Clock;
 use crate::probe::hwts::ProberStamp;
+use crate::counters::attribution::Attributor;
+use crate::counters::{Counts, Meter};
 use crate::stats::LatencyHistogram;
 
 /// The distributions one loop fills: the primary (one-way or RTT) and the
@@ -70,6 +72,9 @@ pub struct Interval<'a> {
     pub lost: u64,
     /// Paced steps missed in the interval.
     pub missed_steps: u64,
+    /// The measuring thread's counters over the interval (None: counters
+    /// off).
+    pub counters: Option<&'a Counts>,
 }
 
 /// Consumes interval histograms while a probe runs, so a long-running
@@ -130,7 +135,7 @@ pub struct Tally {
 /// Messages posted and lost, and paced steps missed: counted for the run
 /// and again for the current interval.
 #[derive(Clone, Copy, Debug, Default)]
-struct Counts {
+struct Tallies {
     sent: u64,
     lost: u64,
     missed: u64,
@@ -151,12 +156,25 @@ pub struct Recorder<'a> {
     start: u64,
     /// When the current interval began (ticks).
     iv_start: u64,
-    run: Counts,
-    iv: Counts,
+    run: Tallies,
+    iv: Tallies,
     /// `--hw-timestamps`: the prober's stamps, into room reserved before
     /// the run (never grown), and how many did not fit.
     hw: Option<&'a mut Vec<ProberStamp>>,
     hw_overflow: u64,
+    counters: Option<IntervalCounters<'a>>,
+}
+
+/// The counters read at each interval's end (`counters/`), and the
+/// attribution they feed. Reading them is the one syscall-bearing step of
+/// an interval's end, between messages.
+pub struct IntervalCounters<'a> {
+    /// The meter opened on the measuring thread.
+    pub meter: &'a mut Meter,
+    /// Where each interval's samples go, by cause.
+    pub attr: &'a mut Attributor,
+    /// The reading at the current interval's start.
+    pub last: Counts,
 }
 
 impl<'a> Recorder<'a> {
@@ -177,10 +195,11 @@ impl<'a> Recorder<'a> {
             sink: sink.map(|s| s as &mut dyn Sink),
             start: 0,
             iv_start: 0,
-            run: Counts::default(),
-            iv: Counts::default(),
+            run: Tallies::default(),
+            iv: Tallies::default(),
             hw: None,
             hw_overflow: 0,
+            counters: None,
         }
     }
 
@@ -214,6 +233,13 @@ impl<'a> Recorder<'a> {
                 self.hw_overflow += 1;
             }
         }
+    }
+
+    /// Reads `ic.meter` at each interval's end: the delta goes to the sink
+    /// with the interval and into `ic.attr`.
+    pub fn with_counters(mut self, ic: IntervalCounters<'a>) -> Recorder<'a> {
+        self.counters = Some(ic);
+        self
     }
 
     /// The measured part (and its first interval) begins at `now`.
@@ -281,16 +307,27 @@ impl<'a> Recorder<'a> {
 
     /// Ends the current interval at `now` and starts the next.
     fn roll(&mut self, now: u64) {
-        self.deliver(now.wrapping_sub(self.start));
+        let d = self.read_counters();
+        self.deliver(now.wrapping_sub(self.start), d.as_ref());
         self.total.absorb(self.cur);
         self.cur.reset();
-        self.iv = Counts::default();
+        self.iv = Tallies::default();
         self.iv_start = now;
     }
 
     /// Hands the current interval, ending `to` ticks after the start, to
     /// the sink (if any).
-    fn deliver(&mut self, to: u64) {
+    /// The counters since the interval began, fed to the attribution.
+    fn read_counters(&mut self) -> Option<Counts> {
+        let ic = self.counters.as_mut()?;
+        let now = ic.meter.read();
+        let d = now.since(&ic.last);
+        ic.last = now;
+        ic.attr.interval(&d, &self.cur.primary);
+        Some(d)
+    }
+
+    fn deliver(&mut self, to: u64, counters: Option<&Counts>) {
         if let Some(s) = self.sink.as_deref_mut() {
             s.interval(&Interval {
                 start_ns: self
@@ -302,6 +339,7 @@ impl<'a> Recorder<'a> {
                 sent: self.iv.sent,
                 lost: self.iv.lost,
                 missed_steps: self.iv.missed,
+                counters,
             });
         }
     }
@@ -318,7 +356,8 @@ impl<'a> Recorder<'a> {
     pub fn finish(&mut self, end: u64, next_seq: u64, interrupted: bool) -> Tally {
         let elapsed_ticks = end.wrapping_sub(self.start);
         if self.interval_ticks > 0 && self.iv.sent > 0 {
-            self.deliver(elapsed_ticks);
+            let d = self.read_counters();
+            self.deliver(elapsed_ticks, d.as_ref());
         }
         self.total.absorb(self.cur);
         self.cur.reset();

@@ -1,0 +1,271 @@
+//! `/proc/interrupts` for some CPUs: the total (without allocating, for
+//! per-interval reads) and the counts by source (before and after a run).
+//!
+//! Why it exists: an interrupt on the measuring CPU stalls the loop for
+//! its handler's time, and which device sent it (the NIC, a timer, a
+//! rescheduling IPI) says what to move away. The parsing is pure
+//! ([`parse_sources`], [`total_of`]) so ibtune reads the same table from
+//! its `--root` tree.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use super::SourceCount;
+
+/// One line of `/proc/interrupts`, summed over the CPUs asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceLine {
+    /// `LOC`, or `29:virtio0-input.0` (IRQ number and action names).
+    pub source: String,
+    /// The description of a named line, or the chip of an IRQ.
+    pub what: String,
+    /// The sum of the counts of the CPUs asked for.
+    pub count: u64,
+}
+
+/// The column of each CPU in `cpus` (from the `CPU0 CPU1 ...` header of
+/// `text`); CPUs the header does not list are left out.
+pub fn columns(text: &str, cpus: &[usize]) -> Vec<usize> {
+    let Some(header) = text.lines().find(|l| !l.trim().is_empty()) else {
+        return Vec::new();
+    };
+    let names: Vec<Option<usize>> = header
+        .split_whitespace()
+        .map(|t| t.strip_prefix("CPU").and_then(|n| n.parse().ok()))
+        .collect();
+    cpus.iter()
+        .filter_map(|c| names.iter().position(|n| *n == Some(*c)))
+        .collect()
+}
+
+/// Splits a line after its header into (label, counts at `cols` summed,
+/// the rest of the line after the count columns). None for the header and
+/// lines without `label:`.
+fn split_line<'a>(line: &'a str, cols: &[usize]) -> Option<(&'a str, u64, &'a str)> {
+    let (label, rest) = line.split_once(':')?;
+    let label = label.trim();
+    if label.is_empty() {
+        return None;
+    }
+    let mut sum = 0u64;
+    let mut rest_start = rest;
+    let mut i = 0usize;
+    let mut s = rest;
+    loop {
+        let t = s.trim_start();
+        let end = t.find(char::is_whitespace).unwrap_or(t.len());
+        let tok = &t[..end];
+        match tok.parse::<u64>() {
+            Ok(v) if !tok.is_empty() => {
+                if cols.contains(&i) {
+                    sum = sum.saturating_add(v);
+                }
+                i += 1;
+                s = &t[end..];
+                rest_start = s;
+            }
+            _ => break,
+        }
+    }
+    Some((label, sum, rest_start.trim()))
+}
+
+/// The total of the `cols` columns over every line of `text`.
+pub fn total_of(text: &str, cols: &[usize]) -> u64 {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| split_line(l, cols))
+        .map(|(_, n, _)| n)
+        .fold(0u64, |a, b| a.saturating_add(b))
+}
+
+/// Every line of `text`, summed over the `cols` columns.
+pub fn parse_sources(text: &str, cols: &[usize]) -> Vec<SourceLine> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| split_line(l, cols))
+        .map(|(label, count, rest)| {
+            if label.chars().all(|c| c.is_ascii_digit()) {
+                // "PCI-MSIX-0000:00:03.0 1-edge virtio1-input.0": the chip,
+                // a hwirq/trigger word, then the action names.
+                let mut words = rest.split_whitespace();
+                let chip = words.next().unwrap_or_default().to_string();
+                let names: Vec<&str> = words
+                    .filter(|w| {
+                        !(w.ends_with("-edge")
+                            || w.ends_with("-level")
+                            || *w == "edge"
+                            || *w == "level"
+                            || w.ends_with("-fasteoi"))
+                    })
+                    .collect();
+                let source = if names.is_empty() {
+                    label.to_string()
+                } else {
+                    format!("{label}:{}", names.join(" "))
+                };
+                SourceLine {
+                    source,
+                    what: chip,
+                    count,
+                }
+            } else {
+                SourceLine {
+                    source: label.to_string(),
+                    what: rest.to_string(),
+                    count,
+                }
+            }
+        })
+        .collect()
+}
+
+/// Interrupts per source between two readings, largest first; sources
+/// with none left out.
+pub fn delta(before: &[SourceLine], after: &[SourceLine]) -> Vec<SourceCount> {
+    let mut out: Vec<SourceCount> = after
+        .iter()
+        .filter_map(|a| {
+            let b = before
+                .iter()
+                .find(|b| b.source == a.source)
+                .map_or(0, |b| b.count);
+            let n = a.count.saturating_sub(b);
+            (n > 0).then(|| SourceCount {
+                source: a.source.clone(),
+                what: a.what.clone(),
+                count: n,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count).then(a.source.cmp(&b.source)));
+    out
+}
+
+/// `/proc/interrupts`, kept open with a buffer sized at open, and the
+/// columns of the CPUs asked for.
+pub struct InterruptTable {
+    file: File,
+    buf: Vec<u8>,
+    cols: Vec<usize>,
+}
+
+impl InterruptTable {
+    /// Opens `/proc/interrupts` for `cpus`.
+    pub fn open(cpus: &[usize]) -> io::Result<InterruptTable> {
+        let text = std::fs::read_to_string("/proc/interrupts")?;
+        let cols = columns(&text, cpus);
+        if cols.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("its header lists none of the CPUs {cpus:?}"),
+            ));
+        }
+        Ok(InterruptTable {
+            file: File::open("/proc/interrupts")?,
+            // Room for the table to grow (new IRQs) without reallocating.
+            buf: vec![0u8; text.len() * 2 + 16 * 1024],
+            cols,
+        })
+    }
+
+    /// Reads the table into the buffer; the text read (cut at the
+    /// buffer's end, which only loses lines past twice the size at open).
+    fn fill(&mut self) -> Option<&str> {
+        let mut n = 0;
+        while n < self.buf.len() {
+            match self.file.read_at(&mut self.buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => return None,
+            }
+        }
+        let text = &self.buf[..n];
+        // Whole lines only.
+        let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        std::str::from_utf8(&text[..end]).ok()
+    }
+
+    /// The total of the CPUs' columns now; no allocation.
+    pub fn total(&mut self) -> Option<u64> {
+        let cols = std::mem::take(&mut self.cols);
+        let r = self.fill().map(|t| total_of(t, &cols));
+        self.cols = cols;
+        r
+    }
+
+    /// The lines now, by source (allocates).
+    pub fn sources(&mut self) -> Vec<SourceLine> {
+        let cols = self.cols.clone();
+        self.fill()
+            .map(|t| parse_sources(t, &cols))
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &str = "           CPU0       CPU1       CPU2       CPU3\n\
+ 24:          1          0          0          0  IO-APIC   5-edge      ACPI:Ged\n\
+ 29:          0        100          2          0  PCI-MSIX-0000:00:03.0   1-edge      virtio1-input.0\n\
+ 30:          0          0          0          0  PCI-MSIX-0000:00:03.0   2-edge\n\
+NMI:          0          0          0          0   Non-maskable interrupts\n\
+LOC:       1000       2000         50         60   Local timer interrupts\n\
+RES:          5          7          0          1   Rescheduling interrupts\n\
+ERR:          0\n";
+
+    #[test]
+    fn columns_follow_the_header() {
+        assert_eq!(columns(TABLE, &[1, 3]), vec![1, 3]);
+        assert_eq!(columns(TABLE, &[7]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn total_sums_only_the_asked_columns() {
+        assert_eq!(total_of(TABLE, &[1]), 100 + 2000 + 7);
+        assert_eq!(total_of(TABLE, &[0]), 1 + 1000 + 5);
+    }
+
+    #[test]
+    fn sources_name_the_irq_and_its_action() {
+        let s = parse_sources(TABLE, &[1]);
+        let v = s.iter().find(|l| l.source == "29:virtio1-input.0").unwrap();
+        assert_eq!((v.count, v.what.as_str()), (100, "PCI-MSIX-0000:00:03.0"));
+        let loc = s.iter().find(|l| l.source == "LOC").unwrap();
+        assert_eq!(
+            (loc.count, loc.what.as_str()),
+            (2000, "Local timer interrupts")
+        );
+        assert!(s.iter().any(|l| l.source == "30"));
+    }
+
+    #[test]
+    fn delta_keeps_the_sources_that_moved_largest_first() {
+        let a = parse_sources(TABLE, &[1]);
+        let later = TABLE
+            .replace("2000", "2100")
+            .replace("    100 ", "    103 ");
+        let b = parse_sources(&later, &[1]);
+        let d = delta(&a, &b);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!((d[0].source.as_str(), d[0].count), ("LOC", 100));
+        assert_eq!(
+            (d[1].source.as_str(), d[1].count),
+            ("29:virtio1-input.0", 3)
+        );
+    }
+
+    #[test]
+    fn the_live_table_counts_something_on_some_cpu() {
+        let cpus = ibhost::rt::allowed_cpus();
+        let mut t = InterruptTable::open(&cpus).unwrap();
+        let a = t.total().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let b = t.total().unwrap();
+        assert!(b >= a);
+        assert!(!t.sources().is_empty());
+    }
+}

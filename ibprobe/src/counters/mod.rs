@@ -1,0 +1,417 @@
+//! Counters: what the kernel and the hardware counted for the measuring
+//! thread while it measured (context switches, migrations, page faults,
+//! cycles, instructions, cache misses), the interrupts that landed on its
+//! CPU (by source) and the SMIs of the machine.
+//!
+//! Why it exists: a tail (p99.99 48 us, max 184 us) has a cause, and the
+//! kernel counts the usual ones for one thread at almost no cost. A
+//! [`Meter`] is opened on the measuring thread before the run and read
+//! before and after it (and at each interval's end), never per message.
+//!
+//! Sources, each optional (what is missing is said once, with why, and the
+//! run goes on):
+//! - `perf_event_open` through perf-event2 ([`perf`]): software events for
+//!   the thread (context switches, CPU migrations, minor and major page
+//!   faults); hardware events (cycles, instructions, cache misses) where a
+//!   CPU PMU exists (`/sys/bus/event_source/devices/cpu`; most VMs have
+//!   none);
+//! - `getrusage(RUSAGE_THREAD)`: voluntary and involuntary context
+//!   switches and page faults (always there; the fallback for perf's);
+//! - `/proc/interrupts` ([`interrupts`]): per source, the counts of the
+//!   measuring CPU (the pinned one, or all CPUs the thread may use);
+//! - `/dev/cpu/N/msr` register 0x34 (`MSR_SMI_COUNT`, Intel): SMIs, where
+//!   the msr module is loaded and readable (root).
+//!
+//! [`attribution`] correlates per-interval counters with each interval's
+//! tail. What may use this module: `probe`, `report`, `cli`; it uses
+//! `stats` only.
+
+pub mod attribution;
+pub mod interrupts;
+pub mod perf;
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use serde::Serialize;
+
+use self::interrupts::InterruptTable;
+use self::perf::PerfSet;
+
+/// One counter the report can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Counter {
+    /// All context switches of the measuring thread.
+    ContextSwitches,
+    /// Involuntary context switches (preemption): the thread wanted to run.
+    InvoluntaryContextSwitches,
+    /// The thread moved to another CPU.
+    CpuMigrations,
+    /// Minor page faults (no I/O: first touch, copy on write).
+    PageFaultsMinor,
+    /// Major page faults (the page came from disk).
+    PageFaultsMajor,
+    /// CPU cycles (PMU).
+    Cycles,
+    /// Instructions retired (PMU).
+    Instructions,
+    /// Last-level cache misses (PMU).
+    CacheMisses,
+    /// Interrupts on the measuring CPU(s), all sources.
+    Interrupts,
+    /// System management interrupts (MSR_SMI_COUNT).
+    Smis,
+}
+
+/// How many [`Counter`]s there are.
+pub const N: usize = 10;
+
+impl Counter {
+    /// Every counter, in report order.
+    pub const ALL: [Counter; N] = [
+        Counter::ContextSwitches,
+        Counter::InvoluntaryContextSwitches,
+        Counter::CpuMigrations,
+        Counter::PageFaultsMinor,
+        Counter::PageFaultsMajor,
+        Counter::Cycles,
+        Counter::Instructions,
+        Counter::CacheMisses,
+        Counter::Interrupts,
+        Counter::Smis,
+    ];
+
+    /// The name in JSON, CSV and metrics (snake_case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::ContextSwitches => "context_switches",
+            Counter::InvoluntaryContextSwitches => "involuntary_context_switches",
+            Counter::CpuMigrations => "cpu_migrations",
+            Counter::PageFaultsMinor => "page_faults_minor",
+            Counter::PageFaultsMajor => "page_faults_major",
+            Counter::Cycles => "cycles",
+            Counter::Instructions => "instructions",
+            Counter::CacheMisses => "cache_misses",
+            Counter::Interrupts => "interrupts",
+            Counter::Smis => "smis",
+        }
+    }
+
+    /// What it counts, one line (docs, metric help).
+    pub fn help(self) -> &'static str {
+        match self {
+            Counter::ContextSwitches => "context switches of the measuring thread",
+            Counter::InvoluntaryContextSwitches => {
+                "involuntary context switches (preemptions) of the measuring thread"
+            }
+            Counter::CpuMigrations => "moves of the measuring thread to another CPU",
+            Counter::PageFaultsMinor => "minor page faults of the measuring thread",
+            Counter::PageFaultsMajor => "major page faults (disk) of the measuring thread",
+            Counter::Cycles => "CPU cycles of the measuring thread (PMU)",
+            Counter::Instructions => "instructions retired by the measuring thread (PMU)",
+            Counter::CacheMisses => "last-level cache misses of the measuring thread (PMU)",
+            Counter::Interrupts => "interrupts on the measuring CPU, all sources",
+            Counter::Smis => "system management interrupts (MSR_SMI_COUNT)",
+        }
+    }
+
+    fn idx(self) -> usize {
+        self as usize
+    }
+}
+
+/// A value per counter; `None`: not counted here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts(pub [Option<u64>; N]);
+
+impl Counts {
+    /// The value of `c`, if counted.
+    pub fn get(&self, c: Counter) -> Option<u64> {
+        self.0[c.idx()]
+    }
+
+    /// Sets `c`.
+    pub fn set(&mut self, c: Counter, v: Option<u64>) {
+        self.0[c.idx()] = v;
+    }
+
+    /// `self - before`, per counter (a counter missing in either is missing).
+    pub fn since(&self, before: &Counts) -> Counts {
+        let mut d = Counts::default();
+        for i in 0..N {
+            d.0[i] = match (self.0[i], before.0[i]) {
+                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
+                _ => None,
+            };
+        }
+        d
+    }
+
+    /// Adds `other` into `self` (missing stays missing).
+    pub fn add(&mut self, other: &Counts) {
+        for i in 0..N {
+            self.0[i] = match (self.0[i], other.0[i]) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, None) => a,
+                (None, b) => b,
+            };
+        }
+    }
+
+    /// The counted ones, in report order.
+    pub fn iter(&self) -> impl Iterator<Item = (Counter, u64)> + '_ {
+        Counter::ALL
+            .iter()
+            .filter_map(move |&c| self.get(c).map(|v| (c, v)))
+    }
+}
+
+/// Counters that could not be counted, and why (one line, with what to do).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Missing {
+    /// The counters' names.
+    pub counters: Vec<&'static str>,
+    /// Why, and what would give them.
+    pub why: String,
+}
+
+/// Interrupts of one source on the measuring CPU(s) during the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceCount {
+    /// `LOC`, `RES`, or `29:virtio0-input.0` (IRQ number and action).
+    pub source: String,
+    /// The kernel's description of a named line, or the chip of an IRQ.
+    pub what: String,
+    /// Count during the run.
+    pub count: u64,
+}
+
+/// What a run's counters say: the deltas over the measured part, the
+/// interrupt sources, what is missing, and the attribution (if the run
+/// had intervals).
+#[derive(Clone, Debug, Default)]
+pub struct CounterReport {
+    /// Deltas over the measured part.
+    pub counts: Counts,
+    /// The CPUs whose interrupts were counted.
+    pub cpus: Vec<usize>,
+    /// Interrupts on those CPUs by source, largest first (zero ones left out).
+    pub interrupts_by_source: Vec<SourceCount>,
+    /// What could not be counted, and why.
+    pub missing: Vec<Missing>,
+    /// Per-interval correlation of counters with the tail.
+    pub attribution: Option<attribution::Attribution>,
+}
+
+impl CounterReport {
+    /// The largest interrupt source, if any counted.
+    pub fn top_source(&self) -> Option<&SourceCount> {
+        self.interrupts_by_source.first()
+    }
+}
+
+/// An open set of counters for the calling thread. Opening never fails:
+/// what cannot be opened is recorded in [`Meter::missing`].
+pub struct Meter {
+    perf: PerfSet,
+    irq: Option<InterruptTable>,
+    smi: Option<File>,
+    cpus: Vec<usize>,
+    missing: Vec<Missing>,
+}
+
+/// Where `MSR_SMI_COUNT` lives (Intel; 32 bits of SMI count).
+const MSR_SMI_COUNT: u64 = 0x34;
+
+impl Meter {
+    /// Opens the counters for the calling thread, which runs on `cpus`
+    /// (the pinned CPU, or every CPU it may use). Call it on the measuring
+    /// thread after pinning.
+    pub fn open(cpus: &[usize]) -> Meter {
+        let mut missing = Vec::new();
+        let perf = PerfSet::open(&mut missing);
+        let irq = match InterruptTable::open(cpus) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                missing.push(Missing {
+                    counters: vec![Counter::Interrupts.name()],
+                    why: format!("/proc/interrupts is not readable ({e}); mount /proc"),
+                });
+                None
+            }
+        };
+        let cpu0 = cpus.first().copied().unwrap_or(0);
+        let path = format!("/dev/cpu/{cpu0}/msr");
+        let smi = match File::open(&path) {
+            Ok(f) => {
+                let mut b = [0u8; 8];
+                match f.read_at(&mut b, MSR_SMI_COUNT) {
+                    Ok(8) => Some(f),
+                    Ok(_) | Err(_) => {
+                        missing.push(Missing {
+                            counters: vec![Counter::Smis.name()],
+                            why: format!("{path} has no readable MSR_SMI_COUNT (0x34): not an Intel CPU, or a VM that hides it"),
+                        });
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                missing.push(Missing {
+                    counters: vec![Counter::Smis.name()],
+                    why: format!("{path}: {e}; SMIs need the msr module (`modprobe msr`) and root"),
+                });
+                None
+            }
+        };
+        Meter {
+            perf,
+            irq,
+            smi,
+            cpus: cpus.to_vec(),
+            missing,
+        }
+    }
+
+    /// What could not be opened, and why.
+    pub fn missing(&self) -> &[Missing] {
+        &self.missing
+    }
+
+    /// The CPUs whose interrupts are counted.
+    pub fn cpus(&self) -> &[usize] {
+        &self.cpus
+    }
+
+    /// Reads every counter now. No allocation: perf reads into stack
+    /// buffers, `/proc/interrupts` into the table's buffer (sized at open).
+    pub fn read(&mut self) -> Counts {
+        let mut c = Counts::default();
+        self.perf.read(&mut c);
+        if let Ok(u) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD) {
+            let (vol, invol) = (
+                u.voluntary_context_switches(),
+                u.involuntary_context_switches(),
+            );
+            c.set(Counter::InvoluntaryContextSwitches, Some(invol as u64));
+            if c.get(Counter::ContextSwitches).is_none() {
+                c.set(Counter::ContextSwitches, Some((vol + invol) as u64));
+            }
+            if c.get(Counter::PageFaultsMinor).is_none() {
+                c.set(Counter::PageFaultsMinor, Some(u.minor_page_faults() as u64));
+            }
+            if c.get(Counter::PageFaultsMajor).is_none() {
+                c.set(Counter::PageFaultsMajor, Some(u.major_page_faults() as u64));
+            }
+        }
+        if let Some(t) = self.irq.as_mut() {
+            c.set(Counter::Interrupts, t.total());
+        }
+        if let Some(f) = &self.smi {
+            let mut b = [0u8; 8];
+            if f.read_at(&mut b, MSR_SMI_COUNT).is_ok_and(|n| n == 8) {
+                c.set(Counter::Smis, Some(u64::from_le_bytes(b) & 0xffff_ffff));
+            }
+        }
+        c
+    }
+
+    /// The interrupt counts by source now (allocates: before and after a
+    /// run only).
+    pub fn read_sources(&mut self) -> Vec<interrupts::SourceLine> {
+        self.irq.as_mut().map(|t| t.sources()).unwrap_or_default()
+    }
+
+    /// The report of a run measured between `before` and `after` (with
+    /// the sources read at the same moments).
+    pub fn report(
+        &self,
+        before: &Counts,
+        after: &Counts,
+        src_before: &[interrupts::SourceLine],
+        src_after: &[interrupts::SourceLine],
+    ) -> CounterReport {
+        CounterReport {
+            counts: after.since(before),
+            cpus: self.cpus.clone(),
+            interrupts_by_source: interrupts::delta(src_before, src_after),
+            missing: self.missing.clone(),
+            attribution: None,
+        }
+    }
+}
+
+/// A run's counters from start to finish: [`Span::start`] before the
+/// measured part, [`Span::finish`] after it.
+pub struct Span {
+    meter: Meter,
+    before: Counts,
+    src_before: Vec<interrupts::SourceLine>,
+}
+
+impl Span {
+    /// Opens a meter on `cpus` and reads it: the measured part starts now.
+    pub fn start(cpus: &[usize]) -> Span {
+        let mut meter = Meter::open(cpus);
+        let src_before = meter.read_sources();
+        let before = meter.read();
+        Span {
+            meter,
+            before,
+            src_before,
+        }
+    }
+
+    /// The meter, for per-interval reads.
+    pub fn meter(&mut self) -> &mut Meter {
+        &mut self.meter
+    }
+
+    /// Reads again: the report of the span.
+    pub fn finish(mut self) -> CounterReport {
+        let after = self.meter.read();
+        let src_after = self.meter.read_sources();
+        self.meter
+            .report(&self.before, &after, &self.src_before, &src_after)
+    }
+}
+
+/// The CPUs a thread's interrupts are counted on: the pinned CPU, else
+/// every CPU the calling thread may use.
+pub fn measuring_cpus(pinned: Option<usize>) -> Vec<usize> {
+    match pinned {
+        Some(c) => vec![c],
+        None => ibhost::rt::allowed_cpus(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_subtracts_and_keeps_missing_missing() {
+        let mut a = Counts::default();
+        let mut b = Counts::default();
+        a.set(Counter::Interrupts, Some(10));
+        b.set(Counter::Interrupts, Some(25));
+        b.set(Counter::Cycles, Some(5));
+        let d = b.since(&a);
+        assert_eq!(d.get(Counter::Interrupts), Some(15));
+        assert_eq!(d.get(Counter::Cycles), None);
+    }
+
+    #[test]
+    fn a_meter_counts_this_threads_page_faults() {
+        let mut m = Meter::open(&measuring_cpus(None));
+        let before = m.read();
+        // Touch 64 fresh pages.
+        let mut v: Vec<u8> = Vec::with_capacity(64 * 4096);
+        // SAFETY-free: write through the safe API.
+        v.resize(64 * 4096, 1);
+        let after = m.read();
+        let d = after.since(&before);
+        assert!(d.get(Counter::PageFaultsMinor).unwrap() >= 32, "{d:?}");
+        assert!(v.iter().all(|&b| b == 1));
+    }
+}

@@ -1,0 +1,315 @@
+//! The counters of a run (`counters/`) in every format: the table's
+//! context lines, the JSON `counters` object, the CSV columns, and the
+//! sentence that names the likely cause of an outlier.
+//!
+//! Why it exists: every command that measures (loopback, client, stream,
+//! sweep cells, ibexporter) shows the same counters the same way; one file
+//! holds their wording.
+
+use serde_json::{json, Map, Value};
+
+use crate::counters::{Counter, CounterReport};
+
+/// Thousands separators: 1204 -> "1,204".
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// "cpu 1" or "cpus 0-3" (as listed).
+fn cpus_phrase(cpus: &[usize]) -> String {
+    match cpus {
+        [c] => format!("cpu {c}"),
+        _ => format!(
+            "cpus {}",
+            cpus.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
+/// The counted value or "n/a".
+fn val(r: &CounterReport, c: Counter) -> String {
+    r.counts.get(c).map_or("n/a".into(), thousands)
+}
+
+/// The table's context lines (`counters: ...`, `interrupts: ...`,
+/// `counters missing: ...`, `attribution: ...`), without newlines.
+pub fn table_lines(r: &CounterReport) -> Vec<String> {
+    let mut out = vec![format!(
+        "counters: {} context switches ({} involuntary), {} migrations, {} page faults minor, {} major, {} SMIs",
+        val(r, Counter::ContextSwitches),
+        val(r, Counter::InvoluntaryContextSwitches),
+        val(r, Counter::CpuMigrations),
+        val(r, Counter::PageFaultsMinor),
+        val(r, Counter::PageFaultsMajor),
+        val(r, Counter::Smis),
+    )];
+    if r.counts.get(Counter::Cycles).is_some() {
+        out.push(format!(
+            "counters: {} cycles, {} instructions, {} cache misses",
+            val(r, Counter::Cycles),
+            val(r, Counter::Instructions),
+            val(r, Counter::CacheMisses)
+        ));
+    }
+    if let Some(n) = r.counts.get(Counter::Interrupts) {
+        let top: Vec<String> = r
+            .interrupts_by_source
+            .iter()
+            .take(4)
+            .map(|s| format!("{} {}", s.source, thousands(s.count)))
+            .collect();
+        out.push(format!(
+            "interrupts on {}: {}{}",
+            cpus_phrase(&r.cpus),
+            thousands(n),
+            if top.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", top.join(", "))
+            }
+        ));
+    }
+    for m in &r.missing {
+        out.push(format!(
+            "counters missing: {}: {}",
+            m.counters.join(", "),
+            m.why
+        ));
+    }
+    if let Some(a) = &r.attribution {
+        for c in &a.causes {
+            if c.with.intervals > 0 && c.without.intervals > 0 {
+                out.push(format!("attribution: {}", c.sentence()));
+            }
+        }
+    }
+    out
+}
+
+/// The JSON `counters` object: every counter by name (null where not
+/// counted), `cpus`, `interrupts_by_source`, `missing`, `attribution`.
+pub fn json(r: &CounterReport) -> Value {
+    let mut m = Map::new();
+    for c in Counter::ALL {
+        m.insert(c.name().into(), json!(r.counts.get(c)));
+    }
+    m.insert("cpus".into(), json!(r.cpus));
+    m.insert("interrupts_by_source".into(), json!(r.interrupts_by_source));
+    m.insert("missing".into(), json!(r.missing));
+    m.insert(
+        "attribution".into(),
+        match &r.attribution {
+            Some(a) => {
+                let mut v = json!(a);
+                v["likely_cause"] = json!(a.likely().map(|c| c.cause));
+                v
+            }
+            None => Value::Null,
+        },
+    );
+    Value::Object(m)
+}
+
+/// The CSV header cells of the counters (one per counter).
+pub fn csv_header() -> String {
+    Counter::ALL
+        .iter()
+        .map(|c| c.name())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The CSV cells of `r` (empty where not counted, or counters off).
+pub fn csv_cells(r: Option<&CounterReport>) -> String {
+    cells(r.map(|r| &r.counts))
+}
+
+/// One cell per counter, empty where not counted.
+fn cells(c: Option<&crate::counters::Counts>) -> String {
+    Counter::ALL
+        .iter()
+        .map(|&k| {
+            c.and_then(|c| c.get(k))
+                .map_or(String::new(), |v| v.to_string())
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The header of the per-interval side file of `--hdr-log FILE`
+/// (`FILE.counters.csv`): the interval in seconds since the run's start,
+/// its samples, p99.9 and max, then one column per counter.
+pub fn interval_csv_header() -> String {
+    format!("start_s,end_s,samples,p999_ns,max_ns,{}", csv_header())
+}
+
+/// One interval's row of that file.
+pub fn interval_csv_row(
+    start_ns: u64,
+    end_ns: u64,
+    h: &crate::stats::LatencyHistogram,
+    c: &crate::counters::Counts,
+) -> String {
+    let cells = cells(Some(c));
+    format!(
+        "{:.6},{:.6},{},{},{},{cells}",
+        start_ns as f64 / 1e9,
+        end_ns as f64 / 1e9,
+        h.len(),
+        h.summary().p999_ns,
+        h.max_ns()
+    )
+}
+
+/// What the counters say about an outlier: the cause whose intervals hold
+/// the tail, else the run's counts that could explain it, else that none
+/// of them moved.
+pub fn likely_cause(r: &CounterReport) -> String {
+    if let Some(c) = r.attribution.as_ref().and_then(|a| a.likely()) {
+        return format!("likely {}: {}", cause_word(c.cause), c.sentence());
+    }
+    let n = |c| r.counts.get(c).unwrap_or(0);
+    let mut seen = Vec::new();
+    if n(Counter::InvoluntaryContextSwitches) > 0 {
+        seen.push(format!(
+            "{} involuntary context switches (preemption)",
+            thousands(n(Counter::InvoluntaryContextSwitches))
+        ));
+    } else if n(Counter::ContextSwitches) > 0 {
+        seen.push(format!(
+            "{} context switches",
+            thousands(n(Counter::ContextSwitches))
+        ));
+    }
+    let faults = n(Counter::PageFaultsMinor) + n(Counter::PageFaultsMajor);
+    if faults > 0 {
+        seen.push(format!("{} page faults", thousands(faults)));
+    }
+    if n(Counter::CpuMigrations) > 0 {
+        seen.push(format!(
+            "{} CPU migrations",
+            thousands(n(Counter::CpuMigrations))
+        ));
+    }
+    if n(Counter::Smis) > 0 {
+        seen.push(format!("{} SMIs", thousands(n(Counter::Smis))));
+    }
+    if !seen.is_empty() {
+        return format!("the counters saw {} during the run", seen.join(", "));
+    }
+    match (r.counts.get(Counter::Interrupts), r.top_source()) {
+        (Some(i), Some(top)) if i > 0 => format!(
+            "no context switch, page fault or migration was counted; {} interrupts hit {} (most from {}): likely an interrupt",
+            thousands(i),
+            cpus_phrase(&r.cpus),
+            top.source
+        ),
+        _ => "no context switch, page fault, migration or interrupt was counted: look outside the thread (hypervisor steal time, SMIs, the peer)".into(),
+    }
+}
+
+fn cause_word(cause: &str) -> &'static str {
+    match cause {
+        "context_switch" => "preemption",
+        "page_fault" => "a page fault",
+        "cpu_migration" => "a migration",
+        "smi" => "an SMI",
+        _ => "an interrupt",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::{Counts, Missing, SourceCount};
+
+    fn report() -> CounterReport {
+        let mut c = Counts::default();
+        c.set(Counter::ContextSwitches, Some(3));
+        c.set(Counter::InvoluntaryContextSwitches, Some(2));
+        c.set(Counter::Interrupts, Some(1204));
+        CounterReport {
+            counts: c,
+            cpus: vec![3],
+            interrupts_by_source: vec![SourceCount {
+                source: "LOC".into(),
+                what: "Local timer interrupts".into(),
+                count: 1204,
+            }],
+            missing: vec![Missing {
+                counters: vec!["cycles"],
+                why: "no CPU PMU".into(),
+            }],
+            attribution: None,
+        }
+    }
+
+    #[test]
+    fn the_stream_csv_header_ends_with_the_counters() {
+        let h = crate::report::stream::CSV_HEADER;
+        assert!(h.ends_with(&format!(",{}", csv_header())), "{h}");
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(1204), "1,204");
+        assert_eq!(thousands(12), "12");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+    }
+
+    #[test]
+    fn table_lines_say_counts_sources_and_what_is_missing() {
+        let l = table_lines(&report()).join("\n");
+        assert!(l.contains("3 context switches (2 involuntary)"), "{l}");
+        assert!(l.contains("n/a migrations"), "{l}");
+        assert!(l.contains("interrupts on cpu 3: 1,204 (LOC 1,204)"), "{l}");
+        assert!(l.contains("counters missing: cycles: no CPU PMU"), "{l}");
+    }
+
+    #[test]
+    fn json_has_every_counter_null_when_missing() {
+        let v = json(&report());
+        assert_eq!(v["context_switches"], 3);
+        assert!(v["cycles"].is_null());
+        assert_eq!(v["interrupts_by_source"][0]["source"], "LOC");
+        assert_eq!(v["missing"][0]["counters"][0], "cycles");
+    }
+
+    #[test]
+    fn the_likely_cause_names_preemption_from_run_counts() {
+        let s = likely_cause(&report());
+        assert!(
+            s.contains("2 involuntary context switches (preemption)"),
+            "{s}"
+        );
+        let mut quiet = report();
+        quiet.counts.set(Counter::ContextSwitches, Some(0));
+        quiet
+            .counts
+            .set(Counter::InvoluntaryContextSwitches, Some(0));
+        let s = likely_cause(&quiet);
+        assert!(
+            s.contains("1,204 interrupts hit cpu 3 (most from LOC)"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn csv_cells_are_empty_where_not_counted() {
+        let cells = csv_cells(Some(&report()));
+        assert_eq!(cells.split(',').count(), csv_header().split(',').count());
+        assert!(cells.starts_with("3,2,,"), "{cells}");
+        assert_eq!(csv_cells(None), ",".repeat(crate::counters::N - 1));
+    }
+}
