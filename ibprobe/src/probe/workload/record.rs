@@ -10,9 +10,9 @@
 //! before the run, and recording only counts.
 
 use crate::clock::Clock;
-use crate::probe::hwts::ProberStamp;
 use crate::counters::attribution::Attributor;
 use crate::counters::{Counts, Meter};
+use crate::probe::hwts::ProberStamp;
 use crate::stats::LatencyHistogram;
 
 /// The distributions one loop fills: the primary (one-way or RTT) and the
