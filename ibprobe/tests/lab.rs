@@ -658,8 +658,9 @@ fn hw_timestamps_refused_on_rxe(lab: &Lab) {
 /// Issue 18 in the lab: an rc client run across guests carries the
 /// measuring thread's counters, and the interrupts its CPUs took by source
 /// include the virtio NIC that carries rxe's packets. With `--poll event`
-/// the thread sleeps on the completion channel: a context switch per
-/// message at least (voluntary: not preemptions).
+/// the thread sleeps on the completion channel: a voluntary context switch
+/// for nearly every message (not one for a completion already pending when
+/// the thread asks: a run here counted 499 for 500 messages).
 fn counters_rxe(lab: &Lab) {
     lab.sh_on(
         Node::B,
@@ -678,7 +679,7 @@ fn counters_rxe(lab: &Lab) {
     assert_eq!(distribution(&v, "rtt").unwrap()["count"], 500, "{o}");
     let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("counters.{k}: {c}"));
     assert!(
-        n("context_switches") >= 500,
+        n("context_switches") >= 400,
         "event poll sleeps per message: {c}"
     );
     assert!(n("interrupts") > 0, "{c}");

@@ -123,6 +123,12 @@ fn remote_round(
     };
     let pc = ProbeConfig {
         hw_timestamps: spec.verbs.hw_timestamps,
+        // No counters on remote rounds for now: in the Soft-RoCE lab (two
+        // guests, rc) a remote round with counters after the peer's
+        // exporter died left the prober's guest unresponsive (twice, with
+        // counters off it passed); the cause is not found yet. Local
+        // rounds carry them (`ibprobe_probe_*_total`).
+        counters: false,
         ..probe_config(spec.size, cfg)
     };
     let r = s.round(&pc, clock, stop);
