@@ -375,8 +375,9 @@ echo "WINDOW $(curl -sf --max-time 60 http://{LISTEN}/metrics | grep '^ibprobe_l
 /// is > 0, never above the sysfs file read right after, and grows between
 /// two scrapes while the exporter probes (with `ibprobe_probes_total` ok
 /// growing too); `rcvd_pkts` is > 0; `ibexporter_hca_port_info` is 1 with
-/// `link_layer="Ethernet"` and `netdev="dummy0"`; and
-/// `ibexporter_hca_port_state_id` is 4 (ACTIVE).
+/// `link_layer="Ethernet"` and `netdev="dummy0"`;
+/// `ibexporter_hca_port_state_id` is 4 (ACTIVE); and the probe's counters
+/// (`ibprobe_probe_context_switches_total`, `..._interrupts_total`) are > 0.
 fn rxe_hw_counters_are_exported(lab: &Lab) {
     let _cleanup = Cleanup(lab);
     let log = "exporter-hw.log";
@@ -424,6 +425,17 @@ fn rxe_hw_counters_are_exported(lab: &Lab) {
     );
     let rcvd1 = sample(&first, HW, &rcvd).unwrap_or(0.0);
     assert!(rcvd1 > 0.0, "rcvd_pkts {rcvd1}:\n{}", lines_of(&first, HW));
+
+    // The probing thread's counters ride along with the rounds (issue 18):
+    // a round under emulation always meets timer interrupts and switches.
+    let series = [("target", "rxe0:1"), ("transport", "rc")];
+    for family in [
+        "ibprobe_probe_context_switches_total",
+        "ibprobe_probe_interrupts_total",
+    ] {
+        let v = sample(&first, family, &series).unwrap_or(0.0);
+        assert!(v > 0.0, "{family} {v}:\n{}", lines_of(&first, family));
+    }
 
     let info = sample(
         &first,

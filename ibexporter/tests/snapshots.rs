@@ -49,10 +49,10 @@ fn metric_families_are_as_snapshotted() {
         "--profile",
         profile,
     ]);
-    // (The probe counters' families would appear with the first round's
-    // counters; ibexporter's rounds run without them for now: engine/round.rs.)
+    // The probe counters' families appear with the first round's counters.
     let body = scrape_until(&server.addr, 30, "udp and shm rounds", |m| {
-        m.contains("ibprobe_probes_total{")
+        m.contains("ibprobe_probe_context_switches_total{")
+            && m.contains("ibprobe_probes_total{")
             && m.contains("transport=\"udp\"")
             && m.contains("transport=\"shm\"")
     });

@@ -97,12 +97,9 @@ fn probe_config(size: usize, cfg: &EngineConfig) -> ProbeConfig {
             Poll::Busy
         },
         lock_memory: false,
-        // No counters in ibexporter's rounds for now: in the Soft-RoCE lab
-        // guests running ibexporter with them stopped answering after an
-        // exporter was killed (3 of 4 runs; none with them off). The
-        // `ibprobe_probe_*_total` families stay declared and unfed until
-        // the cause is found (see collect/latency/counters.rs).
-        counters: false,
+        // Counters per round (`ibprobe_probe_*_total`); a round is one
+        // short interval: no per-interval attribution.
+        counters: true,
         attribution: false,
         ..ProbeConfig::default()
     }

@@ -5,9 +5,29 @@
 //! and page faults of one thread in the kernel, for the cost of one
 //! `read(2)` per counter when asked; this file opens them and says, once,
 //! why any could not be opened (paranoid level, seccomp, no PMU).
+//!
+//! Opening and closing software events is not free for the whole machine:
+//! the kernel turns each software event kind on with a static key
+//! (`perf_swevent_enabled[kind]`, and `perf_sched_events` for any per-task
+//! event) when the first event of that kind opens, and off when the last
+//! closes. Each flip patches kernel text (`text_poke_bp`: an int3 on the
+//! site, then synchronising IPIs to every CPU, isolated ones included). A
+//! caller that opens counters per round (ibexporter: several rounds a
+//! second) would patch kernel text eight times per round. So the first
+//! open in a process also opens one disabled event of each software kind
+//! on the process's main thread and keeps it until the process exits
+//! ([`hold_static_keys`]): later opens and closes only move the keys'
+//! reference counts. Found in the Soft-RoCE lab (QEMU 7.2 TCG, 2 vCPUs,
+//! Debian 6.1): with counters opened per round, guests hung within a
+//! minute, one vCPU in `close()` -> `sw_perf_event_destroy` ->
+//! `static_key_slow_dec` -> `text_poke_bp_batch` -> `on_each_cpu` waiting
+//! for the other, which kept trapping in `asm_exc_int3` on a jump-label
+//! site whose bytes were already the restored NOP (a stale translation
+//! under TCG: real CPUs re-fetch after the int3).
 
 use std::io;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter as PerfCounter};
@@ -59,6 +79,38 @@ fn why(e: &io::Error) -> String {
     }
 }
 
+/// The disabled software events that keep the kernel's static keys on
+/// for the process's life (see the module docs); empty where they could
+/// not be opened (then neither can the counters).
+static KEY_HOLDERS: OnceLock<Vec<PerfCounter>> = OnceLock::new();
+
+/// Opens, once per process, one disabled event of each software kind on
+/// the main thread (whose thread id is the process id, and which lives as
+/// long as the process), and keeps them open. Returns how many are held.
+pub fn hold_static_keys() -> usize {
+    KEY_HOLDERS
+        .get_or_init(|| {
+            if std::env::var_os(REFUSE_ENV).is_some() {
+                return Vec::new();
+            }
+            let main = std::process::id() as libc::pid_t;
+            SOFTWARE
+                .iter()
+                .filter_map(|(_, ev)| {
+                    Builder::new(*ev)
+                        .observe_pid(main)
+                        .any_cpu()
+                        .exclude_kernel(false)
+                        .exclude_hv(true)
+                        .enabled(false)
+                        .build()
+                        .ok()
+                })
+                .collect()
+        })
+        .len()
+}
+
 fn open_one(b: &mut Builder<'_>) -> io::Result<PerfCounter> {
     if std::env::var_os(REFUSE_ENV).is_some() {
         return Err(io::Error::from_raw_os_error(libc::EACCES));
@@ -98,6 +150,7 @@ impl PerfSet {
     /// a context switch happens in the kernel); says in `missing` what it
     /// could not, once per cause.
     pub fn open(missing: &mut Vec<Missing>) -> PerfSet {
+        hold_static_keys();
         let mut open = Vec::new();
         if let (failed, Some(e)) = open_all(&SOFTWARE, &mut open) {
             // getrusage stands in for the others.
@@ -147,5 +200,43 @@ impl PerfSet {
     /// True when none is.
     pub fn is_empty(&self) -> bool {
         self.open.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counters opened and closed on a thread that then exits leave the
+    /// process holding one disabled event of each software kind on its
+    /// main thread, so the kernel's static keys stay on between rounds.
+    #[test]
+    fn static_keys_stay_held_after_a_measuring_thread_is_gone() {
+        let opened = std::thread::spawn(|| {
+            let mut missing = Vec::new();
+            let mut set = PerfSet::open(&mut missing);
+            let mut c = Counts::default();
+            set.read(&mut c);
+            SOFTWARE.iter().filter(|(k, _)| c.get(*k).is_some()).count()
+        })
+        .join()
+        .unwrap();
+        if opened == 0 {
+            eprintln!("perf_event_open refused here: no software event to hold");
+            return;
+        }
+        let holders = KEY_HOLDERS.get().expect("the first open holds the keys");
+        assert_eq!(
+            holders.len(),
+            SOFTWARE.len(),
+            "one holder per software kind"
+        );
+        assert_eq!(hold_static_keys(), SOFTWARE.len(), "held once per process");
+        for h in holders {
+            use std::os::fd::AsRawFd;
+            let link = std::fs::read_link(format!("/proc/self/fd/{}", h.as_raw_fd()))
+                .expect("a held event's descriptor stays open");
+            assert_eq!(link.to_string_lossy(), "anon_inode:[perf_event]");
+        }
     }
 }
