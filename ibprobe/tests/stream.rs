@@ -294,22 +294,23 @@ fn stop_and_wait_runs_at_one_message_per_round_trip() {
     saw_against_round_trip(&cargo_bin("ibprobe"), "udp", "20000", 5, (0.8, 1.2));
     // shm: two spin loops of tens of ns each way, which an unoptimized
     // build distorts (there the stream runs at 0.2 of 1/RTT), so this
-    // one runs the release build, for both sides. Issue 13 asks 0.8.
-    // Until session 13 the stream's shm rings had all --slots (64) slots
-    // and stop-and-wait ran at 0.52..0.57 of 1/RTT on the AMD EPYC VM of
-    // session 11 (RTT 61-65 ns) and 0.75..0.89 on that of session 13 (RTT
-    // 130-530 ns, 6+ pairs under `chrt -f`). With rings of
-    // `StreamSpec::shm_ring_slots` (8 here) the same session-13 runs gave
-    // 0.96..1.20 (RTT ~140 ns) and 0.89..1.01 (RTT ~500 ns): above 1
-    // because the round trip's own ring keeps 64 slots (an 8-slot one
-    // was ~8% faster). The RTT-62-ns VM was not seen again, so the guard
-    // is what the old figures scaled by the gain (x1.1-1.3) still clear;
-    // the upper bound leaves room for that handicap of the round trip.
+    // one runs the release build, for both sides. Like with like: both
+    // rings are as long as what can be in flight (the stream's
+    // `StreamSpec::shm_ring_slots`, 8 here; the round trip's
+    // `transport::shm::SLOTS`, 8: with 64 it ran 6.7 M round trips/s
+    // against 9.2 M with 8, pinned, alternated), and both pinned alike.
+    // Issue 13 asks 0.8..1.2; on the session-13 VM this comparison read
+    // 0.77, 0.81, 0.84, 0.91, 1.10, 1.20 (six runs of this test, host
+    // shared with a running QEMU lab) and 0.73-0.76 in a quiet hour
+    // (every pair 0.69-0.86, RTT 104-141 ns): the stream's own work on
+    // the path (copy-out, clock read, header, control slot) costs ~40 ns
+    // per message that the echo does not do. So the guard stays where
+    // it holds; see ibprobe/docs/stream-design.md.
     saw_against_round_trip(&release_ibprobe(), "shm", "300000", 7, (0.6, 1.35));
 }
 
 /// Stop-and-wait (`--pipeline 1`) on `t` against 1/RTT of `ibprobe
-/// loopback -t t --round-trip` (32 B both): `pairs` runs of each,
+/// loopback -t t --round-trip` (32 B both, pinned alike): `pairs` runs of each,
 /// alternated, the ratio of the medians within `low..=high`. One pair
 /// proves nothing (the UDP round trip of this VM moves by 30% between
 /// runs).
@@ -337,11 +338,24 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, 
         );
         serde_json::from_slice(&o.stdout).unwrap()
     };
+    // Both pinned alike: the stream's sender and the round trip's
+    // measuring end on the first allowed CPU, the receiver and the echo
+    // on the second (the echo's placement with --cpu: the first other
+    // allowed CPU).
+    let cpus = ibhost::rt::allowed_cpus();
+    let pins: Vec<String> = cpus.iter().take(2).map(|c| c.to_string()).collect();
+    let (stream_pins, rt_pins): (Vec<&str>, Vec<&str>) = match &pins[..] {
+        [a, b] => (vec!["--cpu", a, "--rx-cpu", b], vec!["--cpu", a]),
+        _ => (vec![], vec![]),
+    };
     let (mut rates, mut per_rtt) = (Vec::new(), Vec::new());
     for i in 0..pairs {
-        let mut saw = || rates.push(f(&run(&["stream", "--pipeline", "1"]), "msgs_per_sec"));
+        let mut saw = || {
+            let a = [&["stream", "--pipeline", "1"][..], &stream_pins].concat();
+            rates.push(f(&run(&a), "msgs_per_sec"));
+        };
         let mut rtt = || {
-            let rt = run(&["loopback", "--round-trip"]);
+            let rt = run(&[&["loopback", "--round-trip"][..], &rt_pins].concat());
             per_rtt.push(1e9 / rt["distributions"][0]["mean_ns"].as_f64().unwrap());
         };
         if i % 2 == 0 {

@@ -87,13 +87,17 @@ fn plan(a: &LoggpArgs) -> Result<LoggpPlan, CliError> {
 }
 
 /// The stream shape loggp's round trips run on: room for a whole burst
-/// and its answer, slots of the largest message.
+/// and its answer, slots of the largest message. The window is the whole
+/// pool: a burst is posted without credits, and the shm rings are sized
+/// by what can be in flight (`StreamSpec::shm_ring_slots`), which for a
+/// burst is all of it.
 pub fn slot_shape(plan: &LoggpPlan) -> StreamSpec {
     let largest = plan.sizes.iter().copied().max().unwrap_or(0) + HEADER;
+    let slots = u32::from(plan.n).max(60) + 4;
     StreamSpec {
-        slots: u32::from(plan.n).max(60) + 4,
+        slots,
         slot_size: largest.max(64),
-        window: 1,
+        window: slots,
         credit_batch: 1,
         ..StreamSpec::default()
     }
