@@ -428,26 +428,57 @@ fn predictions_against_a_server_are_measured_there() {
 /// This check read 0.47 for batch 16 until the timed stream's extra clock
 /// reads were found (two per message besides the stamp, in the pacer of a
 /// `--duration` run): release build, 4 runs, batch 1 0.88-0.95, batch 16
-/// 0.98-1.05 of predicted. Two retries 5 s apart: the shm stream's rate
-/// swings between runs on a loaded 2-core machine.
+/// 0.98-1.05 of predicted.
+///
+/// One run is not a measurement here: this VM's CPUs switch between a
+/// fast and a slow phase (~1.8x, lasting seconds: the free-end loop timing
+/// reads ~4 or ~7 us per batch-16 slot in the same process), and o_s is
+/// bimodal besides (the responder spinning on the slot the sender writes
+/// next, or not): 20 single debug runs (sizes 8,64,1024) read batch 1
+/// 0.91-1.43 (4 above 1.25), batch 16 0.85-1.19. So each try is the
+/// median of three runs per batch, with the sizes the two slots fall
+/// between (3 s a run in a debug build instead of 25 s with the default
+/// sizes, so parameters and streams are measured close together), up to
+/// five tries. Tried and dropped: scaling the overheads by a fixed CPU
+/// reference timed during the rounds and before each stream (the ratios
+/// spread as widely: 0.59-1.45 in 10 runs).
 #[test]
 fn predictions_match_measured_streams_on_shm() {
     let _one = serial();
     let args = [
         "-t",
         "shm",
+        "--sizes",
+        "8,64,1024",
         "--predict",
         "--batches",
         "1,16",
         "--predict-duration",
         "300ms",
     ];
-    let mut last = within_25(&loggp(&args));
-    for _ in 0..2 {
+    let try_once = || -> Result<(), String> {
+        let runs: Vec<Vec<(u64, f64)>> = (0..3).map(|_| ratios(&loggp(&args))).collect();
+        let median: Vec<(u64, f64)> = (0..runs[0].len())
+            .map(|i| {
+                let mut r: Vec<f64> = runs.iter().map(|run| run[i].1).collect();
+                r.sort_by(f64::total_cmp);
+                (runs[0][i].0, r[1])
+            })
+            .collect();
+        if median.iter().all(|(_, x)| (x - 1.0).abs() <= 0.25) {
+            Ok(())
+        } else {
+            Err(format!(
+                "median of 3 runs, measured/predicted msg/s by batch: {median:?} (runs: {runs:?})"
+            ))
+        }
+    };
+    let mut last = try_once();
+    for _ in 0..4 {
         let Err(e) = &last else { break };
-        eprintln!("{e}; trying again in 5 s");
-        std::thread::sleep(std::time::Duration::from_secs(5));
-        last = within_25(&loggp(&args));
+        eprintln!("{e}; trying again in 2 s");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        last = try_once();
     }
     last.unwrap();
 }
