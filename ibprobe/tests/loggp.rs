@@ -432,9 +432,10 @@ fn predictions_against_a_server_are_measured_there() {
 ///
 /// One run is not a measurement here: this VM's CPUs switch between a
 /// fast and a slow phase (~1.8x, lasting seconds: the free-end loop timing
-/// reads ~4 or ~7 us per batch-16 slot in the same process), and o_s is
-/// bimodal besides (the responder spinning on the slot the sender writes
-/// next, or not): 20 single debug runs (sizes 8,64,1024) read batch 1
+/// reads ~4 or ~7 us per batch-16 slot in the same process, and loggp's
+/// send call moved from ~950 to ~1900 ns in the middle of one run), so
+/// parameters and streams may be measured at different speeds: 20 single
+/// debug runs (sizes 8,64,1024) read batch 1
 /// 0.91-1.43 (4 above 1.25), batch 16 0.85-1.19. So each try is the
 /// median of three runs per batch, with the sizes the two slots fall
 /// between (3 s a run in a debug build instead of 25 s with the default
