@@ -328,10 +328,15 @@ fn ratios(doc: &Value) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// Whether every (batch, ratio) is within 25% of 1.
+fn all_within_25(r: &[(u64, f64)]) -> bool {
+    r.iter().all(|(_, x)| (x - 1.0).abs() <= 0.25)
+}
+
 /// Each ratio within 25%, or the rows that are not.
 fn within_25(doc: &Value) -> Result<(), String> {
     let r = ratios(doc);
-    if r.iter().all(|(_, x)| (x - 1.0).abs() <= 0.25) {
+    if all_within_25(&r) {
         Ok(())
     } else {
         Err(format!("measured/predicted msg/s by batch: {r:?}"))
@@ -466,7 +471,7 @@ fn predictions_match_measured_streams_on_shm() {
                 (runs[0][i].0, r[1])
             })
             .collect();
-        if median.iter().all(|(_, x)| (x - 1.0).abs() <= 0.25) {
+        if all_within_25(&median) {
             Ok(())
         } else {
             Err(format!(

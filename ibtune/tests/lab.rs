@@ -175,7 +175,8 @@ fn guest() -> Group {
                    > /run/lab/results/experiment.json; rc=$?; kill $noise; exit $rc",
                 ibprobe.display()
             ), Duration::from_secs(600))
-                .unwrap_or_else(|e| panic!("{e}"));
+                // As `Lab::sh`: a lab failure is reported as the lab's, not the code's.
+                .unwrap_or_else(|e| std::panic::panic_any(e));
             assert_eq!(o.status, 0, "{o}");
             let text = std::fs::read_to_string(dir.join("experiment.json")).unwrap();
             let j: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
