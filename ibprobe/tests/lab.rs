@@ -351,64 +351,96 @@ fn stream_guest() -> Group {
 /// `ibprobe loggp` on rxe0 (issue 15): LogGP estimates with 95% intervals
 /// on rc, uc and ud, and the stream predictions beside measured streams
 /// (batch 1 and 16). The guest is emulated (TCG), so its figures are
-/// noisy and slow; what must hold is that every estimate is a number not
-/// below 0, inside its interval, and that the predictions ran. The JSON
-/// stays in the results folder (`loggp/*.json`) for the figures.
+/// noisy and slow; what must hold on every run is that every estimate is a
+/// number not below 0, inside its interval, and that the predictions ran.
+/// That o_s, o_r and g came out above 0 (resolved, not clamped) depends on
+/// the emulation's noise: in one CI run on a slow host uc's g came out
+/// -149 us with an interval of +-350 us, which the tool clamps to 0 and says
+/// so; such a transport gets one more run, and both are printed if it
+/// fails again. The JSON stays in the results folder (`loggp/*.json`).
 fn loggp_verbs(lab: &Lab) {
-    let mut script = String::from("mkdir -p $LAB_RESULTS/loggp; cd $LAB_RESULTS/loggp\n");
-    for qp in ["rc", "uc", "ud"] {
-        script.push_str(&format!(
-            "timeout 600 {IBPROBE} loggp --transport {qp} --rounds 7 --reps 5 --timeout 1s --predict --batches 1,16 --predict-duration 1s --json --quiet > {qp}.json 2> {qp}.err; echo $? > {qp}.rc\n"
-        ));
-    }
-    lab.exec(Node::A, &script, Duration::from_secs(1800))
-        .unwrap_or_else(|e| std::panic::panic_any(e))
-        .success();
     let dir = lab.results(Node::A).join("loggp");
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-    for qp in ["rc", "uc", "ud"] {
-        let err = read(&format!("{qp}.err"));
-        assert_eq!(read(&format!("{qp}.rc")).trim(), "0", "{qp}: {err}");
-        let v: serde_json::Value = serde_json::from_str(&read(&format!("{qp}.json")))
-            .unwrap_or_else(|e| panic!("{qp}: not JSON ({e}): {err}"));
-        assert_eq!(v["schema"], "ibprobe.loggp/1", "{qp}");
-        for k in ["L_ns", "os_ns", "or_ns", "g_ns", "G_ns_per_byte"] {
-            let est = v[k]
-                .as_f64()
-                .unwrap_or_else(|| panic!("{qp}: no {k} in {v}"));
-            let ci = &v[format!("{k}_ci")];
-            let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
-            assert!(
-                0.0 <= lo && lo <= est && est <= hi,
-                "{qp}: {k} = {est} [{lo}, {hi}]"
+    let mut pending = vec!["rc", "uc", "ud"];
+    let mut unresolved: Vec<String> = Vec::new();
+    for attempt in 1..=2 {
+        if pending.is_empty() {
+            break;
+        }
+        let mut script = String::from("mkdir -p $LAB_RESULTS/loggp; cd $LAB_RESULTS/loggp\n");
+        for qp in &pending {
+            script.push_str(&format!(
+                "timeout 600 {IBPROBE} loggp --transport {qp} --rounds 7 --reps 5 --timeout 1s --predict --batches 1,16 --predict-duration 1s --json --quiet > {qp}.json 2> {qp}.err; echo $? > {qp}.rc\n"
+            ));
+        }
+        lab.exec(Node::A, &script, Duration::from_secs(1800))
+            .unwrap_or_else(|e| std::panic::panic_any(e))
+            .success();
+        let mut again = Vec::new();
+        for qp in pending {
+            let err = read(&format!("{qp}.err"));
+            assert_eq!(read(&format!("{qp}.rc")).trim(), "0", "{qp}: {err}");
+            let v: serde_json::Value = serde_json::from_str(&read(&format!("{qp}.json")))
+                .unwrap_or_else(|e| panic!("{qp}: not JSON ({e}): {err}"));
+            let zero = loggp_checked(qp, &v);
+            let est = |k: &str| format!("{k} {} {}", v[k], v[format!("{k}_ci")]);
+            eprintln!(
+                "loggp {qp} (run {attempt}): {}; {}; {}; {}; {}; segments {}; predictions {}",
+                est("L_ns"),
+                est("os_ns"),
+                est("or_ns"),
+                est("g_ns"),
+                est("G_ns_per_byte"),
+                v["segments"],
+                v["predictions"]
             );
+            if !zero.is_empty() {
+                unresolved.push(format!("{qp} run {attempt}: {} is 0: {v}", zero.join(", ")));
+                again.push(qp);
+            }
         }
-        for k in ["os_ns", "or_ns", "g_ns"] {
-            assert!(v[k].as_f64().unwrap() > 0.0, "{qp}: {k} is 0: {v}");
-        }
-        let p = v["predictions"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{qp}: {v}"));
-        assert_eq!(p.len(), 2, "{qp}: {v}");
-        for row in p {
-            assert!(
-                row["measured_msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0
-                    && row["predicted_msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0,
-                "{qp}: {row}"
-            );
-        }
-        let est = |k: &str| format!("{k} {} {}", v[k], v[format!("{k}_ci")]);
-        eprintln!(
-            "loggp {qp}: {}; {}; {}; {}; {}; segments {}; predictions {}",
-            est("L_ns"),
-            est("os_ns"),
-            est("or_ns"),
-            est("g_ns"),
-            est("G_ns_per_byte"),
-            v["segments"],
-            v["predictions"]
+        pending = again;
+    }
+    assert!(
+        pending.is_empty(),
+        "{pending:?}: estimates at 0 in both runs:\n{}",
+        unresolved.join("\n")
+    );
+}
+
+/// The checks every `ibprobe loggp` run must pass (schema, each estimate
+/// inside its interval and not below 0, both predictions made and
+/// measured); returns those of o_s, o_r and g that came out 0 (the tool
+/// clamps what it cannot resolve above 0).
+fn loggp_checked(qp: &str, v: &serde_json::Value) -> Vec<String> {
+    assert_eq!(v["schema"], "ibprobe.loggp/1", "{qp}");
+    for k in ["L_ns", "os_ns", "or_ns", "g_ns", "G_ns_per_byte"] {
+        let est = v[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{qp}: no {k} in {v}"));
+        let ci = &v[format!("{k}_ci")];
+        let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+        assert!(
+            0.0 <= lo && lo <= est && est <= hi,
+            "{qp}: {k} = {est} [{lo}, {hi}]"
         );
     }
+    let p = v["predictions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{qp}: {v}"));
+    assert_eq!(p.len(), 2, "{qp}: {v}");
+    for row in p {
+        assert!(
+            row["measured_msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0
+                && row["predicted_msgs_per_s"].as_f64().unwrap_or(0.0) > 0.0,
+            "{qp}: {row}"
+        );
+    }
+    ["os_ns", "or_ns", "g_ns"]
+        .into_iter()
+        .filter(|k| v[*k].as_f64() == Some(0.0))
+        .map(String::from)
+        .collect()
 }
 
 /// Two rxe devices over the two ends of a veth pair, with policy routing
