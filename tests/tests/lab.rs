@@ -8,8 +8,9 @@
 use ibtools_tests::lab::harness::{self, Group};
 use ibtools_tests::lab::perftest::{parse_lat, run_pair};
 use ibtools_tests::lab::{qemu_processes, script, Lab, LabConfig, Node};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
@@ -17,6 +18,7 @@ fn main() -> ExitCode {
         script_checks(),
         standard_loopback(),
         failures(),
+        retried(),
         rt_loopback(),
         pair(),
     ])
@@ -155,6 +157,63 @@ fn standard_loopback() -> Group {
             assert!(stderr.contains("did not answer within 3s while running: echo never"), "{stderr}");
             assert!(qemu_processes(&dir).is_empty(), "QEMU still running after the hard timeout");
             assert!(!Path::new(&dir).exists(), "lab folder left behind");
+        })
+}
+
+/// The lab directories of `retried`'s first test: the guest it froze,
+/// and the one the harness booted instead.
+static RETRIED_DIRS: Mutex<(Option<PathBuf>, Option<PathBuf>)> = Mutex::new((None, None));
+
+/// The harness's answer to a guest that stops answering during a test
+/// (`harness`'s docs): a new guest, the test run again in it, and the
+/// group's later tests in the new guest too.
+fn retried() -> Group {
+    Group::with_lab("lab_failure_retried", LabConfig::loopback())
+        .test(
+            "a_guest_that_stops_answering_is_replaced_and_the_test_run_again",
+            |lab| {
+                let mut dirs = RETRIED_DIRS.lock().unwrap_or_else(|p| p.into_inner());
+                match dirs.0.clone() {
+                    None => {
+                        // First run: freeze the guest (SIGSTOP its QEMU) and ask
+                        // it something: the lab gives up after 1 + 2 s and kills it.
+                        dirs.0 = Some(lab.dir().to_path_buf());
+                        drop(dirs);
+                        let pids = qemu_processes(&lab.dir().to_string_lossy());
+                        assert_eq!(pids.len(), 1, "{pids:?}");
+                        let st = Command::new("kill")
+                            .args(["-STOP", &pids[0].to_string()])
+                            .status()
+                            .unwrap();
+                        assert!(st.success());
+                        std::env::set_var("IBLAB_HANG_GRACE", "2");
+                        let e = lab.exec(Node::A, "echo never", Duration::from_secs(1));
+                        std::env::remove_var("IBLAB_HANG_GRACE");
+                        let e = e.expect_err("a frozen guest answered");
+                        std::panic::panic_any(e);
+                    }
+                    Some(frozen) => {
+                        // Second run, in the guest booted instead.
+                        assert_ne!(frozen, lab.dir(), "run again in the same (dead) guest");
+                        assert!(
+                            !frozen.exists(),
+                            "the dead guest's folder {} is left",
+                            frozen.display()
+                        );
+                        assert!(
+                            qemu_processes(&frozen.to_string_lossy()).is_empty(),
+                            "the dead guest's QEMU runs"
+                        );
+                        lab.sh("ibv_devices | grep -q rxe0").success();
+                        dirs.1 = Some(lab.dir().to_path_buf());
+                    }
+                }
+            },
+        )
+        .test("the_tests_after_it_run_in_the_new_guest", |lab| {
+            let dirs = RETRIED_DIRS.lock().unwrap_or_else(|p| p.into_inner());
+            assert_eq!(dirs.1.as_deref(), Some(lab.dir()), "{dirs:?}");
+            lab.sh("true").success();
         })
 }
 

@@ -14,6 +14,15 @@
 //! lab that cannot start FAILS each of its tests with "lab unavailable:
 //! <reason>", so it is never skipped silently and never mistaken for a
 //! failure of the code under test.
+//!
+//! A guest that stops answering during a test (the lab kills it: a
+//! [`LabError`] panic, e.g. from `Lab::sh`) is the lab's failure, not the
+//! test's. On this project's 2-core VM, emulated guests have locked up
+//! (soft lockups, a CPU's timer not firing) on busy days, about once a
+//! CI run, in tests as plain as `ibv_devices`. So the group boots a new
+//! guest and runs that test again, once; a second lab failure fails it
+//! with both reasons. At most [`REBOOTS`] new guests per group; the tests
+//! after it run in the new guest. A test's own failures are never retried.
 
 use super::{Lab, LabConfig, LabError};
 use std::panic::{self, AssertUnwindSafe};
@@ -22,9 +31,12 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 enum Body {
-    WithLab(Box<dyn FnOnce(&Lab)>),
+    WithLab(Box<dyn Fn(&Lab)>),
     Plain(Box<dyn FnOnce()>),
 }
+
+/// New guests a group may boot after lab failures during its tests.
+pub const REBOOTS: u32 = 2;
 
 /// Tests that share one lab (or, for [`Group::standalone`], none).
 pub struct Group {
@@ -65,7 +77,9 @@ impl Group {
     }
 
     /// Adds a test that runs in the group's lab. Tests run in the order added.
-    pub fn test(mut self, name: &'static str, f: impl FnOnce(&Lab) + 'static) -> Self {
+    /// A test that hits a lab failure runs again in a new guest (see the
+    /// module's docs), so it must be safe to run twice.
+    pub fn test(mut self, name: &'static str, f: impl Fn(&Lab) + 'static) -> Self {
         assert!(
             self.lab.is_some(),
             "{}::{name}: a standalone group has no lab; use .check()",
@@ -126,12 +140,20 @@ impl Args {
     }
 }
 
-/// What the panic hook saw for the test that is running.
-static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+/// What the panic hook saw for the test that is running, and whether it
+/// was a lab failure (a [`LabError`] payload).
+static LAST_PANIC: Mutex<Option<(String, bool)>> = Mutex::new(None);
+
+/// Why a test failed: the message, and whether the lab failed under it.
+struct Failure {
+    msg: String,
+    lab: bool,
+}
 
 fn install_panic_hook() {
     panic::set_hook(Box::new(|info| {
         let payload = info.payload();
+        let lab = payload.is::<LabError>();
         let msg = if let Some(e) = payload.downcast_ref::<LabError>() {
             format!("lab failed during the test (not a failure of the code under test): {e}")
         } else if let Some(s) = payload.downcast_ref::<&str>() {
@@ -145,18 +167,58 @@ fn install_panic_hook() {
             .location()
             .map(|l| format!(" (at {}:{})", l.file(), l.line()))
             .unwrap_or_default();
-        *LAST_PANIC.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{msg}{at}"));
+        *LAST_PANIC.lock().unwrap_or_else(|p| p.into_inner()) = Some((format!("{msg}{at}"), lab));
     }));
 }
 
-fn run_one(f: impl FnOnce()) -> Result<(), String> {
+fn run_one(f: impl FnOnce()) -> Result<(), Failure> {
     match panic::catch_unwind(AssertUnwindSafe(f)) {
         Ok(()) => Ok(()),
-        Err(_) => Err(LAST_PANIC
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .unwrap_or_else(|| "panicked".into())),
+        Err(_) => {
+            let (msg, lab) = LAST_PANIC
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or_else(|| ("panicked".into(), false));
+            Err(Failure { msg, lab })
+        }
+    }
+}
+
+/// Boots a group's guest, saying so on stderr.
+fn boot(group: &str, cfg: &LabConfig) -> Result<Lab, LabError> {
+    let t0 = Instant::now();
+    eprintln!("lab: group {group}: booting ({})", cfg.describe());
+    let lab = Lab::start(cfg)?;
+    eprintln!(
+        "lab: group {group}: guest ready in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(lab)
+}
+
+/// Stops a group's guest and checks nothing of it is left; what went
+/// wrong is a failure of the group. A guest the lab killed (`dead`) may
+/// fail to power off: only what it left behind counts then.
+fn retire(group: &str, lab: Lab, dead: bool, failures: &mut Vec<(String, String)>) {
+    let dir = lab.dir().to_path_buf();
+    if let Err(e) = lab.stop() {
+        if !dead {
+            failures.push((
+                format!("{group}::(stop)"),
+                format!("stopping the lab failed: {e}"),
+            ));
+        }
+    }
+    let left = super::qemu_processes(&dir.to_string_lossy());
+    if !left.is_empty() || dir.exists() {
+        failures.push((
+            format!("{group}::(cleanup)"),
+            format!(
+                "after stop: QEMU pids {left:?} still running, lab folder exists: {}",
+                dir.exists()
+            ),
+        ));
     }
 }
 
@@ -204,35 +266,60 @@ pub fn run(groups: Vec<Group>) -> ExitCode {
             ignored += tests.len();
             continue;
         }
-        let lab = match &g.lab {
-            None => None,
-            Some(cfg) => {
-                let t0 = Instant::now();
-                eprintln!("lab: group {}: booting ({})", g.name, cfg.describe());
-                match Lab::start(cfg) {
-                    Ok(lab) => {
-                        eprintln!(
-                            "lab: group {}: guest ready in {:.1} s",
-                            g.name,
-                            t0.elapsed().as_secs_f64()
-                        );
-                        Some(Ok(lab))
-                    }
-                    Err(e) => Some(Err(e)),
-                }
-            }
-        };
+        let mut lab = g.lab.as_ref().map(|cfg| boot(g.name, cfg));
+        let mut reboots = REBOOTS;
         for (t, body) in tests {
             let name = format!("{}::{t}", g.name);
             let t0 = Instant::now();
-            let result = match (&lab, body) {
-                (Some(Err(e)), _) => Err(format!(
-                    "lab unavailable (not a failure of the code under test): {e}"
-                )),
-                (Some(Ok(lab)), Body::WithLab(f)) => run_one(|| f(lab)),
-                (None, Body::Plain(f)) | (Some(Ok(_)), Body::Plain(f)) => run_one(f),
-                (None, Body::WithLab(_)) => {
+            let unavailable = |e: &LabError| Failure {
+                msg: format!("lab unavailable (not a failure of the code under test): {e}"),
+                lab: false,
+            };
+            let result = match (body, &g.lab) {
+                (Body::Plain(f), _) => match &lab {
+                    Some(Err(e)) => Err(unavailable(e)),
+                    _ => run_one(f),
+                },
+                (Body::WithLab(_), None) => {
                     unreachable!("Group::test refuses lab tests in standalone groups")
+                }
+                (Body::WithLab(f), Some(cfg)) => {
+                    let first = match &lab {
+                        Some(Ok(l)) => run_one(|| f(l)),
+                        Some(Err(e)) => Err(unavailable(e)),
+                        None => unreachable!("a lab group boots its lab"),
+                    };
+                    match first {
+                        // The guest stopped answering under this test: a
+                        // new guest, and the test once more in it.
+                        Err(first) if first.lab && reboots > 0 => {
+                            reboots -= 1;
+                            eprintln!(
+                                "lab: group {}: the guest failed during {t}; booting a new one and running {t} again",
+                                g.name
+                            );
+                            if let Some(Ok(dead)) = lab.take() {
+                                retire(g.name, dead, true, &mut failures);
+                            }
+                            let fresh = boot(g.name, cfg);
+                            let again = match &fresh {
+                                Ok(l) => run_one(|| f(l)),
+                                Err(e) => Err(Failure {
+                                    msg: format!("no new guest: {e}"),
+                                    lab: true,
+                                }),
+                            };
+                            lab = Some(fresh);
+                            again.map_err(|second| Failure {
+                                msg: format!(
+                                    "{}\nin a new guest, again: {}",
+                                    first.msg, second.msg
+                                ),
+                                lab: second.lab,
+                            })
+                        }
+                        other => other,
+                    }
                 }
             };
             let secs = t0.elapsed().as_secs_f64();
@@ -241,30 +328,14 @@ pub fn run(groups: Vec<Group>) -> ExitCode {
                     println!("test {name} ... ok ({secs:.1} s)");
                     passed += 1;
                 }
-                Err(msg) => {
+                Err(f) => {
                     println!("test {name} ... FAILED ({secs:.1} s)");
-                    failures.push((name, msg));
+                    failures.push((name, f.msg));
                 }
             }
         }
         if let Some(Ok(lab)) = lab {
-            let dir = lab.dir().to_path_buf();
-            if let Err(e) = lab.stop() {
-                failures.push((
-                    format!("{}::(stop)", g.name),
-                    format!("stopping the lab failed: {e}"),
-                ));
-            }
-            let left = super::qemu_processes(&dir.to_string_lossy());
-            if !left.is_empty() || dir.exists() {
-                failures.push((
-                    format!("{}::(cleanup)", g.name),
-                    format!(
-                        "after stop: QEMU pids {left:?} still running, lab folder exists: {}",
-                        dir.exists()
-                    ),
-                ));
-            }
+            retire(g.name, lab, false, &mut failures);
         }
     }
     if !failures.is_empty() {
