@@ -291,7 +291,7 @@ fn the_pipeline_never_has_more_than_d_unacked() {
 
 fn stop_and_wait_runs_at_one_message_per_round_trip() {
     // udp: the test build will do (a system call each way dominates).
-    saw_against_round_trip(&cargo_bin("ibprobe"), "udp", "20000", 5, (0.8, 1.2));
+    saw_against_round_trip(&cargo_bin("ibprobe"), "udp", "20000", 7, (0.8, 1.2));
     // shm: two spin loops of tens of ns each way, which an unoptimized
     // build distorts (there the stream runs at 0.2 of 1/RTT), so this
     // one runs the release build, for both sides. Like with like: both
@@ -311,7 +311,7 @@ fn stop_and_wait_runs_at_one_message_per_round_trip() {
 
 /// Stop-and-wait (`--pipeline 1`) on `t` against 1/RTT of `ibprobe
 /// loopback -t t --round-trip` (32 B both, pinned alike): `pairs` runs of each,
-/// alternated, the ratio of the medians within `low..=high`. One pair
+/// alternated, the median of the pairs' ratios within `low..=high`. One pair
 /// proves nothing (the UDP round trip of this VM moves by 30% between
 /// runs).
 fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, high): (f64, f64)) {
@@ -366,11 +366,19 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, 
             saw();
         }
     }
-    let r = median(rates.clone()) / median(per_rtt.clone());
-    eprintln!("{t}: stop-and-wait / (1/RTT), ratio of medians of {pairs} pairs: {r:.3}");
+    // The median of each pair's ratio: the two runs of a pair are next to
+    // each other in time, and this VM's speed drifts over seconds (in one
+    // CI run the udp round trips of four pairs ran ~20% slower than their
+    // streams and the fifth ~15% faster: ratio of medians 1.22, median of
+    // the pairs' ratios 1.11).
+    let ratios: Vec<f64> = rates.iter().zip(&per_rtt).map(|(s, r)| s / r).collect();
+    let r = median(ratios.clone());
+    eprintln!(
+        "{t}: stop-and-wait / (1/RTT), median of {pairs} pairs' ratios: {r:.3} ({ratios:.3?})"
+    );
     assert!(
         (low..=high).contains(&r),
-        "{t}: stop-and-wait msg/s {rates:?} over 1/RTT {per_rtt:?}: ratio of medians {r:.3}"
+        "{t}: stop-and-wait msg/s {rates:?} over 1/RTT {per_rtt:?}: median of the pairs' ratios {r:.3} ({ratios:.3?})"
     );
 }
 
