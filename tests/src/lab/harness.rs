@@ -295,8 +295,8 @@ pub fn run(groups: Vec<Group>) -> ExitCode {
                         Err(first) if first.lab && reboots > 0 => {
                             reboots -= 1;
                             eprintln!(
-                                "lab: group {}: the guest failed during {t}; booting a new one and running {t} again",
-                                g.name
+                                "lab: group {}: the guest failed during {t}; booting a new one and running {t} again. The failure: {}",
+                                g.name, first.msg
                             );
                             if let Some(Ok(dead)) = lab.take() {
                                 retire(g.name, dead, true, &mut failures);
