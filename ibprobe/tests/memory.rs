@@ -1,6 +1,6 @@
 //! The probe's memory is constant over time: latencies go into a streaming
 //! histogram, never into a per-sample vector (perftest's sorted array
-//! grows with the run). A 12 s shm loopback must peak at the same resident
+//! grows with the run). A 16 s shm loopback must peak at the same resident
 //! memory as a 3 s one, within 1 MiB.
 //!
 //! How the peak is read: `wait4` hands back the child's `ru_maxrss` (the
@@ -97,16 +97,19 @@ fn peak_of(duration: &str) -> Peak {
 #[test]
 fn peak_rss_does_not_grow_with_the_run() {
     let short = peak_of("3s");
-    let long = peak_of("12s");
-    eprintln!("3 s: {short:?}\n12 s: {long:?}");
+    let long = peak_of("16s");
+    eprintln!("3 s: {short:?}\n16 s: {long:?}");
+    // 5.3x the time; at least 2x the messages, since this VM's CPUs move
+    // between phases ~1.8x apart that last seconds (in one CI run a 12 s
+    // run measured only 2.5x the messages of a 3 s one).
     assert!(
-        long.samples > 3 * short.samples,
-        "the long run should measure about 4x the messages: {short:?} vs {long:?}"
+        long.samples > 2 * short.samples,
+        "the long run should measure several times the messages: {short:?} vs {long:?}"
     );
     let grew = long.maxrss_kib.saturating_sub(short.maxrss_kib);
     assert!(
         grew <= 1024,
-        "peak RSS grew by {grew} KiB from 3 s to 12 s ({} -> {} KiB; {} -> {} samples): something stores per-sample data",
+        "peak RSS grew by {grew} KiB from 3 s to 16 s ({} -> {} KiB; {} -> {} samples): something stores per-sample data",
         short.maxrss_kib,
         long.maxrss_kib,
         short.samples,
@@ -118,7 +121,7 @@ fn peak_rss_does_not_grow_with_the_run() {
     let grew = long.vmhwm_kib.saturating_sub(short.vmhwm_kib);
     assert!(
         grew <= 1024,
-        "VmHWM grew by {grew} KiB from 3 s to 12 s ({} -> {} KiB)",
+        "VmHWM grew by {grew} KiB from 3 s to 16 s ({} -> {} KiB)",
         short.vmhwm_kib,
         long.vmhwm_kib
     );
