@@ -480,11 +480,19 @@ mod tests {
             sp.prober_delay.max_ns() + 5,
             o.one_way.as_ref().unwrap().max_ns()
         );
-        // A send stamped after the arrival (T2 > T5): all invalid.
+        // A send stamped after the arrival (T2 > T5): on the 16-bit clock
+        // T5 - T2 wraps to 65 532 ticks (ns), longer than any one-way
+        // latency, so every message is invalid; except one the host took
+        // longer than that over (a preempted test thread: seen once in
+        // 2000 on a busy CI machine), which the split rightly keeps.
         let mut bad = Stamped::new(ShmChannel::loopback(32).unwrap(), 65_000, 9, 5);
         let o = run(&hw_cfg(Mode::OneWay), &mut bad, &clock, &stop, None).unwrap();
+        let slow = o.hw.as_ref().unwrap().stamps.iter();
+        let slow = slow.filter(|p| p.t6_ns - p.t1_ns >= 60_000).count() as u64;
+        assert!(slow < 100, "{slow} of 2000 one-way latencies >= 60 us");
         let sp = &o.hw_split.unwrap().split;
-        assert_eq!((sp.len(), sp.invalid), (0, 2000));
+        assert_eq!(sp.len() + sp.invalid, 2000);
+        assert!(sp.len() <= slow, "{} valid, {slow} slow", sp.len());
     }
 
     #[test]
