@@ -51,6 +51,11 @@ pub struct VerbsChannel {
     /// completion and of the last send completion handed out.
     pub(super) last_recv_ts: Option<u64>,
     pub(super) last_send_ts: Option<u64>,
+    /// The receive slot of the last arrival, re-posted after the next
+    /// send is posted (or at the next poll), not before the caller sees
+    /// the arrival: an echo then leaves without waiting for the re-post,
+    /// and a round trip's arrival is timed without it.
+    pub(super) repost: Option<usize>,
     pub(super) info: TransportInfo,
     pub(super) s: Setup,
 }
@@ -87,6 +92,18 @@ impl VerbsChannel {
         self.outstanding = self.outstanding.saturating_sub(covered);
         self.last_send_ts = c.hw_ts;
         Ok(Some(c.wr_id >> COVER_BITS))
+    }
+
+    /// Re-posts the receive slot of the last arrival, if not yet done.
+    #[inline(always)]
+    fn repost_recv(&mut self) -> Result<(), TransportError> {
+        if let Some(slot) = self.repost.take() {
+            self.w
+                .recv
+                .post(&self.w.qp, slot)
+                .map_err(|e| errno("ibv_post_recv", e))?;
+        }
+        Ok(())
     }
 
     /// Makes room in the SQ: polls send completions, keeping their
@@ -189,7 +206,7 @@ impl Channel for VerbsChannel {
             .post(&self.w.qp, wr_id, addr, self.s.size, seq as u32, signaled)
             .map_err(|e| errno("ibv_post_send", e))?;
         self.outstanding += 1;
-        Ok(())
+        self.repost_recv()
     }
 
     #[inline]
@@ -213,6 +230,7 @@ impl Channel for VerbsChannel {
             self.expected = seq.wrapping_add(1);
             return Ok(Some(seq));
         }
+        self.repost_recv()?;
         let Some(c) = poll_cq(&self.w.recv_cq, "ibv_poll_cq (recv)")? else {
             return Ok(None);
         };
@@ -230,10 +248,7 @@ impl Channel for VerbsChannel {
         } else {
             (self.s.recv_off + c.wr_id * self.s.recv_stride as u64) as usize + self.payload_off
         };
-        self.w
-            .recv
-            .post(&self.w.qp, c.wr_id as usize)
-            .map_err(|e| errno("ibv_post_recv", e))?;
+        self.repost = Some(c.wr_id as usize);
         Ok(Some(seq))
     }
 
@@ -338,7 +353,10 @@ impl LoopbackChannel {
 impl Channel for LoopbackChannel {
     #[inline]
     fn post(&mut self, seq: u64) -> Result<(), TransportError> {
-        self.a.post(seq)
+        self.a.post(seq)?;
+        // B's last receive slot goes back before B polls again, as A's
+        // would in `VerbsChannel::post`.
+        self.b.repost_recv()
     }
 
     #[inline]

@@ -550,6 +550,7 @@ impl Prepared {
             stamp: false,
             last_recv_off: 0,
             last_recv_ts: None,
+            repost: None,
             last_send_ts: None,
             info,
             s,

@@ -26,7 +26,8 @@ pub enum EchoEnd {
 /// Sends every arrival on `ch` straight back. When nothing arrived for
 /// `idle_ticks`, calls `idle` (off the fast path: it may make syscalls,
 /// e.g. look at the out-of-band connection); `false` from it ends the
-/// loop. With `plan.event`, it sleeps in `Channel::wait_recv` (at most
+/// loop. Send completions are polled only while nothing arrived, never
+/// between an arrival and its echo. With `plan.event`, it sleeps in `Channel::wait_recv` (at most
 /// `idle_ticks` at a time) instead of spinning; the echo reads only the
 /// receive side of `plan`. Returns the number of messages echoed.
 ///
@@ -47,6 +48,12 @@ pub fn echo<C: Channel + ?Sized>(
     let mut last = clock.now();
     let idle_ns = clock.ticks_to_ns(idle_ticks);
     let wait_ticks = clock.ns_to_ticks(SEND_TS_WAIT_NS);
+    // Signaled echoes whose send completion is not yet polled. They are
+    // polled while nothing arrives, so the send queue never fills: a full
+    // one makes the next `post` poll a completion first, on the way back
+    // to the client (every echo, once the queue is full, with every send
+    // signaled, the default).
+    let mut unreaped = 0u32;
     loop {
         let got = if plan.event {
             ch.wait_recv(clock, idle_ns)?
@@ -60,10 +67,15 @@ pub fn echo<C: Channel + ?Sized>(
             if let Some(log) = log.as_deref_mut() {
                 let t4 = send_ts(ch, clock, wait_ticks, seq)?;
                 log.push(ResponderStamp { seq, t3, t4 });
+            } else if ch.is_signaled(seq) {
+                unreaped += 1;
             }
             echoed += 1;
             last = clock.now();
             continue;
+        }
+        if unreaped > 0 && ch.poll_send_done()?.is_some() {
+            unreaped -= 1;
         }
         if stop.load(Ordering::Relaxed) {
             return Ok((echoed, EchoEnd::Interrupted));
@@ -102,5 +114,104 @@ fn send_ts<C: Channel + ?Sized>(
         } else if clock.now().wrapping_sub(t0) > wait_ticks {
             return Ok(None);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::Receiver;
+    use crate::transport::TransportInfo;
+
+    /// A verbs-like channel with a send queue of `depth`: every send is
+    /// signaled and completes at once; it counts the posts that found
+    /// the queue full (a real one would poll a completion there) and the
+    /// completions polled between an arrival and its echo. Arrivals come
+    /// every third poll, `n` of them.
+    struct Sq {
+        depth: u32,
+        outstanding: u32,
+        n: u64,
+        polls: u64,
+        arrived: u64,
+        pending_echo: bool,
+        posted_full: u64,
+        reaped_before_echo: u64,
+    }
+
+    impl Channel for Sq {
+        fn post(&mut self, _seq: u64) -> Result<(), TransportError> {
+            if self.outstanding >= self.depth {
+                self.posted_full += 1;
+                self.outstanding -= 1;
+            }
+            self.outstanding += 1;
+            self.pending_echo = false;
+            Ok(())
+        }
+        fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+            self.polls += 1;
+            if self.arrived < self.n && self.polls % 3 == 0 {
+                self.arrived += 1;
+                self.pending_echo = true;
+                return Ok(Some(self.arrived - 1));
+            }
+            Ok(None)
+        }
+        fn poll_send_done(&mut self) -> Result<Option<u64>, TransportError> {
+            if self.pending_echo {
+                self.reaped_before_echo += 1;
+            }
+            if self.outstanding == 0 {
+                return Ok(None);
+            }
+            self.outstanding -= 1;
+            Ok(Some(0))
+        }
+        fn has_send_completions(&self) -> bool {
+            true
+        }
+        fn is_signaled(&self, _seq: u64) -> bool {
+            true
+        }
+        fn info(&self) -> TransportInfo {
+            TransportInfo::default()
+        }
+    }
+
+    #[test]
+    fn send_completions_are_polled_while_idle_so_the_queue_never_fills() {
+        let mut ch = Sq {
+            depth: 4,
+            outstanding: 0,
+            n: 1000,
+            polls: 0,
+            arrived: 0,
+            pending_echo: false,
+            posted_full: 0,
+            reaped_before_echo: 0,
+        };
+        let clock = Clock::monotonic();
+        let plan = Plan::echo(&Receiver::default(), &clock);
+        let stop = AtomicBool::new(false);
+        let mut idle_calls = 0;
+        let (n, end) = echo(
+            &mut ch,
+            &clock,
+            &plan,
+            &stop,
+            clock.ns_to_ticks(1_000_000),
+            || {
+                idle_calls += 1;
+                false
+            },
+            None,
+        )
+        .unwrap();
+        assert_eq!((n, end), (1000, EchoEnd::Finished));
+        assert_eq!(ch.posted_full, 0, "a post found the send queue full");
+        assert_eq!(ch.reaped_before_echo, 0);
+        assert_eq!(ch.outstanding, 0, "every completion polled by the end");
+        assert_eq!(idle_calls, 1);
     }
 }
