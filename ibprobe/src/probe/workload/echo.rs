@@ -151,7 +151,7 @@ mod tests {
         }
         fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
             self.polls += 1;
-            if self.arrived < self.n && self.polls % 3 == 0 {
+            if self.arrived < self.n && self.polls.is_multiple_of(3) {
                 self.arrived += 1;
                 self.pending_echo = true;
                 return Ok(Some(self.arrived - 1));
