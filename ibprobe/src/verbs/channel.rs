@@ -54,7 +54,9 @@ pub struct VerbsChannel {
     /// The receive slot of the last arrival, re-posted after the next
     /// send is posted (or at the next poll), not before the caller sees
     /// the arrival: an echo then leaves without waiting for the re-post,
-    /// and a round trip's arrival is timed without it.
+    /// and a round trip's arrival is timed without it. The other
+    /// `prepost - 1` receives stay posted meanwhile; with `--rq-prepost 1`
+    /// the slot goes back at once.
     pub(super) repost: Option<usize>,
     pub(super) info: TransportInfo,
     pub(super) s: Setup,
@@ -249,6 +251,11 @@ impl Channel for VerbsChannel {
             (self.s.recv_off + c.wr_id * self.s.recv_stride as u64) as usize + self.payload_off
         };
         self.repost = Some(c.wr_id as usize);
+        if self.s.prepost <= 1 {
+            // `--rq-prepost 1`: no other receive is posted, and the next
+            // message may come as soon as the next send is posted.
+            self.repost_recv()?;
+        }
         Ok(Some(seq))
     }
 
