@@ -27,9 +27,10 @@ pub enum EchoEnd {
 /// `idle_ticks`, calls `idle` (off the fast path: it may make syscalls,
 /// e.g. look at the out-of-band connection); `false` from it ends the
 /// loop. Send completions are polled only while nothing arrived, never
-/// between an arrival and its echo. With `plan.event`, it sleeps in `Channel::wait_recv` (at most
-/// `idle_ticks` at a time) instead of spinning; the echo reads only the
-/// receive side of `plan`. Returns the number of messages echoed.
+/// between an arrival and its echo. With `plan.event`, it sleeps in
+/// `Channel::wait_recv` (at most `idle_ticks` at a time) instead of
+/// spinning; the echo reads only the receive side of `plan`. Returns the
+/// number of messages echoed.
 ///
 /// With `log` (`--hw-timestamps`, the responder of the R-Pingmesh split)
 /// it keeps each echo's HCA timestamps: T3 of the arrival, and T4 of the
