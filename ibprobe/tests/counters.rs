@@ -302,4 +302,49 @@ fn the_hdr_log_has_a_side_file_with_each_intervals_counters() {
     );
     assert!(sum("context_switches") <= count(&v, "context_switches"));
     assert!(rows.iter().all(|r| r.len() == head.len()));
+    // Intervals the user asked for read every counter: the interrupts
+    // too, so the attribution weighs them.
+    assert!(
+        rows.iter().all(|r| !r[col("interrupts")].is_empty()),
+        "{side}"
+    );
+    assert!(
+        causes(&v).contains(&"interrupt".to_string()),
+        "{}",
+        v["counters"]
+    );
+}
+
+/// The causes the attribution weighed.
+fn causes(v: &Value) -> Vec<String> {
+    v["counters"]["attribution"]["causes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no attribution: {}", v["counters"]))
+        .iter()
+        .map(|c| c["cause"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn without_an_hdr_log_the_attributions_intervals_leave_the_interrupts_out() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v = run_json(ibprobe().args(["loopback", "-t", "shm", "-D", "400ms"]));
+    // Every 100 ms every counter but the interrupts
+    // (`Meter::read_without_interrupts`): the thread's causes are weighed,
+    // the interrupts are not ...
+    let c = causes(&v);
+    assert!(c.contains(&"context_switch".to_string()), "{c:?}");
+    assert!(c.contains(&"page_fault".to_string()), "{c:?}");
+    if v["counters"]["cpu_migrations"].is_u64() {
+        // perf counts migrations here (root, or a low paranoid level).
+        assert!(c.contains(&"cpu_migration".to_string()), "{c:?}");
+    }
+    assert!(!c.contains(&"interrupt".to_string()), "{c:?}");
+    assert!(v["counters"]["attribution"]["intervals"].as_u64().unwrap() >= 2);
+    // ... while the run as a whole still counts them, by source.
+    assert!(v["counters"]["interrupts"].is_u64(), "{}", v["counters"]);
+    assert!(!v["counters"]["interrupts_by_source"]
+        .as_array()
+        .unwrap()
+        .is_empty());
 }

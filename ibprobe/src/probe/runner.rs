@@ -178,6 +178,12 @@ fn run_workload<W: Workload>(
     let mut span = cfg
         .counters
         .then(|| Span::start(&counters::measuring_cpus(cfg.cpu)));
+    // Intervals the user asked for (--hdr-log) read the interrupts too;
+    // those of the attribution alone every counter but them
+    // (`Meter::read_without_interrupts`: `/proc/interrupts` every 100 ms
+    // went with a higher p99 in the lab, ibprobe/README.md, counters
+    // "Cost").
+    let interrupts = plan.interval_ticks > 0;
     if attr.is_some() && plan.interval_ticks == 0 {
         plan.interval_ticks =
             super::config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
@@ -202,6 +208,7 @@ fn run_workload<W: Workload>(
                 meter,
                 attr: a,
                 last,
+                interrupts,
             });
         }
         let r = work.run(ch, &cx, &mut rec);

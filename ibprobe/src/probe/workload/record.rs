@@ -175,6 +175,11 @@ pub struct IntervalCounters<'a> {
     pub attr: &'a mut Attributor,
     /// The reading at the current interval's start.
     pub last: Counts,
+    /// Read the interrupts at each interval's end too ([`Meter::read`]:
+    /// the user asked for intervals), else every counter but them
+    /// ([`Meter::read_without_interrupts`]: the attribution's intervals,
+    /// which then leave interrupts out).
+    pub interrupts: bool,
 }
 
 impl<'a> Recorder<'a> {
@@ -320,7 +325,11 @@ impl<'a> Recorder<'a> {
     /// The counters since the interval began, fed to the attribution.
     fn read_counters(&mut self) -> Option<Counts> {
         let ic = self.counters.as_mut()?;
-        let now = ic.meter.read();
+        let now = if ic.interrupts {
+            ic.meter.read()
+        } else {
+            ic.meter.read_without_interrupts()
+        };
         let d = now.since(&ic.last);
         ic.last = now;
         ic.attr.interval(&d, &self.cur.primary);
