@@ -202,6 +202,10 @@ fn another_profile_is_refused_until_revert() {
 
 #[test]
 fn crash_at_every_step_then_revert_restores() {
+    // Each step's three runs use their own fixture copies, so the steps
+    // are split across the CPUs (the test is the suite's longest on the
+    // host side otherwise).
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     for (fx, text) in [
         ("thesis-2s-mlx5", kitchen_sink_thesis()),
         ("this-host", V1_PROFILE.to_string()),
@@ -213,40 +217,54 @@ fn crash_at_every_step_then_revert_restores() {
             n
         };
         assert!(steps > 5, "{fx}: only {steps} steps");
-        for n in 0..steps {
-            for fault in [Fault::CrashAfterJournal(n), Fault::CrashAfterChange(n)] {
-                let fc = fixture_copy(fx);
-                let pristine = snapshot(&fc.root);
-                let e = apply_text(&fc, &text, Some(fault)).unwrap_err();
-                assert!(
-                    matches!(e, ApplyError::Crashed(m) if m == n),
-                    "{fx} {fault:?}: {e}"
-                );
-                revert_copy(&fc);
-                assert_eq!(
-                    diff(&pristine, &snapshot(&fc.root)),
-                    Vec::<String>::new(),
-                    "{fx} {fault:?}"
-                );
+        std::thread::scope(|sc| {
+            for w in 0..workers {
+                let text = &text;
+                sc.spawn(move || {
+                    for n in (w..steps).step_by(workers) {
+                        crash_and_fail_at(fx, text, n);
+                    }
+                });
             }
-            let fc = fixture_copy(fx);
-            let pristine = snapshot(&fc.root);
-            let e = apply_text(&fc, &text, Some(Fault::FailAt(n))).unwrap_err();
-            assert!(
-                matches!(e, ApplyError::RolledBack { undone, .. } if undone == n + 1),
-                "{fx} step {n}: {e}"
-            );
-            assert_eq!(
-                diff(&pristine, &snapshot(&fc.root)),
-                Vec::<String>::new(),
-                "{fx} fail at {n}"
-            );
-            assert!(
-                !fc.state.join("journal.jsonl").exists(),
-                "{fx}: journal left after full rollback"
-            );
-        }
+        });
     }
+}
+
+/// Step `n` of applying `text` to fixture `fx`: a crash after its journal
+/// record and one after its change, each followed by a revert, restore
+/// the tree; a failure there rolls back by itself and leaves no journal.
+fn crash_and_fail_at(fx: &str, text: &str, n: usize) {
+    for fault in [Fault::CrashAfterJournal(n), Fault::CrashAfterChange(n)] {
+        let fc = fixture_copy(fx);
+        let pristine = snapshot(&fc.root);
+        let e = apply_text(&fc, text, Some(fault)).unwrap_err();
+        assert!(
+            matches!(e, ApplyError::Crashed(m) if m == n),
+            "{fx} {fault:?}: {e}"
+        );
+        revert_copy(&fc);
+        assert_eq!(
+            diff(&pristine, &snapshot(&fc.root)),
+            Vec::<String>::new(),
+            "{fx} {fault:?}"
+        );
+    }
+    let fc = fixture_copy(fx);
+    let pristine = snapshot(&fc.root);
+    let e = apply_text(&fc, text, Some(Fault::FailAt(n))).unwrap_err();
+    assert!(
+        matches!(e, ApplyError::RolledBack { undone, .. } if undone == n + 1),
+        "{fx} step {n}: {e}"
+    );
+    assert_eq!(
+        diff(&pristine, &snapshot(&fc.root)),
+        Vec::<String>::new(),
+        "{fx} fail at {n}"
+    );
+    assert!(
+        !fc.state.join("journal.jsonl").exists(),
+        "{fx}: journal left after full rollback"
+    );
 }
 
 /// Generates profiles from a small grammar; unresolvable ones are skipped.
