@@ -301,9 +301,8 @@ impl LatencyHistogram {
     /// its highest), clamped into `[min, max]`.
     ///
     /// Why not `to_hdr` here: building the 224 KiB HDR histogram for every
-    /// summary was a third of a short run's CPU time (the attribution
-    /// alone summarises ten distributions), and ~10x that in the lab's
-    /// emulated guest.
+    /// summary was a third of a short debug run's CPU time (`perf
+    /// record`; the attribution alone summarises ten distributions).
     pub fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
         let mut out = [0u64; N];
         if self.total == 0 {
