@@ -195,14 +195,23 @@ impl LatencyHistogram {
     /// (about 224 KiB): call it off the hot path.
     pub fn to_hdr(&self) -> Histogram<u64> {
         let mut h = Histogram::new_with_bounds(1, MAX_NS, 3).expect("static bounds are valid");
-        let r = self.occupied();
-        for (i, &c) in self.counts[r.clone()].iter().enumerate() {
-            if c > 0 {
-                // Cannot fail: value_for(i) of an index we filled is in bounds.
-                let _ = h.record_n(value_for(r.start + i), c);
-            }
+        for (i, c) in self.filled() {
+            // Cannot fail: value_for(i) of an index we filled is in bounds.
+            let _ = h.record_n(value_for(i), c);
         }
         h
+    }
+
+    /// The non-empty buckets in ascending order, as (index, count): the
+    /// one walk `to_hdr`, `buckets` and `halved` share (the occupied range
+    /// only, no allocation).
+    fn filled(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        let r = self.occupied();
+        self.counts[r.clone()]
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(move |(j, &c)| (r.start + j, c))
     }
 
     /// The non-empty buckets in ascending order, as (the highest value
@@ -214,12 +223,7 @@ impl LatencyHistogram {
     /// Consecutive indexes cover contiguous ranges, so a bucket's highest
     /// value is the next bucket's lowest minus one.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        let lo = self.occupied().start;
-        self.counts[self.occupied()]
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(move |(i, &c)| (value_for(lo + i + 1) - 1, c))
+        self.filled().map(|(i, c)| (value_for(i + 1) - 1, c))
     }
 
     /// The exact sum of the samples in ns (each clamped to [`MAX_NS`]).
@@ -391,15 +395,12 @@ impl LatencyHistogram {
     /// > 20 us count is bucketed: do not halve twice.)
     pub fn halved(&self) -> LatencyHistogram {
         let mut out = LatencyHistogram::new();
-        let r = self.occupied();
-        for (j, &c) in self.counts[r.clone()].iter().enumerate() {
-            if c > 0 {
-                // The bucket's middle (HdrHistogram's median_equivalent),
-                // halved.
-                let lo = value_for(r.start + j);
-                let mid = lo + ((value_for(r.start + j + 1) - lo) >> 1);
-                out.record_bucketed(mid / 2, c);
-            }
+        for (i, c) in self.filled() {
+            // The bucket's middle (HdrHistogram's median_equivalent),
+            // halved.
+            let lo = value_for(i);
+            let mid = lo + ((value_for(i + 1) - lo) >> 1);
+            out.record_bucketed(mid / 2, c);
         }
         out.true_max = self.true_max / 2;
         out.true_min = if self.is_empty() {
@@ -415,12 +416,12 @@ impl LatencyHistogram {
         out.over_10us = self.over_20us;
         // HdrHistogram's count_between(40 001 ns, max): whole buckets from
         // the one holding 40 001 ns up.
-        let from = index_for(4 * TAIL_NS + 1).max(r.start);
-        out.over_20us = if from < r.end {
-            self.counts[from..r.end].iter().sum()
-        } else {
-            0
-        };
+        let from = index_for(4 * TAIL_NS + 1);
+        out.over_20us = self
+            .filled()
+            .filter(|&(i, _)| i >= from)
+            .map(|(_, c)| c)
+            .sum();
         out
     }
 }
