@@ -112,6 +112,7 @@ impl DaemonOptions {
             max_interval: c.budget.max_interval,
             secret: None,
             hw_timestamps: c.probe.hw_timestamps,
+            perf_counters: c.probe.perf_counters,
         };
         o.local = LocalOptions {
             source: c.source.clone(),

@@ -296,6 +296,16 @@ proptest! {
 }
 
 #[test]
+fn perf_counters_is_off_unless_set() {
+    assert!(!config::parse("", "x.toml").unwrap().probe.perf_counters);
+    assert!(!config::load(example_path()).unwrap().probe.perf_counters);
+    let c = config::parse("[probe]\nperf_counters = true\n", "x.toml").unwrap();
+    assert!(c.probe.perf_counters);
+    let e = config::parse("[probe]\nperf_counters = 1\n", "x.toml").unwrap_err();
+    assert!(e.to_string().contains("perf_counters"), "{e}");
+}
+
+#[test]
 fn hw_timestamps_is_off_unless_set_and_a_bool() {
     assert!(!config::parse("", "x.toml").unwrap().probe.hw_timestamps);
     assert!(!config::load(example_path()).unwrap().probe.hw_timestamps);

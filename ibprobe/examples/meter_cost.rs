@@ -4,7 +4,7 @@
 //! Why it exists: the counters are read at every interval's end between
 //! messages (`probe::workload::record`), so their cost is time the probe
 //! is not probing; this says how much, per source (perf events, getrusage,
-//! `/proc/interrupts`), what an interval's end reads by default
+//! `/proc/thread-self/sched`, `/proc/interrupts`), what an interval's end reads by default
 //! (`Meter::read_without_interrupts`), and the histogram merges an interval's end
 //! does, in the lab guest or on a real host.
 
@@ -13,6 +13,7 @@ use std::time::Instant;
 use ibprobe::counters::attribution::Attributor;
 use ibprobe::counters::interrupts::InterruptTable;
 use ibprobe::counters::perf::PerfSet;
+use ibprobe::counters::sched::SchedFile;
 use ibprobe::counters::{Counter, Counts, Meter};
 use ibprobe::stats::LatencyHistogram;
 
@@ -28,7 +29,9 @@ fn main() {
     let mut missing = Vec::new();
     let mut perf = PerfSet::open(&mut missing);
     let mut irq = InterruptTable::open(&cpus).ok();
-    let mut meter = Meter::open(&cpus);
+    let mut sched = SchedFile::open().ok();
+    // The default meter (no perf event), as a run opens it.
+    let mut meter = Meter::open(&cpus, false);
     println!(
         "{} perf events open; /proc/interrupts {}; CPUs {:?}",
         perf.len(),
@@ -66,6 +69,11 @@ fn main() {
         ))
         .ok();
     });
+    if let Some(f) = sched.as_mut() {
+        time("/proc/thread-self/sched", &mut || {
+            std::hint::black_box(f.migrations());
+        });
+    }
     if let Some(t) = irq.as_mut() {
         time("/proc/interrupts", &mut || {
             std::hint::black_box(t.total());

@@ -2,9 +2,10 @@
 //! this machine's kernel: a competing busy thread on the probe's CPU shows
 //! context switches and the attribution names them; a run alone shows far
 //! fewer; buffers that are not pre-faulted show page faults and the
-//! default (mlocked) run none; a refused perf_event_open (a real refusal:
-//! an unprivileged user, kernel.perf_event_paranoid >= 2) leaves the run
-//! going, with the missing counters named, exit 0.
+//! default (mlocked) run none; a default run opens no perf event;
+//! `--perf-counters` refused (a real refusal: an unprivileged user,
+//! kernel.perf_event_paranoid >= 2) leaves the run going on the kernel's
+//! accounting, with the missing counters named, exit 0.
 //!
 //! Each run is its own process: mlockall in one must not pre-fault
 //! another.
@@ -216,9 +217,18 @@ impl Drop for Paranoid {
 }
 
 #[test]
-fn a_refused_perf_event_open_leaves_the_run_going_and_says_what_is_missing() {
+fn perf_counters_refused_leave_the_run_going_with_the_kernels_accounting() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let is_root = nix::unistd::Uid::effective().is_root();
+    let args = [
+        "loopback",
+        "-t",
+        "shm",
+        "-n",
+        "3000",
+        "--perf-counters",
+        "--json",
+    ];
     let out = if is_root {
         // A real refusal: an unprivileged user at paranoid 3 (root would
         // pass any level). The binary is run as nobody.
@@ -226,7 +236,7 @@ fn a_refused_perf_event_open_leaves_the_run_going_and_says_what_is_missing() {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
             .arg(assert_cmd::cargo::cargo_bin("ibprobe"))
-            .args(["loopback", "-t", "shm", "-n", "3000", "--json"])
+            .args(args)
             .current_dir("/")
             .output()
             .expect("setpriv runs (util-linux)")
@@ -234,7 +244,7 @@ fn a_refused_perf_event_open_leaves_the_run_going_and_says_what_is_missing() {
         // Not root: this user is refused at paranoid >= 2 already; the
         // hook makes sure of it where the level is lower.
         ibprobe()
-            .args(["loopback", "-t", "shm", "-n", "3000", "--json"])
+            .args(args)
             .env(ibprobe::counters::perf::REFUSE_ENV, "1")
             .output()
             .unwrap()
@@ -247,21 +257,105 @@ fn a_refused_perf_event_open_leaves_the_run_going_and_says_what_is_missing() {
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["distributions"][0]["count"], 3000);
-    let missing = v["counters"]["missing"].as_array().unwrap();
-    let refused = missing
-        .iter()
-        .find(|m| {
-            m["why"]
-                .as_str()
-                .unwrap()
-                .contains("perf_event_open refused")
-        })
-        .unwrap_or_else(|| panic!("no refusal named in {missing:?}"));
-    assert_eq!(refused["counters"][0], "cpu_migrations");
-    assert!(v["counters"]["cpu_migrations"].is_null());
-    // getrusage still gives the switches and faults.
+    // The kernel's accounting gives the switches and faults ...
     assert!(v["counters"]["context_switches"].is_u64());
     assert!(v["counters"]["page_faults_minor"].is_u64());
+    // ... and the migrations where /proc/thread-self/sched exists; where
+    // it does not, they are named missing with both reasons.
+    let sched = std::fs::read_to_string("/proc/thread-self/sched")
+        .is_ok_and(|t| t.contains("se.nr_migrations"));
+    let missing = v["counters"]["missing"].as_array().unwrap();
+    if sched {
+        assert!(
+            v["counters"]["cpu_migrations"].is_u64(),
+            "{}",
+            v["counters"]
+        );
+    } else {
+        let m = missing
+            .iter()
+            .find(|m| m["counters"][0] == "cpu_migrations")
+            .unwrap_or_else(|| panic!("cpu_migrations not named in {missing:?}"));
+        assert!(m["why"]
+            .as_str()
+            .unwrap()
+            .contains("perf_event_open refused"));
+    }
+    // The PMU's counters are named missing with why (no PMU, or refused).
+    let hw = missing
+        .iter()
+        .find(|m| m["counters"][0] == "cycles")
+        .unwrap_or_else(|| panic!("cycles not named in {missing:?}"));
+    let why = hw["why"].as_str().unwrap();
+    assert!(
+        why.contains("no CPU PMU") || why.contains("perf_event_open refused"),
+        "{why}"
+    );
+}
+
+/// The perf events open in process `pid` (its descriptors that are
+/// `anon_inode:[perf_event]`).
+fn perf_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|l| l.to_string_lossy() == "anon_inode:[perf_event]")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The most perf events a running `ibprobe loopback ARGS` had open,
+/// looked at every 20 ms while it ran; and its report.
+fn perf_fds_while_running(extra: &[&str]) -> (usize, Value) {
+    let mut child = ibprobe()
+        .args(["loopback", "-t", "shm", "-D", "1500ms", "--json"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut most = 0;
+    while child.try_wait().unwrap().is_none() {
+        most = most.max(perf_fds(child.id()));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    (most, serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn by_default_no_perf_event_is_open_and_the_counts_are_there() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (default_fds, v) = perf_fds_while_running(&[]);
+    assert_eq!(default_fds, 0, "perf events open in a default run");
+    assert!(
+        v["counters"]["context_switches"].is_u64(),
+        "{}",
+        v["counters"]
+    );
+    assert!(v["counters"]["page_faults_minor"].is_u64());
+    if std::fs::read_to_string("/proc/thread-self/sched")
+        .is_ok_and(|t| t.contains("se.nr_migrations"))
+    {
+        assert!(
+            v["counters"]["cpu_migrations"].is_u64(),
+            "{}",
+            v["counters"]
+        );
+    }
+    // --perf-counters opens them where perf_event_open is allowed (the
+    // check that the looking above can see them at all).
+    let allowed = nix::unistd::Uid::effective().is_root()
+        || std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .is_ok_and(|l| l.trim().parse::<i32>().is_ok_and(|l| l <= 1));
+    if allowed {
+        let (asked_fds, _) = perf_fds_while_running(&["--perf-counters"]);
+        assert!(
+            asked_fds >= 4,
+            "--perf-counters: {asked_fds} perf events seen"
+        );
+    }
 }
 
 #[test]
@@ -326,9 +420,21 @@ fn causes(v: &Value) -> Vec<String> {
 }
 
 #[test]
+fn by_default_the_run_has_counters_and_no_attribution() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v = run_json(ibprobe().args(["loopback", "-t", "shm", "-D", "300ms"]));
+    assert!(
+        v["counters"]["context_switches"].is_u64(),
+        "{}",
+        v["counters"]
+    );
+    assert!(v["counters"]["attribution"].is_null(), "{}", v["counters"]);
+}
+
+#[test]
 fn without_an_hdr_log_the_attributions_intervals_leave_the_interrupts_out() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let v = run_json(ibprobe().args(["loopback", "-t", "shm", "-D", "400ms"]));
+    let v = run_json(ibprobe().args(["loopback", "-t", "shm", "-D", "400ms", "--attribution"]));
     // Every 100 ms every counter but the interrupts
     // (`Meter::read_without_interrupts`): the thread's causes are weighed,
     // the interrupts are not ...
@@ -336,7 +442,7 @@ fn without_an_hdr_log_the_attributions_intervals_leave_the_interrupts_out() {
     assert!(c.contains(&"context_switch".to_string()), "{c:?}");
     assert!(c.contains(&"page_fault".to_string()), "{c:?}");
     if v["counters"]["cpu_migrations"].is_u64() {
-        // perf counts migrations here (root, or a low paranoid level).
+        // /proc/thread-self/sched counts migrations here.
         assert!(c.contains(&"cpu_migration".to_string()), "{c:?}");
     }
     assert!(!c.contains(&"interrupt".to_string()), "{c:?}");

@@ -438,6 +438,7 @@ fn convert_probe(cx: &Ctx, p: &RawProbe) -> Result<ProbeSettings, ConfigError> {
         transport,
         op,
         hw_timestamps: p.hw_timestamps.as_ref().is_some_and(|v| *v.get_ref()),
+        perf_counters: p.perf_counters.as_ref().is_some_and(|v| *v.get_ref()),
     })
 }
 

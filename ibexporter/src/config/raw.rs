@@ -68,6 +68,7 @@ pub(super) struct RawProbe {
     pub(super) transport: Option<S<String>>,
     pub(super) op: Option<S<String>>,
     pub(super) hw_timestamps: Option<S<bool>>,
+    pub(super) perf_counters: Option<S<bool>>,
 }
 
 #[derive(Deserialize, Default)]

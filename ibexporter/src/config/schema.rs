@@ -120,6 +120,11 @@ pub struct ProbeSettings {
     /// R-Pingmesh split (default false; both ends' devices must stamp
     /// completions; unverified on hardware by this project).
     pub hw_timestamps: bool,
+    /// Count the probing thread's cycles, instructions and cache misses
+    /// with perf events where a PMU exists (default false: the kernel's
+    /// own accounting gives the switches, migrations and faults without a
+    /// perf event on the thread; ibprobe's `counters/perf.rs` says why).
+    pub perf_counters: bool,
 }
 
 /// The probe words (`transport`, `op`, `poll`) are ibprobe's own

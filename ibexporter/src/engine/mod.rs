@@ -137,6 +137,8 @@ pub struct EngineConfig {
     /// Remote verbs probes ask both HCAs for completion timestamps and
     /// count the R-Pingmesh split (`[probe] hw_timestamps`).
     pub hw_timestamps: bool,
+    /// Rounds count with perf events too (`[probe] perf_counters`).
+    pub perf_counters: bool,
 }
 
 impl Default for EngineConfig {
@@ -151,6 +153,7 @@ impl Default for EngineConfig {
             max_interval: Duration::from_secs(300),
             secret: None,
             hw_timestamps: false,
+            perf_counters: false,
         }
     }
 }

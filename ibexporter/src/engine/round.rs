@@ -100,6 +100,7 @@ fn probe_config(size: usize, cfg: &EngineConfig) -> ProbeConfig {
         // Counters per round (`ibprobe_probe_*_total`); a round is one
         // short interval: no per-interval attribution.
         counters: true,
+        perf_counters: cfg.perf_counters,
         attribution: false,
         ..ProbeConfig::default()
     }

@@ -112,9 +112,10 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         ch.info().detail
     );
     let clock = Clock::choose(t.clock);
-    // The echo loop's counters (this thread, over the session).
+    // The echo loop's counters (this thread, over the session), from the
+    // kernel's accounting: no perf event on the echo thread.
     let cpu = default_cpu(t);
-    let span = crate::counters::Span::start(&crate::counters::measuring_cpus(cpu));
+    let span = crate::counters::Span::start(&crate::counters::measuring_cpus(cpu), false);
     let served = session::serve(
         &mut oob,
         ch.as_mut(),

@@ -10,13 +10,18 @@
 //!
 //! Sources, each optional (what is missing is said once, with why, and the
 //! run goes on):
-//! - `perf_event_open` through perf-event2 ([`perf`]): software events for
-//!   the thread (context switches, CPU migrations, minor and major page
-//!   faults); hardware events (cycles, instructions, cache misses) where a
-//!   CPU PMU exists (`/sys/bus/event_source/devices/cpu`; most VMs have
-//!   none);
 //! - `getrusage(RUSAGE_THREAD)`: voluntary and involuntary context
-//!   switches and page faults (always there; the fallback for perf's);
+//!   switches and page faults (always there);
+//! - `/proc/thread-self/sched` ([`sched`]): CPU migrations (kernels with
+//!   `CONFIG_SCHED_DEBUG`);
+//! - only when asked (`--perf-counters`, [`Meter::open`]'s `perf`):
+//!   `perf_event_open` through perf-event2 ([`perf`]): hardware events
+//!   (cycles, instructions, cache misses) where a CPU PMU exists
+//!   (`/sys/bus/event_source/devices/cpu`; most VMs have none), and
+//!   software events for the same counts as the two above. Off by
+//!   default: an event on the thread makes the kernel do perf's work at
+//!   each of its context switches, where the first two sources are the
+//!   kernel's own accounting, kept whether anyone reads it or not;
 //! - `/proc/interrupts` ([`interrupts`]): per source, the counts of the
 //!   measuring CPU (the pinned one, or all CPUs the thread may use);
 //! - `/dev/cpu/N/msr` register 0x34 (`MSR_SMI_COUNT`, Intel): SMIs, where
@@ -29,6 +34,7 @@
 pub mod attribution;
 pub mod interrupts;
 pub mod perf;
+pub mod sched;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -37,6 +43,7 @@ use serde::Serialize;
 
 use self::interrupts::InterruptTable;
 use self::perf::PerfSet;
+use self::sched::SchedFile;
 
 /// One counter the report can carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -214,6 +221,7 @@ impl CounterReport {
 /// what cannot be opened is recorded in [`Meter::missing`].
 pub struct Meter {
     perf: PerfSet,
+    sched: Option<SchedFile>,
     irq: Option<InterruptTable>,
     smi: Option<File>,
     cpus: Vec<usize>,
@@ -225,11 +233,32 @@ const MSR_SMI_COUNT: u64 = 0x34;
 
 impl Meter {
     /// Opens the counters for the calling thread, which runs on `cpus`
-    /// (the pinned CPU, or every CPU it may use). Call it on the measuring
-    /// thread after pinning.
-    pub fn open(cpus: &[usize]) -> Meter {
+    /// (the pinned CPU, or every CPU it may use), with perf events too
+    /// when `perf` (`--perf-counters`). Call it on the measuring thread
+    /// after pinning.
+    pub fn open(cpus: &[usize], perf: bool) -> Meter {
         let mut missing = Vec::new();
-        let perf = PerfSet::open(&mut missing);
+        let perf = if perf {
+            PerfSet::open(&mut missing)
+        } else {
+            PerfSet::not_asked(&mut missing)
+        };
+        let sched = match SchedFile::open() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                if !perf.counts(Counter::CpuMigrations) {
+                    let why = match perf.refused() {
+                        Some(r) => format!("/proc/thread-self/sched is not readable ({e}: a kernel without CONFIG_SCHED_DEBUG?), and {r}"),
+                        None => format!("/proc/thread-self/sched is not readable ({e}: a kernel without CONFIG_SCHED_DEBUG?); --perf-counters counts them with perf_event_open"),
+                    };
+                    missing.push(Missing {
+                        counters: vec![Counter::CpuMigrations.name()],
+                        why,
+                    });
+                }
+                None
+            }
+        };
         let irq = match InterruptTable::open(cpus) {
             Ok(t) => Some(t),
             Err(e) => {
@@ -266,6 +295,7 @@ impl Meter {
         };
         Meter {
             perf,
+            sched,
             irq,
             smi,
             cpus: cpus.to_vec(),
@@ -293,9 +323,9 @@ impl Meter {
         c
     }
 
-    /// Reads every counter but the interrupts: the thread's own (perf,
-    /// getrusage) and SMIs, a few system calls that cost about the same on
-    /// any machine.
+    /// Reads every counter but the interrupts: the thread's own
+    /// (getrusage, its sched file, perf events if asked for) and SMIs, a
+    /// few system calls that cost about the same on any machine.
     ///
     /// Why it exists: the attribution's intervals (every 100 ms) read
     /// this. `/proc/interrupts` is the costly read: the kernel prints the
@@ -306,12 +336,18 @@ impl Meter {
     pub fn read_without_interrupts(&mut self) -> Counts {
         let mut c = Counts::default();
         self.perf.read(&mut c);
-        self.read_rusage_and_smis(&mut c);
+        self.read_accounting_and_smis(&mut c);
         c
     }
 
-    /// getrusage (the fallback for what perf did not count) and SMIs.
-    fn read_rusage_and_smis(&mut self, c: &mut Counts) {
+    /// getrusage and the sched file (for what perf did not count) and
+    /// SMIs.
+    fn read_accounting_and_smis(&mut self, c: &mut Counts) {
+        if c.get(Counter::CpuMigrations).is_none() {
+            if let Some(f) = self.sched.as_mut() {
+                c.set(Counter::CpuMigrations, f.migrations());
+            }
+        }
         if let Ok(u) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD) {
             let (vol, invol) = (
                 u.voluntary_context_switches(),
@@ -370,9 +406,10 @@ pub struct Span {
 }
 
 impl Span {
-    /// Opens a meter on `cpus` and reads it: the measured part starts now.
-    pub fn start(cpus: &[usize]) -> Span {
-        let mut meter = Meter::open(cpus);
+    /// Opens a meter on `cpus` (with perf events when `perf`) and reads
+    /// it: the measured part starts now.
+    pub fn start(cpus: &[usize], perf: bool) -> Span {
+        let mut meter = Meter::open(cpus, perf);
         let src_before = meter.read_sources();
         let before = meter.read();
         Span {
@@ -423,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_meter_counts_this_threads_page_faults() {
-        let mut m = Meter::open(&measuring_cpus(None));
+        let mut m = Meter::open(&measuring_cpus(None), false);
         let before = m.read();
         // Touch 64 fresh pages.
         let mut v: Vec<u8> = Vec::with_capacity(64 * 4096);
@@ -437,7 +474,7 @@ mod tests {
 
     #[test]
     fn a_read_without_interrupts_counts_the_thread_and_not_the_interrupts() {
-        let mut m = Meter::open(&measuring_cpus(None));
+        let mut m = Meter::open(&measuring_cpus(None), false);
         let before = m.read_without_interrupts();
         let mut v: Vec<u8> = Vec::with_capacity(64 * 4096);
         v.resize(64 * 4096, 1);

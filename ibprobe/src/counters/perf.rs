@@ -1,10 +1,20 @@
-//! The measuring thread's perf events (perf-event2): software events
-//! always tried, hardware events where a CPU PMU exists.
+//! The measuring thread's perf events (perf-event2), opened only when
+//! asked (`--perf-counters`): hardware events where a CPU PMU exists,
+//! and software events for what the kernel's accounting also counts.
 //!
-//! Why it exists: `perf_event_open` counts context switches, migrations
-//! and page faults of one thread in the kernel, for the cost of one
-//! `read(2)` per counter when asked; this file opens them and says, once,
-//! why any could not be opened (paranoid level, seccomp, no PMU).
+//! Why it exists: `perf_event_open` is the one way to count a thread's
+//! cycles, instructions and cache misses; this file opens the events and
+//! says, once, why any could not be opened (paranoid level, seccomp, no
+//! PMU). It is off by default because an event on a thread is not free
+//! for that thread: the kernel does perf's work (`perf_event_task_sched_out`
+//! / `_in`) at each of its context switches, and the software kinds' hooks
+//! run at every page fault of the machine while a key is on. In the
+//! Soft-RoCE lab the default run with these events (sessions 18-19) had a
+//! p99 ~6% above the same run without counters, and about half of that
+//! went with the perf events (ibprobe/README.md, counters "Cost"); the
+//! context switches, page faults and migrations come from the kernel's
+//! own accounting instead (`getrusage`, `sched.rs`), which costs nothing
+//! per context switch.
 //!
 //! Opening and closing software events is not free for the whole machine:
 //! the kernel turns each software event kind on with a static key
@@ -61,6 +71,9 @@ pub const REFUSE_ENV: &str = "IBPROBE_COUNTERS_REFUSE_PERF";
 /// The opened perf counters of the calling thread.
 pub struct PerfSet {
     open: Vec<(Counter, PerfCounter)>,
+    /// Why the software events could not be opened (the kernel's
+    /// accounting stands in for them), when they could not.
+    refused: Option<String>,
 }
 
 /// Why an open failed, in words a user can act on.
@@ -145,41 +158,63 @@ fn open_all<E: Event + Clone>(
     (failed, first_err)
 }
 
+/// The hardware counters, and why they are missing where no PMU is.
+fn no_pmu() -> Missing {
+    Missing {
+        counters: HARDWARE.iter().map(|(c, _)| c.name()).collect(),
+        why: format!("no CPU PMU ({CPU_PMU} is absent: a VM without a virtual PMU, or a kernel without hardware events)"),
+    }
+}
+
 impl PerfSet {
     /// Opens what it can for the calling thread (kernel side included:
-    /// a context switch happens in the kernel); says in `missing` what it
-    /// could not, once per cause.
+    /// a context switch happens in the kernel); says in `missing` which
+    /// hardware counters it could not open, and why. Refused software
+    /// events are kept in [`PerfSet::refused`]: the kernel's accounting
+    /// counts the same, so the caller says what is missing.
     pub fn open(missing: &mut Vec<Missing>) -> PerfSet {
         hold_static_keys();
         let mut open = Vec::new();
-        if let (failed, Some(e)) = open_all(&SOFTWARE, &mut open) {
-            // getrusage stands in for the others.
-            let counters: Vec<&'static str> = failed
-                .into_iter()
-                .filter(|n| *n == Counter::CpuMigrations.name())
-                .collect();
-            if !counters.is_empty() {
-                missing.push(Missing {
-                    counters,
-                    why: format!(
-                        "{}; context switches and page faults come from getrusage instead",
-                        why(&e)
-                    ),
-                });
-            }
-        }
+        let refused = match open_all(&SOFTWARE, &mut open) {
+            (_, Some(e)) => Some(why(&e)),
+            (_, None) => None,
+        };
         if !Path::new(CPU_PMU).exists() {
-            missing.push(Missing {
-                counters: HARDWARE.iter().map(|(c, _)| c.name()).collect(),
-                why: format!("no CPU PMU ({CPU_PMU} is absent: a VM without a virtual PMU, or a kernel without hardware events)"),
-            });
+            missing.push(no_pmu());
         } else if let (failed, Some(e)) = open_all(&HARDWARE, &mut open) {
             missing.push(Missing {
                 counters: failed,
                 why: why(&e),
             });
         }
-        PerfSet { open }
+        PerfSet { open, refused }
+    }
+
+    /// No perf event (the default): says in `missing` that the hardware
+    /// counters need `--perf-counters`, or that there is no PMU for them.
+    pub fn not_asked(missing: &mut Vec<Missing>) -> PerfSet {
+        missing.push(if Path::new(CPU_PMU).exists() {
+            Missing {
+                counters: HARDWARE.iter().map(|(c, _)| c.name()).collect(),
+                why: "read only with --perf-counters (perf_event_open: the kernel then does perf's work at each context switch of the measuring thread)".into(),
+            }
+        } else {
+            no_pmu()
+        });
+        PerfSet {
+            open: Vec::new(),
+            refused: None,
+        }
+    }
+
+    /// Whether an open event counts `c`.
+    pub fn counts(&self, c: Counter) -> bool {
+        self.open.iter().any(|(k, _)| *k == c)
+    }
+
+    /// Why the software events were refused, if they were.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// Reads every open counter into `out` (a `read(2)` each, into a stack

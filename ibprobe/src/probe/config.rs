@@ -77,10 +77,17 @@ pub struct ProbeConfig {
     /// Read the measuring thread's counters (`counters/`) before and after
     /// the measured part and at each interval's end (`--no-counters`: off).
     pub counters: bool,
+    /// With counters: perf events too (`--perf-counters`: cycles,
+    /// instructions, cache misses where a PMU exists; `counters/perf.rs`
+    /// says why they are off by default).
+    pub perf_counters: bool,
     /// With counters: correlate them with each interval's tail
     /// (`counters::attribution`; about 2 MiB of histograms per run).
     /// Without `interval`, the attribution's intervals are
-    /// `runner::ATTRIBUTION_INTERVAL`. ibexporter's short rounds turn it off.
+    /// `runner::ATTRIBUTION_INTERVAL`. Off by default; the CLI turns it on with
+    /// `--attribution` or `--hdr-log` only (interval ends every 100 ms
+    /// raised the p99 in the Soft-RoCE lab: ibprobe/README.md, counters
+    /// "Cost"); ibexporter's short rounds leave it off.
     pub attribution: bool,
 }
 
@@ -104,7 +111,8 @@ impl Default for ProbeConfig {
             stamp_thread: false,
             hw_timestamps: false,
             counters: true,
-            attribution: true,
+            perf_counters: false,
+            attribution: false,
         }
     }
 }

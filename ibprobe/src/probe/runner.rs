@@ -177,7 +177,7 @@ fn run_workload<W: Workload>(
     let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
     let mut span = cfg
         .counters
-        .then(|| Span::start(&counters::measuring_cpus(cfg.cpu)));
+        .then(|| Span::start(&counters::measuring_cpus(cfg.cpu), cfg.perf_counters));
     // Intervals the user asked for (--hdr-log) read the interrupts too;
     // those of the attribution alone every counter but them
     // (`Meter::read_without_interrupts`: `/proc/interrupts` every 100 ms

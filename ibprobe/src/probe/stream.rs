@@ -294,7 +294,7 @@ pub fn run_client(
 /// when `cfg.counters`.
 fn sender_span(cfg: &ProbeConfig) -> Option<Span> {
     cfg.counters
-        .then(|| Span::start(&crate::counters::measuring_cpus(cfg.cpu)))
+        .then(|| Span::start(&crate::counters::measuring_cpus(cfg.cpu), cfg.perf_counters))
 }
 
 /// The server side of a stream across hosts: receives on `rx` (pinned to

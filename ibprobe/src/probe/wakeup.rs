@@ -168,7 +168,7 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 setup?;
-                let span = crate::counters::Span::start(&[cpu]);
+                let span = crate::counters::Span::start(&[cpu], false);
                 let mut r = measure(cpu, hist, interval, length, &stop_t, &abort_t);
                 let counters = span.finish();
                 if let Ok(c) = r.as_mut() {

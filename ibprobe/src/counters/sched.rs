@@ -1,0 +1,113 @@
+//! `/proc/thread-self/sched`: the scheduler's own count of the measuring
+//! thread's CPU migrations (`se.nr_migrations`).
+//!
+//! Why it exists: the kernel counts a thread's migrations whether anyone
+//! asks or not, as it counts its context switches and page faults (which
+//! getrusage returns). Reading that costs one `pread` per interval and
+//! nothing per context switch, where a perf event for the same count
+//! makes the kernel do perf's work at every context switch of the thread
+//! and keeps perf's static keys on (`perf.rs`); in the Soft-RoCE lab the
+//! perf events went with a higher p99 (ibprobe/README.md, counters
+//! "Cost"). The file exists on kernels built with `CONFIG_SCHED_DEBUG`
+//! (Debian's, Ubuntu's, RHEL's); where it does not, migrations are
+//! missing unless `--perf-counters` counts them.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+/// The line that carries the count.
+const KEY: &str = "se.nr_migrations";
+
+/// `se.nr_migrations` in the text of a `/proc/<pid>/sched` file.
+pub fn nr_migrations(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == KEY).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// The calling thread's sched file, kept open, with a buffer sized at open.
+pub struct SchedFile {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl SchedFile {
+    /// Opens `/proc/thread-self/sched` for the calling thread (the file
+    /// stays bound to it) and checks that it carries the count.
+    pub fn open() -> io::Result<SchedFile> {
+        let path = "/proc/thread-self/sched";
+        let text = std::fs::read_to_string(path)?;
+        if nr_migrations(&text).is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path} has no {KEY} line"),
+            ));
+        }
+        Ok(SchedFile {
+            file: File::open(path)?,
+            buf: vec![0u8; text.len() * 2 + 4096],
+        })
+    }
+
+    /// The thread's migrations so far; no allocation.
+    pub fn migrations(&mut self) -> Option<u64> {
+        let mut n = 0;
+        while n < self.buf.len() {
+            match self.file.read_at(&mut self.buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => return None,
+            }
+        }
+        nr_migrations(std::str::from_utf8(&self.buf[..n]).ok()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_is_read_from_its_line_and_nowhere_else() {
+        let text = "cat (31020, #threads: 1)\n\
+                    -------------------------------------------------------------------\n\
+                    se.exec_start                                :      67514859.389153\n\
+                    se.nr_migrations                             :                   17\n\
+                    nr_switches                                  :                   40\n";
+        assert_eq!(nr_migrations(text), Some(17));
+        assert_eq!(nr_migrations("nr_switches : 40\n"), None);
+        assert_eq!(nr_migrations("se.nr_migrations : many\n"), None);
+    }
+
+    #[test]
+    fn this_threads_migrations_are_counted_when_it_moves() {
+        let cpus = ibhost::rt::allowed_cpus();
+        if cpus.len() < 2 {
+            eprintln!("one CPU allowed: nothing to migrate to");
+            return;
+        }
+        // On a thread of its own: the pinning stays there.
+        let (before, after) = std::thread::spawn(move || {
+            let Ok(mut f) = SchedFile::open() else {
+                eprintln!("no /proc/thread-self/sched with {KEY} here (CONFIG_SCHED_DEBUG off)");
+                return None;
+            };
+            let before = f.migrations().expect("a second read works as the first");
+            // Hop between two CPUs: each pinning moves the thread.
+            for i in 0..4 {
+                ibhost::rt::pin_to_cpu(cpus[i % 2]).expect("pin");
+                std::thread::yield_now();
+            }
+            Some((before, f.migrations().expect("read")))
+        })
+        .join()
+        .unwrap()
+        .unzip();
+        let (Some(before), Some(after)) = (before, after) else {
+            return;
+        };
+        assert!(after >= before + 2, "before {before}, after {after}");
+    }
+}
