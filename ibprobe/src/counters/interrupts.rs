@@ -9,7 +9,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 use super::SourceCount;
 
@@ -173,14 +172,7 @@ impl InterruptTable {
     /// Reads the table into the buffer; the text read (cut at the
     /// buffer's end, which only loses lines past twice the size at open).
     fn fill(&mut self) -> Option<&str> {
-        let mut n = 0;
-        while n < self.buf.len() {
-            match self.file.read_at(&mut self.buf[n..], n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(_) => return None,
-            }
-        }
+        let n = super::read_proc(&self.file, &mut self.buf)?;
         let text = &self.buf[..n];
         // Whole lines only.
         let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);

@@ -433,6 +433,21 @@ impl Span {
     }
 }
 
+/// Reads a `/proc` file from its start into `buf` (sized at open: no
+/// allocation), as much as fits; the bytes read, None on a read error.
+/// The kernel prints the file anew for a read at offset 0.
+fn read_proc(file: &File, buf: &mut [u8]) -> Option<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(_) => return None,
+        }
+    }
+    Some(n)
+}
+
 /// The CPUs a thread's interrupts are counted on: the pinned CPU, else
 /// every CPU the calling thread may use.
 pub fn measuring_cpus(pinned: Option<usize>) -> Vec<usize> {

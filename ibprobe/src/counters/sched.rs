@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 
 /// The line that carries the count.
 const KEY: &str = "se.nr_migrations";
@@ -53,14 +52,7 @@ impl SchedFile {
 
     /// The thread's migrations so far; no allocation.
     pub fn migrations(&mut self) -> Option<u64> {
-        let mut n = 0;
-        while n < self.buf.len() {
-            match self.file.read_at(&mut self.buf[n..], n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(_) => return None,
-            }
-        }
+        let n = super::read_proc(&self.file, &mut self.buf)?;
         nr_migrations(std::str::from_utf8(&self.buf[..n]).ok()?)
     }
 }
