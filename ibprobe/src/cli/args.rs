@@ -390,9 +390,9 @@ pub struct MeasureArgs {
     /// Also count with perf events: cycles, instructions and cache misses where a CPU PMU exists.
     ///
     /// Off by default: a perf event on the measuring thread makes the kernel do perf's work at
-    /// each of its context switches, which raised the p99 in the Soft-RoCE lab. Needs
-    /// kernel.perf_event_paranoid <= 1 or CAP_PERFMON; what cannot be opened is named in the
-    /// report and the run goes on.
+    /// each of its context switches, and the switches, faults and migrations come from the
+    /// kernel's own accounting without one. Needs kernel.perf_event_paranoid <= 1 or
+    /// CAP_PERFMON; what cannot be opened is named in the report and the run goes on.
     #[arg(long, conflicts_with = "no_counters")]
     pub perf_counters: bool,
     /// Output format.

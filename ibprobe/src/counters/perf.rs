@@ -8,13 +8,12 @@
 //! PMU). It is off by default because an event on a thread is not free
 //! for that thread: the kernel does perf's work (`perf_event_task_sched_out`
 //! / `_in`) at each of its context switches, and the software kinds' hooks
-//! run at every page fault of the machine while a key is on. In the
-//! Soft-RoCE lab the default run with these events (sessions 18-19) had a
-//! p99 ~6% above the same run without counters, and about half of that
-//! went with the perf events (ibprobe/README.md, counters "Cost"); the
-//! context switches, page faults and migrations come from the kernel's
-//! own accounting instead (`getrusage`, `sched.rs`), which costs nothing
-//! per context switch.
+//! run at every page fault of the machine while a key is on, for counts
+//! the kernel's own accounting keeps anyway (`getrusage`, `sched.rs`:
+//! nothing per context switch, and no privilege needed). In the Soft-RoCE
+//! lab the perf events' cost on the p99 did not show (session 20: 1.034
+//! [0.966..1.141] of the same build without them; the p99 cost was the
+//! attribution's interval ends, ibprobe/README.md, counters "Cost").
 //!
 //! Opening and closing software events is not free for the whole machine:
 //! the kernel turns each software event kind on with a static key

@@ -5,10 +5,9 @@
 //! asks or not, as it counts its context switches and page faults (which
 //! getrusage returns). Reading that costs one `pread` per interval and
 //! nothing per context switch, where a perf event for the same count
-//! makes the kernel do perf's work at every context switch of the thread
-//! and keeps perf's static keys on (`perf.rs`); in the Soft-RoCE lab the
-//! perf events went with a higher p99 (ibprobe/README.md, counters
-//! "Cost"). The file exists on kernels built with `CONFIG_SCHED_DEBUG`
+//! makes the kernel do perf's work at every context switch of the thread,
+//! keeps perf's static keys on (`perf.rs`) and needs a privilege an
+//! unprivileged user lacks at the usual paranoid level 2. The file exists on kernels built with `CONFIG_SCHED_DEBUG`
 //! (Debian's, Ubuntu's, RHEL's); where it does not, migrations are
 //! missing unless `--perf-counters` counts them.
 
