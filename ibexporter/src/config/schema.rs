@@ -120,10 +120,11 @@ pub struct ProbeSettings {
     /// R-Pingmesh split (default false; both ends' devices must stamp
     /// completions; unverified on hardware by this project).
     pub hw_timestamps: bool,
-    /// Count the probing thread's cycles, instructions and cache misses
-    /// with perf events where a PMU exists (default false: the kernel's
-    /// own accounting gives the switches, migrations and faults without a
-    /// perf event on the thread; ibprobe's `counters/perf.rs` says why).
+    /// Count with perf events even where no CPU PMU exists (default
+    /// false: where a PMU exists they count cycles, instructions and cache
+    /// misses anyway; elsewhere the kernel's own accounting gives the
+    /// switches, migrations and faults without a perf event on the
+    /// thread; ibprobe's `counters/perf.rs` says why).
     pub perf_counters: bool,
 }
 

@@ -137,7 +137,8 @@ pub struct EngineConfig {
     /// Remote verbs probes ask both HCAs for completion timestamps and
     /// count the R-Pingmesh split (`[probe] hw_timestamps`).
     pub hw_timestamps: bool,
-    /// Rounds count with perf events too (`[probe] perf_counters`).
+    /// Rounds count with perf events even without a PMU (`[probe]
+    /// perf_counters`).
     pub perf_counters: bool,
 }
 

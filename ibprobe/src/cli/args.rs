@@ -387,11 +387,12 @@ pub struct MeasureArgs {
     /// a higher p99.
     #[arg(long, conflicts_with = "no_counters")]
     pub attribution: bool,
-    /// Also count with perf events: cycles, instructions and cache misses where a CPU PMU exists.
+    /// Count with perf events even where no CPU PMU exists (its software events).
     ///
-    /// Off by default: a perf event on the measuring thread makes the kernel do perf's work at
-    /// each of its context switches, and the switches, faults and migrations come from the
-    /// kernel's own accounting without one. Needs kernel.perf_event_paranoid <= 1 or
+    /// Where a PMU exists, perf events count cycles, instructions and cache misses by default.
+    /// Without one, no perf event is opened by default: it would make the kernel do perf's work
+    /// at each context switch of the measuring thread, for the switches, faults and migrations
+    /// the kernel's own accounting counts anyway. Needs kernel.perf_event_paranoid <= 1 or
     /// CAP_PERFMON; what cannot be opened is named in the report and the run goes on.
     #[arg(long, conflicts_with = "no_counters")]
     pub perf_counters: bool,

@@ -14,14 +14,14 @@
 //!   switches and page faults (always there);
 //! - `/proc/thread-self/sched` ([`sched`]): CPU migrations (kernels with
 //!   `CONFIG_SCHED_DEBUG`);
-//! - only when asked (`--perf-counters`, [`Meter::open`]'s `perf`):
-//!   `perf_event_open` through perf-event2 ([`perf`]): hardware events
-//!   (cycles, instructions, cache misses) where a CPU PMU exists
-//!   (`/sys/bus/event_source/devices/cpu`; most VMs have none), and
-//!   software events for the same counts as the two above. Off by
-//!   default: an event on the thread makes the kernel do perf's work at
-//!   each of its context switches, where the first two sources are the
-//!   kernel's own accounting, kept whether anyone reads it or not;
+//! - where a CPU PMU exists (`/sys/bus/event_source/devices/cpu`; most
+//!   VMs have none), or when asked (`--perf-counters`, [`Meter::open`]'s
+//!   `perf`): `perf_event_open` through perf-event2 ([`perf`]): hardware
+//!   events (cycles, instructions, cache misses), and software events for
+//!   the same counts as the two above. Without a PMU no perf event is
+//!   opened by default: an event on the thread makes the kernel do perf's
+//!   work at each of its context switches, for counts the first two
+//!   sources (the kernel's own accounting) give anyway;
 //! - `/proc/interrupts` ([`interrupts`]): per source, the counts of the
 //!   measuring CPU (the pinned one, or all CPUs the thread may use);
 //! - `/dev/cpu/N/msr` register 0x34 (`MSR_SMI_COUNT`, Intel): SMIs, where
@@ -234,11 +234,12 @@ const MSR_SMI_COUNT: u64 = 0x34;
 impl Meter {
     /// Opens the counters for the calling thread, which runs on `cpus`
     /// (the pinned CPU, or every CPU it may use), with perf events too
-    /// when `perf` (`--perf-counters`). Call it on the measuring thread
-    /// after pinning.
+    /// where a CPU PMU exists (its counters have no other source) or when
+    /// `perf` (`--perf-counters`). Call it on the measuring thread after
+    /// pinning.
     pub fn open(cpus: &[usize], perf: bool) -> Meter {
         let mut missing = Vec::new();
-        let perf = if perf {
+        let perf = if perf || perf::pmu_present() {
             PerfSet::open(&mut missing)
         } else {
             PerfSet::not_asked(&mut missing)

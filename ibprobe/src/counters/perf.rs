@@ -1,11 +1,12 @@
-//! The measuring thread's perf events (perf-event2), opened only when
-//! asked (`--perf-counters`): hardware events where a CPU PMU exists,
-//! and software events for what the kernel's accounting also counts.
+//! The measuring thread's perf events (perf-event2), opened where a CPU
+//! PMU exists or when asked (`--perf-counters`): hardware events where a
+//! PMU exists, and software events for what the kernel's accounting also
+//! counts.
 //!
 //! Why it exists: `perf_event_open` is the one way to count a thread's
 //! cycles, instructions and cache misses; this file opens the events and
 //! says, once, why any could not be opened (paranoid level, seccomp, no
-//! PMU). It is off by default because an event on a thread is not free
+//! PMU). Without a PMU it is off by default because an event on a thread is not free
 //! for that thread: the kernel does perf's work (`perf_event_task_sched_out`
 //! / `_in`) at each of its context switches, and the software kinds' hooks
 //! run at every page fault of the machine while a key is on, for counts
@@ -60,6 +61,12 @@ const HARDWARE: [(Counter, Hardware); 3] = [
 
 /// Where the kernel lists a CPU PMU (absent in most VMs).
 pub const CPU_PMU: &str = "/sys/bus/event_source/devices/cpu";
+
+/// Whether this machine has a CPU PMU (then perf events are opened by
+/// default: cycles, instructions and cache misses have no other source).
+pub fn pmu_present() -> bool {
+    Path::new(CPU_PMU).exists()
+}
 
 /// Set (to anything) in the environment: behave as if `perf_event_open`
 /// were refused (EACCES), for tests of the refusal path on hosts where
@@ -189,17 +196,10 @@ impl PerfSet {
         PerfSet { open, refused }
     }
 
-    /// No perf event (the default): says in `missing` that the hardware
-    /// counters need `--perf-counters`, or that there is no PMU for them.
+    /// No perf event (the default without a PMU): says in `missing` that
+    /// there is no PMU for the hardware counters.
     pub fn not_asked(missing: &mut Vec<Missing>) -> PerfSet {
-        missing.push(if Path::new(CPU_PMU).exists() {
-            Missing {
-                counters: HARDWARE.iter().map(|(c, _)| c.name()).collect(),
-                why: "read only with --perf-counters (perf_event_open: the kernel then does perf's work at each context switch of the measuring thread)".into(),
-            }
-        } else {
-            no_pmu()
-        });
+        missing.push(no_pmu());
         PerfSet {
             open: Vec::new(),
             refused: None,

@@ -77,9 +77,10 @@ pub struct ProbeConfig {
     /// Read the measuring thread's counters (`counters/`) before and after
     /// the measured part and at each interval's end (`--no-counters`: off).
     pub counters: bool,
-    /// With counters: perf events too (`--perf-counters`: cycles,
-    /// instructions, cache misses where a PMU exists; `counters/perf.rs`
-    /// says why they are off by default).
+    /// With counters: perf events even without a CPU PMU
+    /// (`--perf-counters`; where a PMU exists they are on anyway:
+    /// `counters::Meter::open`, and `counters/perf.rs` says why they are
+    /// off by default elsewhere).
     pub perf_counters: bool,
     /// With counters: correlate them with each interval's tail
     /// (`counters::attribution`; about 2 MiB of histograms per run).
