@@ -6,8 +6,8 @@
 //! Why it exists: `perf_event_open` is the one way to count a thread's
 //! cycles, instructions and cache misses; this file opens the events and
 //! says, once, why any could not be opened (paranoid level, seccomp, no
-//! PMU). Without a PMU it is off by default because an event on a thread is not free
-//! for that thread: the kernel does perf's work (`perf_event_task_sched_out`
+//! PMU). Without a PMU it is off by default because an event on a thread
+//! is not free for that thread: the kernel does perf's work (`perf_event_task_sched_out`
 //! / `_in`) at each of its context switches, and the software kinds' hooks
 //! run at every page fault of the machine while a key is on, for counts
 //! the kernel's own accounting keeps anyway (`getrusage`, `sched.rs`:
@@ -185,7 +185,7 @@ impl PerfSet {
             (_, Some(e)) => Some(why(&e)),
             (_, None) => None,
         };
-        if !Path::new(CPU_PMU).exists() {
+        if !pmu_present() {
             missing.push(no_pmu());
         } else if let (failed, Some(e)) = open_all(&HARDWARE, &mut open) {
             missing.push(Missing {

@@ -7,9 +7,10 @@
 //! nothing per context switch, where a perf event for the same count
 //! makes the kernel do perf's work at every context switch of the thread,
 //! keeps perf's static keys on (`perf.rs`) and needs a privilege an
-//! unprivileged user lacks at the usual paranoid level 2. The file exists on kernels built with `CONFIG_SCHED_DEBUG`
-//! (Debian's, Ubuntu's, RHEL's); where it does not, migrations are
-//! missing unless `--perf-counters` counts them.
+//! unprivileged user lacks at the usual paranoid level 2. The file exists
+//! on kernels built with `CONFIG_SCHED_DEBUG` (Debian's, Ubuntu's,
+//! RHEL's); where it does not, migrations are missing unless perf events
+//! count them (a PMU host, or `--perf-counters`).
 
 use std::fs::File;
 use std::io;
