@@ -132,15 +132,7 @@ pub fn open_client(
         })
     });
     let params = Value::Object(params);
-    let mut handshake = |endpoint| {
-        oob.handshake(&Hello {
-            transport: spec.transport.name().into(),
-            size: spec.size,
-            params: params.clone(),
-            endpoint,
-        })
-        .map_err(oob_err)
-    };
+    let mut handshake = |endpoint| handshake(oob, spec, &params, endpoint);
     Ok(match spec.transport {
         Transport::Udp | Transport::Model => {
             let mut u = udp_bound(local_ip, spec)?;
@@ -156,15 +148,11 @@ pub fn open_client(
         }
         Transport::Shm => {
             let ep = handshake(Value::Null)?;
-            let path = ep
-                .get("path")
-                .and_then(|p| p.as_str())
-                .ok_or_else(|| malformed("shm", &ep))?;
-            Box::new(ShmChannel::open(Path::new(path), spec.size, Side::Client).map_err(|e| {
-                err("setup", format!(
-                    "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
-                ))
-            })?)
+            let path = server_shm_path(&ep)?;
+            Box::new(
+                ShmChannel::open(path, spec.size, Side::Client)
+                    .map_err(|e| shm_elsewhere(e, server_ip))?,
+            )
         }
         Transport::Rc | Transport::Uc | Transport::Ud => {
             let vcfg = VerbsConfig::new(spec).map_err(OpenError::from)?;
@@ -176,11 +164,51 @@ pub fn open_client(
                     format!("server {server_ip} does not report hardware completion timestamps (version {REPORT_VERSION}); run the same ibprobe version on both ends, or run without --hw-timestamps"),
                 ));
             }
-            let theirs: verbs::Endpoint =
-                serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+            let theirs = server_verbs_endpoint(&theirs)?;
             Box::new(prepared.connect(&theirs).map_err(OpenError::from)?)
         }
     })
+}
+
+/// The client's side of the handshake: Hello with `params` and this
+/// end's `endpoint`; the server's endpoint back.
+fn handshake(
+    oob: &mut Oob,
+    spec: &ChannelSpec,
+    params: &Value,
+    endpoint: Value,
+) -> Result<Value, SessionError> {
+    oob.handshake(&Hello {
+        transport: spec.transport.name().into(),
+        size: spec.size,
+        params: params.clone(),
+        endpoint,
+    })
+    .map_err(oob_err)
+}
+
+/// The shm path in the server's endpoint.
+fn server_shm_path(ep: &Value) -> Result<&Path, SessionError> {
+    ep.get("path")
+        .and_then(|p| p.as_str())
+        .map(Path::new)
+        .ok_or_else(|| malformed("shm", ep))
+}
+
+/// The server's shm file could not be opened here: most likely the
+/// server runs on another host.
+fn shm_elsewhere(e: impl std::fmt::Display, server_ip: IpAddr) -> SessionError {
+    err(
+        "setup",
+        format!(
+            "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
+        ),
+    )
+}
+
+/// The verbs endpoint in the server's Welcome.
+fn server_verbs_endpoint(ep: &Value) -> Result<verbs::Endpoint, SessionError> {
+    serde_json::from_value(ep.clone()).map_err(|_| malformed("verbs", ep))
 }
 
 /// How the client asks the server to receive (its `params.receiver`;
@@ -229,6 +257,31 @@ pub fn refuse(oob: &mut Oob, reason: impl Into<String>) -> SessionError {
     err("refused", format!("client {peer}: {reason}"))
 }
 
+/// The client's UDP port from its Hello, or a refusal saying the
+/// endpoint is malformed (server side of both handshakes).
+fn client_udp_port(oob: &mut Oob, hello: &Hello) -> Result<u16, SessionError> {
+    udp_port(&hello.endpoint).ok_or_else(|| {
+        refuse(
+            oob,
+            format!(
+                "malformed udp endpoint {}; run the same ibprobe version on both ends",
+                hello.endpoint
+            ),
+        )
+    })
+}
+
+/// The client's verbs endpoint from its Hello, or a refusal saying it is
+/// malformed (server side of both handshakes).
+fn client_verbs_endpoint(oob: &mut Oob, hello: &Hello) -> Result<verbs::Endpoint, SessionError> {
+    serde_json::from_value(hello.endpoint.clone()).map_err(|e| {
+        refuse(
+            oob,
+            format!("malformed verbs endpoint ({e}); run the same ibprobe version on both ends"),
+        )
+    })
+}
+
 /// The server end of the handshake: opens this end of the channel
 /// `spec` describes for the client's `hello`, and answers Welcome with
 /// its endpoint. Any failure before the Welcome is sent to the client as
@@ -239,10 +292,7 @@ pub fn open_server(
     spec: &ChannelSpec,
 ) -> Result<Box<dyn Channel>, SessionError> {
     let peer = oob.peer_addr();
-    let local_ip: IpAddr = match oob.local_addr() {
-        Ok(a) => a.ip(),
-        Err(e) => return Err(err("protocol", e)),
-    };
+    let local_ip = oob.local_addr().map_err(|e| err("protocol", e))?.ip();
     let with_model = with_hello_model(spec, hello);
     let spec = &with_model;
     if let Err(e) = spec.check() {
@@ -250,15 +300,7 @@ pub fn open_server(
     }
     let (ch, endpoint): (Box<dyn Channel>, Value) = match spec.transport {
         Transport::Udp | Transport::Model => {
-            let Some(cport) = udp_port(&hello.endpoint) else {
-                return Err(refuse(
-                    oob,
-                    format!(
-                        "malformed udp endpoint {}; run the same ibprobe version on both ends",
-                        hello.endpoint
-                    ),
-                ));
-            };
+            let cport = client_udp_port(oob, hello)?;
             let mut u = match udp_bound(local_ip, spec) {
                 Ok(u) => u,
                 Err(e) => return Err(refuse(oob, e.message)),
@@ -280,17 +322,7 @@ pub fn open_server(
             }
         }
         Transport::Rc | Transport::Uc | Transport::Ud => {
-            let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
-                Ok(e) => e,
-                Err(e) => {
-                    return Err(refuse(
-                        oob,
-                        format!(
-                        "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
-                    ),
-                    ))
-                }
-            };
+            let theirs = client_verbs_endpoint(oob, hello)?;
             let prepared = VerbsConfig::new(spec).and_then(|v| verbs::prepare(&v));
             let (prepared, ours) = match prepared {
                 Ok(p) => p,
@@ -378,15 +410,7 @@ pub fn open_stream_client(
         params["model"] = json!(m.to_string());
     }
     let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
-    let mut handshake = |endpoint| {
-        oob.handshake(&Hello {
-            transport: spec.transport.name().into(),
-            size: spec.size,
-            params: params.clone(),
-            endpoint,
-        })
-        .map_err(oob_err)
-    };
+    let mut handshake = |endpoint| handshake(oob, spec, &params, endpoint);
     Ok(match spec.transport {
         Transport::Udp | Transport::Model => {
             let mut u =
@@ -403,21 +427,10 @@ pub fn open_stream_client(
         }
         Transport::Shm => {
             let ep = handshake(Value::Null)?;
-            let path = ep
-                .get("path")
-                .and_then(|p| p.as_str())
-                .ok_or_else(|| malformed("shm", &ep))?;
+            let path = server_shm_path(&ep)?;
             Box::new(
-                ShmSlots::open(
-                    Path::new(path),
-                    stream.spec.shm_ring_slots(),
-                    slot_size,
-                    Side::Client,
-                ).map_err(|e| {
-                    err("setup", format!(
-                        "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
-                    ))
-                })?,
+                ShmSlots::open(path, stream.spec.shm_ring_slots(), slot_size, Side::Client)
+                    .map_err(|e| shm_elsewhere(e, server_ip))?,
             )
         }
         Transport::Rc | Transport::Uc | Transport::Ud => {
@@ -425,8 +438,7 @@ pub fn open_stream_client(
             let (prepared, ep) =
                 verbs::prepare_slots(&vcfg, slots, slot_size).map_err(OpenError::from)?;
             let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
-            let theirs: verbs::Endpoint =
-                serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+            let theirs = server_verbs_endpoint(&theirs)?;
             Box::new(prepared.connect(&theirs).map_err(OpenError::from)?)
         }
     })
@@ -442,10 +454,7 @@ pub fn open_stream_server(
     stream: &StreamHello,
 ) -> Result<Box<dyn SlotEnd>, SessionError> {
     let peer = oob.peer_addr();
-    let local_ip: IpAddr = match oob.local_addr() {
-        Ok(a) => a.ip(),
-        Err(e) => return Err(err("protocol", e)),
-    };
+    let local_ip = oob.local_addr().map_err(|e| err("protocol", e))?.ip();
     let with_model = with_hello_model(spec, hello);
     let spec = &with_model;
     if let Err(e) = spec.check().and_then(|()| stream.spec.check(spec)) {
@@ -454,15 +463,7 @@ pub fn open_stream_server(
     let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
     let (end, endpoint): (Box<dyn SlotEnd>, Value) = match spec.transport {
         Transport::Udp | Transport::Model => {
-            let Some(cport) = udp_port(&hello.endpoint) else {
-                return Err(refuse(
-                    oob,
-                    format!(
-                        "malformed udp endpoint {}; run the same ibprobe version on both ends",
-                        hello.endpoint
-                    ),
-                ));
-            };
+            let cport = client_udp_port(oob, hello)?;
             let mut u = match UdpSlots::bind(SocketAddr::new(local_ip, 0), slot_size) {
                 Ok(u) => u,
                 Err(e) => return Err(refuse(oob, e.to_string())),
@@ -484,17 +485,7 @@ pub fn open_stream_server(
             }
         }
         Transport::Rc | Transport::Uc | Transport::Ud => {
-            let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
-                Ok(e) => e,
-                Err(e) => {
-                    return Err(refuse(
-                        oob,
-                        format!(
-                        "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
-                    ),
-                    ))
-                }
-            };
+            let theirs = client_verbs_endpoint(oob, hello)?;
             let prepared =
                 VerbsConfig::new(spec).and_then(|v| verbs::prepare_slots(&v, slots, slot_size));
             let (prepared, ours) = match prepared {

@@ -119,6 +119,39 @@ fn lost_peer(e: &std::io::Error) -> bool {
     )
 }
 
+/// A send that failed for good (not "try again"): the peer gone, or an
+/// I/O error. Shared by the probe's channel and the stream's slots.
+#[cold]
+fn send_failed(e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
+    if lost_peer(&e) {
+        TransportError::PeerLost(format!(
+            "udp send to {}: {e} (nothing listens there any more)",
+            fmt_peer(peer)
+        ))
+    } else {
+        TransportError::Io {
+            what: "udp send",
+            source: e,
+        }
+    }
+}
+
+/// A receive that failed for good, as [`send_failed`].
+#[cold]
+fn recv_failed(e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
+    if lost_peer(&e) {
+        TransportError::PeerLost(format!(
+            "udp receive from {}: {e} (the peer's socket is gone)",
+            fmt_peer(peer)
+        ))
+    } else {
+        TransportError::Io {
+            what: "udp recv",
+            source: e,
+        }
+    }
+}
+
 impl Channel for UdpChannel {
     #[inline]
     fn post(&mut self, seq: u64) -> Result<(), TransportError> {
@@ -128,14 +161,7 @@ impl Channel for UdpChannel {
             // The socket buffer is full: the datagram is dropped, as the
             // network would; the probe counts it lost.
             Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(()),
-            Err(e) if lost_peer(&e) => Err(TransportError::PeerLost(format!(
-                "udp send to {}: {e} (nothing listens there any more)",
-                fmt_peer(self.peer)
-            ))),
-            Err(e) => Err(TransportError::Io {
-                what: "udp send",
-                source: e,
-            }),
+            Err(e) => Err(send_failed(e, self.peer)),
         }
     }
 
@@ -153,18 +179,7 @@ impl Channel for UdpChannel {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if lost_peer(&e) => {
-                    return Err(TransportError::PeerLost(format!(
-                        "udp receive from {}: {e} (the peer's socket is gone)",
-                        fmt_peer(self.peer)
-                    )))
-                }
-                Err(e) => {
-                    return Err(TransportError::Io {
-                        what: "udp recv",
-                        source: e,
-                    })
-                }
+                Err(e) => return Err(recv_failed(e, self.peer)),
             }
         }
     }
@@ -277,14 +292,7 @@ impl SlotEnd for UdpSlots {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
             Err(e) if e.kind() == ErrorKind::Interrupted => Ok(false),
-            Err(e) if lost_peer(&e) => Err(TransportError::PeerLost(format!(
-                "udp send to {}: {e} (nothing listens there any more)",
-                fmt_peer(self.peer)
-            ))),
-            Err(e) => Err(TransportError::Io {
-                what: "udp send",
-                source: e,
-            }),
+            Err(e) => Err(send_failed(e, self.peer)),
         }
     }
 
@@ -295,18 +303,7 @@ impl SlotEnd for UdpSlots {
                 Ok(n) => return Ok(Some(n)),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if lost_peer(&e) => {
-                    return Err(TransportError::PeerLost(format!(
-                        "udp receive from {}: {e} (the peer's socket is gone)",
-                        fmt_peer(self.peer)
-                    )))
-                }
-                Err(e) => {
-                    return Err(TransportError::Io {
-                        what: "udp recv",
-                        source: e,
-                    })
-                }
+                Err(e) => return Err(recv_failed(e, self.peer)),
             }
         }
     }
