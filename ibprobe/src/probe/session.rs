@@ -132,7 +132,7 @@ pub fn open_client(
         })
     });
     let params = Value::Object(params);
-    let mut handshake = |endpoint| handshake(oob, spec, &params, endpoint);
+    let mut handshake = |endpoint| send_hello(oob, spec, &params, endpoint);
     Ok(match spec.transport {
         Transport::Udp | Transport::Model => {
             let mut u = udp_bound(local_ip, spec)?;
@@ -172,7 +172,7 @@ pub fn open_client(
 
 /// The client's side of the handshake: Hello with `params` and this
 /// end's `endpoint`; the server's endpoint back.
-fn handshake(
+fn send_hello(
     oob: &mut Oob,
     spec: &ChannelSpec,
     params: &Value,
@@ -410,7 +410,7 @@ pub fn open_stream_client(
         params["model"] = json!(m.to_string());
     }
     let (slots, slot_size) = (stream.spec.slots, stream.spec.slot_size);
-    let mut handshake = |endpoint| handshake(oob, spec, &params, endpoint);
+    let mut handshake = |endpoint| send_hello(oob, spec, &params, endpoint);
     Ok(match spec.transport {
         Transport::Udp | Transport::Model => {
             let mut u =
