@@ -297,23 +297,26 @@ fn stop_and_wait_runs_at_one_message_per_round_trip() {
     // one runs the release build, for both sides. Like with like: both
     // rings are as long as what can be in flight (the stream's
     // `StreamSpec::shm_ring_slots`, 8 here; the round trip's
-    // `transport::shm::SLOTS`, 8: with 64 it ran 6.7 M round trips/s
-    // against 9.2 M with 8, pinned, alternated), and both pinned alike.
-    // Issue 13 asks 0.8..1.2; on the session-13 VM this comparison read
-    // 0.77, 0.81, 0.84, 0.91, 1.10, 1.20 (six runs of this test, host
-    // shared with a running QEMU lab) and 0.73-0.76 in a quiet hour
-    // (every pair 0.69-0.86, RTT 104-141 ns): the stream's own work on
-    // the path (copy-out, clock read, header, control slot) costs ~40 ns
-    // per message that the echo does not do. So the guard stays where
-    // it holds; see ibprobe/docs/stream-design.md.
+    // `transport::shm::SLOTS`, 8), and both pinned alike.
+    // The reference is the round trip's own rate (round trips per second
+    // of its run), not 1 / its mean RTT: on shm the RTT is tens of ns, and
+    // the round trip's loop spends ~35 ns a message outside it (clock
+    // reads, recording), as the stream's loops do inside their rate. On
+    // the 2026-11-27 AMD VM (RTT 62 ns) the stream read 0.48-0.60 of 1 /
+    // mean RTT (which the round trip's own loop, at 0.63, does not reach
+    // either) and 0.76-0.90 of the round trip's rate. Issue 13 asks
+    // 0.8..1.2; the guard stays where it holds on every VM seen, and
+    // still fails a stream that takes two round trips per message (~0.4
+    // here). See ibprobe/docs/stream-design.md.
     saw_against_round_trip(&release_ibprobe(), "shm", "300000", 7, (0.6, 1.35));
 }
 
-/// Stop-and-wait (`--pipeline 1`) on `t` against 1/RTT of `ibprobe
-/// loopback -t t --round-trip` (32 B both, pinned alike): `pairs` runs of each,
-/// alternated, the median of the pairs' ratios within `low..=high`. One pair
-/// proves nothing (the UDP round trip of this VM moves by 30% between
-/// runs).
+/// Stop-and-wait (`--pipeline 1`) on `t` against `ibprobe loopback -t t
+/// --round-trip` (32 B both, pinned alike): `pairs` runs of each,
+/// alternated, the median of the pairs' ratios of message rates (the
+/// round trip's: round trips per second of its run) within `low..=high`.
+/// The ratio to 1 / its mean RTT is printed beside it. One pair proves
+/// nothing (the UDP round trip of this VM moves by 30% between runs).
 fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, high): (f64, f64)) {
     let run = |args: &[&str]| -> Value {
         let o = Command::new(bin)
@@ -348,7 +351,7 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, 
         [a, b] => (vec!["--cpu", a, "--rx-cpu", b], vec!["--cpu", a]),
         _ => (vec![], vec![]),
     };
-    let (mut rates, mut per_rtt) = (Vec::new(), Vec::new());
+    let (mut rates, mut rt_rates, mut per_rtt) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..pairs {
         let mut saw = || {
             let a = [&["stream", "--pipeline", "1"][..], &stream_pins].concat();
@@ -356,6 +359,10 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, 
         };
         let mut rtt = || {
             let rt = run(&[&["loopback", "--round-trip"][..], &rt_pins].concat());
+            let sent = u(&rt["run"], "sent") as f64;
+            let elapsed = f(&rt["run"], "elapsed_ns");
+            assert!(sent > 0.0 && elapsed > 0.0, "{t}: round trip: {rt}");
+            rt_rates.push(sent * 1e9 / elapsed);
             per_rtt.push(1e9 / rt["distributions"][0]["mean_ns"].as_f64().unwrap());
         };
         if i % 2 == 0 {
@@ -371,14 +378,19 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, 
     // CI run the udp round trips of four pairs ran ~20% slower than their
     // streams and the fifth ~15% faster: ratio of medians 1.22, median of
     // the pairs' ratios 1.11).
-    let ratios: Vec<f64> = rates.iter().zip(&per_rtt).map(|(s, r)| s / r).collect();
-    let r = median(ratios.clone());
+    let ratio = |reference: &[f64]| -> (f64, Vec<f64>) {
+        let r: Vec<f64> = rates.iter().zip(reference).map(|(s, r)| s / r).collect();
+        (median(r.clone()), r)
+    };
+    let (r, ratios) = ratio(&rt_rates);
+    let (r_rtt, ratios_rtt) = ratio(&per_rtt);
     eprintln!(
-        "{t}: stop-and-wait / (1/RTT), median of {pairs} pairs' ratios: {r:.3} ({ratios:.3?})"
+        "{t}: stop-and-wait / round-trip rate, median of {pairs} pairs' ratios: {r:.3} ({ratios:.3?}); \
+         / (1 / mean RTT): {r_rtt:.3} ({ratios_rtt:.3?})"
     );
     assert!(
         (low..=high).contains(&r),
-        "{t}: stop-and-wait msg/s {rates:?} over 1/RTT {per_rtt:?}: median of the pairs' ratios {r:.3} ({ratios:.3?})"
+        "{t}: stop-and-wait msg/s {rates:?} over round trips/s {rt_rates:?}: median of the pairs' ratios {r:.3} ({ratios:.3?})"
     );
 }
 
