@@ -148,7 +148,8 @@ impl LabConfig {
 /// command in the guest failing.
 #[derive(Clone, Debug)]
 pub struct LabError {
-    /// The script's exit status: 2 usage, 3 prerequisite, 4 boot, 5 hang.
+    /// The script's exit status: 2 usage, 3 prerequisite, 4 boot, 5 hang,
+    /// 6 a hang while booting.
     pub status: Option<i32>,
     /// The script's one-line reason (its `iblab: error:` line), with any
     /// console lines it printed before it.
@@ -164,6 +165,17 @@ impl fmt::Display for LabError {
 impl std::error::Error for LabError {}
 
 impl LabError {
+    /// The lab script's status for a guest that hung while booting (a
+    /// step never ended; QEMU killed): not deterministic, a new boot may do.
+    pub const BOOT_HUNG: i32 = 6;
+
+    /// Whether the guest hung while booting ([`LabError::BOOT_HUNG`]), as
+    /// opposed to a boot that failed for a reason a retry would meet again
+    /// (a module missing, a prerequisite).
+    pub fn is_boot_hang(&self) -> bool {
+        self.status == Some(Self::BOOT_HUNG)
+    }
+
     fn from_output(what: &str, out: &std::process::Output) -> LabError {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let reason = stderr
