@@ -300,9 +300,8 @@ fn stop_and_wait_runs_at_one_message_per_round_trip() {
     // `transport::shm::SLOTS`, 8), and both pinned alike.
     // The lower bound is against the round trip's own rate (round trips
     // per second of its run), not 1 / its mean RTT: on shm the RTT is tens
-    // of ns, and
-    // the round trip's loop spends ~35 ns a message outside it (clock
-    // reads, recording), as the stream's loops do inside their rate. On
+    // of ns, and the round trip's loop spends ~35 ns a message outside it
+    // (clock reads, recording), as the stream's loops do inside their rate. On
     // the 2026-11-27 AMD VM (RTT 62 ns) the stream read 0.48-0.60 of 1 /
     // mean RTT (which the round trip's own loop, at 0.63, does not reach
     // either) and 0.76-0.90 of the round trip's rate. Issue 13 asks
