@@ -88,7 +88,7 @@ pub enum Command {
     Client(ClientArgs),
     /// Messages streaming through a credit window, batches with a flush timer,
     /// pipelined acks: messages/s and the per-message latency tail side by side.
-    #[command(after_help = STREAM_AFTER_HELP)]
+    #[command(after_help = STREAM_AFTER_HELP, mut_arg("signal", |a| a.default_value("auto")))]
     Stream(StreamArgs),
     /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
     #[command(
@@ -209,6 +209,9 @@ on its own thread, pinned to --rx-cpu (default: the next allowed CPU).
 Against a server (HOST) the receiver's clock is another machine's, so the
 latency is from hand-over to the slot's credit coming back (a round trip
 on this host's clock), and the receiver's counters come back at the end.
+Over verbs a stream signals every (SQ depth / 2)-th send (--signal auto,
+its default; a send buffer is free again once a later signaled send
+completed): signaling every send cost rc on rxe 2.5% of its message rate.
 
 Examples:
   ibprobe stream -t shm --batch 8 --count 200000 --json
