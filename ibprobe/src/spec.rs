@@ -229,6 +229,14 @@ pub enum SignalMode {
     Auto,
 }
 
+impl SignalMode {
+    /// A stream's policy when `--signal` is not given: a stream waits for
+    /// no single send, and its send buffers come back with any later
+    /// signaled completion; on rxe, signaling every send cost 2.5% of a
+    /// batch-1 stream's message rate (`ibprobe/docs/stream-design.md`).
+    pub const STREAM_DEFAULT: SignalMode = SignalMode::Auto;
+}
+
 impl FromStr for SignalMode {
     type Err = SpecError;
     fn from_str(s: &str) -> Result<SignalMode, SpecError> {
@@ -269,8 +277,9 @@ pub struct VerbsKnobs {
     pub op: Op,
     /// Inline policy.
     pub inline: InlineMode,
-    /// Signaling policy.
-    pub signal: SignalMode,
+    /// Signaling policy; None: the workload's (every send for round trips
+    /// and one-way probes, [`SignalMode::STREAM_DEFAULT`] for streams).
+    pub signal: Option<SignalMode>,
     /// Send queue depth.
     pub sq_depth: u32,
     /// Receive queue depth.
@@ -296,7 +305,7 @@ impl Default for VerbsKnobs {
             gid_index: None,
             op: Op::Send,
             inline: InlineMode::Auto,
-            signal: SignalMode::Every,
+            signal: None,
             sq_depth: 128,
             rq_depth: 128,
             rq_prepost: None,
@@ -368,7 +377,7 @@ impl ChannelSpec {
         if v.sq_depth == 0 || v.rq_depth == 0 {
             return bad("SQ and RQ depth must be >= 1".into());
         }
-        if let SignalMode::Period(n) = v.signal {
+        if let Some(SignalMode::Period(n)) = v.signal {
             if n == 0 {
                 return bad("signal period 0: use every, N >= 1 or auto".into());
             }
@@ -458,10 +467,11 @@ pub fn check_stamp(
 /// (`verbs/setup.rs`).
 pub fn check_hw_timestamps(
     t: Transport,
-    signal: SignalMode,
+    signal: Option<SignalMode>,
     round_trip: bool,
     peer_dev: bool,
 ) -> Result<(), SpecError> {
+    let signal = signal.unwrap_or(SignalMode::Every);
     if t.qp_type().is_none() {
         return bad(format!(
             "--hw-timestamps with --transport {t}: completion timestamps are taken by an RDMA device; use --transport rc|uc|ud on a device with a non-zero completion_timestamp_mask (ibprobe devices --json: completion_timestamps), or run without --hw-timestamps"
@@ -887,7 +897,7 @@ mod tests {
         assert!(refusal(verbs(Ud, 32, op(Op::WriteImm))).contains("UD"));
         assert!(refusal(verbs(Udp, 32, op(Op::Write))).contains("only sends"));
         assert!(
-            refusal(verbs(Rc, 32, |v| v.signal = SignalMode::Period(200)))
+            refusal(verbs(Rc, 32, |v| v.signal = Some(SignalMode::Period(200))))
                 .contains("signal period 200 > SQ depth 128")
         );
         let mut s = verbs(Rc, 32, op(Op::Write));

@@ -88,7 +88,7 @@ pub enum Command {
     Client(ClientArgs),
     /// Messages streaming through a credit window, batches with a flush timer,
     /// pipelined acks: messages/s and the per-message latency tail side by side.
-    #[command(after_help = STREAM_AFTER_HELP, mut_arg("signal", |a| a.default_value("auto")))]
+    #[command(after_help = STREAM_AFTER_HELP)]
     Stream(StreamArgs),
     /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
     #[command(
@@ -209,8 +209,8 @@ on its own thread, pinned to --rx-cpu (default: the next allowed CPU).
 Against a server (HOST) the receiver's clock is another machine's, so the
 latency is from hand-over to the slot's credit coming back (a round trip
 on this host's clock), and the receiver's counters come back at the end.
-Over verbs a stream signals every (SQ depth / 2)-th send (--signal auto,
-its default; a send buffer is free again once a later signaled send
+Over verbs a stream signals every (SQ depth / 2)-th send unless --signal
+says otherwise (a send buffer is free again once a later signaled send
 completed): signaling every send cost rc on rxe 2.5% of its message rate.
 
 Examples:
@@ -313,9 +313,10 @@ pub struct VerbsArgs {
     /// Inline data: auto (up to the device's max inline) | off | N bytes.
     #[arg(long, default_value = "auto", value_parser = word::<InlineMode>)]
     pub inline: InlineMode,
-    /// Signal every send, every Nth, or auto (SQ depth / 2, the thesis's best).
-    #[arg(long, default_value = "every", value_parser = word::<SignalMode>)]
-    pub signal: SignalMode,
+    /// Signal every send, every Nth, or auto (SQ depth / 2, the thesis's best)
+    /// [default: every; streams: auto].
+    #[arg(long, value_parser = word::<SignalMode>)]
+    pub signal: Option<SignalMode>,
     /// Completion polling: busy | event (completion channel).
     #[arg(long, default_value = "busy", value_parser = word::<Poll>)]
     pub poll: Poll,

@@ -32,8 +32,9 @@ pub struct VerbsConfig {
     pub size: u32,
     /// Inline policy.
     pub inline: InlineMode,
-    /// Signaling policy.
-    pub signal: SignalMode,
+    /// Signaling policy (None: the workload's default, see
+    /// [`VerbsConfig::signal_period`] and [`VerbsConfig::stream_signal_period`]).
+    pub signal: Option<SignalMode>,
     /// Receive completion polling.
     pub poll: Poll,
     /// Send queue depth.
@@ -83,9 +84,19 @@ impl VerbsConfig {
         })
     }
 
-    /// The signal period the run uses (every = 1, auto = SQ depth / 2).
+    /// The signal period of a round trip or one-way probe (every = 1,
+    /// auto = SQ depth / 2; unset: every send).
     pub fn signal_period(&self) -> u32 {
-        match self.signal {
+        self.period_of(self.signal.unwrap_or(SignalMode::Every))
+    }
+
+    /// The signal period of a stream (unset: [`SignalMode::STREAM_DEFAULT`]).
+    pub fn stream_signal_period(&self) -> u32 {
+        self.period_of(self.signal.unwrap_or(SignalMode::STREAM_DEFAULT))
+    }
+
+    fn period_of(&self, mode: SignalMode) -> u32 {
+        match mode {
             SignalMode::Every => 1,
             SignalMode::Period(n) => n,
             SignalMode::Auto => (self.sq_depth / 2).max(1),
@@ -107,10 +118,15 @@ mod tests {
             (QpType::Rc, Op::Send, Poll::Busy)
         );
         assert_eq!((c.signal_period(), c.rq_prepost), (1, 128));
+        // Unset, a stream signals every SQ depth / 2-th send.
+        assert_eq!(c.stream_signal_period(), 64);
         let mut s = ChannelSpec::new(Transport::Uc, 8);
-        s.verbs.signal = SignalMode::Auto;
+        s.verbs.signal = Some(SignalMode::Auto);
         s.verbs.sq_depth = 64;
         assert_eq!(VerbsConfig::new(&s).unwrap().signal_period(), 32);
+        // Given, it holds for streams too.
+        s.verbs.signal = Some(SignalMode::Every);
+        assert_eq!(VerbsConfig::new(&s).unwrap().stream_signal_period(), 1);
     }
 
     #[test]

@@ -148,7 +148,7 @@ fn prepare_slots_on(
         peer_recv: None,
         imm,
         sq_depth,
-        period: cfg.signal_period().clamp(1, slots),
+        period: cfg.stream_signal_period().clamp(1, slots),
         lossy: cfg.qp_type != QpType::Rc,
     };
     Ok((
