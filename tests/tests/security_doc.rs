@@ -79,7 +79,9 @@ fn every_promise_names_a_test_that_exists() {
         }
         for t in tests {
             let Some((file, name)) = t.split_once("::") else {
-                problems.push(format!("{promise:?}: {t:?} is not `path/file.rs::test_name`"));
+                problems.push(format!(
+                    "{promise:?}: {t:?} is not `path/file.rs::test_name`"
+                ));
                 continue;
             };
             let path = root().join(file);
