@@ -226,6 +226,11 @@ pub enum Cmd {
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
+        /// Stop a round whose COMMAND runs longer than this (SIGTERM to its
+        /// process group, SIGKILL 5 s later); the round is left out as a
+        /// failed one, e.g. 90s, 5m [default: no limit].
+        #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+        timeout: Option<Duration>,
         /// The measurement: a command that prints an ibprobe.report/1 or
         /// ibprobe.stream/1 JSON report on stdout (ibprobe ... --json).
         #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -442,6 +447,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             json,
             plot,
             quiet,
+            timeout,
             command,
         } => {
             let settings = experiment::Settings {
@@ -456,6 +462,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 },
                 plot,
                 quiet,
+                timeout,
                 command,
             };
             // One lock for the whole experiment: no other ibtune may change
@@ -546,6 +553,17 @@ fn watched_cpus(r: &profile::Resolved) -> (Vec<usize>, &'static str) {
         r.cpuset_cpus().iter().map(|x| x as usize).collect(),
         "in a real-time cpuset",
     )
+}
+
+/// `experiment --timeout`: the workspace's duration syntax, above zero.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match ibhost::duration::parse(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!(
+            "{s:?}: a round needs some time; leave --timeout out for no limit"
+        )),
+        Err(e) => Err(format!("{s:?}: {e}; e.g. --timeout 90s or 5m")),
+    }
 }
 
 /// `--window`: the workspace's duration syntax.
