@@ -307,7 +307,12 @@ fn bad_input_is_one_line_and_exit_2_with_nothing_changed() {
         .assert()
         .success();
     let applied = snapshot(&s.fx.root);
-    one_line(&s.run(&["--rounds", "6"], &[]), "run `ibtune revert` first");
+    // The advice names this root and state folder: plain `ibtune revert`
+    // would be the live host's.
+    one_line(
+        &s.run(&["--rounds", "6"], &[]),
+        &format!("--state-dir {} revert` first", s.fx.state.display()),
+    );
     assert_same_tree(&applied, &snapshot(&s.fx.root), "refused experiment");
     Command::new(IBTUNE)
         .arg("--root")

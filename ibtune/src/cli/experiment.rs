@@ -19,7 +19,7 @@ use crate::host::{self, HostRoot};
 use crate::tune::engine::{ApplyError, ApplyOptions};
 use crate::tune::experiment::{self, RoundError, Variant};
 use crate::tune::item::Knob;
-use crate::tune::journal::Journal;
+use crate::tune::journal::{revert_command, Journal};
 use crate::tune::plan::Plan;
 use anyhow::{anyhow, bail, Context, Result};
 use ibhost::child::{self, Ending};
@@ -118,10 +118,11 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
         );
     }
     let journal = Journal::open(state_dir)?;
-    if !journal.records()?.is_empty() {
+    if !journal.records_for(root)?.is_empty() {
         bail!(
-            "a profile is applied (journal {}): the experiment compares against the host without it; run `ibtune revert` first",
-            journal.path().display()
+            "a profile is applied (journal {}): the experiment compares against the host without it; run `{}` first",
+            journal.path().display(),
+            revert_command(root.dir(), journal.dir())
         );
     }
     let (knobs, as_wanted) = experiment::knobs_of(&before);
@@ -260,8 +261,9 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
             differences.join("; "),
             if journal_left {
                 format!(
-                    "; journal kept at {}: run `ibtune revert`",
-                    journal.path().display()
+                    "; journal kept at {}: run `{}`",
+                    journal.path().display(),
+                    revert_command(root.dir(), journal.dir())
                 )
             } else {
                 String::new()

@@ -11,7 +11,7 @@ pub mod output;
 use crate::host::{self, HostRoot};
 use crate::profile::{self, Profile};
 use crate::tune::engine::{self, ApplyError, ApplyOptions};
-use crate::tune::journal::Journal;
+use crate::tune::journal::{self, revert_command, Journal};
 use crate::tune::plan::{self, Plan};
 use crate::tune::{hold, run};
 use anyhow::{anyhow, bail, Context, Result};
@@ -47,7 +47,8 @@ pub mod exit {
     /// `apply` failed part way and rolled back everything it had changed.
     pub const ROLLED_BACK: i32 = 3;
     /// `apply` or `revert` failed and could not restore everything; the
-    /// journal is kept: fix the cause and run `ibtune revert`.
+    /// journal is kept: fix the cause the message names and run the revert
+    /// command it gives.
     pub const INCOMPLETE: i32 = 4;
     /// `apply` or `revert`: another ibtune held the host lock (a lock on
     /// the `--root` folder) for all of `--lock-wait`; nothing was changed.
@@ -115,14 +116,13 @@ pub struct Cli {
     /// Host root: `/` for this machine, or a snapshot directory.
     #[arg(long, global = true, default_value = "/", value_name = "DIR")]
     pub root: PathBuf,
-    /// Where the journal and holder pidfile live.
-    #[arg(
-        long,
-        global = true,
-        default_value = "/var/lib/ibtune",
-        value_name = "DIR"
-    )]
-    pub state_dir: PathBuf,
+    /// Where the journal and holder pidfile live; one folder per root: a
+    /// journal written for another --root is refused [default:
+    /// /var/lib/ibtune for this machine, /var/lib/ibtune/roots/NAME for
+    /// --root DIR, NAME being DIR's canonical path as `systemd-escape
+    /// --path` writes it].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// How long apply and revert wait for another ibtune that is changing
     /// the same --root (whatever its --state-dir) before giving up with
     /// exit code 5: e.g. 30s, 500ms, 2m; 0 = do not wait.
@@ -277,6 +277,10 @@ pub fn main_with(cli: Cli) -> i32 {
 
 fn dispatch(cli: Cli) -> Result<i32> {
     let root = HostRoot::new(&cli.root)?;
+    let state_dir = cli
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| journal::default_state_dir(&root));
     match cli.cmd {
         Cmd::Show { json, profile } => {
             let host = host::discover(&root)?;
@@ -357,7 +361,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Err(code) => return Ok(code),
             };
             let (_, plan) = plan_for(&profile, &root)?;
-            let journal = Journal::open(&cli.state_dir)?;
+            let journal = Journal::open(&state_dir)?;
             let opts = ApplyOptions {
                 exe: std::env::current_exe().context("cannot find the ibtune executable")?,
                 fault: None,
@@ -405,10 +409,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Ok(l) => l,
                 Err(code) => return Ok(code),
             };
-            let journal = Journal::open(&cli.state_dir)?;
-            // A damaged or edited journal is bad input (exit 2): nothing is
-            // undone from it.
-            journal.records()?;
+            let journal = Journal::open(&state_dir)?;
+            // A damaged or edited journal, or one of another root, is bad
+            // input (exit 2): nothing is undone from it.
+            journal.records_for(&root)?;
             match engine::revert(&root, &journal) {
                 Ok(rep) => {
                     if json.json {
@@ -425,15 +429,15 @@ fn dispatch(cli: Cli) -> Result<i32> {
                             rep.archived.as_deref().unwrap_or("-")
                         );
                     } else {
-                        println!(
-                            "nothing to revert: no journal in {}",
-                            cli.state_dir.display()
-                        );
+                        println!("nothing to revert: no journal in {}", state_dir.display());
                     }
                     Ok(exit::OK)
                 }
                 Err(e) => {
-                    eprintln!("ibtune revert: {e:#}; the journal is kept, fix the cause and run revert again");
+                    eprintln!(
+                        "ibtune revert: {e:#}; the journal is kept: fix that, then run `{}` again",
+                        revert_command(root.dir(), &state_dir)
+                    );
                     Ok(exit::INCOMPLETE)
                 }
             }
@@ -471,7 +475,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Ok(l) => l,
                 Err(code) => return Ok(code),
             };
-            experiment::run(&settings, &root, &cli.state_dir)
+            experiment::run(&settings, &root, &state_dir)
         }
         Cmd::Hold { us, pidfile } => {
             hold::hold(&root, us, pidfile.as_deref())?;
@@ -483,6 +487,15 @@ fn dispatch(cli: Cli) -> Result<i32> {
             fifo,
             cmd,
         } => {
+            if !root.is_live() {
+                bail!(
+                    "ibtune run starts {} on this machine, and --root {} is a tree, not this machine: its cgroups and CPUs are not where the process would run, so nothing was done. Run it without --root on the host the tree was taken from; `ibtune --root {} plan {}` shows the tree's cpuset {cpuset}",
+                    cmd.first().map_or("the command", String::as_str),
+                    root.dir().display(),
+                    root.dir().display(),
+                    profile.display()
+                );
+            }
             let host = host::discover(&root)?;
             let r = load(&profile, &host, &root)?;
             let cs = r.cpuset(&cpuset).ok_or_else(|| {
