@@ -159,9 +159,10 @@ fn run_under_root_writes_no_pid_into_the_tree() {
         ],
     );
     let err = stderr(&o);
+    // No pid of this machine in the tree's cgroup.procs, nothing else either.
+    assert_same_tree(&tuned, &snapshot(&a.root), "after run under --root");
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("not this machine"), "{err}");
-    assert_same_tree(&tuned, &snapshot(&a.root), "after run under --root");
     // Its advice works: `ibtune --root A plan PROFILE` shows the cpuset.
     let plan = Command::cargo_bin("ibtune")
         .unwrap()

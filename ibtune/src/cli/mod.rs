@@ -69,14 +69,18 @@ Workflow:
 PROFILE is a file, or a name from ./profiles, /etc/ibtune/profiles or
 /usr/share/ibtune/profiles (the Debian package installs the shipped ones there).
 Every host file is read and written under --root, so the same commands
-work on a captured snapshot (tests/fixtures/*). --root is a jail: links
-in the tree resolve inside it, only regular files are read or written
-(at most 16 MiB each), and apply/revert lock the root folder so two
-ibtune processes never change one host at once (--lock-wait).
+work on a captured snapshot (tests/fixtures/*); `run` alone refuses --root
+(it starts a process on this machine). --root is a jail: links in the
+tree resolve inside it, only regular files are read or written (at most
+16 MiB each), and apply/revert lock the root folder so two ibtune
+processes never change one host at once (--lock-wait). A state folder
+holds one root's journal: a journal of another root is refused, and the
+default --state-dir is one per root.
 
 Exit codes: 0 ok; 1 drift (verify); 2 error, nothing changed;
 3 apply failed and rolled back; 4 apply/revert could not restore
-everything (journal kept, run `ibtune revert`); 5 another ibtune held
+everything (journal kept: fix what the message names, then run the
+revert command it gives); 5 another ibtune held
 the host lock for all of --lock-wait, nothing changed; experiment only:
 6 COMMAND failed in every round of a variant, 130 interrupted (host
 restored).";
@@ -91,8 +95,13 @@ ratios to the baseline with 95% intervals (Hodges-Lehmann, exact Wilcoxon
 signed-rank) and verdicts at 5% after Holm: see the ibstats crate.
 
 The host is left as found on success, on a failed COMMAND (that round is
-left out), on a failed apply (exit 3) and on Ctrl-C (exit 130); after
-kill -9 the journal is there for `ibtune revert`, as after any apply.
+left out), on a failed apply (exit 3) and on Ctrl-C, SIGTERM or SIGHUP
+(exit 130): COMMAND runs in its own process group, the signal is
+forwarded to it, and it is killed if it has not ended 5 s later.
+--timeout stops a round that runs longer the same way (left out as
+failed). COMMAND's stdout is kept up to 16 MiB, its stderr as a short
+excerpt. After kill -9 the journal is there for `ibtune revert`, as
+after any apply.
 
 Examples:
   sudo ibtune experiment thesis-2hca --rounds 10 -- \\
@@ -105,7 +114,7 @@ Examples:
 
 Exit codes: 0 done; 2 bad input (nothing changed), or COMMAND printed no
 report (host restored); 3 an apply failed and was rolled back; 4 the host
-could not be restored (journal kept: run `ibtune revert`); 5 another
+could not be restored (journal kept: run the revert command given); 5 another
 ibtune held the host lock for all of --lock-wait (nothing changed); 6 COMMAND
 failed in every round of a variant; 130 interrupted (host restored).";
 
@@ -248,7 +257,8 @@ pub enum Cmd {
         pidfile: Option<PathBuf>,
     },
     /// Run CMD inside a cpuset of PROFILE, with its CPU affinity and NUMA
-    /// memory policy (and SCHED_FIFO with --fifo).
+    /// memory policy (and SCHED_FIFO with --fifo). This machine only: it
+    /// refuses --root, whose cgroups and CPUs are not where CMD would run.
     Run {
         /// Profile file or name.
         profile: PathBuf,
