@@ -10,7 +10,10 @@
 //!
 //! The host is left as found: on success, on a failed COMMAND (the round
 //! is left out), on a failed apply (rolled back; exit 3) and on SIGINT,
-//! SIGTERM or SIGHUP (the round in progress is reverted; exit 130). Only
+//! SIGTERM or SIGHUP (forwarded to COMMAND's own process group, which is
+//! killed after [`ibhost::child::GRACE`]; the round in progress is
+//! reverted; exit 130). `--timeout` stops a round the same way. COMMAND's
+//! output is read bounded ([`MAX_REPORT`]). Only
 //! SIGKILL or a power cut can stop it between apply and revert, and then
 //! the journal is there for `ibtune revert`, as after any apply.
 
