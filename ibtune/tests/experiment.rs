@@ -50,10 +50,9 @@ fn setup() -> Setup {
 }
 
 impl Setup {
-    /// `ibtune --root FIXTURE --state-dir STATE experiment ARGS -- bench`,
-    /// in its own process group (so its SIGINT reaches ibtune and the
-    /// bench, not this test).
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    /// `ibtune --root FIXTURE --state-dir STATE experiment PROFILE ARGS --`,
+    /// with `$D` and `$ROOT` set for the command that follows.
+    fn experiment(&self, args: &[&str]) -> std::process::Command {
         let mut c = std::process::Command::new(IBTUNE);
         c.arg("--root")
             .arg(&self.fx.root)
@@ -63,9 +62,16 @@ impl Setup {
             .arg(profile("thesis-2hca"))
             .args(args)
             .arg("--")
-            .arg(&self.bench)
             .env("D", self.dir.path())
             .env("ROOT", &self.fx.root);
+        c
+    }
+
+    /// The experiment with the bench, in its own process group (a stray
+    /// signal never reaches this test).
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut c = self.experiment(args);
+        c.arg(&self.bench);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -457,18 +463,8 @@ impl Setup {
         std::fs::write(&bench, SLEEPER).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&bench, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::process::Command::new(IBTUNE)
-            .arg("--root")
-            .arg(&self.fx.root)
-            .arg("--state-dir")
-            .arg(&self.fx.state)
-            .arg("experiment")
-            .arg(profile("thesis-2hca"))
-            .args(args)
-            .arg("--")
+        self.experiment(args)
             .arg(&bench)
-            .env("D", self.dir.path())
-            .env("ROOT", &self.fx.root)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -572,16 +568,9 @@ fn a_round_past_its_timeout_is_stopped_and_left_out() {
 fn run_with_peak(s: &Setup, script: &str) -> (std::process::Output, u64) {
     let tmp = s.dir.path();
     let (o, e) = (tmp.join("out"), tmp.join("err"));
-    let mut c = std::process::Command::new(IBTUNE)
-        .arg("--root")
-        .arg(&s.fx.root)
-        .arg("--state-dir")
-        .arg(&s.fx.state)
-        .arg("experiment")
-        .arg(profile("thesis-2hca"))
-        .args([
-            "--rounds", "2", "--quiet", "--json", "--", "sh", "-c", script,
-        ])
+    let mut c = s
+        .experiment(&["--rounds", "2", "--quiet", "--json"])
+        .args(["sh", "-c", script])
         .stdin(std::process::Stdio::null())
         .stdout(std::fs::File::create(&o).unwrap())
         .stderr(std::fs::File::create(&e).unwrap())
