@@ -569,6 +569,21 @@ mod tests {
             "{e}"
         );
         assert_eq!(state_dir_of(Path::new("/")), Path::new(LIVE_STATE_DIR));
+        // A snapshot's default is its own, never the live host's.
+        let tree = tempfile::tempdir().unwrap();
+        let root = HostRoot::new(tree.path()).unwrap();
+        let own = default_state_dir(&root);
+        assert!(
+            own.starts_with("/var/lib/ibtune/roots/"),
+            "{}",
+            own.display()
+        );
+        assert_ne!(own, default_state_dir(&HostRoot::live()));
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(
+            own,
+            default_state_dir(&HostRoot::new(other.path()).unwrap())
+        );
         assert_eq!(
             revert_command(Path::new("/srv/a b"), Path::new("/tmp/st")),
             "ibtune --root '/srv/a b' --state-dir /tmp/st revert"
