@@ -15,15 +15,21 @@
 //!   ([`duration::format()`]) whose output always parses back.
 //! - [`file`]: [`file::read_small`], a named small file (config, key,
 //!   certificate) read only if it is a regular file under a size cap.
+//! - [`child`]: a measurement command run per round (`ibtune experiment`,
+//!   `ibprobe compare`): its own process group, SIGINT/SIGTERM/SIGHUP
+//!   forwarded to it, a grace and then SIGKILL, a per-run timeout, and its
+//!   output kept bounded; its signal handler is one of the two `unsafe`
+//!   places of the crate.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
-//!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. The
-//!   crate's only `unsafe`.
+//!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. With
+//!   [`child::stop_on_signals`], the crate's only `unsafe`.
 //!
 //! What may import it: every crate of the workspace; it imports none of
 //! them. It deliberately has **no libhwloc (hwlocality) dependency**, so
 //! ibprobe, which links it, still starts on a host without libhwloc;
 //! topology discovery that needs hwloc stays in ibtune.
 
+pub mod child;
 pub mod cpulist;
 pub mod duration;
 pub mod file;

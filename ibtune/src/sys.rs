@@ -268,39 +268,6 @@ pub fn detach_session(cmd: &mut std::process::Command) {
     }
 }
 
-/// Set by SIGINT, SIGTERM or SIGHUP once [`stop_on_signals`] installed
-/// its handler.
-static STOP_SEEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_stop(_: libc::c_int) {
-    STOP_SEEN.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// Turns SIGINT, SIGTERM and SIGHUP into a flag instead of death, for as
-/// long as the process runs.
-///
-/// Why it exists: `ibtune experiment` must revert the profile it applied
-/// before it exits, whatever stops it (Ctrl-C reaches the whole
-/// foreground process group: the probe it runs stops, ibtune reverts and
-/// then exits 130). A child started after this gets the default actions
-/// back at exec (handlers do not survive execve(2)), so Ctrl-C still stops
-/// the probe.
-pub fn stop_on_signals() -> io::Result<&'static std::sync::atomic::AtomicBool> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(
-        SigHandler::Handler(on_stop),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to a static atomic, which is
-        // async-signal-safe; nothing else in ibtune installs a handler for
-        // these signals (`hold` blocks and sigwaits them instead).
-        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
-    }
-    Ok(&STOP_SEEN)
-}
-
 /// Opens `rel` (a path relative to `root`, without a leading `/`) with
 /// `openat2(2)` and `RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS`: the kernel
 /// resolves the path as if `root` were `/`, so an absolute symlink or a

@@ -626,7 +626,12 @@ fn apply_refuses_a_second_profile_until_revert() {
         ],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("run `ibtune revert` first"), "{err}");
+    // The advice names this root and state folder: plain `ibtune revert`
+    // would be the live host's.
+    assert!(
+        err.contains(&format!("--state-dir {st} revert` first")),
+        "{err}"
+    );
     assert_same_tree(&applied, &snapshot(&root), "refused second profile");
     let (code, _, _) = run(&root, &["--state-dir", st, "revert"]);
     assert_eq!(code, 0);

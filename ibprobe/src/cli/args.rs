@@ -121,8 +121,9 @@ slower, no_significant_difference) holds at 5% after Holm's correction
 over the values. Fewer than 6 rounds cannot give a verdict; 10 or more
 are recommended on a noisy host. A flag without a value is varied with
 the values on and off. Exit codes: 0 done, 2 bad input (or a value the
-command refused), 3 every round of a value failed, 130 Ctrl-C (the
-rounds so far are compared).
+command refused), 3 every round of a value failed, 130 Ctrl-C, SIGTERM
+or SIGHUP (forwarded to the round running, which is killed if it has not
+ended 5 s later; the rounds so far are compared).
 
 Examples:
   ibprobe compare --rounds 8 --vary transport=shm,udp -- loopback --count 5000

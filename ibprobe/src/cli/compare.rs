@@ -10,18 +10,25 @@
 //! the option and its values are checked against the command's own clap
 //! definition here, and the command parses them as always.
 //!
+//! Each round runs in its own process group ([`ibhost::child`]): SIGINT,
+//! SIGTERM or SIGHUP to compare is forwarded to the round (an ibprobe
+//! prints what it has on SIGINT), the round is killed if it has not ended
+//! 5 s later, and compare reports the rounds done. A round's stdout is kept
+//! up to [`MAX_ROUND_REPORT`], its stderr as a short excerpt.
+//!
 //! Exit codes: 0 done; 2 bad input (an unknown option, one value, fewer
 //! than 2 rounds, a command that is not loopback/client/stream, or a value
 //! the command refused, with the command's own one-line reason); 3 every
-//! round of some value failed; 130 Ctrl-C (the rounds done are compared).
+//! round of some value failed; 130 SIGINT, SIGTERM or SIGHUP (the rounds
+//! done are compared).
 
-use std::process::{Command as Process, Stdio};
-use std::sync::atomic::Ordering;
+use std::process::Command as Process;
+
+use ibhost::child::{self, Ending};
 
 use clap::CommandFactory as _;
 
 use super::args::{Cli, CompareArgs, CompareFormat};
-use super::common::stop_flag;
 use super::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
     round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
@@ -153,6 +160,13 @@ fn varied(a: &CompareArgs) -> Result<Varied, CliError> {
     })
 }
 
+/// The most bytes of a round's stdout kept: its report with histograms is
+/// a few tens of KiB. A round that prints more has no report.
+const MAX_ROUND_REPORT: usize = 16 << 20;
+
+/// Bytes of a round's stderr kept at its start and end, for the line quoted.
+const ROUND_STDERR_KEEP: usize = 4096;
+
 /// What one round of the command gave.
 enum Round {
     Values(RoundValues),
@@ -169,15 +183,25 @@ fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliErr
             "cannot find this ibprobe binary to run rounds: {e}"
         ))
     })?;
-    let out = Process::new(&exe)
-        .args(&a.command)
-        .args(var.args(value))
-        .arg("--json")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| CliError::run(format!("cannot run {}: {e}", exe.display())))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let first_err = stderr.lines().next().unwrap_or("").to_string();
+    let limits = child::Limits {
+        stdout_max: MAX_ROUND_REPORT,
+        stderr_keep: ROUND_STDERR_KEEP,
+        timeout: None,
+        grace: child::GRACE,
+    };
+    let out = child::run(
+        Process::new(&exe)
+            .args(&a.command)
+            .args(var.args(value))
+            .arg("--json"),
+        &limits,
+        &child::stop_signal,
+    )
+    .map_err(|e| CliError::run(format!("cannot run {}: {e}", exe.display())))?;
+    if let Ending::Stopped(_) = out.ending {
+        return Ok(Round::Interrupted);
+    }
+    let first_err = out.stderr.first_line();
     match out.status.code() {
         Some(c) if c == i32::from(EXIT_INPUT) => {
             return Err(CliError::input(format!(
@@ -196,14 +220,17 @@ fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliErr
             )))
         }
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let doc: Option<serde_json::Value> = serde_json::from_str(&stdout).ok();
+    let doc: Option<serde_json::Value> = out
+        .stdout
+        .all()
+        .and_then(|b| serde_json::from_slice(b).ok());
     match doc.as_ref().and_then(round_values) {
         Some(v) => Ok(Round::Values(v)),
         None => Err(CliError::input(format!(
-            "ibprobe {} printed no {ROUND_SCHEMAS} JSON; its first line: {:?}",
+            "ibprobe {} printed no {ROUND_SCHEMAS} JSON ({} bytes); its first line: {:?}",
             a.command[0],
-            stdout.lines().next().unwrap_or("")
+            out.stdout.total(),
+            out.stdout.first_line()
         ))),
     }
 }
@@ -221,9 +248,10 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
         )));
     }
     let var = varied(a)?;
-    // The children get Ctrl-C too and print what they have; compare must
-    // outlive them to compare the rounds done.
-    let stop = stop_flag()?;
+    // A stop signal is forwarded to the round running (an ibprobe prints
+    // what it has on Ctrl-C); compare outlives it to compare the rounds done.
+    child::stop_on_signals()
+        .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))?;
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -251,7 +279,7 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
                 }
             }
             bar.inc(1);
-            if stop.load(Ordering::Relaxed) {
+            if child::stop_signal().is_some() {
                 interrupted = true;
                 break 'blocks;
             }
@@ -278,7 +306,8 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
     );
     if interrupted {
         report.warnings.push(format!(
-            "interrupted by Ctrl-C after {done_blocks} of {} rounds",
+            "interrupted by {} after {done_blocks} of {} rounds",
+            child::stop_signal().map_or("Ctrl-C", |s| s.as_str()),
             order.len()
         ));
     }

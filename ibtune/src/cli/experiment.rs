@@ -10,7 +10,10 @@
 //!
 //! The host is left as found: on success, on a failed COMMAND (the round
 //! is left out), on a failed apply (rolled back; exit 3) and on SIGINT,
-//! SIGTERM or SIGHUP (the round in progress is reverted; exit 130). Only
+//! SIGTERM or SIGHUP (forwarded to COMMAND's own process group, which is
+//! killed after [`ibhost::child::GRACE`]; the round in progress is
+//! reverted; exit 130). `--timeout` stops a round the same way. COMMAND's
+//! output is read bounded ([`MAX_REPORT`]). Only
 //! SIGKILL or a power cut can stop it between apply and revert, and then
 //! the journal is there for `ibtune revert`, as after any apply.
 
@@ -19,17 +22,18 @@ use crate::host::{self, HostRoot};
 use crate::tune::engine::{ApplyError, ApplyOptions};
 use crate::tune::experiment::{self, RoundError, Variant};
 use crate::tune::item::Knob;
-use crate::tune::journal::Journal;
+use crate::tune::journal::{revert_command, Journal};
 use crate::tune::plan::Plan;
 use anyhow::{anyhow, bail, Context, Result};
+use ibhost::child::{self, Ending};
 use ibprobe::report::compare::{round_values, CompareReport, RoundValues, METRICS, ROUND_SCHEMAS};
 use ibstats::Better;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering;
+use std::process::Command;
+use std::time::Duration;
 
 /// How the report is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,6 +63,8 @@ pub struct Settings {
     pub plot: Option<PathBuf>,
     /// No progress bar.
     pub quiet: bool,
+    /// A round whose COMMAND runs longer is stopped and left out.
+    pub timeout: Option<Duration>,
     /// The command and its arguments.
     pub command: Vec<String>,
 }
@@ -68,13 +74,24 @@ pub const EXIT_NO_ROUNDS: i32 = 6;
 /// Exit code: stopped by SIGINT, SIGTERM or SIGHUP (host restored).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// The most bytes of COMMAND's stdout kept: a report with its histograms
+/// is a few tens of KiB; more is read and dropped, and the round has no
+/// report.
+pub const MAX_REPORT: usize = 16 << 20;
+
+/// Bytes of COMMAND's stderr kept at its start and at its end, for the
+/// line quoted when a round fails.
+const STDERR_KEEP: usize = 4096;
+
 /// What one run of COMMAND gave.
 enum Outcome {
     Values(RoundValues),
-    /// Non-zero exit: the round is left out.
+    /// Non-zero exit, or stopped by --timeout: the round is left out.
     Failed(String),
-    /// Exit 0 but no report: the COMMAND is wrong for an experiment.
+    /// Exit 0 but no report: the COMMAND is wrong for an experiment (why).
     NoReport(String),
+    /// ibtune was stopped by a signal while COMMAND ran (it was forwarded).
+    Stopped,
 }
 
 /// Runs the experiment; the exit code.
@@ -104,10 +121,11 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
         );
     }
     let journal = Journal::open(state_dir)?;
-    if !journal.records()?.is_empty() {
+    if !journal.records_for(root)?.is_empty() {
         bail!(
-            "a profile is applied (journal {}): the experiment compares against the host without it; run `ibtune revert` first",
-            journal.path().display()
+            "a profile is applied (journal {}): the experiment compares against the host without it; run `{}` first",
+            journal.path().display(),
+            revert_command(root.dir(), journal.dir())
         );
     }
     let (knobs, as_wanted) = experiment::knobs_of(&before);
@@ -128,7 +146,7 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
         exe: std::env::current_exe().context("cannot find the ibtune executable")?,
         fault: None,
     };
-    let stop = crate::sys::stop_on_signals().context("cannot install the Ctrl-C handler")?;
+    child::stop_on_signals().context("cannot install the Ctrl-C handler")?;
 
     let bar = ibprobe::report::progress::progress_bar(
         s.quiet,
@@ -142,29 +160,31 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
     'blocks: for block in &order {
         let mut this: Vec<Option<RoundValues>> = vec![None; variants.len()];
         for &v in block {
-            if stop.load(Ordering::SeqCst) {
+            if child::stop_signal().is_some() {
                 stopped = Some((EXIT_INTERRUPTED, "interrupted".into()));
                 break 'blocks;
             }
             bar.set_message(variants[v].label.clone());
             let r = experiment::round(&before, &variants[v], root, &journal, &opts, || {
-                run_command(&s.command)
+                run_command(&s.command, s.timeout)
             });
             match r {
                 Ok(Ok(Outcome::Values(x))) => this[v] = Some(x),
                 Ok(Ok(Outcome::Failed(why))) => {
                     failures.push(format!("{}: {why}", variants[v].label))
                 }
-                Ok(Ok(Outcome::NoReport(first))) => {
+                Ok(Ok(Outcome::NoReport(why))) => {
                     stopped = Some((
                         exit::ERROR,
                         format!(
-                            "{} printed no {ROUND_SCHEMAS} JSON on stdout (expected e.g. `ibprobe loopback ... --json`); its first line: {first:?}",
+                            "{} printed no {ROUND_SCHEMAS} JSON on stdout (expected e.g. `ibprobe loopback ... --json`): {why}",
                             s.command[0]
                         ),
                     ));
                     break 'blocks;
                 }
+                // The round was reverted; the check at the next round stops.
+                Ok(Ok(Outcome::Stopped)) => {}
                 Ok(Err(e)) => {
                     stopped = Some((exit::ERROR, format!("{e:#}")));
                     break 'blocks;
@@ -244,8 +264,9 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
             differences.join("; "),
             if journal_left {
                 format!(
-                    "; journal kept at {}: run `ibtune revert`",
-                    journal.path().display()
+                    "; journal kept at {}: run `{}`",
+                    journal.path().display(),
+                    revert_command(root.dir(), journal.dir())
                 )
             } else {
                 String::new()
@@ -267,22 +288,48 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// Runs COMMAND once; its report's figures, or why there are none.
-fn run_command(command: &[String]) -> Result<Outcome> {
-    let out = Command::new(&command[0])
-        .args(&command[1..])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {}", command[0]))?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+/// Runs COMMAND once (its own process group, output bounded, stopped by
+/// `timeout` or by a stop signal to ibtune); its report's figures, or why
+/// there are none.
+fn run_command(command: &[String], timeout: Option<Duration>) -> Result<Outcome> {
+    let limits = child::Limits {
+        stdout_max: MAX_REPORT,
+        stderr_keep: STDERR_KEEP,
+        timeout,
+        grace: child::GRACE,
+    };
+    let out = child::run(
+        Command::new(&command[0]).args(&command[1..]),
+        &limits,
+        &child::stop_signal,
+    )
+    .with_context(|| format!("cannot run {}", command[0]))?;
+    match out.ending {
+        Ending::Stopped(_) => return Ok(Outcome::Stopped),
+        Ending::TimedOut => {
+            return Ok(Outcome::Failed(format!(
+                "stopped by --timeout {} (killed); its last stderr line: {:?}",
+                ibhost::duration::format(timeout.unwrap_or_default()),
+                out.stderr.last_line()
+            )))
+        }
+        Ending::Exited => {}
+    }
     if !out.status.success() {
         return Ok(Outcome::Failed(format!(
-            "{}: {}",
+            "{}: {:?}",
             out.status,
-            stderr.lines().next().unwrap_or("")
+            out.stderr.last_line()
         )));
     }
+    let Some(bytes) = out.stdout.all() else {
+        return Ok(Outcome::NoReport(format!(
+            "it printed {} bytes, more than the {} MiB a report may have (the rest was not kept)",
+            out.stdout.total(),
+            MAX_REPORT >> 20
+        )));
+    };
+    let stdout = String::from_utf8_lossy(bytes);
     // The whole stdout, else its last line that is a report (a user's
     // benchmark may print other lines first).
     let doc = serde_json::from_str::<Value>(&stdout)
@@ -297,7 +344,7 @@ fn run_command(command: &[String]) -> Result<Outcome> {
         });
     Ok(match doc {
         Some(v) => Outcome::Values(v),
-        None => Outcome::NoReport(stdout.lines().next().unwrap_or("").to_string()),
+        None => Outcome::NoReport(format!("its first line: {:?}", out.stdout.first_line())),
     })
 }
 

@@ -11,7 +11,7 @@ pub mod output;
 use crate::host::{self, HostRoot};
 use crate::profile::{self, Profile};
 use crate::tune::engine::{self, ApplyError, ApplyOptions};
-use crate::tune::journal::Journal;
+use crate::tune::journal::{self, revert_command, Journal};
 use crate::tune::plan::{self, Plan};
 use crate::tune::{hold, run};
 use anyhow::{anyhow, bail, Context, Result};
@@ -47,7 +47,8 @@ pub mod exit {
     /// `apply` failed part way and rolled back everything it had changed.
     pub const ROLLED_BACK: i32 = 3;
     /// `apply` or `revert` failed and could not restore everything; the
-    /// journal is kept: fix the cause and run `ibtune revert`.
+    /// journal is kept: fix the cause the message names and run the revert
+    /// command it gives.
     pub const INCOMPLETE: i32 = 4;
     /// `apply` or `revert`: another ibtune held the host lock (a lock on
     /// the `--root` folder) for all of `--lock-wait`; nothing was changed.
@@ -68,14 +69,18 @@ Workflow:
 PROFILE is a file, or a name from ./profiles, /etc/ibtune/profiles or
 /usr/share/ibtune/profiles (the Debian package installs the shipped ones there).
 Every host file is read and written under --root, so the same commands
-work on a captured snapshot (tests/fixtures/*). --root is a jail: links
-in the tree resolve inside it, only regular files are read or written
-(at most 16 MiB each), and apply/revert lock the root folder so two
-ibtune processes never change one host at once (--lock-wait).
+work on a captured snapshot (tests/fixtures/*); `run` alone refuses --root
+(it starts a process on this machine). --root is a jail: links in the
+tree resolve inside it, only regular files are read or written (at most
+16 MiB each), and apply/revert lock the root folder so two ibtune
+processes never change one host at once (--lock-wait). A state folder
+holds one root's journal: a journal of another root is refused, and the
+default --state-dir is one per root.
 
 Exit codes: 0 ok; 1 drift (verify); 2 error, nothing changed;
 3 apply failed and rolled back; 4 apply/revert could not restore
-everything (journal kept, run `ibtune revert`); 5 another ibtune held
+everything (journal kept: fix what the message names, then run the
+revert command it gives); 5 another ibtune held
 the host lock for all of --lock-wait, nothing changed; experiment only:
 6 COMMAND failed in every round of a variant, 130 interrupted (host
 restored).";
@@ -90,8 +95,13 @@ ratios to the baseline with 95% intervals (Hodges-Lehmann, exact Wilcoxon
 signed-rank) and verdicts at 5% after Holm: see the ibstats crate.
 
 The host is left as found on success, on a failed COMMAND (that round is
-left out), on a failed apply (exit 3) and on Ctrl-C (exit 130); after
-kill -9 the journal is there for `ibtune revert`, as after any apply.
+left out), on a failed apply (exit 3) and on Ctrl-C, SIGTERM or SIGHUP
+(exit 130): COMMAND runs in its own process group, the signal is
+forwarded to it, and it is killed if it has not ended 5 s later.
+--timeout stops a round that runs longer the same way (left out as
+failed). COMMAND's stdout is kept up to 16 MiB, its stderr as a short
+excerpt. After kill -9 the journal is there for `ibtune revert`, as
+after any apply.
 
 Examples:
   sudo ibtune experiment thesis-2hca --rounds 10 -- \\
@@ -104,7 +114,7 @@ Examples:
 
 Exit codes: 0 done; 2 bad input (nothing changed), or COMMAND printed no
 report (host restored); 3 an apply failed and was rolled back; 4 the host
-could not be restored (journal kept: run `ibtune revert`); 5 another
+could not be restored (journal kept: run the revert command given); 5 another
 ibtune held the host lock for all of --lock-wait (nothing changed); 6 COMMAND
 failed in every round of a variant; 130 interrupted (host restored).";
 
@@ -115,14 +125,13 @@ pub struct Cli {
     /// Host root: `/` for this machine, or a snapshot directory.
     #[arg(long, global = true, default_value = "/", value_name = "DIR")]
     pub root: PathBuf,
-    /// Where the journal and holder pidfile live.
-    #[arg(
-        long,
-        global = true,
-        default_value = "/var/lib/ibtune",
-        value_name = "DIR"
-    )]
-    pub state_dir: PathBuf,
+    /// Where the journal and holder pidfile live; one folder per root: a
+    /// journal written for another --root is refused [default:
+    /// /var/lib/ibtune for this machine, /var/lib/ibtune/roots/NAME for
+    /// --root DIR, NAME being DIR's canonical path as `systemd-escape
+    /// --path` writes it].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// How long apply and revert wait for another ibtune that is changing
     /// the same --root (whatever its --state-dir) before giving up with
     /// exit code 5: e.g. 30s, 500ms, 2m; 0 = do not wait.
@@ -226,6 +235,11 @@ pub enum Cmd {
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
+        /// Stop a round whose COMMAND runs longer than this (SIGTERM to its
+        /// process group, SIGKILL 5 s later); the round is left out as a
+        /// failed one, e.g. 90s, 5m [default: no limit].
+        #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+        timeout: Option<Duration>,
         /// The measurement: a command that prints an ibprobe.report/1 or
         /// ibprobe.stream/1 JSON report on stdout (ibprobe ... --json).
         #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -243,7 +257,8 @@ pub enum Cmd {
         pidfile: Option<PathBuf>,
     },
     /// Run CMD inside a cpuset of PROFILE, with its CPU affinity and NUMA
-    /// memory policy (and SCHED_FIFO with --fifo).
+    /// memory policy (and SCHED_FIFO with --fifo). This machine only: it
+    /// refuses --root, whose cgroups and CPUs are not where CMD would run.
     Run {
         /// Profile file or name.
         profile: PathBuf,
@@ -272,6 +287,10 @@ pub fn main_with(cli: Cli) -> i32 {
 
 fn dispatch(cli: Cli) -> Result<i32> {
     let root = HostRoot::new(&cli.root)?;
+    let state_dir = cli
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| journal::default_state_dir(&root));
     match cli.cmd {
         Cmd::Show { json, profile } => {
             let host = host::discover(&root)?;
@@ -352,7 +371,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Err(code) => return Ok(code),
             };
             let (_, plan) = plan_for(&profile, &root)?;
-            let journal = Journal::open(&cli.state_dir)?;
+            let journal = Journal::open(&state_dir)?;
             let opts = ApplyOptions {
                 exe: std::env::current_exe().context("cannot find the ibtune executable")?,
                 fault: None,
@@ -400,10 +419,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Ok(l) => l,
                 Err(code) => return Ok(code),
             };
-            let journal = Journal::open(&cli.state_dir)?;
-            // A damaged or edited journal is bad input (exit 2): nothing is
-            // undone from it.
-            journal.records()?;
+            let journal = Journal::open(&state_dir)?;
+            // A damaged or edited journal, or one of another root, is bad
+            // input (exit 2): nothing is undone from it.
+            journal.records_for(&root)?;
             match engine::revert(&root, &journal) {
                 Ok(rep) => {
                     if json.json {
@@ -420,15 +439,15 @@ fn dispatch(cli: Cli) -> Result<i32> {
                             rep.archived.as_deref().unwrap_or("-")
                         );
                     } else {
-                        println!(
-                            "nothing to revert: no journal in {}",
-                            cli.state_dir.display()
-                        );
+                        println!("nothing to revert: no journal in {}", state_dir.display());
                     }
                     Ok(exit::OK)
                 }
                 Err(e) => {
-                    eprintln!("ibtune revert: {e:#}; the journal is kept, fix the cause and run revert again");
+                    eprintln!(
+                        "ibtune revert: {e:#}; the journal is kept: fix that, then run `{}` again",
+                        revert_command(root.dir(), &state_dir)
+                    );
                     Ok(exit::INCOMPLETE)
                 }
             }
@@ -442,6 +461,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             json,
             plot,
             quiet,
+            timeout,
             command,
         } => {
             let settings = experiment::Settings {
@@ -456,6 +476,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 },
                 plot,
                 quiet,
+                timeout,
                 command,
             };
             // One lock for the whole experiment: no other ibtune may change
@@ -464,7 +485,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Ok(l) => l,
                 Err(code) => return Ok(code),
             };
-            experiment::run(&settings, &root, &cli.state_dir)
+            experiment::run(&settings, &root, &state_dir)
         }
         Cmd::Hold { us, pidfile } => {
             hold::hold(&root, us, pidfile.as_deref())?;
@@ -476,6 +497,15 @@ fn dispatch(cli: Cli) -> Result<i32> {
             fifo,
             cmd,
         } => {
+            if !root.is_live() {
+                bail!(
+                    "ibtune run starts {} on this machine, and --root {} is a tree, not this machine: its cgroups and CPUs are not where the process would run, so nothing was done. Run it without --root on the host the tree was taken from; `ibtune --root {} plan {}` shows the tree's cpuset {cpuset}",
+                    cmd.first().map_or("the command", String::as_str),
+                    root.dir().display(),
+                    root.dir().display(),
+                    profile.display()
+                );
+            }
             let host = host::discover(&root)?;
             let r = load(&profile, &host, &root)?;
             let cs = r.cpuset(&cpuset).ok_or_else(|| {
@@ -546,6 +576,17 @@ fn watched_cpus(r: &profile::Resolved) -> (Vec<usize>, &'static str) {
         r.cpuset_cpus().iter().map(|x| x as usize).collect(),
         "in a real-time cpuset",
     )
+}
+
+/// `experiment --timeout`: the workspace's duration syntax, above zero.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    match ibhost::duration::parse(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!(
+            "{s:?}: a round needs some time; leave --timeout out for no limit"
+        )),
+        Err(e) => Err(format!("{s:?}: {e}; e.g. --timeout 90s or 5m")),
+    }
 }
 
 /// `--window`: the workspace's duration syntax.

@@ -8,7 +8,7 @@
 
 use super::hold;
 use super::item::{bracketed, Action, Cmp, Status};
-use super::journal::{now, Journal, Record, Restore};
+use super::journal::{now, revert_command, Journal, Record, Restore};
 use super::plan::Plan;
 use crate::host::HostRoot;
 use anyhow::{anyhow, bail, Context, Result};
@@ -56,10 +56,9 @@ pub enum ApplyError {
     /// The plan has items that cannot be applied on this host; nothing was changed.
     #[error("cannot apply: {0}; nothing was changed")]
     Blocked(String),
-    /// Another profile is applied; nothing was changed.
-    #[error(
-        "profile {0:?} is applied (journal {1}); run `ibtune revert` first; nothing was changed"
-    )]
+    /// Another profile is applied; nothing was changed. The profile's
+    /// name, and the command that reverts it.
+    #[error("profile {0:?} is applied; run `{1}` first; nothing was changed")]
     OtherProfile(String, String),
     /// A change failed and everything this run did was undone.
     #[error("{key}: {cause:#}; rolled back the {undone} change(s) made by this run")]
@@ -72,7 +71,7 @@ pub enum ApplyError {
         undone: usize,
     },
     /// A change failed and the rollback failed too: the journal stays for `revert`.
-    #[error("{key}: {cause:#}; rollback also failed ({rollback:#}); the journal is kept: run `ibtune revert`")]
+    #[error("{key}: {cause:#}; rollback also failed ({rollback:#}); the journal is kept: fix that, then run `{revert}`")]
     RollbackFailed {
         /// Item that failed.
         key: String,
@@ -80,6 +79,8 @@ pub enum ApplyError {
         cause: anyhow::Error,
         /// Why the rollback failed.
         rollback: anyhow::Error,
+        /// The command that reverts the journal.
+        revert: String,
     },
     /// Injected crash (tests).
     #[error("injected crash at change {0}")]
@@ -100,12 +101,13 @@ pub fn apply(
     if !blocked.is_empty() {
         return Err(ApplyError::Blocked(blocked.join("; ")));
     }
-    let existing = journal.records()?;
+    // A journal of another root is refused: one state folder, one root.
+    let existing = journal.records_for(root)?;
     if let Some(Record::Begin { profile, .. }) = existing.first() {
         if *profile != plan.profile {
             return Err(ApplyError::OtherProfile(
                 profile.clone(),
-                journal.path().display().to_string(),
+                revert_command(root.dir(), journal.dir()),
             ));
         }
     }
@@ -191,6 +193,7 @@ fn rollback(
             key,
             cause,
             rollback,
+            revert: revert_command(root.dir(), journal.dir()),
         },
     }
 }
@@ -209,9 +212,10 @@ pub struct RevertReport {
 }
 
 /// Restores every journalled value, newest first, then archives the journal.
-/// Idempotent: a second run finds no journal and does nothing.
+/// Idempotent: a second run finds no journal and does nothing. A journal of
+/// another root is refused before anything is undone or archived.
 pub fn revert(root: &HostRoot, journal: &Journal) -> Result<RevertReport> {
-    let records = journal.records()?;
+    let records = journal.records_for(root)?;
     let profile = records.iter().find_map(|r| match r {
         Record::Begin { profile, .. } => Some(profile.clone()),
         _ => None,
@@ -406,7 +410,16 @@ fn undo(root: &HostRoot, r: &Record, created_cgroups: &[&str]) -> Result<()> {
         Record::Dir { path, .. } => {
             if root.is_dir(path) {
                 root.rmdir(path).map_err(|e| {
-                    anyhow!("{e}; if it is a cgroup, move or stop the processes in it and run `ibtune revert` again")
+                    if root.is_live() {
+                        anyhow!("{e}; if it is a cgroup, move or stop the processes in it (its cgroup.procs lists them)")
+                    } else {
+                        // A snapshot's folder holds plain files: name them.
+                        let names = root.list(path);
+                        anyhow!(
+                            "{e}; it holds what this journal did not create, remove that first: {}",
+                            names.iter().take(5).map(|n| format!("{}", root.display_path(&format!("{path}/{n}")).display())).collect::<Vec<_>>().join(", ")
+                        )
+                    }
                 })?;
             }
         }

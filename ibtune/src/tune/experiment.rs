@@ -11,7 +11,7 @@
 
 use super::engine::{self, ApplyError, ApplyOptions};
 use super::item::{Knob, Status};
-use super::journal::Journal;
+use super::journal::{revert_command, Journal};
 use super::plan::{Plan, Summary};
 use crate::host::HostRoot;
 use serde::Serialize;
@@ -134,13 +134,15 @@ pub enum RoundError {
     },
     /// Reverting after the command failed: the journal is kept.
     #[error(
-        "reverting {variant} after the round: {error:#}; the journal is kept: run `ibtune revert`"
+        "reverting {variant} after the round: {error:#}; the journal is kept: fix that, then run `{revert}`"
     )]
     Revert {
         /// The variant's label.
         variant: String,
         /// What revert said.
         error: anyhow::Error,
+        /// The command that reverts the journal.
+        revert: String,
     },
 }
 
@@ -170,6 +172,7 @@ pub fn round<T>(
         engine::revert(root, journal).map_err(|error| RoundError::Revert {
             variant: variant.label.clone(),
             error,
+            revert: revert_command(root.dir(), journal.dir()),
         })?;
     }
     match out {

@@ -7,12 +7,20 @@
 //! happened is harmless to undo: it writes back the value that is already
 //! there.
 //!
-//! Layout under `--state-dir` (default `/var/lib/ibtune`):
+//! A state folder holds the journal of one host root only: the `begin`
+//! record names the root it was written for, and [`Journal::records_for`]
+//! refuses a journal of another root before anything is undone from it.
+//! So the default folder is per root ([`default_state_dir`]):
+//! `/var/lib/ibtune` for the live host, a folder under
+//! `/var/lib/ibtune/roots/` named after the canonical path for `--root DIR`.
+//!
+//! Layout under `--state-dir`:
 //! - `journal.jsonl`: the open journal, one [`Record`] per line;
 //! - `journal-<unix time>.reverted.jsonl`: journals already reverted;
 //! - `lock`: held with `flock` while apply or revert runs;
 //! - `hold.pid`, `hold.pid.log`: the cpu_dma_latency holder.
 
+use crate::host::HostRoot;
 use anyhow::{bail, Context, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -174,6 +182,24 @@ impl Journal {
         read_checked(&self.path(), Some(&self.dir))
     }
 
+    /// [`Journal::records`], refused unless the journal was written for
+    /// `root`: undoing a journal on another root would write one tree's
+    /// originals into another and leave the first changed with no journal.
+    pub fn records_for(&self, root: &HostRoot) -> Result<Vec<Record>> {
+        let records = self.records()?;
+        if let Some(Record::Begin { root: theirs, .. }) = records.first() {
+            let ours = root.dir().display().to_string();
+            if *theirs != ours {
+                bail!(
+                    "journal {} was written for host root {theirs}, not for this run's root {ours}: nothing was changed and the journal is kept. Revert it on its own root with `{}`; give each root its own --state-dir (the default is one per root)",
+                    self.path().display(),
+                    revert_command(Path::new(theirs), &self.dir)
+                );
+            }
+        }
+        Ok(records)
+    }
+
     /// Appends a record and makes it durable before returning.
     pub fn append(&self, r: &Record) -> Result<()> {
         let path = self.path();
@@ -227,6 +253,87 @@ impl Journal {
             File::open(&self.dir).and_then(|d| d.sync_all())?;
         }
         Ok(())
+    }
+}
+
+/// The live host's state folder.
+pub const LIVE_STATE_DIR: &str = "/var/lib/ibtune";
+
+/// The state folder of `root` when `--state-dir` is not given:
+/// [`LIVE_STATE_DIR`] for the live host; for a snapshot a folder of its
+/// own under `LIVE_STATE_DIR/roots/`, named after the root's canonical path
+/// (`/srv/fx-1` -> `srv-fx\x2d1`, as `systemd-escape --path` writes it),
+/// so no two roots ever share a journal and nothing is written into the
+/// tree itself.
+pub fn default_state_dir(root: &HostRoot) -> PathBuf {
+    state_dir_of(root.dir())
+}
+
+/// [`default_state_dir`] of a canonical root path.
+fn state_dir_of(root: &Path) -> PathBuf {
+    if root == Path::new("/") {
+        return PathBuf::from(LIVE_STATE_DIR);
+    }
+    Path::new(LIVE_STATE_DIR)
+        .join("roots")
+        .join(escape_path(&root.display().to_string()))
+}
+
+/// `systemd-escape --path`: `/` between names becomes `-`, anything but
+/// ASCII letters, digits, `_` and a non-leading `.` becomes `\xNN`. A name
+/// longer than a file name may be is cut, with a hash of the whole path.
+fn escape_path(path: &str) -> String {
+    let trimmed = path.trim_matches('/');
+    let mut out = String::new();
+    for (i, b) in trimmed.bytes().enumerate() {
+        match b {
+            b'/' => out.push('-'),
+            b'.' if i > 0 => out.push('.'),
+            b if b.is_ascii_alphanumeric() || b == b'_' => out.push(b as char),
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    if out.is_empty() {
+        out.push('-');
+    }
+    const MAX: usize = 200;
+    if out.len() > MAX {
+        // FNV-1a: stable across releases, unlike the std hasher.
+        let h = path.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut cut = MAX - 17;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out = format!("{}-{h:016x}", &out[..cut]);
+    }
+    out
+}
+
+/// The command that reverts the journal of `root` kept in `state`, as a
+/// user types it: `ibtune [--root DIR] [--state-dir DIR] revert`, the
+/// options left out where they are the defaults.
+pub fn revert_command(root: &Path, state: &Path) -> String {
+    let mut cmd = String::from("ibtune");
+    if root != Path::new("/") {
+        cmd += &format!(" --root {}", shell_word(&root.display().to_string()));
+    }
+    if state != state_dir_of(root) {
+        cmd += &format!(" --state-dir {}", shell_word(&state.display().to_string()));
+    }
+    cmd + " revert"
+}
+
+/// `s` quoted for a shell when it needs it.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+=:@,".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -449,6 +556,46 @@ mod tests {
         fs::write(j.path(), text).unwrap();
         let e = j.records().unwrap_err().to_string();
         assert!(e.contains("line 2") && e.contains("pidfile"), "{e}");
+    }
+
+    #[test]
+    fn state_dirs_are_one_per_root() {
+        assert_eq!(escape_path("/srv/fx-1/a.b"), "srv-fx\\x2d1-a.b");
+        assert_eq!(escape_path("/.x"), "\\x2ex");
+        let long = format!("/{}", "é".repeat(300));
+        let e = escape_path(&long);
+        assert!(
+            e.len() <= 200 && e != escape_path(&format!("{long}x")),
+            "{e}"
+        );
+        assert_eq!(state_dir_of(Path::new("/")), Path::new(LIVE_STATE_DIR));
+        // A snapshot's default is its own, never the live host's.
+        let tree = tempfile::tempdir().unwrap();
+        let root = HostRoot::new(tree.path()).unwrap();
+        let own = default_state_dir(&root);
+        assert!(
+            own.starts_with("/var/lib/ibtune/roots/"),
+            "{}",
+            own.display()
+        );
+        assert_ne!(own, default_state_dir(&HostRoot::live()));
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(
+            own,
+            default_state_dir(&HostRoot::new(other.path()).unwrap())
+        );
+        assert_eq!(
+            revert_command(Path::new("/srv/a b"), Path::new("/tmp/st")),
+            "ibtune --root '/srv/a b' --state-dir /tmp/st revert"
+        );
+        assert_eq!(
+            revert_command(Path::new("/srv/fx"), &state_dir_of(Path::new("/srv/fx"))),
+            "ibtune --root /srv/fx revert"
+        );
+        assert_eq!(
+            revert_command(Path::new("/"), Path::new(LIVE_STATE_DIR)),
+            "ibtune revert"
+        );
     }
 
     #[test]
