@@ -73,6 +73,45 @@ pub fn type_name(t: std::fs::FileType) -> &'static str {
 /// between the check and the read cannot get past it; at most `limit + 1`
 /// bytes are read, so a file that grows while read is refused too.
 pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, SmallFileError> {
+    let (f, len) = open_regular(path)?;
+    if len > limit {
+        return Err(SmallFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    read_capped(path, f, len, limit)
+}
+
+/// Reads a kernel pseudo-file (`/proc`, `/sys`, tracefs) whole, as text,
+/// with the same guarantees as [`read_small`] except the size check:
+/// these files say they are 0 (or 4096) bytes long whatever they hold, so
+/// only the bytes actually read count against `limit`.
+///
+/// Why it exists: a probe reads `/proc/interrupts`, `numa_node`, hugepage
+/// counts...; a path built from a device name or a test's fake root can
+/// still be a FIFO or a huge file, and must be refused like any other.
+/// The error is an `io::Error` (what these callers already return) whose
+/// text names the path.
+pub fn read_pseudo(path: &Path, limit: u64) -> std::io::Result<String> {
+    let text = open_regular(path)
+        .and_then(|(f, _)| read_capped(path, f, 0, limit))
+        .and_then(|bytes| utf8(path, bytes));
+    text.map_err(|e| match e {
+        SmallFileError::Io { source, .. } => {
+            std::io::Error::new(source.kind(), format!("{}: {source}", path.display()))
+        }
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+    })
+}
+
+/// The most a pseudo-file read through [`read_pseudo`] may hold by
+/// default: 1 MiB (`/proc/interrupts` of a 1,024-CPU host is ~600 KiB).
+pub const MAX_PSEUDO_FILE: u64 = 1 << 20;
+
+/// `path` opened for reading without blocking, if it is a regular file,
+/// with its length as the descriptor's metadata gives it.
+fn open_regular(path: &Path) -> Result<(std::fs::File, u64), SmallFileError> {
     let io = |source| SmallFileError::Io {
         path: path.to_path_buf(),
         source,
@@ -89,25 +128,37 @@ pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, SmallFileError> {
             kind: type_name(meta.file_type()),
         });
     }
-    let too_large = || SmallFileError::TooLarge {
-        path: path.to_path_buf(),
-        limit,
-    };
-    if meta.len() > limit {
-        return Err(too_large());
-    }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    f.take(limit + 1).read_to_end(&mut buf).map_err(io)?;
+    Ok((f, meta.len()))
+}
+
+/// At most `limit` bytes of `f` (`len`: the size it claims, a capacity
+/// hint); more is [`SmallFileError::TooLarge`].
+fn read_capped(
+    path: &Path,
+    f: std::fs::File,
+    len: u64,
+    limit: u64,
+) -> Result<Vec<u8>, SmallFileError> {
+    let mut buf = Vec::with_capacity(usize::try_from(len.min(limit)).unwrap_or(0));
+    f.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|source| SmallFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if buf.len() as u64 > limit {
-        return Err(too_large());
+        return Err(SmallFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
     }
     Ok(buf)
 }
 
-/// [`read_small`] as UTF-8 text; invalid UTF-8 is an error that does not
-/// quote the bytes.
-pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError> {
-    String::from_utf8(read_small(path, limit)?).map_err(|e| SmallFileError::Io {
+/// `bytes` as UTF-8 text; invalid UTF-8 is an error that does not quote
+/// the bytes.
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, SmallFileError> {
+    String::from_utf8(bytes).map_err(|e| SmallFileError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -117,6 +168,12 @@ pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError
             ),
         ),
     })
+}
+
+/// [`read_small`] as UTF-8 text; invalid UTF-8 is an error that does not
+/// quote the bytes.
+pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError> {
+    utf8(path, read_small(path, limit)?)
 }
 
 /// `message` (a parser's error about a file's text) without the parts it
@@ -209,5 +266,22 @@ mod tests {
         let e = read_small_text(&f, 10).unwrap_err();
         assert!(e.to_string().contains("not UTF-8"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn pseudo_files_count_the_bytes_read_not_the_size_they_claim() {
+        // procfs says 0 bytes; the text is read anyway.
+        let version = read_pseudo(Path::new("/proc/self/status"), MAX_PSEUDO_FILE).unwrap();
+        assert!(
+            version.contains("VmHWM") || version.contains("Name:"),
+            "{version}"
+        );
+        let e = read_pseudo(Path::new("/proc/self/status"), 8).unwrap_err();
+        assert!(e.to_string().contains("larger than 8 bytes"), "{e}");
+        let e = read_pseudo(Path::new("/dev/zero"), 8).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let e = read_pseudo(Path::new("/proc/absent-file"), 8).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("/proc/absent-file"), "{e}");
     }
 }
