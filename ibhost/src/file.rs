@@ -86,28 +86,39 @@ pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, SmallFileError> {
 /// Reads a kernel pseudo-file (`/proc`, `/sys`, tracefs) whole, as text,
 /// with the same guarantees as [`read_small`] except the size check:
 /// these files say they are 0 (or 4096) bytes long whatever they hold, so
-/// only the bytes actually read count against `limit`.
+/// only the bytes actually read count against `limit`. It reads 4 KiB at
+/// a time: some tracefs files (osnoise/cpus on 6.1) answer EINVAL to a
+/// larger first read. Bytes that are not UTF-8 become U+FFFD.
 ///
 /// Why it exists: a probe reads `/proc/interrupts`, `numa_node`, hugepage
 /// counts...; a path built from a device name or a test's fake root can
 /// still be a FIFO or a huge file, and must be refused like any other.
-/// The error is an `io::Error` (what these callers already return) whose
-/// text names the path.
-pub fn read_pseudo(path: &Path, limit: u64) -> std::io::Result<String> {
-    let text = open_regular(path)
-        .and_then(|(f, _)| read_capped(path, f, 0, limit))
-        .and_then(|bytes| utf8(path, bytes));
-    text.map_err(|e| match e {
-        SmallFileError::Io { source, .. } => {
-            std::io::Error::new(source.kind(), format!("{}: {source}", path.display()))
-        }
-        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
-    })
+/// The error is an `io::Error` (what these callers already return) of the
+/// same kind as the failure, whose text names the path.
+pub fn read_pseudo(path: impl AsRef<Path>, limit: u64) -> std::io::Result<String> {
+    let path = path.as_ref();
+    let bytes = open_regular(path).and_then(|(f, _)| read_chunked(path, f, limit));
+    match bytes {
+        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        Err(SmallFileError::Io { source, .. }) => Err(std::io::Error::new(
+            source.kind(),
+            format!("{}: {source}", path.display()),
+        )),
+        Err(other) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            other.to_string(),
+        )),
+    }
 }
 
-/// The most a pseudo-file read through [`read_pseudo`] may hold by
-/// default: 1 MiB (`/proc/interrupts` of a 1,024-CPU host is ~600 KiB).
+/// The most a pseudo-file read through [`read_pseudo`] may hold unless
+/// its caller says otherwise: 1 MiB (a sysfs value is one line).
 pub const MAX_PSEUDO_FILE: u64 = 1 << 20;
+
+/// The most a per-CPU kernel table may hold (`/proc/interrupts`,
+/// `/proc/cpuinfo`): 16 MiB. `/proc/interrupts` of a 1,024-CPU host with
+/// 1,000 IRQs is about 11 MiB (11 characters per CPU and IRQ).
+pub const MAX_PROC_TABLE: u64 = 16 << 20;
 
 /// `path` opened for reading without blocking, if it is a regular file,
 /// with its length as the descriptor's metadata gives it.
@@ -129,6 +140,32 @@ fn open_regular(path: &Path) -> Result<(std::fs::File, u64), SmallFileError> {
         });
     }
     Ok((f, meta.len()))
+}
+
+/// `f` read 4 KiB at a time; more than `limit` bytes is
+/// [`SmallFileError::TooLarge`].
+fn read_chunked(path: &Path, mut f: std::fs::File, limit: u64) -> Result<Vec<u8>, SmallFileError> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(SmallFileError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+        if out.len() as u64 > limit {
+            return Err(SmallFileError::TooLarge {
+                path: path.to_path_buf(),
+                limit,
+            });
+        }
+    }
 }
 
 /// At most `limit` bytes of `f` (`len`: the size it claims, a capacity
@@ -271,16 +308,16 @@ mod tests {
     #[test]
     fn pseudo_files_count_the_bytes_read_not_the_size_they_claim() {
         // procfs says 0 bytes; the text is read anyway.
-        let version = read_pseudo(Path::new("/proc/self/status"), MAX_PSEUDO_FILE).unwrap();
+        let version = read_pseudo("/proc/self/status", MAX_PSEUDO_FILE).unwrap();
         assert!(
             version.contains("VmHWM") || version.contains("Name:"),
             "{version}"
         );
-        let e = read_pseudo(Path::new("/proc/self/status"), 8).unwrap_err();
+        let e = read_pseudo("/proc/self/status", 8).unwrap_err();
         assert!(e.to_string().contains("larger than 8 bytes"), "{e}");
-        let e = read_pseudo(Path::new("/dev/zero"), 8).unwrap_err();
+        let e = read_pseudo("/dev/zero", 8).unwrap_err();
         assert!(e.to_string().contains("character device"), "{e}");
-        let e = read_pseudo(Path::new("/proc/absent-file"), 8).unwrap_err();
+        let e = read_pseudo("/proc/absent-file", 8).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
         assert!(e.to_string().contains("/proc/absent-file"), "{e}");
     }

@@ -78,7 +78,7 @@ impl Ctx<'_> {
 }
 
 fn default_hostname() -> String {
-    ibhost::file::read_pseudo(std::path::Path::new("/proc/sys/kernel/hostname"), 4096)
+    ibhost::file::read_pseudo("/proc/sys/kernel/hostname", 4096)
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
