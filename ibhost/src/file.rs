@@ -3,9 +3,13 @@
 //!
 //! Why it exists: a path in a config file may point at a FIFO (opening it
 //! waits for a writer for ever), a device (`/dev/zero` never ends) or a
-//! huge file. ibexporter's config, web config, TLS files and ibprobe's
-//! mesh secret are all read through [`read_small`], so each of them is
-//! refused the same way, quickly, and without echoing what the file holds.
+//! huge file. ibexporter's config, web config, TLS files and file_sd
+//! pinglists, ibprobe's mesh secret and saved reports are all read through
+//! [`read_small`], so each of them is refused the same way, quickly, and
+//! without echoing what the file holds; kernel pseudo-files (`/proc`,
+//! `/sys`, tracefs) go through [`read_pseudo`], the same checks with the
+//! cap on the bytes read. `tests/tests/bounded_reads.rs` fails on a read
+//! of a path anywhere else.
 
 use std::fs::OpenOptions;
 use std::io::Read;
