@@ -332,7 +332,7 @@ impl ClusterPlan {
             PlanKind::Full => out.extend(
                 (0..self.names.len() as MemberId)
                     .filter(|&x| self.rack_of(x) != a)
-                    .map(|x| (x, (x - MemberId::from(x > m)) as usize)),
+                    .map(|x| (x, Self::full_position(m, x))),
             ),
             PlanKind::RackMesh => {
                 let own = self.racks[a].members.len() - 1;
