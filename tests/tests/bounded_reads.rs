@@ -184,9 +184,30 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The workspace's members as its `Cargo.toml` lists them.
+fn workspace_members(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("members"))
+        .expect("a members = [...] line in the workspace Cargo.toml");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(String::from)
+        .collect()
+}
+
 #[test]
 fn every_file_read_goes_through_a_bounded_reader() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // A new crate is scanned too: every member is in CRATES or is `tests`.
+    for m in workspace_members(root) {
+        assert!(
+            CRATES.contains(&m.as_str()) || m == "tests",
+            "workspace member {m} is not scanned: add it to CRATES"
+        );
+    }
     let mut by_file: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
     for c in CRATES {
         let mut files = Vec::new();
