@@ -127,7 +127,7 @@ fn v2_payload_len(header: &[u8], total: usize) -> Result<usize, String> {
 /// significant digits (hdrhistogram's `new_with_bounds`), or None for a
 /// range it refuses.
 fn counts_len(low: u64, high: u64, digits: u32) -> Option<usize> {
-    if low < 1 || low > u64::MAX / 2 || high < 2 * low || digits > 5 {
+    if !(1..=u64::MAX / 2).contains(&low) || high < 2 * low || digits > 5 {
         return None;
     }
     let unit_magnitude = 63 - low.leading_zeros();
