@@ -136,7 +136,7 @@ impl DaemonOptions {
 
 /// This host's name, for the `source` label.
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    ibhost::file::read_pseudo("/proc/sys/kernel/hostname", 4096)
         .map(|s| s.trim().to_string())
         .ok()
         .filter(|s| !s.is_empty())

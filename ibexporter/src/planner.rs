@@ -72,12 +72,7 @@ pub fn current_epoch(interval: std::time::Duration) -> u64 {
 pub fn run(req: &PlanRequest) -> Result<String, String> {
     let members = match &req.input {
         Input::FileSd(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                format!(
-                    "{}: cannot read the pinglist: {e}; give a file_sd JSON file",
-                    p.display()
-                )
-            })?;
+            let text = crate::targets::file_sd::read_pinglist(p)?;
             plan_members(p, &text, &req.plan.rack_label)?
         }
         Input::Simulate { hosts, racks } => {

@@ -328,3 +328,48 @@ fn the_cluster_report_and_its_mistakes() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("rack-mesh"));
 }
+
+/// One rack of 10,000 members: the report (round load, every failure's
+/// simulation with the default 1,000 trials) completes well within a
+/// minute even unoptimised; the simulation walks only the cross-rack
+/// parts of each round, not the rack's 10,000 x 9,999 pairs per trial.
+#[test]
+fn one_rack_of_ten_thousand_is_planned_in_bounded_time() {
+    let t = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .args(["plan", "--simulate", "--hosts", "10000", "--racks", "1"])
+        .args(["--plan", "rack-mesh", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The output is read on a thread so a full pipe cannot stall the child.
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).map(|_| s)
+    });
+    let deadline = t + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("plan of one rack of 10,000 still running after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    eprintln!("one rack of 10,000: {:.1} s", t.elapsed().as_secs_f64());
+    assert!(status.success(), "{status:?}");
+    let v: serde_json::Value = serde_json::from_str(&reader.join().unwrap().unwrap()).unwrap();
+    assert_eq!(v["figures"]["hosts"], 10000);
+    assert_eq!(v["round"]["min_targets"], 9999);
+    assert_eq!(v["round"]["max_targets"], 9999);
+    assert_eq!(v["round"]["max_inbound"], 9999);
+    let dead_host = &v["detection"][0];
+    assert_eq!(dead_host["failure"], "dead-host");
+    assert_eq!(dead_host["trials"], 1000);
+    assert_eq!(dead_host["within_bound"], 1.0, "{dead_host}");
+}

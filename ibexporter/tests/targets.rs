@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn cfg(text: &str) -> Config {
     config::parse(text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
 }
@@ -237,6 +239,108 @@ fn missing_pinglist_is_an_error_not_a_crash() {
         r.errors
     );
     assert!(set.current().is_empty());
+}
+
+/// `mkfifo PATH`.
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_fifo_or_a_device_as_pinglist_is_refused_without_waiting_or_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.json");
+    mkfifo(&fifo);
+    let zero = dir.path().join("zero.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for (p, kind) in [(fifo, "a FIFO"), (zero, "a character device")] {
+        // In a thread: a refresh that blocks (opening a FIFO waits for a
+        // writer) or reads for ever (/dev/zero) fails the test instead of
+        // hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = file_sd_cfg(&p, "1h");
+        std::thread::spawn(move || {
+            let mut set = TargetSet::new(&c);
+            let r = set.refresh();
+            let _ = tx.send((r.errors, set.current().len()));
+        });
+        let (errors, targets) = rx
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|_| panic!("{}: refresh still running after 5 s", p.display()));
+        assert_eq!(targets, 0);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let m = &errors[0].message;
+        assert!(m.contains(&p.display().to_string()), "{m}");
+        assert!(m.contains(kind), "{m}");
+        assert!(!m.contains('\n'), "{m}");
+    }
+}
+
+#[test]
+fn plan_refuses_a_fifo_as_file_sd_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pinglist.json");
+    mkfifo(&fifo);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+        .args(["plan", "--file-sd"])
+        .arg(&fifo)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_for(&mut child, Duration::from_secs(10));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let status = status.unwrap_or_else(|| panic!("plan --file-sd FIFO still running after 10 s"));
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&fifo.display().to_string()) && err.contains("a FIFO"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_exporter_with_a_fifo_pinglist_still_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pinglist.json");
+    mkfifo(&fifo);
+    let conf = dir.path().join("ibexporter.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "[targets]\n[[targets.file_sd]]\npath = {:?}\nrefresh = \"100ms\"\n",
+            fifo.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut server = common::start(&["--config", conf.to_str().unwrap()]);
+    // Long enough for the targets thread to have met the FIFO a few times.
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = server.child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(sent.unwrap().success());
+    let status = wait_for(&mut server.child, Duration::from_secs(10))
+        .expect("ibexporter ignored SIGTERM for 10 s with a FIFO as pinglist");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// `child`'s exit status if it exits within `limit`; else it is killed
+/// (and reaped) and the answer is None.
+fn wait_for(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }
 
 #[test]

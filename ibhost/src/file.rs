@@ -3,9 +3,13 @@
 //!
 //! Why it exists: a path in a config file may point at a FIFO (opening it
 //! waits for a writer for ever), a device (`/dev/zero` never ends) or a
-//! huge file. ibexporter's config, web config, TLS files and ibprobe's
-//! mesh secret are all read through [`read_small`], so each of them is
-//! refused the same way, quickly, and without echoing what the file holds.
+//! huge file. ibexporter's config, web config, TLS files and file_sd
+//! pinglists, ibprobe's mesh secret and saved reports are all read through
+//! [`read_small`], so each of them is refused the same way, quickly, and
+//! without echoing what the file holds; kernel pseudo-files (`/proc`,
+//! `/sys`, tracefs) go through [`read_pseudo`], the same checks with the
+//! cap on the bytes read. `tests/tests/bounded_reads.rs` fails on a read
+//! of a path anywhere else.
 
 use std::fs::OpenOptions;
 use std::io::Read;
@@ -73,6 +77,56 @@ pub fn type_name(t: std::fs::FileType) -> &'static str {
 /// between the check and the read cannot get past it; at most `limit + 1`
 /// bytes are read, so a file that grows while read is refused too.
 pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, SmallFileError> {
+    let (f, len) = open_regular(path)?;
+    if len > limit {
+        return Err(SmallFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    read_capped(path, f, len, limit)
+}
+
+/// Reads a kernel pseudo-file (`/proc`, `/sys`, tracefs) whole, as text,
+/// with the same guarantees as [`read_small`] except the size check:
+/// these files say they are 0 (or 4096) bytes long whatever they hold, so
+/// only the bytes actually read count against `limit`. It reads 4 KiB at
+/// a time: some tracefs files (osnoise/cpus on 6.1) answer EINVAL to a
+/// larger first read. Bytes that are not UTF-8 become U+FFFD.
+///
+/// Why it exists: a probe reads `/proc/interrupts`, `numa_node`, hugepage
+/// counts...; a path built from a device name or a test's fake root can
+/// still be a FIFO or a huge file, and must be refused like any other.
+/// The error is an `io::Error` (what these callers already return) of the
+/// same kind as the failure, whose text names the path.
+pub fn read_pseudo(path: impl AsRef<Path>, limit: u64) -> std::io::Result<String> {
+    let path = path.as_ref();
+    let bytes = open_regular(path).and_then(|(f, _)| read_chunked(path, f, limit));
+    match bytes {
+        Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        Err(SmallFileError::Io { source, .. }) => Err(std::io::Error::new(
+            source.kind(),
+            format!("{}: {source}", path.display()),
+        )),
+        Err(other) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            other.to_string(),
+        )),
+    }
+}
+
+/// The most a pseudo-file read through [`read_pseudo`] may hold unless
+/// its caller says otherwise: 1 MiB (a sysfs value is one line).
+pub const MAX_PSEUDO_FILE: u64 = 1 << 20;
+
+/// The most a per-CPU kernel table may hold (`/proc/interrupts`,
+/// `/proc/cpuinfo`): 16 MiB. `/proc/interrupts` of a 1,024-CPU host with
+/// 1,000 IRQs is about 11 MiB (11 characters per CPU and IRQ).
+pub const MAX_PROC_TABLE: u64 = 16 << 20;
+
+/// `path` opened for reading without blocking, if it is a regular file,
+/// with its length as the descriptor's metadata gives it.
+fn open_regular(path: &Path) -> Result<(std::fs::File, u64), SmallFileError> {
     let io = |source| SmallFileError::Io {
         path: path.to_path_buf(),
         source,
@@ -89,25 +143,63 @@ pub fn read_small(path: &Path, limit: u64) -> Result<Vec<u8>, SmallFileError> {
             kind: type_name(meta.file_type()),
         });
     }
-    let too_large = || SmallFileError::TooLarge {
-        path: path.to_path_buf(),
-        limit,
-    };
-    if meta.len() > limit {
-        return Err(too_large());
+    Ok((f, meta.len()))
+}
+
+/// `f` read 4 KiB at a time; more than `limit` bytes is
+/// [`SmallFileError::TooLarge`].
+fn read_chunked(path: &Path, mut f: std::fs::File, limit: u64) -> Result<Vec<u8>, SmallFileError> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(SmallFileError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+        if out.len() as u64 > limit {
+            return Err(SmallFileError::TooLarge {
+                path: path.to_path_buf(),
+                limit,
+            });
+        }
     }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    f.take(limit + 1).read_to_end(&mut buf).map_err(io)?;
+}
+
+/// At most `limit` bytes of `f` (`len`: the size it claims, a capacity
+/// hint); more is [`SmallFileError::TooLarge`].
+fn read_capped(
+    path: &Path,
+    f: std::fs::File,
+    len: u64,
+    limit: u64,
+) -> Result<Vec<u8>, SmallFileError> {
+    let mut buf = Vec::with_capacity(usize::try_from(len.min(limit)).unwrap_or(0));
+    f.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(|source| SmallFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if buf.len() as u64 > limit {
-        return Err(too_large());
+        return Err(SmallFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
     }
     Ok(buf)
 }
 
-/// [`read_small`] as UTF-8 text; invalid UTF-8 is an error that does not
-/// quote the bytes.
-pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError> {
-    String::from_utf8(read_small(path, limit)?).map_err(|e| SmallFileError::Io {
+/// `bytes` as UTF-8 text; invalid UTF-8 is an error that does not quote
+/// the bytes.
+fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String, SmallFileError> {
+    String::from_utf8(bytes).map_err(|e| SmallFileError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -117,6 +209,12 @@ pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError
             ),
         ),
     })
+}
+
+/// [`read_small`] as UTF-8 text; invalid UTF-8 is an error that does not
+/// quote the bytes.
+pub fn read_small_text(path: &Path, limit: u64) -> Result<String, SmallFileError> {
+    utf8(path, read_small(path, limit)?)
 }
 
 /// `message` (a parser's error about a file's text) without the parts it
@@ -209,5 +307,22 @@ mod tests {
         let e = read_small_text(&f, 10).unwrap_err();
         assert!(e.to_string().contains("not UTF-8"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn pseudo_files_count_the_bytes_read_not_the_size_they_claim() {
+        // procfs says 0 bytes; the text is read anyway.
+        let version = read_pseudo("/proc/self/status", MAX_PSEUDO_FILE).unwrap();
+        assert!(
+            version.contains("VmHWM") || version.contains("Name:"),
+            "{version}"
+        );
+        let e = read_pseudo("/proc/self/status", 8).unwrap_err();
+        assert!(e.to_string().contains("larger than 8 bytes"), "{e}");
+        let e = read_pseudo("/dev/zero", 8).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        let e = read_pseudo("/proc/absent-file", 8).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("/proc/absent-file"), "{e}");
     }
 }

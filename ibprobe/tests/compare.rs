@@ -216,3 +216,87 @@ fn two_saved_reports_are_compared_without_a_verdict() {
     let (code, out, err) = compare(&[&a]);
     common::one_line_exit_2(code, &out, &err, &["two saved reports (got 1)"]);
 }
+
+/// `ibprobe compare A B` with its address space limited to 512 MiB (a
+/// decoder that trusted a histogram header claiming 4 GiB would fail to
+/// allocate and abort instead of answering): (exit code, stdout, stderr,
+/// seconds).
+fn compare_in_512_mib(a: &str, b: &str) -> (i32, String, String, f64) {
+    let mut c = std::process::Command::new("sh");
+    c.args([
+        "-c",
+        "ulimit -v 524288 && exec \"$0\" compare \"$1\" \"$2\"",
+    ])
+    .arg(assert_cmd::cargo::cargo_bin("ibprobe"))
+    .args([a, b]);
+    let t = std::time::Instant::now();
+    let (code, out, err) = common::run(&mut c);
+    (code, out, err, t.elapsed().as_secs_f64())
+}
+
+/// A V2 histogram (base64) whose header claims `claimed` payload bytes
+/// over ibprobe's own range, followed by 2 KB of payload; `deflate`: in
+/// its compressed form, the claim inside the compressed stream.
+fn crafted_hdr(claimed: u32, deflate: bool) -> String {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let mut v2 = Vec::new();
+    v2.extend(0x1c84_9313u32.to_be_bytes());
+    v2.extend(claimed.to_be_bytes());
+    v2.extend(0u32.to_be_bytes());
+    v2.extend(3u32.to_be_bytes());
+    v2.extend(1u64.to_be_bytes());
+    v2.extend(100_000_000_000u64.to_be_bytes());
+    v2.extend(1.0f64.to_be_bytes());
+    v2.extend([2u8; 2048]);
+    let bytes = if deflate {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&v2).unwrap();
+        let c = z.finish().unwrap();
+        let mut b = 0x1c84_9314u32.to_be_bytes().to_vec();
+        b.extend((c.len() as u32).to_be_bytes());
+        b.extend(c);
+        b
+    } else {
+        v2
+    };
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A histogram header claiming 4 GiB is refused before anything that
+/// large is allocated, plain or compressed; a FIFO given as a report is
+/// refused at once instead of waiting for a writer.
+#[test]
+fn hostile_saved_reports_are_refused_quickly_and_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = common::ibprobe(&["loopback", "-t", "udp", "--count", "200", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let good = dir.path().join("good.json");
+    std::fs::write(&good, &out).unwrap();
+    let good = good.to_str().unwrap();
+    // The limit leaves room for a real comparison.
+    let (code, _, err, _) = compare_in_512_mib(good, good);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for deflate in [false, true] {
+        let mut bad = doc.clone();
+        bad["distributions"][0]["hdr"] = crafted_hdr(u32::MAX, deflate).into();
+        let p = dir.path().join(format!("claims-4g-{deflate}.json"));
+        std::fs::write(&p, bad.to_string()).unwrap();
+        assert!(std::fs::metadata(&p).unwrap().len() < 64 << 10);
+        let (code, out, err, secs) = compare_in_512_mib(p.to_str().unwrap(), good);
+        common::one_line_exit_2(
+            code,
+            &out,
+            &err,
+            &[p.to_str().unwrap(), "claims 4294967295 payload bytes"],
+        );
+        assert!(secs < 10.0, "took {secs:.1} s");
+    }
+    let fifo = dir.path().join("fifo.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success());
+    let (code, out, err, secs) = compare_in_512_mib(fifo.to_str().unwrap(), good);
+    common::one_line_exit_2(code, &out, &err, &[fifo.to_str().unwrap(), "a FIFO"]);
+    assert!(secs < 10.0, "took {secs:.1} s");
+}

@@ -78,7 +78,7 @@ impl Ctx<'_> {
 }
 
 fn default_hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    ibhost::file::read_pseudo("/proc/sys/kernel/hostname", 4096)
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())

@@ -82,6 +82,25 @@ fn stamp(path: &Path) -> Stamp {
     }
 }
 
+/// The largest pinglist read: 64 MiB. A file_sd entry of one host with
+/// its labels is 100-300 bytes of JSON, so 100,000 hosts fit twice over;
+/// anything larger is not a pinglist (a device, a log named by mistake).
+pub const MAX_PINGLIST: u64 = 64 << 20;
+
+/// A pinglist's text, through the bounded reader: a FIFO or device is
+/// refused without waiting on it, a file over [`MAX_PINGLIST`] without
+/// reading it all. The error is one line naming the path and the fix.
+pub fn read_pinglist(path: &Path) -> Result<String, String> {
+    use ibhost::file::SmallFileError;
+    ibhost::file::read_small_text(path, MAX_PINGLIST).map_err(|e| match e {
+        SmallFileError::Io { source, .. } => format!(
+            "{}: cannot read the pinglist: {source}; check its permissions",
+            path.display()
+        ),
+        other => format!("{other} (a file_sd pinglist is a JSON file)"),
+    })
+}
+
 /// A 1-based (line, column) of a byte offset.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
@@ -316,11 +335,8 @@ impl TargetSource for FileSdWatch {
                     format!("{file}: cannot read the pinglist: {e}; create it or fix targets.file_sd.path"),
                     errors,
                 ),
-                Stamp::Present { .. } => match std::fs::read_to_string(&self.cfg.path) {
-                    Err(e) => self.fail(
-                        format!("{file}: cannot read the pinglist: {e}; check its permissions"),
-                        errors,
-                    ),
+                Stamp::Present { .. } => match read_pinglist(&self.cfg.path) {
+                    Err(m) => self.fail(m, errors),
                     Ok(text) => match parse_pinglist(&self.cfg.path, &text, &self.cfg) {
                         Ok(entries) => {
                             self.entries = entries;

@@ -312,13 +312,47 @@ impl ClusterPlan {
             PlanKind::RackMesh => {
                 let a = self.rack_of(m);
                 out.extend(self.racks[a].members.iter().copied().filter(|&x| x != m));
-                let slots = self.slots(a);
-                let (mut u, stride) = self.first_slot(m, e);
-                while u < slots {
-                    out.push(self.slot_target(a, u, e));
-                    u += stride;
-                }
+                self.each_slot_target(m, e, |x| out.push(x));
             }
+        }
+    }
+
+    /// The members of other racks that `m` probes in epoch `e`, each with
+    /// its position in `m`'s round, into `out` (cleared first): the part
+    /// of [`ClusterPlan::targets_of`] that crosses `m`'s rack uplink.
+    ///
+    /// Why it exists: the simulation and the round's load need only this
+    /// part; for `rack-mesh` it costs the member's cross-rack slots, not
+    /// its rack's size (a rack of 10,000 would make every caller that
+    /// walks a rack quadratic).
+    pub fn cross_targets_of(&self, m: MemberId, e: u64, out: &mut Vec<(MemberId, usize)>) {
+        out.clear();
+        let a = self.rack_of(m);
+        match self.kind {
+            PlanKind::Full => out.extend(
+                (0..self.names.len() as MemberId)
+                    .filter(|&x| self.rack_of(x) != a)
+                    .map(|x| (x, Self::full_position(m, x))),
+            ),
+            PlanKind::RackMesh => {
+                let own = self.racks[a].members.len() - 1;
+                self.each_slot_target(m, e, |x| out.push((x, own + out.len())));
+            }
+        }
+    }
+
+    /// Calls `f` with each cross-rack target of member `m` in epoch `e`
+    /// (`rack-mesh`), in slot order.
+    fn each_slot_target(&self, m: MemberId, e: u64, mut f: impl FnMut(MemberId)) {
+        let a = self.rack_of(m);
+        let slots = self.slots(a);
+        if slots == 0 {
+            return;
+        }
+        let (mut u, stride) = self.first_slot(m, e);
+        while u < slots {
+            f(self.slot_target(a, u, e));
+            u += stride;
         }
     }
 
@@ -339,7 +373,7 @@ impl ClusterPlan {
             PlanKind::Full => {
                 for p in 0..self.names.len() as MemberId {
                     if p != t {
-                        out.push((p, if p < t { t - 1 } else { t } as usize));
+                        out.push((p, Self::full_position(p, t)));
                     }
                 }
             }
@@ -352,24 +386,55 @@ impl ClusterPlan {
                         out.push((p, (pt - u32::from(pp < pt)) as usize));
                     }
                 }
-                for a in 0..self.racks.len() {
-                    if a == b {
-                        continue;
-                    }
-                    let r = if b < a { b } else { b - 1 } as u64;
-                    let sa = self.racks[a].members.len() as u64;
-                    for j in 0..self.k {
-                        let u = r * self.k + j;
-                        if self.slot_target(a, u, e) != t {
-                            continue;
-                        }
-                        let i = (u + (e % sa) * (self.k % sa)) % sa;
-                        let p = self.racks[a].members[i as usize];
-                        let (u0, stride) = self.first_slot(p, e);
-                        let before = if u > u0 { (u - u0).div_ceil(stride) } else { 0 };
-                        out.push((p, sa as usize - 1 + before as usize));
-                    }
+                self.push_cross_probers(t, e, out);
+            }
+        }
+    }
+
+    /// Who in other racks probes `t` in epoch `e`, with `t`'s position in
+    /// the prober's round, into `out` (cleared first): the part of
+    /// [`ClusterPlan::probers_of`] that crosses `t`'s rack uplink, at the
+    /// cost of the racks' slots towards `t`'s rack (`rack-mesh`), not of
+    /// its rack's size. For simulation.
+    pub fn cross_probers_of(&self, t: MemberId, e: u64, out: &mut Vec<(MemberId, usize)>) {
+        out.clear();
+        let b = self.rack_of(t);
+        match self.kind {
+            PlanKind::Full => out.extend(
+                (0..self.names.len() as MemberId)
+                    .filter(|&p| self.rack_of(p) != b)
+                    .map(|p| (p, Self::full_position(p, t))),
+            ),
+            PlanKind::RackMesh => self.push_cross_probers(t, e, out),
+        }
+    }
+
+    /// `t`'s position in `p`'s round under `full` (every other member in
+    /// index order).
+    fn full_position(p: MemberId, t: MemberId) -> usize {
+        (t - MemberId::from(p < t)) as usize
+    }
+
+    /// Appends to `out` who in other racks probes `t` in epoch `e`
+    /// (`rack-mesh`), with `t`'s position in the prober's round.
+    fn push_cross_probers(&self, t: MemberId, e: u64, out: &mut Vec<(MemberId, usize)>) {
+        let b = self.rack_of(t);
+        for a in 0..self.racks.len() {
+            if a == b {
+                continue;
+            }
+            let r = if b < a { b } else { b - 1 } as u64;
+            let sa = self.racks[a].members.len() as u64;
+            for j in 0..self.k {
+                let u = r * self.k + j;
+                if self.slot_target(a, u, e) != t {
+                    continue;
                 }
+                let i = (u + (e % sa) * (self.k % sa)) % sa;
+                let p = self.racks[a].members[i as usize];
+                let (u0, stride) = self.first_slot(p, e);
+                let before = if u > u0 { (u - u0).div_ceil(stride) } else { 0 };
+                out.push((p, sa as usize - 1 + before as usize));
             }
         }
     }
@@ -545,6 +610,41 @@ mod tests {
             }
         }
         assert_eq!(fwd, back);
+    }
+
+    #[test]
+    fn the_cross_rack_parts_are_those_of_the_whole_rounds() {
+        for (hosts, rack, kind, k) in [
+            (130, 20, PlanKind::RackMesh, 3),
+            (90, 7, PlanKind::RackMesh, 1),
+            (60, 60, PlanKind::RackMesh, 2),
+            (45, 10, PlanKind::Full, 1),
+        ] {
+            let p = ClusterPlan::new(cluster(hosts, rack), kind, k);
+            let (mut whole, mut cross) = (Vec::new(), Vec::new());
+            let (mut pw, mut pc) = (Vec::new(), Vec::new());
+            for e in [0, 5, 977] {
+                for m in 0..hosts as MemberId {
+                    let a = p.rack_of(m);
+                    p.targets_of(m, e, &mut whole);
+                    p.cross_targets_of(m, e, &mut cross);
+                    let want: Vec<(MemberId, usize)> = whole
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &x)| p.rack_of(x) != a)
+                        .map(|(pos, &x)| (x, pos))
+                        .collect();
+                    assert_eq!(
+                        cross, want,
+                        "{hosts}/{rack} {kind:?}: member {m}, epoch {e}"
+                    );
+                    p.probers_of(m, e, &mut pw);
+                    p.cross_probers_of(m, e, &mut pc);
+                    pw.retain(|&(q, _)| p.rack_of(q) != a);
+                    assert_eq!(pc, pw, "{hosts}/{rack} {kind:?}: member {m}, epoch {e}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -181,17 +181,15 @@ pub fn detection(plan: &ClusterPlan, t: Timing, f: Failure, trials: usize, seed:
                 let members: Vec<MemberId> = (0..n as MemberId)
                     .filter(|&m| plan.rack_of(m) == a)
                     .collect();
+                // Only the cross-rack parts: walking each member's whole
+                // round would cost the rack's size squared per epoch.
                 first_detection(&clock, t0, e0, 2, clock.c, |e, out| {
                     out.clear();
                     for &m in &members {
-                        plan.targets_of(m, e, &mut scratch);
-                        for (pos, &x) in scratch.iter().enumerate() {
-                            if plan.rack_of(x) != a {
-                                out.push((m, pos));
-                            }
-                        }
-                        plan.probers_of(m, e, &mut scratch2);
-                        out.extend(scratch2.iter().filter(|&&(p, _)| plan.rack_of(p) != a));
+                        plan.cross_targets_of(m, e, &mut scratch);
+                        out.extend(scratch.iter().map(|&(_, pos)| (m, pos)));
+                        plan.cross_probers_of(m, e, &mut scratch2);
+                        out.extend_from_slice(&scratch2);
                     }
                 })
             }
@@ -209,8 +207,8 @@ pub fn detection(plan: &ClusterPlan, t: Timing, f: Failure, trials: usize, seed:
                 first_detection(&clock, t0, e0, pair_rounds + 1, clock.d, |e, out| {
                     out.clear();
                     for (x, y) in [(a, b), (b, a)] {
-                        plan.targets_of(x, e, &mut scratch);
-                        if let Some(pos) = scratch.iter().position(|&z| z == y) {
+                        plan.cross_targets_of(x, e, &mut scratch);
+                        if let Some(&(_, pos)) = scratch.iter().find(|&&(z, _)| z == y) {
                             out.push((x, pos));
                         }
                     }
@@ -266,14 +264,19 @@ pub fn round_load(plan: &ClusterPlan, t: Timing, e: u64) -> RoundLoad {
     let mut covered = vec![false; r * r];
     let mut inbound = vec![0usize; n];
     let (mut lo, mut hi, mut sum) = (usize::MAX, 0usize, 0usize);
-    let mut out = Vec::new();
+    // Every member probes the rest of its rack (both plans): counted, not
+    // walked; only the cross-rack targets are listed.
+    let mut cross = Vec::new();
     for m in 0..n as MemberId {
-        plan.targets_of(m, e, &mut out);
-        lo = lo.min(out.len());
-        hi = hi.max(out.len());
-        sum += out.len();
+        plan.cross_targets_of(m, e, &mut cross);
         let a = plan.rack_of(m);
-        for &x in &out {
+        let own = plan.rack(a).1 - 1;
+        let targets = own + cross.len();
+        lo = lo.min(targets);
+        hi = hi.max(targets);
+        sum += targets;
+        inbound[m as usize] += own;
+        for &(x, _) in &cross {
             inbound[x as usize] += 1;
             covered[a * r + plan.rack_of(x)] = true;
         }

@@ -326,19 +326,17 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// The most bytes read from a saved report (a report with its histograms
-/// is a few tens of KiB).
-const MAX_REPORT: u64 = 64 << 20;
+/// The most bytes read from a saved report: 8 MiB. A report with its
+/// histograms is a few tens of KiB; this bound also bounds the JSON tree
+/// parsed from it (a few times its size).
+const MAX_REPORT: u64 = 8 << 20;
 
 /// One saved report's metrics and, per metric, its 95% sampling interval
 /// inside the run (order statistics of the histogram it carries).
 fn load_saved(path: &std::path::Path) -> Result<(RoundValues, SamplingIntervals), CliError> {
-    use std::io::Read as _;
     let name = path.display();
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_REPORT).read_to_string(&mut text))
-        .map_err(|e| CliError::input(format!("cannot read {name}: {e}")))?;
+    let text = ibhost::file::read_small_text(path, MAX_REPORT)
+        .map_err(|e| CliError::input(format!("{e} (a report saved with --json)")))?;
     let doc: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
         CliError::input(format!(
             "{name} is not a JSON report; save one with e.g. ibprobe loopback -t shm --json > {name}"

@@ -32,10 +32,13 @@ fn cpulist_string(cpus: &[usize]) -> String {
 /// The CPUs the kernel has online (`--trace` measures any of them: the
 /// kernel's threads run there, not this process).
 fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| ibhost::cpulist::parse_list_ordered(s.trim()).ok())
-        .unwrap_or_default()
+    ibhost::file::read_pseudo(
+        "/sys/devices/system/cpu/online",
+        ibhost::file::MAX_PSEUDO_FILE,
+    )
+    .ok()
+    .and_then(|s| ibhost::cpulist::parse_list_ordered(s.trim()).ok())
+    .unwrap_or_default()
 }
 
 /// Parses and checks `--cpus` against the CPUs that may be measured

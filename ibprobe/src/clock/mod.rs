@@ -147,8 +147,9 @@ impl ReadCosts {
         };
         let monotonic_ns = per_read(&tsc::monotonic_raw_ns);
         let tsc_ns = tsc::TSC_AVAILABLE.then(|| per_read(&tsc::rdtsc));
-        let name = std::fs::read_to_string(
+        let name = ibhost::file::read_pseudo(
             "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            ibhost::file::MAX_PSEUDO_FILE,
         )
         .unwrap_or_default();
         ReadCosts::classify(name.trim(), monotonic_ns, tsc_ns)
@@ -295,7 +296,8 @@ impl Clock {
         if !tsc::TSC_AVAILABLE {
             return with_costs(Clock::monotonic_because(Fallback::NoTsc));
         }
-        let cpuinfo = match std::fs::read_to_string("/proc/cpuinfo") {
+        let cpuinfo = match ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
+        {
             Ok(s) => s,
             Err(_) => return with_costs(Clock::monotonic_because(Fallback::NoCpuinfo)),
         };
@@ -629,7 +631,8 @@ mod tests {
 
     #[test]
     fn tsc_is_used_when_flags_allow_and_calibration_is_tight() {
-        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let info = ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
+            .unwrap_or_default();
         let c = Clock::calibrate();
         if tsc::TSC_AVAILABLE && tsc_flags_ok(&info).is_ok() {
             match c.kind() {

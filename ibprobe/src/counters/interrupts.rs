@@ -153,7 +153,7 @@ pub struct InterruptTable {
 impl InterruptTable {
     /// Opens `/proc/interrupts` for `cpus`.
     pub fn open(cpus: &[usize]) -> io::Result<InterruptTable> {
-        let text = std::fs::read_to_string("/proc/interrupts")?;
+        let text = ibhost::file::read_pseudo("/proc/interrupts", ibhost::file::MAX_PROC_TABLE)?;
         let cols = columns(&text, cpus);
         if cols.is_empty() {
             return Err(io::Error::new(

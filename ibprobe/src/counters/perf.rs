@@ -86,7 +86,7 @@ pub struct PerfSet {
 fn why(e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => {
-            let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            let level = ibhost::file::read_pseudo("/proc/sys/kernel/perf_event_paranoid", ibhost::file::MAX_PSEUDO_FILE)
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "unknown".into());
             format!("perf_event_open refused ({e}; kernel.perf_event_paranoid = {level}): lower it to 1 (`sysctl kernel.perf_event_paranoid=1`), run with CAP_PERFMON, or allow perf_event_open in the seccomp profile")

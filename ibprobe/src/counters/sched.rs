@@ -37,7 +37,7 @@ impl SchedFile {
     /// stays bound to it) and checks that it carries the count.
     pub fn open() -> io::Result<SchedFile> {
         let path = "/proc/thread-self/sched";
-        let text = std::fs::read_to_string(path)?;
+        let text = ibhost::file::read_pseudo(path, ibhost::file::MAX_PSEUDO_FILE)?;
         if nr_migrations(&text).is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,

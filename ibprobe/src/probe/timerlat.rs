@@ -151,21 +151,11 @@ fn io_err(path: &Path, source: io::Error) -> TimerlatError {
     }
 }
 
-/// Reads a small tracefs file in 4 KiB reads: some (osnoise/cpus on 6.1)
-/// answer EINVAL to the large first read `fs::read_to_string` makes.
+/// Reads a small tracefs file through the bounded pseudo-file reader
+/// (4 KiB reads: some, osnoise/cpus on 6.1, answer EINVAL to a larger
+/// first read).
 fn read(path: &Path) -> Result<String, TimerlatError> {
-    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(path, e)),
-        }
-    }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    ibhost::file::read_pseudo(path, ibhost::file::MAX_PSEUDO_FILE).map_err(|e| io_err(path, e))
 }
 
 fn write(path: &Path, value: &str) -> Result<(), TimerlatError> {
@@ -192,9 +182,12 @@ pub fn check_timerlat(tracefs: &Path) -> Result<(), TimerlatError> {
         return Ok(());
     }
     Err(TimerlatError::NoTimerlat {
-        release: fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into()),
+        release: ibhost::file::read_pseudo(
+            "/proc/sys/kernel/osrelease",
+            ibhost::file::MAX_PSEUDO_FILE,
+        )
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into()),
         path: path.display().to_string(),
         tracers: tracers.trim().to_string(),
     })

@@ -126,7 +126,7 @@ impl KernelInfo {
 }
 
 fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
+    ibhost::file::read_pseudo(path, ibhost::file::MAX_PSEUDO_FILE)
         .ok()
         .map(|s| s.trim().to_string())
 }

@@ -53,8 +53,8 @@ const fn buckets_to_cover(max: u64) -> usize {
     n
 }
 
-/// Length of the counts array.
-const COUNTS_LEN: usize = (buckets_to_cover(MAX_NS) + 1) << SUB_BUCKET_HALF_MAGNITUDE;
+/// Length of the counts array (28,672: 224 KiB of counts).
+pub const COUNTS_LEN: usize = (buckets_to_cover(MAX_NS) + 1) << SUB_BUCKET_HALF_MAGNITUDE;
 
 /// Bucket index of a value in 1..=MAX_NS (HdrHistogram's `index_for`).
 #[inline(always)]

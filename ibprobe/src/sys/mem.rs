@@ -399,7 +399,7 @@ pub fn huge_page_size() -> usize {
 }
 
 fn meminfo_kb(key: &str) -> Option<usize> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let s = ibhost::file::read_pseudo("/proc/meminfo", ibhost::file::MAX_PSEUDO_FILE).ok()?;
     s.lines()
         .find_map(|l| l.strip_prefix(key))?
         .split_whitespace()
@@ -410,7 +410,7 @@ fn meminfo_kb(key: &str) -> Option<usize> {
 
 /// The error of a failed `MAP_HUGETLB` mmap, with the reservation state.
 fn no_huge_pages(bytes: usize, page: usize, source: io::Error) -> MemError {
-    let nr = std::fs::read_to_string(NR_HUGEPAGES)
+    let nr = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "?".into());
     let free = meminfo_kb("HugePages_Free:").map_or("?".to_string(), |n| n.to_string());
@@ -429,9 +429,12 @@ fn check_node(node: u32) -> Result<(), MemError> {
     if std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists() {
         return Ok(());
     }
-    let online = std::fs::read_to_string("/sys/devices/system/node/online")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "none".into());
+    let online = ibhost::file::read_pseudo(
+        "/sys/devices/system/node/online",
+        ibhost::file::MAX_PSEUDO_FILE,
+    )
+    .map(|s| s.trim().to_string())
+    .unwrap_or_else(|_| "none".into());
     Err(MemError::NoSuchNode { node, online })
 }
 
@@ -442,7 +445,7 @@ fn check_node_hugepages(node: u32, needed: usize, page: usize) -> Result<(), Mem
     );
     let path = format!("{dir}/free_hugepages");
     // Unreadable: let mmap decide (and name nr_hugepages if it fails).
-    let Some(free) = std::fs::read_to_string(&path)
+    let Some(free) = ibhost::file::read_pseudo(&path, ibhost::file::MAX_PSEUDO_FILE)
         .ok()
         .and_then(|s| s.trim().parse::<usize>().ok())
     else {
@@ -465,12 +468,15 @@ fn check_node_hugepages(node: u32, needed: usize, page: usize) -> Result<(), Mem
 /// /sys/class/infiniband/NAME/device/numa_node; `None` when the device
 /// does not say (-1, e.g. Soft-RoCE, or a single-node machine).
 pub fn rdma_device_numa_node(dev: &str) -> Option<u32> {
-    std::fs::read_to_string(format!("/sys/class/infiniband/{dev}/device/numa_node"))
-        .ok()?
-        .trim()
-        .parse::<i64>()
-        .ok()
-        .and_then(|n| u32::try_from(n).ok())
+    ibhost::file::read_pseudo(
+        format!("/sys/class/infiniband/{dev}/device/numa_node"),
+        ibhost::file::MAX_PSEUDO_FILE,
+    )
+    .ok()?
+    .trim()
+    .parse::<i64>()
+    .ok()
+    .and_then(|n| u32::try_from(n).ok())
 }
 
 #[cfg(test)]
@@ -486,7 +492,8 @@ mod tests {
     impl NrHugepages {
         /// Sets the reservation; `None` when this host does not let us.
         fn set(n: usize) -> Option<NrHugepages> {
-            let old = std::fs::read_to_string(NR_HUGEPAGES).ok()?;
+            let old =
+                ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE).ok()?;
             std::fs::write(NR_HUGEPAGES, n.to_string()).ok()?;
             Some(NrHugepages(old.trim().to_string()))
         }
@@ -583,7 +590,8 @@ mod tests {
     #[test]
     fn hugepages_without_a_reservation_name_nr_hugepages() {
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::fs::read_to_string(NR_HUGEPAGES).unwrap_or_default();
+        let now = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
+            .unwrap_or_default();
         // Make sure none is reserved (restored afterwards), or skip if we
         // may not change it and some are.
         let _restore = if now.trim() == "0" {
@@ -595,8 +603,11 @@ mod tests {
             }
         };
         if meminfo_kb("HugePages_Free:") != Some(0)
-            || std::fs::read_to_string("/proc/sys/vm/nr_overcommit_hugepages")
-                .map_or(true, |s| s.trim() != "0")
+            || ibhost::file::read_pseudo(
+                "/proc/sys/vm/nr_overcommit_hugepages",
+                ibhost::file::MAX_PSEUDO_FILE,
+            )
+            .map_or(true, |s| s.trim() != "0")
         {
             return; // pages still free (in use elsewhere) or overcommit on
         }
@@ -619,7 +630,8 @@ mod tests {
     #[test]
     fn hugepages_when_reserved() {
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
-        let before = std::fs::read_to_string(NR_HUGEPAGES).unwrap_or_default();
+        let before = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
+            .unwrap_or_default();
         let want = before.trim().parse::<usize>().unwrap_or(0) + 2;
         let Some(_restore) = NrHugepages::set(want) else {
             return; // not root, or /proc/sys read-only: nothing to test

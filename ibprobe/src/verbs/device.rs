@@ -132,14 +132,18 @@ fn describe(name: &str, ctx: &Arc<DeviceContext>, guid: u64) -> Result<DeviceInf
         .map_err(|e| VerbsError::verbs("ibv_alloc_pd", chain(&e)))?;
     let max_inline_rc = probe_max_inline(ctx, &pd, QpType::Rc);
     let sys = format!("/sys/class/infiniband/{name}/device");
-    let numa_node = std::fs::read_to_string(format!("{sys}/numa_node"))
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .filter(|n| *n >= 0);
-    let local_cpus = std::fs::read_to_string(format!("{sys}/local_cpulist"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+    let numa_node =
+        ibhost::file::read_pseudo(format!("{sys}/numa_node"), ibhost::file::MAX_PSEUDO_FILE)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .filter(|n| *n >= 0);
+    let local_cpus = ibhost::file::read_pseudo(
+        format!("{sys}/local_cpulist"),
+        ibhost::file::MAX_PSEUDO_FILE,
+    )
+    .ok()
+    .map(|s| s.trim().to_string())
+    .filter(|s| !s.is_empty());
     Ok(DeviceInfo {
         name: name.to_string(),
         node_guid: format!(
@@ -226,10 +230,13 @@ fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidIn
         }
         let raw = gid.raw;
         let ipv4_mapped = raw[..10].iter().all(|b| *b == 0) && raw[10] == 0xff && raw[11] == 0xff;
-        let netdev = std::fs::read_to_string(format!(
-            "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
-            e.gid_index()
-        ))
+        let netdev = ibhost::file::read_pseudo(
+            format!(
+                "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
+                e.gid_index()
+            ),
+            ibhost::file::MAX_PSEUDO_FILE,
+        )
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
