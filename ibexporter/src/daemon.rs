@@ -43,8 +43,8 @@ pub struct DaemonOptions {
     pub root: PathBuf,
     /// ibtune profile to watch for drift.
     pub profile: Option<PathBuf>,
-    /// ibtune's state directory.
-    pub state_dir: PathBuf,
+    /// ibtune's state directory (`None`: ibtune's default for `root`).
+    pub state_dir: Option<PathBuf>,
     /// Minimum time between two tuning verifications.
     pub tuning_min_interval: Duration,
     /// The probe engine.
@@ -70,7 +70,7 @@ impl Default for DaemonOptions {
             max_requests: http::DEFAULT_MAX_REQUESTS,
             root: PathBuf::from("/"),
             profile: None,
-            state_dir: PathBuf::from(crate::collect::tuning::DEFAULT_STATE_DIR),
+            state_dir: None,
             tuning_min_interval: crate::collect::tuning::DEFAULT_MIN_INTERVAL,
             engine: EngineConfig::default(),
             local: LocalOptions {

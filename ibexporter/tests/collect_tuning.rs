@@ -34,7 +34,7 @@ fn collector(
 ) -> Arc<TuningCollector> {
     let mut cfg = TuningConfig::new(profile_file);
     cfg.root = fc.root.clone();
-    cfg.state_dir = fc.state.clone();
+    cfg.state_dir = Some(fc.state.clone());
     cfg.min_interval = min_interval;
     Arc::new(TuningCollector::new(cfg))
 }
@@ -158,7 +158,7 @@ fn drift_before_apply_none_after_then_exactly_the_perturbed_item() {
     assert!(irqs.iter().all(|(_, _, v)| v == "0"), "{irqs:?}");
 
     // The drift agrees with ibtune's own verify of the same tree.
-    let report = verify(&fc.root, &prof, &fc.state).unwrap();
+    let report = verify(&fc.root, &prof, Some(&fc.state)).unwrap();
     assert_eq!(
         report.drifted().map(|i| i.key.clone()).collect::<Vec<_>>(),
         drifted
@@ -345,6 +345,6 @@ fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
 
     // A root that is not a host at all.
     let empty = tempfile::tempdir().unwrap();
-    let e = verify(empty.path(), &profile("thesis-2hca"), empty.path()).unwrap_err();
+    let e = verify(empty.path(), &profile("thesis-2hca"), Some(empty.path())).unwrap_err();
     assert!(e.to_string().contains("is not a host root"), "{e}");
 }

@@ -47,10 +47,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// ibtune's default state directory (`ibtune --state-dir`), where the
-/// journal and the holder's pidfile `hold.pid` live.
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/ibtune";
-
 /// Default minimum time between two verifications.
 ///
 /// Why it exists: verify reads a few hundred files (ms); scrapes may come
@@ -67,8 +63,10 @@ pub struct TuningConfig {
     pub profile: PathBuf,
     /// Host root: `/`, or a snapshot directory.
     pub root: PathBuf,
-    /// ibtune's state directory (for the holder's pidfile).
-    pub state_dir: PathBuf,
+    /// ibtune's state directory (for the holder's pidfile); `None`:
+    /// ibtune's own default for `root` (one folder per root, so a
+    /// snapshot is never checked against this machine's holder).
+    pub state_dir: Option<PathBuf>,
     /// Scrapes within this time of the last verification reuse its result.
     pub min_interval: Duration,
 }
@@ -89,7 +87,7 @@ impl TuningConfig {
         TuningConfig {
             profile: profile.into(),
             root: PathBuf::from("/"),
-            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            state_dir: None,
             min_interval: DEFAULT_MIN_INTERVAL,
         }
     }
@@ -164,8 +162,16 @@ impl TuningReport {
 ///
 /// Why it exists: the pure half of [`TuningCollector`]. Fails when the
 /// root is not a host, or the profile cannot be read or resolved there.
-pub fn verify(root: &Path, profile: &Path, state_dir: &Path) -> anyhow::Result<TuningReport> {
+pub fn verify(
+    root: &Path,
+    profile: &Path,
+    state_dir: Option<&Path>,
+) -> anyhow::Result<TuningReport> {
     let root = HostRoot::new(root)?;
+    let state_dir = match state_dir {
+        Some(d) => d.to_path_buf(),
+        None => ibtune::tune::journal::default_state_dir(&root),
+    };
     let host = discover(&root)?;
     let p = Profile::load(profile)?;
     let r = resolve(&p, &host, &root)?;
@@ -270,8 +276,12 @@ impl TuningCollector {
             }
         }
         let start = Instant::now();
-        let result = verify(&self.cfg.root, &self.cfg.profile, &self.cfg.state_dir)
-            .map_err(|e| format!("{e:#}"));
+        let result = verify(
+            &self.cfg.root,
+            &self.cfg.profile,
+            self.cfg.state_dir.as_deref(),
+        )
+        .map_err(|e| format!("{e:#}"));
         let duration = start.elapsed();
         let previous = cache.as_ref();
         let profile = match &result {

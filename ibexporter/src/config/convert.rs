@@ -165,7 +165,11 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
             "empty profile; give a profile file or ibtune profile name, or remove the key to turn the drift watch off",
         )?,
         root: path(&t.root, "tuning.root", "/")?,
-        state_dir: path(&t.state_dir, "tuning.state_dir", "/var/lib/ibtune")?,
+        state_dir: cx.optional_path(
+            &t.state_dir,
+            "tuning.state_dir",
+            "empty state folder; give ibtune's --state-dir, or remove the key for ibtune's default",
+        )?,
         min_interval: match &t.min_interval {
             Some(v) => cx.duration(v, "tuning.min_interval")?,
             None => Duration::from_secs(10),

@@ -56,7 +56,7 @@
 //! [tuning]                       # optional: watch an ibtune profile for drift
 //! profile = "/etc/ibtune/latency.toml"
 //! root = "/"
-//! state_dir = "/var/lib/ibtune"
+//! state_dir = "/var/lib/ibtune"   # default: ibtune's own for root (one folder per root)
 //! min_interval = "10s"
 //! ```
 //!

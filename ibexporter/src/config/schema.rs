@@ -340,8 +340,9 @@ pub struct TuningSettings {
     pub profile: Option<PathBuf>,
     /// Host root (default `/`).
     pub root: PathBuf,
-    /// ibtune's state directory (default `/var/lib/ibtune`).
-    pub state_dir: PathBuf,
+    /// ibtune's state directory (default: ibtune's own for `root`:
+    /// `/var/lib/ibtune` for `/`, `/var/lib/ibtune/roots/NAME` for a snapshot).
+    pub state_dir: Option<PathBuf>,
     /// Scrapes within this time of the last verification reuse it (default 10 s).
     pub min_interval: Duration,
 }
