@@ -998,6 +998,53 @@ mod tests {
     use super::*;
 
     #[test]
+    fn byte_counts_parse_with_binary_units_and_say_what_is_wrong() {
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_bytes(" 256MiB ").unwrap(), 256 << 20);
+        assert_eq!(parse_bytes("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_bytes("1 TiB").unwrap(), 1 << 40);
+        for (s, says) in [
+            ("lots", "unknown unit"),
+            ("5MB", "unknown unit"),
+            ("-1MiB", "unknown unit"),
+            ("99999999999TiB", "does not fit"),
+            ("", "not a byte count"),
+        ] {
+            let e = parse_bytes(s).unwrap_err().0;
+            assert!(e.contains(says), "{s}: {e}");
+        }
+        assert_eq!(show_bytes(256 << 20), "256.0 MiB");
+        assert_eq!(show_bytes(1000), "1000 B");
+    }
+
+    #[test]
+    fn session_memory_counts_every_transport_and_saturates() {
+        let mut huge = StreamSpec {
+            slots: u32::MAX,
+            window: u32::MAX,
+            slot_size: usize::MAX,
+            ..StreamSpec::default()
+        };
+        for t in Transport::ALL {
+            let ch = ChannelSpec::new(*t, usize::MAX);
+            assert_eq!(session_memory(&ch, Some(&huge)), u64::MAX, "{t}");
+            assert_eq!(session_memory(&ch, None), u64::MAX, "{t}");
+        }
+        huge.slot_size = 1 << 20;
+        huge.slots = 4096;
+        huge.window = 4096;
+        // The shm ring: 4096 x 1 MiB both ways, and the queue.
+        let shm = session_memory(&ChannelSpec::new(Transport::Shm, 32), Some(&huge));
+        assert!(shm >= 12 << 30, "{shm}");
+        let d = StreamSpec::default();
+        for t in Transport::ALL {
+            let m = session_memory(&ChannelSpec::new(*t, 32), Some(&d));
+            assert!(m < peer::DEFAULT_MAX_SESSION_MEMORY, "{t}: {m}");
+        }
+    }
+
+    #[test]
     fn model_params_parse_units_presets_and_refusals() {
         let p: ModelParams = "L=5us,os=1us,or=1.5us,g=2us,G=1ns".parse().unwrap();
         assert_eq!(p.ns(), [5000.0, 1000.0, 1500.0, 2000.0, 1.0]);
