@@ -324,6 +324,38 @@ fn sigterm_ends_a_held_stream_wait_and_a_held_handshake_at_once() {
     assert!(took < Duration::from_millis(500), "{took:?}");
 }
 
+/// A child process killed on drop.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn sigterm_ends_a_model_session_at_its_slowest_allowed_within_100_ms() {
+    // 10 ms of o_s, o_r, g and L: 40 ms per message, inside the bound a
+    // server allows; the echo spins through each and looks at the stop
+    // flag between two.
+    let mut server = Server::start("model", &["--forever"]);
+    let _client = Killed(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("ibprobe"))
+            .args(["client", &server.addr, "-t", "model", "--count", "100000"])
+            .args(["--model", "L=10ms,os=10ms,or=10ms,g=10ms,G=0ns"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, took) = sigterm(&mut server, Duration::from_secs(2));
+    eprintln!("SIGTERM in a model session (40 ms per message): exit {code:?} after {took:?}");
+    assert_eq!(code, Some(130));
+    assert!(took < Duration::from_millis(150), "{took:?}");
+}
+
 #[test]
 fn a_trickled_handshake_is_cut_off_at_the_handshake_timeout_in_all() {
     let mut server = Server::start("udp", &["--forever", "--handshake-timeout", "1s"]);
