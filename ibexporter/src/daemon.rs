@@ -25,7 +25,7 @@ use crate::engine::{
 };
 use crate::http::{self, FamilySource, Metrics, WebConfig};
 use ibprobe::probe::auth::Secret;
-use ibprobe::probe::session::ResponderOptions;
+use ibprobe::probe::session::{MemoryCap, ResponderOptions, RESPONDER_MEMORY_KEY};
 use std::net::SocketAddr;
 
 /// Everything a running exporter needs to know.
@@ -55,6 +55,8 @@ pub struct DaemonOptions {
     pub window: Duration,
     /// Where the responder listens (`None`: it is off).
     pub responder: Option<SocketAddr>,
+    /// The memory one responder session may take (bytes).
+    pub responder_memory: u64,
     /// Remote targets and their sources.
     pub targets: TargetsConfig,
     /// Per-peer series limit and the label peers are grouped by above it.
@@ -79,6 +81,7 @@ impl Default for DaemonOptions {
             },
             window: Duration::from_secs(300),
             responder: Some(SocketAddr::from(([0, 0, 0, 0], DEFAULT_RESPONDER_PORT))),
+            responder_memory: ibprobe::spec::peer::DEFAULT_MAX_SESSION_MEMORY,
             targets: Config::default().targets,
             cardinality: Config::default().cardinality,
         }
@@ -98,6 +101,7 @@ impl DaemonOptions {
             tuning_min_interval: c.tuning.min_interval,
             window: c.probe.window,
             responder: c.responder.enabled.then_some(c.responder.bind),
+            responder_memory: c.responder.max_session_memory,
             targets: c.targets.clone(),
             cardinality: c.cardinality.clone(),
             ..DaemonOptions::default()
@@ -219,6 +223,10 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
                 secret: secret.clone(),
                 max_busy: 1,
                 busy: Arc::default(),
+                memory: MemoryCap {
+                    bytes: o.responder_memory,
+                    raise: RESPONDER_MEMORY_KEY,
+                },
             };
             let listener = std::net::TcpListener::bind(bind).with_context(|| {
                 format!("responder: cannot listen on {bind}; free the port or set [responder] bind (enabled = false turns it off)")

@@ -478,3 +478,64 @@ fn check_config_reads_the_files_it_names_and_echoes_none() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(!err.contains("S3cr3t"), "{err}");
 }
+
+/// The responder serves what its docs list (udp, rc, uc, ud): a model
+/// session (which spins a core for as long as its parameters say) is
+/// refused, and so is a session whose buffers exceed `[responder]
+/// max_session_memory`, naming the size and the key; a client within both
+/// is served by the same responder.
+#[test]
+fn the_responder_refuses_the_model_and_sessions_over_its_memory_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ibexporter.toml");
+    std::fs::write(&cfg, "[responder]\nmax_session_memory = \"16KiB\"\n").unwrap();
+    let port = free_port();
+    let r = format!("127.0.0.1:{port}");
+    let _srv = start(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--responder",
+        &r,
+        "--no-probe",
+        "hca,shm,udp,wakeup",
+    ]);
+    let ask = |h: &Hello| {
+        let mut oob = Oob::connect(&r, port, Duration::from_secs(5)).unwrap();
+        let t = Instant::now();
+        let e = oob.handshake(h).expect_err("refused");
+        (e.to_string(), t.elapsed())
+    };
+    let mut model = hello();
+    model.transport = "model".into();
+    model.params = serde_json::json!({ "model": "L=5us,os=1us,or=1us,g=1us,G=0ns" });
+    let (e, took) = ask(&model);
+    eprintln!("responder, model session: refused in {took:?}: {e}");
+    assert!(e.contains("\"model\" is not served here"), "{e}");
+    let mut big = hello();
+    big.size = 65_000;
+    let (e, took) = ask(&big);
+    eprintln!("responder, 65000 B udp echo: refused in {took:?}: {e}");
+    for w in ["127.0 KiB", "16.0 KiB", "[responder] max_session_memory"] {
+        assert!(e.contains(w), "{e} lacks {w}");
+    }
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let (out, _) = client(&r, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The key is checked with the config, before anything starts.
+    for (v, needle) in [("\"lots\"", "unknown unit"), ("\"0B\"", "more than zero")] {
+        let out = check_config(
+            dir.path(),
+            &format!("[responder]\nmax_session_memory = {v}\n"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{v}: {err}");
+        assert!(
+            err.contains("responder.max_session_memory") && err.contains(needle),
+            "{err}"
+        );
+    }
+}

@@ -801,9 +801,248 @@ impl std::str::FromStr for ModelParams {
     }
 }
 
+/// What a peer may ask of a server in its Hello, bounded here, where the
+/// words live, so `ibprobe server` and ibexporter's responder refuse the
+/// same things before anything is allocated, opened or waited on
+/// (`probe/session.rs::admit` applies them). The CLI's own flags are not
+/// bound by these: an operator may ask their own host for more.
+pub mod peer {
+    use std::time::Duration;
+
+    /// Slots per direction of a stream: perftest's deepest queues are
+    /// 8k; 4096 fill any window the measurements here use (64 by default)
+    /// and keep a slot index far from overflow in every product below.
+    pub const MAX_SLOTS: u32 = 4096;
+    /// Messages packed into one slot: more than a 64 KiB datagram of
+    /// 1-byte messages holds (17 B each) is never a batch that fits.
+    pub const MAX_BATCH: u32 = 4096;
+    /// Messages a stream or loggp client may announce as warm-up: a
+    /// count the server only skips, bounded so every product of it stays
+    /// far from u64 overflow.
+    pub const MAX_WARMUP: u64 = 1 << 40;
+    /// The longest `--timeout` a server honours: how long the receiving
+    /// loop keeps a silent stream open (after a vanished client, the
+    /// server is held this long at most); a lost message is declared
+    /// after far less on any network.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(10);
+    /// The longest partial-batch flush timer a Hello may carry: the
+    /// sender's, echoed back; as long as any wait it may cause here.
+    pub const MAX_FLUSH: Duration = MAX_TIMEOUT;
+    /// The longest time a server spends on each message it receives
+    /// (`--consume-delay`, spun): a client cannot make it spin for long
+    /// between two looks at the stop flag.
+    pub const MAX_CONSUME_DELAY: Duration = Duration::from_millis(1);
+    /// The longest a loggp session may stay silent before the server
+    /// ends it (ten of its timeouts, at least 5 s, at most this).
+    pub const MAX_LOGGP_IDLE: Duration = Duration::from_secs(30);
+    /// The longest one message of `--transport model` may keep a server
+    /// busy (o_s + g + G*b + L + o_r, spun without a look at the stop
+    /// flag): a stop is seen within 100 ms between two messages.
+    pub const MAX_MODEL_WAIT: Duration = Duration::from_millis(50);
+    /// The memory a session may ask of a server unless its operator
+    /// raises the cap (`ibprobe server --max-session-memory`, the
+    /// responder's `max_session_memory`): ample for the default stream
+    /// (64 slots of 4 KiB) and for 256 slots of 64 KiB datagrams.
+    pub const DEFAULT_MAX_SESSION_MEMORY: u64 = 256 << 20;
+    /// Model slots held by a receiver before their delivery time
+    /// (`transport/model.rs`, `ModelUdpSlots`), counted in its memory.
+    pub const MODEL_HELD_SLOTS: u64 = 256;
+    /// Arrivals a model channel holds before their delivery time
+    /// (`transport/model.rs`, 16 B each), counted in its memory.
+    pub const MODEL_HELD_MESSAGES: u64 = 1 << 16;
+    /// The slots of a one-message shm ring (`transport/shm.rs`), per
+    /// direction, counted in its memory.
+    pub const SHM_CHANNEL_SLOTS: u64 = 8;
+}
+
+/// A byte count as people write it: `4096`, `64KiB`, `256MiB`, `1GiB`
+/// (binary units; `B` optional). For caps such as `--max-session-memory`.
+pub fn parse_bytes(s: &str) -> Result<u64, SpecError> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" | "K" => 10,
+        "MiB" | "M" => 20,
+        "GiB" | "G" => 30,
+        "TiB" | "T" => 40,
+        u => {
+            return bad(format!(
+                "{s:?}: unknown unit {u:?}; write bytes with B, KiB, MiB, GiB or TiB, e.g. 256MiB"
+            ))
+        }
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        SpecError(format!(
+            "{s:?} is not a byte count; write e.g. 256MiB or 1GiB"
+        ))
+    })?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| SpecError(format!("{s:?} does not fit 64 bits; write a smaller size")))
+}
+
+/// `n` bytes for people: the largest binary unit that keeps one decimal.
+pub fn show_bytes(n: u64) -> String {
+    let units = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    match units.iter().find(|(shift, _)| n >= 1u64 << shift) {
+        Some((shift, u)) => format!("{:.1} {u}", n as f64 / (1u64 << shift) as f64),
+        None => format!("{n} B"),
+    }
+}
+
+impl StreamSpec {
+    /// The bounds of [`peer`] on a stream a client asks a server for,
+    /// beside [`StreamSpec::check`]'s rules (which hold for any stream).
+    pub fn check_peer(&self) -> Result<(), SpecError> {
+        if self.slots > peer::MAX_SLOTS {
+            return bad(format!(
+                "--slots {}: a server serves at most {} slots per direction; lower --slots",
+                self.slots,
+                peer::MAX_SLOTS
+            ));
+        }
+        if self.batch > peer::MAX_BATCH {
+            return bad(format!(
+                "--batch {}: a server serves at most {}; lower --batch",
+                self.batch,
+                peer::MAX_BATCH
+            ));
+        }
+        check_peer_wait("--flush", self.flush.unwrap_or_default(), peer::MAX_FLUSH)
+    }
+}
+
+/// Refuses a wait a peer asks of a server (`flag` names it) longer than
+/// `max`.
+pub fn check_peer_wait(
+    flag: &str,
+    asked: std::time::Duration,
+    max: std::time::Duration,
+) -> Result<(), SpecError> {
+    if asked > max {
+        return bad(format!(
+            "{flag} {asked:?}: a server waits at most {max:?}; lower {flag}"
+        ));
+    }
+    Ok(())
+}
+
+impl ModelParams {
+    /// The longest one message of `bytes` keeps a server busy on this
+    /// model (o_s + g + G*b + L + o_r), saturating.
+    pub fn message_fs(&self, bytes: usize) -> u64 {
+        let wire = self.big_g_fs.saturating_mul(bytes as u64);
+        [self.os_fs, self.g_fs, wire, self.l_fs, self.or_fs]
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(*b))
+    }
+
+    /// Refuses a model a peer asks a server to emulate whose one message
+    /// of `bytes` would keep the server busy past [`peer::MAX_MODEL_WAIT`].
+    pub fn check_peer(&self, bytes: usize) -> Result<(), SpecError> {
+        let fs = self.message_fs(bytes);
+        let max_fs = peer::MAX_MODEL_WAIT.as_nanos() as u64 * 1_000_000;
+        if fs > max_fs {
+            return bad(format!(
+                "--model {self} with {bytes} B messages: one message takes {} ms (o_s + g + G*b + L + o_r), a server emulates at most {:?} per message; use smaller parameters or messages",
+                fs / 1_000_000_000_000,
+                peer::MAX_MODEL_WAIT
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The memory a server spends on one session of `ch` (its own knobs and
+/// the client's size), with `stream` when the client asked for a stream:
+/// the transport's buffers (the shm ring, the verbs slot pools, the model's
+/// held slots) and the receiving loop's queue. An upper estimate from
+/// checked values, in bytes, saturating; what `peer::DEFAULT_MAX_SESSION_MEMORY`
+/// and the operator's cap are compared with.
+pub fn session_memory(ch: &ChannelSpec, stream: Option<&StreamSpec>) -> u64 {
+    let line = |n: u64| n.saturating_add(63) / 64 * 64;
+    let size = ch.size as u64;
+    let v = &ch.verbs;
+    let Some(s) = stream else {
+        return match ch.transport {
+            Transport::Udp => size.saturating_mul(2).saturating_add(1),
+            Transport::Model => size
+                .saturating_mul(2)
+                .saturating_add(peer::MODEL_HELD_MESSAGES * 16),
+            Transport::Shm => {
+                line(size.saturating_add(8)).saturating_mul(2 * peer::SHM_CHANNEL_SLOTS)
+            }
+            Transport::Rc | Transport::Uc | Transport::Ud => line(size.saturating_add(64))
+                .saturating_mul(u64::from(v.sq_depth) + u64::from(v.rq_prepost()) + 1),
+        };
+    };
+    let slot = s.slot_size as u64;
+    // The receiving loop's queue (a window of slots) and its spare slot.
+    let queue = line(slot.max(64)).saturating_mul(u64::from(s.window) + 1);
+    let end = match ch.transport {
+        Transport::Udp => slot.saturating_mul(2),
+        Transport::Model => slot.saturating_mul(peer::MODEL_HELD_SLOTS + 2),
+        Transport::Shm => {
+            line(slot.saturating_add(8)).saturating_mul(2 * u64::from(s.shm_ring_slots()))
+        }
+        Transport::Rc | Transport::Uc | Transport::Ud => {
+            line(slot.saturating_add(64)).saturating_mul(2 * u64::from(s.slots) + 1)
+        }
+    };
+    queue.saturating_add(end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts_parse_with_binary_units_and_say_what_is_wrong() {
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_bytes(" 256MiB ").unwrap(), 256 << 20);
+        assert_eq!(parse_bytes("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_bytes("1 TiB").unwrap(), 1 << 40);
+        for (s, says) in [
+            ("lots", "unknown unit"),
+            ("5MB", "unknown unit"),
+            ("-1MiB", "unknown unit"),
+            ("99999999999TiB", "does not fit"),
+            ("", "not a byte count"),
+        ] {
+            let e = parse_bytes(s).unwrap_err().0;
+            assert!(e.contains(says), "{s}: {e}");
+        }
+        assert_eq!(show_bytes(256 << 20), "256.0 MiB");
+        assert_eq!(show_bytes(1000), "1000 B");
+    }
+
+    #[test]
+    fn session_memory_counts_every_transport_and_saturates() {
+        let mut huge = StreamSpec {
+            slots: u32::MAX,
+            window: u32::MAX,
+            slot_size: usize::MAX,
+            ..StreamSpec::default()
+        };
+        for t in Transport::ALL {
+            let ch = ChannelSpec::new(*t, usize::MAX);
+            assert_eq!(session_memory(&ch, Some(&huge)), u64::MAX, "{t}");
+            assert_eq!(session_memory(&ch, None), u64::MAX, "{t}");
+        }
+        huge.slot_size = 1 << 20;
+        huge.slots = 4096;
+        huge.window = 4096;
+        // The shm ring: 4096 x 1 MiB both ways, and the queue.
+        let shm = session_memory(&ChannelSpec::new(Transport::Shm, 32), Some(&huge));
+        assert!(shm >= 12 << 30, "{shm}");
+        let d = StreamSpec::default();
+        for t in Transport::ALL {
+            let m = session_memory(&ChannelSpec::new(*t, 32), Some(&d));
+            assert!(m < peer::DEFAULT_MAX_SESSION_MEMORY, "{t}: {m}");
+        }
+    }
 
     #[test]
     fn model_params_parse_units_presets_and_refusals() {

@@ -65,6 +65,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// A positive byte count with binary units (`"256MiB"`).
+    fn byte_count(&self, v: &Spanned<String>, key: &str) -> Result<u64, ConfigError> {
+        match ibprobe::spec::parse_bytes(v.get_ref()) {
+            Ok(0) => Err(self.bad_s(
+                v,
+                key,
+                &q(v.get_ref()),
+                "must be more than zero; write a size such as \"256MiB\"",
+            )),
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.bad_s(v, key, &q(v.get_ref()), &e.0)),
+        }
+    }
+
     fn socket_addr(&self, v: &Spanned<String>, key: &str) -> Result<SocketAddr, ConfigError> {
         v.get_ref().trim().parse().map_err(|_| {
             self.bad_s(
@@ -128,6 +142,10 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
             None => SocketAddr::new(listen.ip(), DEFAULT_RESPONDER_PORT),
         },
         bind_given: raw.responder.bind.is_some(),
+        max_session_memory: match &raw.responder.max_session_memory {
+            Some(v) => cx.byte_count(v, "responder.max_session_memory")?,
+            None => ibprobe::spec::peer::DEFAULT_MAX_SESSION_MEMORY,
+        },
     };
     let targets = convert_targets(cx, &raw.targets, &probe)?;
     let cardinality = CardinalityConfig {

@@ -84,6 +84,7 @@ pub(super) struct RawBudget {
 pub(super) struct RawResponder {
     pub(super) enabled: Option<bool>,
     pub(super) bind: Option<S<String>>,
+    pub(super) max_session_memory: Option<S<String>>,
 }
 
 #[derive(Deserialize, Default)]

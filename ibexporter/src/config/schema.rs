@@ -167,6 +167,10 @@ pub struct ResponderConfig {
     /// Whether `bind` was written in the file (else it follows `listen`,
     /// and so does a `--listen` given on the command line).
     pub bind_given: bool,
+    /// The memory one probe session may take here, in bytes (default
+    /// 256 MiB, `ibprobe::spec::peer::DEFAULT_MAX_SESSION_MEMORY`); a
+    /// peer asking for more is refused.
+    pub max_session_memory: u64,
 }
 
 /// How one remote target (or every target of one source) is probed.

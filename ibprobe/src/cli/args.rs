@@ -609,9 +609,15 @@ pub struct ServerArgs {
     /// Serve clients one after another until Ctrl-C (default: exit after one).
     #[arg(long)]
     pub forever: bool,
-    /// Give up on a client that stays silent this long during the handshake.
+    /// Give up on a client whose whole handshake (hello, mesh secret proof)
+    /// takes longer than this.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub handshake_timeout: Duration,
+    /// Refuse a client whose session would take more memory than this here
+    /// (stream slots x slot size, the receiving queue, the shm ring or verbs
+    /// slot pools), e.g. 64MiB or 2GiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256MiB")]
+    pub max_session_memory: u64,
     /// The mesh secret clients must prove.
     #[command(flatten)]
     pub secret: SecretArgs,
@@ -1091,6 +1097,12 @@ pub fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
         },
         |n| format!("{n} B"),
     )
+}
+
+/// A byte count with binary units (`256MiB`), through the vocabulary's
+/// one parser.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    crate::spec::parse_bytes(s).map_err(|e| e.0)
 }
 
 /// The `--rates` list in messages per second, 0 = back to back, with

@@ -14,9 +14,10 @@ use super::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
 use crate::probe::loggp;
-use crate::probe::oob::{Hello, Oob, StreamTally};
-use crate::probe::session::{self, ServeEnd, StreamHello, LOGGP_WORKLOAD};
+use crate::probe::oob::{Hello, Oob, OobError, StreamTally};
+use crate::probe::session::{self, MemoryCap, ServeEnd, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::serve_receiver;
+use crate::spec::peer;
 
 /// Runs `ibprobe server`; the exit code.
 pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
@@ -50,7 +51,7 @@ pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
                 Ok((s, _)) => {
                     let _ = s.set_nonblocking(false);
                     break Oob::from_stream(s, a.handshake_timeout)
-                        .map(|o| o.with_secret(secret.clone()));
+                        .map(|o| o.with_secret(secret.clone()).watch_stop(stop));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(20))
@@ -71,39 +72,59 @@ pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
     }
 }
 
-/// One client: handshake, echo until the client says Done (or vanishes).
+/// One client: handshake (all of it within `--handshake-timeout`), the
+/// one check of its Hello ([`session::admit`]), then echo until the
+/// client says Done (or vanishes), or its stream.
 fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, CliError> {
     let t = &a.transport;
     let peer = oob.peer_addr();
-    let hello = oob
-        .read_hello()
-        .map_err(|e| CliError::run(format!("client {peer}: {e}")))?;
+    oob.start_deadline(a.handshake_timeout);
+    let hello = match oob.read_hello() {
+        Ok(h) => h,
+        Err(OobError::Interrupted { .. }) => {
+            say!("ibprobe server: interrupted during a handshake");
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(CliError::run(format!("client {peer}: {e}"))),
+    };
+    oob.end_deadline();
     let theirs = hello.transport.as_str();
     if theirs != t.transport.name() {
         let mine = t.transport;
-        let e = session::refuse(&mut oob, format!(
+        return Err(refused(session::refuse(&mut oob, format!(
             "the server runs --transport {mine}, the client asked for {theirs}; pass --transport {mine} to the client (or restart the server with --transport {theirs})"
-        ));
-        return Err(CliError::run(format!("refused {}", e.detail)));
+        ))));
     }
-    if let Some(sh) = session::stream_hello(&hello) {
-        return serve_stream(a, oob, &hello, sh, stop);
+    // Both directions of a stream use the client's operation (its
+    // control slots come back the way its data goes); the rest of the
+    // channel is this server's (device, port, GID, inline, depths).
+    let mut spec = t.channel_spec(hello.size);
+    if hello.params.get("stream").is_some() {
+        match session::requested(&hello, None) {
+            Ok(asked) => spec.verbs.op = asked.verbs.op,
+            Err(e) => return Err(refused(session::refuse(&mut oob, e))),
+        }
     }
-    let spec = t.channel_spec(hello.size);
+    let cap = MemoryCap {
+        bytes: a.max_session_memory,
+        raise: "--max-session-memory",
+    };
+    let admitted = match session::admit(&hello, &spec, cap) {
+        Ok(x) => x,
+        Err(e) => return Err(refused(session::refuse(&mut oob, e))),
+    };
+    if let Some(sh) = &admitted.stream {
+        return serve_stream(a, oob, &hello, &admitted.spec, sh, stop);
+    }
+    let spec = admitted.spec;
     // The client's receive-side knobs (--consume-delay), with this
     // server's own polling (its --poll built the channel).
-    let receiver = match session::receiver(&hello) {
-        Ok(r) => Receiver {
-            poll: spec.poll,
-            ..r
-        },
-        Err(e) => {
-            let e = session::refuse(&mut oob, e);
-            return Err(CliError::run(format!("refused {}", e.detail)));
-        }
+    let receiver = Receiver {
+        poll: spec.poll,
+        ..admitted.receiver
     };
     let mut ch = session::open_server(&mut oob, &hello, &spec).map_err(|e| match e.reason {
-        "refused" => CliError::run(format!("refused {}", e.detail)),
+        "refused" => refused(e),
         _ => session_err(e),
     })?;
     say!(
@@ -153,36 +174,30 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
     }
 }
 
-/// One `ibprobe stream` client: opens the stream its Hello asks for,
-/// receives until its FIN, and sends back what the receiving loop counted.
+/// A refusal (told to the client) as the server's error.
+fn refused(e: session::SessionError) -> CliError {
+    CliError::run(format!("refused {}", e.detail))
+}
+
+/// One `ibprobe stream` client (its Hello admitted for `spec`): opens
+/// the stream it asks for, receives until its FIN, and sends back what
+/// the receiving loop counted.
 fn serve_stream(
     a: &ServerArgs,
     mut oob: Oob,
     hello: &Hello,
-    sh: Result<StreamHello, String>,
+    spec: &crate::spec::ChannelSpec,
+    sh: &StreamHello,
     stop: &AtomicBool,
 ) -> Result<u8, CliError> {
     let t = &a.transport;
     let peer = oob.peer_addr();
-    let refused = |e: session::SessionError| CliError::run(format!("refused {}", e.detail));
-    let sh = match sh {
-        Ok(s) => s,
-        Err(e) => return Err(refused(session::refuse(&mut oob, e))),
-    };
-    // Both directions of a stream use the client's operation (its
-    // control slots come back the way its data goes); the rest of the
-    // channel is this server's (device, port, GID, inline, depths).
-    let mut spec = t.channel_spec(hello.size);
-    match session::requested(hello, None) {
-        Ok(asked) => spec.verbs.op = asked.verbs.op,
-        Err(e) => return Err(refused(session::refuse(&mut oob, e))),
-    }
     // The clock before the end opens: calibrating a TSC takes ~100 ms,
     // which after the handshake the client's first slots would wait out
     // (a credit stall inside its measured run).
     let clock = Clock::choose(t.clock);
     let mut end =
-        session::open_stream_server(&mut oob, hello, &spec, &sh).map_err(|e| match e.reason {
+        session::open_stream_server(&mut oob, hello, spec, sh).map_err(|e| match e.reason {
             "refused" => refused(e),
             _ => session_err(e),
         })?;
@@ -192,9 +207,9 @@ fn serve_stream(
         end.info().detail
     );
     if sh.workload.as_deref() == Some(LOGGP_WORKLOAD) {
-        return serve_loggp(end.as_mut(), &sh, &clock, stop, t, &peer.to_string());
+        return serve_loggp(end.as_mut(), sh, &clock, stop, t, &peer.to_string());
     }
-    let tally = serve_receiver(end.as_mut(), &sh, hello.size, &clock, stop, default_cpu(t))
+    let tally = serve_receiver(end.as_mut(), sh, hello.size, &clock, stop, default_cpu(t))
         .map_err(|e| CliError::run(format!("client {peer}: stream: {e}")))?;
     oob.send(&StreamTally { tally })
         .map_err(|e| CliError::run(format!("client {peer}: {e}")))?;
@@ -212,8 +227,8 @@ fn serve_stream(
 }
 
 /// One `ibprobe loggp` client: answers its bursts until it says stop
-/// (or goes quiet for ten of its timeouts, at least 5 s: a lost stop
-/// message on udp, uc or ud).
+/// (or goes quiet for ten of its timeouts, at least 5 s and at most
+/// [`peer::MAX_LOGGP_IDLE`]: a lost stop message on udp, uc or ud).
 fn serve_loggp(
     end: &mut dyn crate::transport::stream::SlotEnd,
     sh: &StreamHello,
@@ -226,7 +241,10 @@ fn serve_loggp(
         crate::sys::host::pin_to_cpu(c)
             .map_err(|e| CliError::run(format!("pin to --cpu {c}: {e}")))?;
     }
-    let idle = (sh.timeout * 10).max(Duration::from_secs(5));
+    let idle = sh
+        .timeout
+        .saturating_mul(10)
+        .clamp(Duration::from_secs(5), peer::MAX_LOGGP_IDLE);
     let idle_ns = idle.as_nanos().min(u128::from(u64::MAX)) as u64;
     match loggp::respond(end, clock, stop, idle_ns) {
         Ok(n) => {

@@ -21,7 +21,8 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,8 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const MAX_BODY: u32 = 1 << 20;
 /// The default TCP port (perftest's, so firewall rules carry over).
 pub const DEFAULT_PORT: u16 = 18515;
+/// How often a read under a deadline looks at the stop flag.
+const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// Why the out-of-band exchange failed. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +102,25 @@ pub enum OobError {
         what: &'static str,
         /// Why it is not.
         detail: String,
+    },
+    /// The handshake as a whole took longer than its deadline
+    /// ([`Oob::start_deadline`]): a peer trickling bytes is cut off too.
+    #[error("{peer} did not finish the handshake within {secs} s (while {what}); a client has the server's --handshake-timeout in all")]
+    Deadline {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+        /// The whole handshake's allowance.
+        secs: f64,
+    },
+    /// The stop flag (SIGINT/SIGTERM) was set while waiting.
+    #[error("interrupted while {what} from {peer}")]
+    Interrupted {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
     },
     /// The server refused the client's parameters.
     #[error("server refused: {0}")]
@@ -185,6 +207,10 @@ pub struct Oob {
     peer: SocketAddr,
     timeout: Duration,
     secret: Option<Secret>,
+    /// Reads end by then ([`Oob::start_deadline`]), with its allowance.
+    deadline: Option<(Instant, Duration)>,
+    /// Reads under a deadline end when this is set.
+    stop: Option<&'static AtomicBool>,
 }
 
 /// What [`Oob::poll_closing`] saw.
@@ -263,6 +289,8 @@ impl Oob {
             peer,
             timeout,
             secret: None,
+            deadline: None,
+            stop: None,
         })
     }
 
@@ -271,6 +299,26 @@ impl Oob {
     pub fn with_secret(mut self, secret: Option<Secret>) -> Oob {
         self.secret = secret;
         self
+    }
+
+    /// Reads under a deadline also end, within 50 ms, when `stop` is set
+    /// (the process's SIGINT/SIGTERM flag).
+    pub fn watch_stop(mut self, stop: &'static AtomicBool) -> Oob {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Every read from now on ends within `total` in all (the whole
+    /// handshake, not each read): a peer sending one byte at a time is cut
+    /// off as a silent one is. Until [`Oob::end_deadline`].
+    pub fn start_deadline(&mut self, total: Duration) {
+        self.deadline = Some((Instant::now() + total, total));
+    }
+
+    /// Back to the per-read timeout (the handshake is over).
+    pub fn end_deadline(&mut self) {
+        self.deadline = None;
+        let _ = self.stream.set_read_timeout(Some(self.timeout));
     }
 
     /// The peer's address (its IP is where the transport connects).
@@ -334,9 +382,43 @@ impl Oob {
     }
 
     fn read_exact(&mut self, buf: &mut [u8], what: &'static str) -> Result<(), OobError> {
-        self.stream
-            .read_exact(buf)
-            .map_err(|e| self.io_err(e, what))
+        let Some((deadline, total)) = self.deadline else {
+            return self
+                .stream
+                .read_exact(buf)
+                .map_err(|e| self.io_err(e, what));
+        };
+        let peer = || self.peer.to_string();
+        let mut filled = 0;
+        while filled < buf.len() {
+            if self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                return Err(OobError::Interrupted { peer: peer(), what });
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(OobError::Deadline {
+                    peer: peer(),
+                    what,
+                    secs: total.as_secs_f64(),
+                });
+            }
+            // A zero timeout means none to set_read_timeout: at least 1 ms.
+            let slice = left.min(STOP_POLL).max(Duration::from_millis(1));
+            self.stream
+                .set_read_timeout(Some(slice))
+                .map_err(|e| self.io_err(e, what))?;
+            match self.stream.read(&mut buf[filled..]) {
+                Ok(0) => return Err(OobError::Closed { peer: peer(), what }),
+                Ok(n) => filled += n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(self.io_err(e, what)),
+            }
+        }
+        Ok(())
     }
 
     fn io_err(&self, e: std::io::Error, what: &'static str) -> OobError {

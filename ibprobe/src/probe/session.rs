@@ -40,7 +40,10 @@ use super::outcome::Outcome;
 use super::runner::{self, RunError};
 use super::workload::EchoEnd;
 use crate::clock::Clock;
-use crate::spec::{ChannelSpec, ModelParams, Op, Poll, StreamSpec, Transport};
+use crate::spec::{
+    check_peer_wait, peer, session_memory, show_bytes, ChannelSpec, ModelParams, Op, Poll,
+    StreamSpec, Transport,
+};
 use crate::transport::model::{ModelUdpChannel, ModelUdpSlots};
 use crate::transport::shm::{self, ShmChannel, ShmSlots, Side};
 use crate::transport::stream::SlotEnd;
@@ -293,7 +296,10 @@ pub fn open_server(
 ) -> Result<Box<dyn Channel>, SessionError> {
     let peer = oob.peer_addr();
     let local_ip = oob.local_addr().map_err(|e| err("protocol", e))?.ip();
-    let with_model = with_hello_model(spec, hello);
+    let with_model = match with_hello_model(spec, hello) {
+        Ok(s) => s,
+        Err(e) => return Err(refuse(oob, e)),
+    };
     let spec = &with_model;
     if let Err(e) = spec.check() {
         return Err(refuse(oob, e.0));
@@ -350,17 +356,110 @@ fn model_of(spec: &ChannelSpec) -> Option<ModelParams> {
 }
 
 /// `spec` with the client's `--model` from its Hello (the client's
-/// parameters win: both ends must emulate the same network).
-fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> ChannelSpec {
-    let asked = hello
-        .params
-        .get("model")
-        .and_then(|m| m.as_str())
-        .and_then(|m| m.parse::<ModelParams>().ok());
-    ChannelSpec {
+/// parameters win: both ends must emulate the same network). A model
+/// that is not a string of parameters is refused ([`admit`]), not dropped.
+fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> Result<ChannelSpec, String> {
+    let asked = match hello.params.get("model") {
+        None => None,
+        Some(Value::String(m)) => Some(m.parse::<ModelParams>().map_err(|e| e.0)?),
+        Some(m) => {
+            return Err(format!(
+                "malformed model {m}; run the same ibprobe version on both ends"
+            ))
+        }
+    };
+    Ok(ChannelSpec {
         model: asked.or(spec.model),
         ..spec.clone()
+    })
+}
+
+/// The memory cap a server holds sessions to, and how its operator
+/// raises it (named in the refusal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryCap {
+    /// Bytes a session may ask for ([`crate::spec::session_memory`]).
+    pub bytes: u64,
+    /// The flag or config key that raises it, e.g. `--max-session-memory`.
+    pub raise: &'static str,
+}
+
+impl MemoryCap {
+    /// The default cap ([`peer::DEFAULT_MAX_SESSION_MEMORY`]), raised by `raise`.
+    pub fn default_with(raise: &'static str) -> MemoryCap {
+        MemoryCap {
+            bytes: peer::DEFAULT_MAX_SESSION_MEMORY,
+            raise,
+        }
     }
+}
+
+/// What a Hello that passed [`admit`] asks the server to open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admitted {
+    /// The channel: the server's knobs, the client's size, op and model.
+    pub spec: ChannelSpec,
+    /// The stream, when the client asked for one.
+    pub stream: Option<StreamHello>,
+    /// How the client asks the server to receive (its poll is the
+    /// client's; a server may put its own).
+    pub receiver: Receiver,
+    /// The session's memory ([`crate::spec::session_memory`]), at most the cap.
+    pub memory: u64,
+}
+
+/// The one check of a decoded Hello, before anything is allocated,
+/// opened or waited on: the channel `spec` the server would open for it
+/// (with the client's model), the stream's knobs, the receive-side
+/// settings and every wait against [`peer`]'s bounds, and the session's
+/// memory against `cap`. Pure: no socket, no file. Err: the one line the
+/// client is refused with.
+pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitted, String> {
+    let spec = with_hello_model(spec, hello)?;
+    spec.check().map_err(|e| e.0)?;
+    let stream = stream_hello(hello).transpose()?;
+    if let Some(sh) = &stream {
+        sh.check_peer(&spec)?;
+    }
+    let receiver = receiver(hello)?;
+    check_peer_wait(
+        "--consume-delay",
+        receiver.consume_delay,
+        peer::MAX_CONSUME_DELAY,
+    )
+    .map_err(|e| e.0)?;
+    if let Some(m) = model_of(&spec) {
+        let bytes = stream.as_ref().map_or(spec.size, |s| s.spec.slot_size);
+        m.check_peer(bytes).map_err(|e| e.0)?;
+    }
+    let memory = session_memory(&spec, stream.as_ref().map(|s| &s.spec));
+    if memory > cap.bytes {
+        let (asked, fix) = match &stream {
+            Some(s) => (
+                format!(
+                    "--slots {} x --slot-size {} B, --window {}",
+                    s.spec.slots, s.spec.slot_size, s.spec.window
+                ),
+                "ask for fewer or smaller slots",
+            ),
+            None => (
+                format!("--size {} B", spec.size),
+                "ask for a smaller --size",
+            ),
+        };
+        return Err(format!(
+            "this session needs {} of memory here ({memory} B: {asked}), the server allows {} per session; {fix}, or have the server's operator raise {}",
+            show_bytes(memory),
+            show_bytes(cap.bytes),
+            cap.raise
+        ));
+    }
+    Ok(Admitted {
+        spec,
+        stream,
+        receiver,
+        memory,
+    })
 }
 
 /// What a stream client asks of the server, in its Hello's
@@ -385,6 +484,37 @@ pub struct StreamHello {
 
 /// The [`StreamHello::workload`] of `ibprobe loggp`.
 pub const LOGGP_WORKLOAD: &str = "loggp";
+
+impl StreamHello {
+    /// Every check of a stream a client asks a server for, over the
+    /// channel `ch`: [`StreamSpec::check`], [`StreamSpec::check_peer`],
+    /// the workload, the warm-up, and the waits against [`peer`]'s bounds.
+    pub fn check_peer(&self, ch: &ChannelSpec) -> Result<(), String> {
+        self.spec.check(ch).map_err(|e| e.0)?;
+        self.spec.check_peer().map_err(|e| e.0)?;
+        if let Some(w) = self.workload.as_deref().filter(|w| *w != LOGGP_WORKLOAD) {
+            return Err(format!(
+                "stream workload {w:?} is not served (only the receiving loop and {LOGGP_WORKLOAD:?}); run the same ibprobe version on both ends"
+            ));
+        }
+        if self.warmup > peer::MAX_WARMUP {
+            return Err(format!(
+                "--warmup {}: a server skips at most {} warm-up messages; lower --warmup",
+                self.warmup,
+                peer::MAX_WARMUP
+            ));
+        }
+        check_peer_wait("--timeout", self.timeout, peer::MAX_TIMEOUT)
+            .and_then(|()| {
+                check_peer_wait(
+                    "--consume-delay",
+                    self.consume_delay,
+                    peer::MAX_CONSUME_DELAY,
+                )
+            })
+            .map_err(|e| e.0)
+    }
+}
 
 /// The stream a client's Hello asks for (None: a one-message channel).
 pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
@@ -455,7 +585,10 @@ pub fn open_stream_server(
 ) -> Result<Box<dyn SlotEnd>, SessionError> {
     let peer = oob.peer_addr();
     let local_ip = oob.local_addr().map_err(|e| err("protocol", e))?.ip();
-    let with_model = with_hello_model(spec, hello);
+    let with_model = match with_hello_model(spec, hello) {
+        Ok(s) => s,
+        Err(e) => return Err(refuse(oob, e)),
+    };
     let spec = &with_model;
     if let Err(e) = spec.check().and_then(|()| stream.spec.check(spec)) {
         return Err(refuse(oob, e.0));
@@ -723,7 +856,7 @@ impl ClientSession {
 }
 
 /// What a responder serves.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ResponderOptions {
     /// Verbs device to answer on (None: the first with an active port).
     pub dev: Option<String>,
@@ -738,11 +871,30 @@ pub struct ResponderOptions {
     pub max_busy: usize,
     /// Sessions busy polling now (shared by the responder's sessions).
     pub busy: Arc<AtomicUsize>,
+    /// The memory one session may take ([`admit`]).
+    pub memory: MemoryCap,
+}
+
+/// The config key that raises a responder's [`MemoryCap`].
+pub const RESPONDER_MEMORY_KEY: &str = "[responder] max_session_memory";
+
+impl Default for ResponderOptions {
+    fn default() -> Self {
+        ResponderOptions {
+            dev: None,
+            handshake_timeout: Duration::default(),
+            secret: None,
+            max_busy: 0,
+            busy: Arc::default(),
+            memory: MemoryCap::default_with(RESPONDER_MEMORY_KEY),
+        }
+    }
 }
 
 /// The longest consume delay a responder honours per message (it spins
-/// that long): a client cannot make it spin for long.
-pub const MAX_RESPONDER_CONSUME_DELAY: Duration = Duration::from_millis(1);
+/// that long): a client cannot make it spin for long. The same bound as
+/// `ibprobe server`'s ([`peer::MAX_CONSUME_DELAY`]).
+pub const MAX_RESPONDER_CONSUME_DELAY: Duration = peer::MAX_CONSUME_DELAY;
 
 /// A busy-polling slot of a responder, given back on drop.
 struct BusySlot<'a>(&'a AtomicUsize);
@@ -827,10 +979,15 @@ impl Channel for Watched<'_> {
 /// it said Done.
 const RESPONDER_GRACE: Duration = Duration::from_millis(20);
 
+/// The transports a responder answers: the shared-memory ring needs
+/// both ends on one host, and the model spins a core for as long as its
+/// parameters say; a daemon offers neither.
+const SERVED: [Transport; 4] = [Transport::Udp, Transport::Rc, Transport::Uc, Transport::Ud];
+
 /// Serves one client on `oob` until it says Done, vanishes or
 /// `live.stop` is set; returns the messages echoed. Answers udp, rc, uc
-/// and ud (the shared-memory ring needs both ends on one host; a daemon
-/// does not offer it). With `o.secret`, the client must prove it first
+/// and ud ([`SERVED`]), each Hello first through [`admit`] (its memory
+/// against `o.memory`). With `o.secret`, the client must prove it first
 /// (else the error's reason is `auth`). Refusals are sent to the client
 /// too.
 pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u64, SessionError> {
@@ -839,27 +996,25 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u6
         OobError::Auth(_) => err("auth", e),
         e => err("protocol", e),
     })?;
-    let mut spec = match requested(&hello, o.dev.as_deref()) {
-        Ok(s) if s.transport != Transport::Shm => s,
-        Ok(_) => {
+    let spec = match requested(&hello, o.dev.as_deref()) {
+        Ok(s) if SERVED.contains(&s.transport) => s,
+        Ok(s) => {
             return Err(refuse(
                 &mut oob,
-                "transport \"shm\" is not served here; use udp, rc, uc or ud",
+                format!(
+                    "transport {:?} is not served here; use udp, rc, uc or ud (ibprobe server serves shm and model)",
+                    s.transport.name()
+                ),
             ))
         }
         Err(e) => return Err(refuse(&mut oob, e)),
     };
-    let mut receiver = match receiver(&hello) {
-        Ok(r) if r.consume_delay <= MAX_RESPONDER_CONSUME_DELAY => r,
-        Ok(r) => {
-            return Err(refuse(
-                &mut oob,
-                format!(
-                    "a consume delay of {:?} is not served here (at most {MAX_RESPONDER_CONSUME_DELAY:?}); use ibprobe server for longer ones",
-                    r.consume_delay
-                ),
-            ))
-        }
+    let Admitted {
+        mut spec,
+        mut receiver,
+        ..
+    } = match admit(&hello, &spec, o.memory) {
+        Ok(a) => a,
         Err(e) => return Err(refuse(&mut oob, e)),
     };
     let spins = receiver.poll == Poll::Busy || spec.poll == Poll::Busy;
@@ -895,6 +1050,80 @@ mod tests {
     use super::*;
     use crate::probe::hwts::fake::Stamped;
     use std::net::TcpListener;
+
+    fn stream_hello(transport: &str, slots: u32, slot_size: usize) -> Hello {
+        let sh = StreamHello {
+            spec: StreamSpec {
+                slots,
+                window: slots,
+                slot_size,
+                ..StreamSpec::default()
+            },
+            warmup: 0,
+            consume_delay: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+            workload: None,
+        };
+        Hello {
+            transport: transport.into(),
+            size: 32,
+            params: json!({ "op": "send", "stream": sh }),
+            endpoint: Value::Null,
+        }
+    }
+
+    /// The verbs transports cannot run here (no RDMA device outside the
+    /// lab): their slot pools and echo buffers are bounded by the same
+    /// check, before `verbs::prepare` would register anything.
+    #[test]
+    fn verbs_sessions_are_bounded_by_the_same_check() {
+        let cap = MemoryCap::default_with("--max-session-memory");
+        for t in ["rc", "uc"] {
+            let h = stream_hello(t, 4096, 1 << 20);
+            let spec = requested(&h, None).unwrap();
+            let e = admit(&h, &spec, cap).unwrap_err();
+            assert!(
+                e.contains("12.0 GiB") && e.contains("--max-session-memory"),
+                "{e}"
+            );
+            let h = stream_hello(t, 64, 4096);
+            let a = admit(&h, &requested(&h, None).unwrap(), cap).unwrap();
+            // Two pools of 64 slots of 4 KiB (+ a cache line each) and the
+            // receiving queue: about 0.8 MiB.
+            assert!((512 << 10..1 << 20).contains(&a.memory), "{}", a.memory);
+        }
+        let h = stream_hello("rc", 1 << 20, 64);
+        let e = admit(&h, &requested(&h, None).unwrap(), cap).unwrap_err();
+        assert!(e.contains("at most 4096 slots"), "{e}");
+        // A round trip of 1 GiB messages over rc: its send and receive
+        // rings would take many GiB.
+        let mut h = stream_hello("rc", 64, 4096);
+        h.params = json!({ "op": "send" });
+        h.size = 1 << 30;
+        let e = admit(&h, &requested(&h, None).unwrap(), cap).unwrap_err();
+        assert!(
+            e.contains("--size 1073741824 B") && e.contains("smaller --size"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_model_hello_is_checked_with_its_slot_size() {
+        let cap = MemoryCap::default_with("--max-session-memory");
+        let mut h = stream_hello("model", 64, 65_536);
+        h.params["model"] = json!("L=1us,os=1us,or=1us,g=1us,G=1us");
+        let spec = requested(&h, None).unwrap();
+        // 64 KiB x 1 us per byte: 65 ms per slot.
+        let e = admit(&h, &spec, cap).unwrap_err();
+        assert!(
+            e.contains("65536 B messages") && e.contains("at most 50ms"),
+            "{e}"
+        );
+        h.params["model"] = json!("L=1us,os=1us,or=1us,g=1us,G=1ps");
+        assert!(admit(&h, &spec, cap).is_ok());
+        h.params["model"] = json!("L=1us");
+        assert!(admit(&h, &spec, cap).unwrap_err().contains("missing"));
+    }
 
     /// The `--hw-timestamps` exchange end to end over a real out-of-band
     /// connection: the server's echo keeps T3/T4 from its (stamping)

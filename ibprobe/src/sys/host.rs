@@ -39,7 +39,8 @@ extern "C" fn on_sigint(_: libc::c_int) {
     SIGINT_SEEN.store(true, Ordering::Relaxed);
 }
 
-/// Installs a SIGINT handler that only sets a flag, and returns that flag.
+/// Installs a SIGINT and SIGTERM handler that only sets a flag, and
+/// returns that flag.
 /// The measurement loop checks it between messages and stops, so Ctrl-C
 /// prints the statistics collected so far. The handler resets itself
 /// (SA_RESETHAND): a second Ctrl-C kills the process as usual.
@@ -50,9 +51,14 @@ pub fn sigint_flag() -> io::Result<&'static AtomicBool> {
         SaFlags::SA_RESETHAND,
         SigSet::empty(),
     );
-    // SAFETY: the handler only stores to a static atomic, which is
-    // async-signal-safe; no other handler for SIGINT is relied upon.
-    unsafe { sigaction(Signal::SIGINT, &action) }.map_err(io::Error::from)?;
+    // SIGTERM (systemd, kill) ends a run as Ctrl-C does, so the host is
+    // left as found.
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to a static atomic, which is
+        // async-signal-safe; no other handler for SIGINT or SIGTERM is
+        // relied upon.
+        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
+    }
     Ok(&SIGINT_SEEN)
 }
 
