@@ -324,6 +324,9 @@ pub fn exit_code(interrupted: bool, threshold_holds: bool) -> u8 {
 }
 
 pub fn stop_flag() -> Result<&'static AtomicBool, CliError> {
-    host::sigint_flag()
-        .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))
+    host::stop_signal_flag().map_err(|e| {
+        CliError::run(format!(
+            "cannot install the SIGINT/SIGTERM handler: {e}; is the process's signal mask or seccomp policy unusual?"
+        ))
+    })
 }
