@@ -1,6 +1,6 @@
 //! Host placement and shared memory for the probe: CPU pinning, mlockall
-//! (both from `ibhost`), pre-faulting, the stop flag (SIGINT, SIGTERM) and shared mappings
-//! for the shm transport.
+//! (both from `ibhost`), pre-faulting, the stop flag (SIGINT, SIGTERM)
+//! and shared mappings for the shm transport.
 //!
 //! Why it exists: the thesis measured maxima over 700 us from untouched
 //! pages and saw migrations between cores in the tail, so the runner pins,

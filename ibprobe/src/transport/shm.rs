@@ -675,7 +675,9 @@ impl Drop for ShmSlots {
 }
 
 /// Where a server puts its shared file: /dev/shm when it exists (memory,
-/// not disk), else the temp dir. Unique per process and call.
+/// not disk), else the temp dir. Unique per process and call, and not a
+/// name that exists already (a file a SIGKILLed process of the same pid
+/// left): the create is exclusive, so such a name would be refused.
 pub fn default_path() -> PathBuf {
     use std::sync::atomic::AtomicU64;
     static N: AtomicU64 = AtomicU64::new(0);
@@ -684,11 +686,22 @@ pub fn default_path() -> PathBuf {
     } else {
         std::env::temp_dir()
     };
-    dir.join(format!(
-        "ibprobe-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Relaxed)
-    ))
+    let name = || {
+        dir.join(format!(
+            "ibprobe-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Relaxed)
+        ))
+    };
+    // Bounded: past that many leftovers the exclusive create says so.
+    let mut path = name();
+    for _ in 0..64 {
+        if std::fs::symlink_metadata(&path).is_err() {
+            break;
+        }
+        path = name();
+    }
+    path
 }
 
 #[cfg(test)]
@@ -847,5 +860,23 @@ mod tests {
         let q = dir.path().join("never-mapped");
         drop(ShmSlots::create(&q, 4, 64, Side::Server).unwrap());
         assert!(!q.exists(), "dropped before any message");
+    }
+
+    #[test]
+    fn the_default_path_skips_a_leftover_of_the_same_pid() {
+        let first = default_path();
+        let n: u64 = first
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let next = first.with_file_name(format!("ibprobe-{}-{}", std::process::id(), n + 1));
+        std::fs::write(&next, b"left by a SIGKILLed process").unwrap();
+        let chosen = default_path();
+        let _ = std::fs::remove_file(&next);
+        assert_ne!(chosen, next);
+        assert!(!chosen.exists());
     }
 }
