@@ -94,22 +94,51 @@ fn the_ring_is_0600_and_a_sigterm_mid_session_unlinks_it() {
     ends_leaving_nothing(
         &mut server,
         &path,
-        130,
+        Some(130),
         "SIGTERM ends the server as Ctrl-C does",
     );
 }
 
-/// `server` exits with `code` within 10 s, and neither `path` nor any
-/// other ring of its pid is left.
-fn ends_leaving_nothing(server: &mut Server, path: &Path, code: i32, why: &str) {
+/// `server` exits within 10 s by itself (not killed by a signal), with
+/// `code` when given, and neither `path` nor any other ring of its pid
+/// is left.
+fn ends_leaving_nothing(server: &mut Server, path: &Path, code: Option<i32>, why: &str) {
     let pid = server.child.id();
-    assert_eq!(
-        exits_within(&mut server.child, Duration::from_secs(10)),
-        code,
-        "{why}"
-    );
+    let exit = exits_within(&mut server.child, Duration::from_secs(10));
+    assert_ne!(exit, -1, "killed by a signal: {why}");
+    if let Some(code) = code {
+        assert_eq!(exit, code, "{why}");
+    }
     assert!(!path.exists(), "{path:?} left behind: {why}");
     assert_eq!(rings_of(pid), Vec::<PathBuf>::new(), "{why}");
+}
+
+#[test]
+fn a_sigterm_mid_stream_unlinks_the_stream_ring() {
+    let mut server = Server::start("shm", &[]);
+    let (_oob, welcome) = hello(
+        &server,
+        32,
+        json!({ "stream": stream_hello(StreamSpec::default()) }),
+    );
+    let path = ring_path(&welcome.expect("welcomed"));
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{path:?}");
+    signal(&server.child, nix::sys::signal::Signal::SIGTERM);
+    // The exit code of an interrupted stream session is the server's
+    // business (cli/server.rs); here: it leaves by itself, ring unlinked.
+    ends_leaving_nothing(&mut server, &path, None, "SIGTERM ends a stream session");
+}
+
+/// A stream client's settings for `spec`, no warm-up, a 10 s timeout.
+fn stream_hello(spec: StreamSpec) -> StreamHello {
+    StreamHello {
+        spec,
+        warmup: 0,
+        consume_delay: Duration::ZERO,
+        timeout: Duration::from_secs(10),
+        workload: None,
+    }
 }
 
 #[test]
@@ -119,7 +148,7 @@ fn a_client_that_leaves_before_mapping_the_ring_leaves_no_file() {
     let path = ring_path(&welcome.expect("welcomed"));
     assert!(path.exists());
     drop(oob);
-    ends_leaving_nothing(&mut server, &path, 3, "a lost client is an error");
+    ends_leaving_nothing(&mut server, &path, Some(3), "a lost client is an error");
 }
 
 #[test]
@@ -127,18 +156,12 @@ fn a_refused_ring_leaves_no_file_and_the_server_serves_on() {
     let mut server = Server::start("shm", &["--forever"]);
     let pid = server.child.id();
     // 2^31 slots of 1 MiB per direction: 4 PiB, more than any /dev/shm.
-    let huge = StreamHello {
-        spec: StreamSpec {
-            slots: 1 << 31,
-            window: 1 << 31,
-            slot_size: 1 << 20,
-            ..StreamSpec::default()
-        },
-        warmup: 0,
-        consume_delay: Duration::ZERO,
-        timeout: Duration::from_secs(1),
-        workload: None,
-    };
+    let huge = stream_hello(StreamSpec {
+        slots: 1 << 31,
+        window: 1 << 31,
+        slot_size: 1 << 20,
+        ..StreamSpec::default()
+    });
     for _ in 0..3 {
         let (_oob, r) = hello(&server, 32, json!({ "stream": huge }));
         match r {
