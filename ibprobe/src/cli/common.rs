@@ -323,7 +323,13 @@ pub fn exit_code(interrupted: bool, threshold_holds: bool) -> u8 {
     }
 }
 
+/// The flag SIGINT (Ctrl-C) and SIGTERM set: every loop checks it and
+/// leaves through the orderly path, so what the command made (a server's
+/// shm ring file) is undone by its owner's Drop.
 pub fn stop_flag() -> Result<&'static AtomicBool, CliError> {
-    host::sigint_flag()
-        .map_err(|e| CliError::run(format!("cannot install the Ctrl-C handler: {e}")))
+    host::stop_signal_flag().map_err(|e| {
+        CliError::run(format!(
+            "cannot install the SIGINT/SIGTERM handler (sigaction: {e}); without it a signal would end the run without cleaning up, so it does not start"
+        ))
+    })
 }

@@ -58,7 +58,7 @@ pub fn place(cfg: &ProbeConfig) -> Result<Vec<String>, TransportError> {
 }
 
 /// Runs the probe described by `cfg` over `ch`: placement, warm-up, the
-/// measured part. `stop` (e.g. [`host::sigint_flag`]) ends the run early
+/// measured part. `stop` (e.g. [`host::stop_signal_flag`]) ends the run early
 /// with `Outcome::interrupted` set. `sink` receives interval histograms
 /// every `cfg.interval`.
 pub fn run(

@@ -1,6 +1,6 @@
 //! Host placement and shared memory for the probe: CPU pinning, mlockall
-//! (both from `ibhost`), pre-faulting, the Ctrl-C flag and shared mappings
-//! for the shm transport.
+//! (both from `ibhost`), pre-faulting, the stop flag (SIGINT, SIGTERM)
+//! and shared mappings for the shm transport.
 //!
 //! Why it exists: the thesis measured maxima over 700 us from untouched
 //! pages and saw migrations between cores in the tail, so the runner pins,
@@ -33,33 +33,33 @@ pub fn prefault_stack(bytes: usize) {
     }
 }
 
-static SIGINT_SEEN: AtomicBool = AtomicBool::new(false);
+static STOP_SEEN: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_sigint(_: libc::c_int) {
-    SIGINT_SEEN.store(true, Ordering::Relaxed);
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP_SEEN.store(true, Ordering::Relaxed);
 }
 
 /// Installs a SIGINT and SIGTERM handler that only sets a flag, and
-/// returns that flag.
-/// The measurement loop checks it between messages and stops, so Ctrl-C
-/// prints the statistics collected so far. The handler resets itself
-/// (SA_RESETHAND): a second Ctrl-C kills the process as usual.
-pub fn sigint_flag() -> io::Result<&'static AtomicBool> {
+/// returns that flag. The measurement loop checks it between messages
+/// and stops, so Ctrl-C prints the statistics collected so far; and a
+/// SIGTERM (what systemd, `kill` and test harnesses send) leaves through
+/// the same orderly path, so every owner's Drop runs (a server's shm ring
+/// file is unlinked). The handler resets itself (SA_RESETHAND): a second
+/// signal kills the process as usual.
+pub fn stop_signal_flag() -> io::Result<&'static AtomicBool> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
     let action = SigAction::new(
-        SigHandler::Handler(on_sigint),
+        SigHandler::Handler(on_stop_signal),
         SaFlags::SA_RESETHAND,
         SigSet::empty(),
     );
-    // SIGTERM (systemd, kill) ends a run as Ctrl-C does, so the host is
-    // left as found.
     for sig in [Signal::SIGINT, Signal::SIGTERM] {
         // SAFETY: the handler only stores to a static atomic, which is
-        // async-signal-safe; no other handler for SIGINT or SIGTERM is
+        // async-signal-safe; no other handler for these signals is
         // relied upon.
         unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
     }
-    Ok(&SIGINT_SEEN)
+    Ok(&STOP_SEEN)
 }
 
 /// A memory mapping shared between threads or processes, seen as 64-bit
@@ -98,19 +98,14 @@ impl SharedMap {
         Self::from_mmap(p, len)
     }
 
-    /// Maps the file at `path` (created with `bytes` when `create`,
-    /// otherwise it must already be at least that long): the mapping two
-    /// processes share, e.g. under /dev/shm.
+    /// Maps the file at `path` (created with `bytes` when `create`, as
+    /// [`super::mem::create_private_file`] does: 0600, allocated, removed
+    /// again if mapping fails; otherwise it must already be at least that
+    /// long): the mapping two processes share, e.g. under /dev/shm.
     pub fn file(path: &Path, bytes: usize, create: bool) -> io::Result<SharedMap> {
         let len = round_to_page(bytes);
         let f = if create {
-            let f = File::options()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(path)?;
-            f.set_len(len as u64)?;
-            f
+            super::mem::create_private_file(path, len as u64)?
         } else {
             let f = File::options().read(true).write(true).open(path)?;
             let have = f.metadata()?.len();
@@ -139,7 +134,12 @@ impl SharedMap {
                 0,
             )
         };
-        Self::from_mmap(p, len)
+        let map = Self::from_mmap(p, len);
+        if create && map.is_err() {
+            // Created above: an error leaves nothing behind.
+            let _ = std::fs::remove_file(path);
+        }
+        map
     }
 
     fn from_mmap(p: *mut libc::c_void, len: usize) -> io::Result<SharedMap> {
@@ -176,7 +176,8 @@ impl Drop for SharedMap {
     }
 }
 
-fn round_to_page(bytes: usize) -> usize {
+/// `bytes` rounded up to whole 4 KiB pages: what a [`SharedMap`] maps.
+pub fn round_to_page(bytes: usize) -> usize {
     bytes.max(1).div_ceil(4096) * 4096
 }
 

@@ -464,6 +464,58 @@ fn check_node_hugepages(node: u32, needed: usize, page: usize) -> Result<(), Mem
     })
 }
 
+/// Size and free space of a filesystem, from statvfs: what a file of
+/// ours may still take there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Bytes of the filesystem (0: no limit, a tmpfs mounted with size=0).
+    pub total: u64,
+    /// Bytes an unprivileged writer may still allocate (f_bavail).
+    pub free: u64,
+}
+
+/// The [`FsSpace`] of the filesystem holding `dir`.
+pub fn fs_space(dir: &std::path::Path) -> io::Result<FsSpace> {
+    let s = nix::sys::statvfs::statvfs(dir).map_err(io::Error::from)?;
+    let unit = s.fragment_size() as u64;
+    Ok(FsSpace {
+        total: (s.blocks() as u64).saturating_mul(unit),
+        free: (s.blocks_available() as u64).saturating_mul(unit),
+    })
+}
+
+/// Creates `path` for this process's user alone and allocates `len`
+/// bytes of it: created exclusively (never an existing file, never
+/// through a symlink), mode exactly 0600 whatever the umask, and every
+/// block allocated now (posix_fallocate), so a filesystem that fills up
+/// fails here with ENOSPC rather than with a SIGBUS at the first touch
+/// of a mapping (tmpfs hands out pages on demand). On any failure after
+/// the create the file is removed again: an error leaves nothing behind.
+pub fn create_private_file(path: &std::path::Path, len: u64) -> io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    let sized = f
+        .set_permissions(std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| {
+            let len = libc::off_t::try_from(len)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes")))?;
+            nix::fcntl::posix_fallocate(f.as_raw_fd(), 0, len).map_err(io::Error::from)
+        });
+    match sized {
+        Ok(()) => Ok(f),
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+    }
+}
+
 /// The NUMA node of an RDMA device, from
 /// /sys/class/infiniband/NAME/device/numa_node; `None` when the device
 /// does not say (-1, e.g. Soft-RoCE, or a single-node machine).
@@ -665,5 +717,33 @@ mod tests {
         assert!(m.contains("4194304 bytes as 2048 kB huge pages"), "{m}");
         assert!(m.contains(NR_HUGEPAGES), "{m}");
         assert!(!m.contains('\n'));
+    }
+
+    #[test]
+    fn a_private_file_is_new_0600_and_allocated() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ring");
+        let f = create_private_file(&p, 64 << 10).unwrap();
+        let m = f.metadata().unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        assert_eq!(m.len(), 64 << 10);
+        assert!(m.blocks() * 512 >= 64 << 10, "allocated, not sparse: {m:?}");
+        let e = create_private_file(&p, 4096).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        assert!(p.exists(), "somebody else's file is left alone");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &link).unwrap();
+        assert!(
+            create_private_file(&link, 4096).is_err(),
+            "never through a symlink"
+        );
+        assert!(!dir.path().join("elsewhere").exists());
+    }
+
+    #[test]
+    fn free_space_is_read_and_within_the_total() {
+        let s = fs_space(std::path::Path::new("/")).unwrap();
+        assert!(s.total > 0 && s.free <= s.total, "{s:?}");
     }
 }

@@ -17,6 +17,16 @@
 //! (Release). A per-slot stamp means producer and consumer never share a
 //! head/tail line. Every access is an atomic, so the same code runs between
 //! two threads (anonymous mapping) and two processes (a /dev/shm file).
+//!
+//! The file between two processes is the server's ([`RingFile`]): checked
+//! against the free space of its filesystem before anything is created,
+//! created 0600 and fully allocated (so a full tmpfs is an error, never a
+//! SIGBUS), and unlinked as soon as the client shows it has mapped the
+//! ring (its first message), or when the server's end drops, whichever
+//! comes first: on a refusal, an error, SIGINT/SIGTERM (the stop flag ends
+//! the session through the normal path) or a panic (unwinding runs the
+//! Drop). Only a SIGKILL between the Welcome and the client's first
+//! message leaves the file behind.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -24,7 +34,8 @@ use std::sync::Arc;
 
 use super::stream::SlotEnd;
 use super::{Channel, TransportError, TransportInfo};
-use crate::sys::host::SharedMap;
+use crate::sys::host::{round_to_page, SharedMap};
+use crate::sys::mem::{self, FsSpace};
 
 /// Slots per ring: twice what the probe can have in flight (one message,
 /// and up to 3 lost ones before `max_consecutive_lost` ends the run), so a
@@ -67,7 +78,7 @@ pub struct ShmChannel {
     tail: u64,
     my_closed: Option<usize>,
     peer_closed: Option<usize>,
-    path: Option<PathBuf>,
+    file: RingFile,
     label: &'static str,
 }
 
@@ -90,6 +101,78 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
     move |source| TransportError::Io { what, source }
 }
 
+/// The server's ring file, owned by the end that created it: unlinked at
+/// the first [`RingFile::peer_mapped`] (the client's first message proves
+/// it has the ring mapped, and a mapping outlives its name) or on drop,
+/// whichever comes first. The anonymous rings and the opening end own none.
+struct RingFile(Option<PathBuf>);
+
+impl RingFile {
+    const NONE: RingFile = RingFile(None);
+
+    /// Checks that `bytes` fit the free space where `path` would be,
+    /// creates it (0600, allocated) and maps it: the ring and its owner.
+    fn create(path: &Path, bytes: usize) -> Result<(SharedMap, RingFile), TransportError> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let asked = round_to_page(bytes) as u64;
+        let space = mem::fs_space(dir).map_err(|e| {
+            TransportError::Unsupported(format!(
+                "shm ring directory {}: cannot read its free space (statvfs: {e}); check it exists and is a mounted filesystem",
+                dir.display()
+            ))
+        })?;
+        if !ring_fits(asked, space) {
+            return Err(TransportError::Unsupported(format!(
+                "shm ring of {asked} B does not fit in {}: {} B free of {} B there; ask for a smaller ring (fewer or smaller slots, a smaller --size) or free space in {}",
+                dir.display(),
+                space.free,
+                space.total,
+                dir.display()
+            )));
+        }
+        let map = SharedMap::file(path, bytes, true).map_err(|e| {
+            TransportError::Unsupported(format!(
+                "cannot create the shm ring {} of {asked} B: {e}; free space in {} or ask for a smaller ring",
+                path.display(),
+                dir.display()
+            ))
+        })?;
+        Ok((map, RingFile(Some(path.to_path_buf()))))
+    }
+
+    /// Called on every message received: unlinks the file at the first
+    /// (one predictable branch afterwards).
+    #[inline(always)]
+    fn peer_mapped(&mut self) {
+        if self.0.is_some() {
+            self.unlink();
+        }
+    }
+
+    #[cold]
+    fn unlink(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for RingFile {
+    fn drop(&mut self) {
+        self.unlink();
+    }
+}
+
+/// Whether a ring of `asked` bytes fits a filesystem with `space`: it
+/// must not take more than is free (a filesystem of total size 0 sets
+/// no limit: a tmpfs mounted with size=0).
+pub fn ring_fits(asked: u64, space: FsSpace) -> bool {
+    space.total == 0 || asked <= space.free
+}
+
 impl ShmChannel {
     /// One-way loopback in one process: `post` writes ring 0 and
     /// `poll_recv` reads it (one thread, one clock: the probe's floor).
@@ -100,7 +183,15 @@ impl ShmChannel {
             Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
         init_header(&map, sw);
         Ok(ShmChannel::new(
-            map, size, sw, LINE_WORDS, LINE_WORDS, None, None, None, "loopback",
+            map,
+            size,
+            sw,
+            LINE_WORDS,
+            LINE_WORDS,
+            None,
+            None,
+            RingFile::NONE,
+            "loopback",
         ))
     }
 
@@ -113,25 +204,21 @@ impl ShmChannel {
             Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
         init_header(&map, sw);
         Ok((
-            ShmChannel::on_side(map.clone(), size, sw, Side::Client, None),
-            ShmChannel::on_side(map, size, sw, Side::Server, None),
+            ShmChannel::on_side(map.clone(), size, sw, Side::Client, RingFile::NONE),
+            ShmChannel::on_side(map, size, sw, Side::Server, RingFile::NONE),
         ))
     }
 
-    /// Creates the shared file at `path` (server side of a two-process run);
-    /// the file is removed when this channel drops.
+    /// Creates the shared file at `path` (server side of a two-process
+    /// run), refused when it does not fit the free space there; the file
+    /// is removed at the first message received, or when this channel
+    /// drops (see [`RingFile`]).
     pub fn create(path: &Path, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
         check_size(size)?;
         let sw = slot_words_for(size);
-        let map = SharedMap::file(path, map_bytes(sw), true).map_err(io("create shm file"))?;
+        let (map, file) = RingFile::create(path, map_bytes(sw))?;
         init_header(&map, sw);
-        Ok(ShmChannel::on_side(
-            Arc::new(map),
-            size,
-            sw,
-            side,
-            Some(path.to_path_buf()),
-        ))
+        Ok(ShmChannel::on_side(Arc::new(map), size, sw, side, file))
     }
 
     /// Opens the shared file a peer created at `path` (client side).
@@ -152,7 +239,13 @@ impl ShmChannel {
                 path.display()
             )));
         }
-        Ok(ShmChannel::on_side(Arc::new(map), size, sw, side, None))
+        Ok(ShmChannel::on_side(
+            Arc::new(map),
+            size,
+            sw,
+            side,
+            RingFile::NONE,
+        ))
     }
 
     fn on_side(
@@ -160,7 +253,7 @@ impl ShmChannel {
         size: usize,
         sw: usize,
         side: Side,
-        path: Option<PathBuf>,
+        file: RingFile,
     ) -> ShmChannel {
         let ring0 = LINE_WORDS;
         let ring1 = LINE_WORDS + SLOTS * sw;
@@ -173,7 +266,7 @@ impl ShmChannel {
                 ring1,
                 Some(H_CLOSED[0]),
                 Some(H_CLOSED[1]),
-                path,
+                file,
                 "client",
             ),
             Side::Server => ShmChannel::new(
@@ -184,7 +277,7 @@ impl ShmChannel {
                 ring0,
                 Some(H_CLOSED[1]),
                 Some(H_CLOSED[0]),
-                path,
+                file,
                 "server",
             ),
         }
@@ -199,7 +292,7 @@ impl ShmChannel {
         rx_base: usize,
         my_closed: Option<usize>,
         peer_closed: Option<usize>,
-        path: Option<PathBuf>,
+        file: RingFile,
         label: &'static str,
     ) -> ShmChannel {
         ShmChannel {
@@ -212,7 +305,7 @@ impl ShmChannel {
             tail: 0,
             my_closed,
             peer_closed,
-            path,
+            file,
             label,
         }
     }
@@ -275,6 +368,7 @@ impl Channel for ShmChannel {
         }
         w[slot].store(0, Release);
         self.tail += 1;
+        self.file.peer_mapped();
         if acc != 0 {
             return Err(TransportError::Completion(format!(
                 "shm payload of message {seq} is corrupt"
@@ -306,9 +400,7 @@ impl Drop for ShmChannel {
         if let Some(c) = self.my_closed {
             self.map.words()[c].store(1, Release);
         }
-        if let Some(p) = &self.path {
-            let _ = std::fs::remove_file(p);
-        }
+        // `file` unlinks the ring's name (if still there) as it drops.
     }
 }
 
@@ -344,7 +436,7 @@ pub struct ShmSlots {
     tail: usize,
     my_closed: usize,
     peer_closed: usize,
-    path: Option<PathBuf>,
+    file: RingFile,
     label: &'static str,
 }
 
@@ -389,28 +481,29 @@ impl ShmSlots {
         );
         init_stream_header(&map, slots as usize, slot_size);
         Ok((
-            ShmSlots::on_side(map.clone(), slots, slot_size, Side::Client, None),
-            ShmSlots::on_side(map, slots, slot_size, Side::Server, None),
+            ShmSlots::on_side(map.clone(), slots, slot_size, Side::Client, RingFile::NONE),
+            ShmSlots::on_side(map, slots, slot_size, Side::Server, RingFile::NONE),
         ))
     }
 
     /// Creates the shared file at `path` (the server's end of a stream
-    /// between two processes); removed when this end drops.
+    /// between two processes), refused when it does not fit the free
+    /// space there; removed at the first slot received, or when this end
+    /// drops (see [`RingFile`]).
     pub fn create(
         path: &Path,
         slots: u32,
         slot_size: usize,
         side: Side,
     ) -> Result<ShmSlots, TransportError> {
-        let map = SharedMap::file(path, stream_map_bytes(slots as usize, slot_size), true)
-            .map_err(io("create shm file"))?;
+        let (map, file) = RingFile::create(path, stream_map_bytes(slots as usize, slot_size))?;
         init_stream_header(&map, slots as usize, slot_size);
         Ok(ShmSlots::on_side(
             Arc::new(map),
             slots,
             slot_size,
             side,
-            Some(path.to_path_buf()),
+            file,
         ))
     }
 
@@ -441,7 +534,7 @@ impl ShmSlots {
             slots,
             slot_size,
             side,
-            None,
+            RingFile::NONE,
         ))
     }
 
@@ -450,7 +543,7 @@ impl ShmSlots {
         slots: u32,
         slot_size: usize,
         side: Side,
-        path: Option<PathBuf>,
+        file: RingFile,
     ) -> ShmSlots {
         let slots = slots as usize;
         let sw = stream_slot_words(slot_size);
@@ -470,7 +563,7 @@ impl ShmSlots {
             tail: 0,
             my_closed: H_CLOSED[tx],
             peer_closed: H_CLOSED[rx],
-            path,
+            file,
             label,
         }
     }
@@ -550,6 +643,7 @@ impl SlotEnd for ShmSlots {
         }
         w[slot].store(0, Release);
         self.tail = next_slot(self.tail, self.slots);
+        self.file.peer_mapped();
         Ok(Some(len))
     }
 
@@ -576,14 +670,14 @@ impl SlotEnd for ShmSlots {
 impl Drop for ShmSlots {
     fn drop(&mut self) {
         self.map.words()[self.my_closed].store(1, Release);
-        if let Some(p) = &self.path {
-            let _ = std::fs::remove_file(p);
-        }
+        // `file` unlinks the ring's name (if still there) as it drops.
     }
 }
 
 /// Where a server puts its shared file: /dev/shm when it exists (memory,
-/// not disk), else the temp dir. Unique per process and call.
+/// not disk), else the temp dir. Unique per process and call, and not a
+/// name that exists already (a file a SIGKILLed process of the same pid
+/// left): the create is exclusive, so such a name would be refused.
 pub fn default_path() -> PathBuf {
     use std::sync::atomic::AtomicU64;
     static N: AtomicU64 = AtomicU64::new(0);
@@ -592,11 +686,22 @@ pub fn default_path() -> PathBuf {
     } else {
         std::env::temp_dir()
     };
-    dir.join(format!(
-        "ibprobe-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Relaxed)
-    ))
+    let name = || {
+        dir.join(format!(
+            "ibprobe-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Relaxed)
+        ))
+    };
+    // Bounded: past that many leftovers the exclusive create says so.
+    let mut path = name();
+    for _ in 0..64 {
+        if std::fs::symlink_metadata(&path).is_err() {
+            break;
+        }
+        path = name();
+    }
+    path
 }
 
 #[cfg(test)]
@@ -704,5 +809,74 @@ mod tests {
         assert!(ShmChannel::open(&p, 4096, Side::Client).is_err());
         let mut c = ShmChannel::open(&p, 64, Side::Client).unwrap();
         c.post(1).unwrap();
+    }
+
+    #[test]
+    fn a_ring_fits_only_the_free_space_of_a_limited_filesystem() {
+        let space = |total, free| FsSpace { total, free };
+        assert!(ring_fits(4096, space(1 << 20, 4096)));
+        assert!(!ring_fits(4097, space(1 << 20, 4096)));
+        assert!(!ring_fits(1, space(1 << 20, 0)), "a full filesystem");
+        assert!(
+            !ring_fits(u64::MAX, space(u64::MAX - 1, u64::MAX - 1)),
+            "no overflow at the top"
+        );
+        assert!(ring_fits(8 << 30, space(0, 0)), "size=0: no limit");
+    }
+
+    #[test]
+    fn the_server_file_is_private_and_unlinked_at_the_first_message() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r");
+        let mut s = ShmChannel::create(&p, 64, Side::Server).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        let mut c = ShmChannel::open(&p, 64, Side::Client).unwrap();
+        assert_eq!(s.poll_recv().unwrap(), None);
+        assert!(
+            p.exists(),
+            "no message yet: the client may not have mapped it"
+        );
+        c.post(7).unwrap();
+        assert_eq!(s.poll_recv().unwrap(), Some(7));
+        assert!(!p.exists(), "the client has it mapped: the name goes");
+        s.post(7).unwrap();
+        assert_eq!(c.poll_recv().unwrap(), Some(7), "the mapping lives on");
+        drop(s);
+        assert!(matches!(c.poll_recv(), Err(TransportError::PeerLost(_))));
+    }
+
+    #[test]
+    fn the_stream_server_file_is_unlinked_at_the_first_slot_or_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s");
+        let mut s = ShmSlots::create(&p, 4, 64, Side::Server).unwrap();
+        let mut c = ShmSlots::open(&p, 4, 64, Side::Client).unwrap();
+        assert!(c.send(&slot_of(16, 1)).unwrap());
+        let mut buf = [0u8; 64];
+        assert_eq!(s.recv(&mut buf).unwrap(), Some(16));
+        assert!(!p.exists());
+        let q = dir.path().join("never-mapped");
+        drop(ShmSlots::create(&q, 4, 64, Side::Server).unwrap());
+        assert!(!q.exists(), "dropped before any message");
+    }
+
+    #[test]
+    fn the_default_path_skips_a_leftover_of_the_same_pid() {
+        let first = default_path();
+        let n: u64 = first
+            .to_string_lossy()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let next = first.with_file_name(format!("ibprobe-{}-{}", std::process::id(), n + 1));
+        std::fs::write(&next, b"left by a SIGKILLed process").unwrap();
+        let chosen = default_path();
+        let _ = std::fs::remove_file(&next);
+        assert_ne!(chosen, next);
+        assert!(!chosen.exists());
     }
 }
