@@ -46,7 +46,7 @@ Examples:
   ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3
 
 Exit codes: 0 ok, 2 bad input, 3 run failed (peer lost, transport error),
-130 interrupted by Ctrl-C (the statistics so far are printed).";
+130 interrupted by Ctrl-C or SIGTERM (the statistics so far are printed).";
 
 /// `ibprobe`: a latency probe with true percentiles over verbs (RC, UC,
 /// UD) and two reference transports (shared memory, UDP).
