@@ -15,7 +15,7 @@
 //! scheduling policy) except [`mlockall_current_future`], which is
 //! process-wide. They survive `execve(2)` (memory locks do not).
 
-use crate::host::CpuSet;
+use ibhost::cpulist::CpuSet;
 pub use ibhost::rt::{
     get_affinity, get_scheduler, lock_memory_explained as mlockall_current_future, set_affinity,
     set_fifo_explained as set_fifo,

@@ -6,7 +6,8 @@
 //! concrete numbers, computed once, and a wrong profile must fail before
 //! anything on the host is touched.
 
-use super::{CpuField, IrqMode, Profile, ProfileError, ScalarValue};
+use super::error::ProfileError;
+use super::schema::{CpuField, IrqMode, Profile, ScalarValue, TunedSpec};
 use crate::host::{CpuSet, Host, HostRoot};
 use crate::sys::MemPolicy;
 use serde::Serialize;
@@ -525,7 +526,7 @@ fn nodes_of_field(
     Ok(set)
 }
 
-fn tuned_conf(profile: &str, t: &super::TunedSpec) -> ResolvedTuned {
+fn tuned_conf(profile: &str, t: &TunedSpec) -> ResolvedTuned {
     let base = t.base.get_ref().clone();
     let mut sections: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for d in t.drop.iter().map(|d| d.get_ref()) {

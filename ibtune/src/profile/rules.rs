@@ -10,7 +10,8 @@
 //! at `file:line:column`, so `plan`, `apply` and `verify` see the same
 //! verdict.
 
-use super::{CpuField, Profile, ProfileError, ScalarValue};
+use super::error::ProfileError;
+use super::schema::{CpuField, Profile, ScalarValue};
 use std::ops::Range;
 use toml::Spanned;
 
