@@ -26,12 +26,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use crate::words::vocabulary;
-
-/// A configuration that cannot work, as one line: what, with which
-/// input, what to do instead. Front ends exit 2 on it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct SpecError(pub String);
+pub use crate::words::SpecError;
 
 fn bad<T>(m: String) -> Result<T, SpecError> {
     Err(SpecError(m))

@@ -8,6 +8,14 @@
 //! CLI maps them to clap in `cli/args.rs` from `ALL`, `name()` and
 //! `help()` (clap stays out of the library).
 
+/// A configuration that cannot work, as one line: what, with which
+/// input, what to do instead. Front ends exit 2 on it. Defined with the
+/// words (an unknown word is one) so that this file needs nothing of the
+/// crate; `spec::SpecError` is its name everywhere else.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
 /// Defines a word list: a `Copy` enum whose variants carry their
 /// spelling and a one-line help, with `ALL`, `name()`, `help()`,
 /// `choices()`, `Display`, serde as the spelling and `FromStr`
@@ -17,14 +25,14 @@ macro_rules! vocabulary {
     ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal, $h:literal;)+ }) => {
         $crate::words::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
         impl std::str::FromStr for $name {
-            type Err = $crate::spec::SpecError;
-            fn from_str(s: &str) -> Result<$name, $crate::spec::SpecError> {
+            type Err = $crate::words::SpecError;
+            fn from_str(s: &str) -> Result<$name, $crate::words::SpecError> {
                 let want = s.trim().to_ascii_lowercase().replace('_', "-");
                 $name::ALL
                     .iter()
                     .copied()
                     .find(|v| v.name() == want)
-                    .ok_or_else(|| $crate::spec::SpecError(format!(
+                    .ok_or_else(|| $crate::words::SpecError(format!(
                         concat!("unknown ", $what, " {:?}: {}"), s, $name::choices()
                     )))
             }

@@ -10,7 +10,7 @@
 use ibprobe::probe::wakeup;
 use ibprobe::spec::{ChannelSpec, Op, Transport, VerbsKnobs};
 
-use super::{ProbeKind, ProbeSpec};
+use super::spec::{ProbeKind, ProbeSpec};
 use crate::collect::latency::SeriesKey;
 
 /// Which local probes to run.

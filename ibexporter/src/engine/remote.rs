@@ -18,7 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::{NodePlan, ProbeKind, ProbeSpec, Remote, RemoteProbes};
+use super::spec::{NodePlan, ProbeKind, ProbeSpec, Remote, RemoteProbes};
 use crate::collect::latency::SeriesKey;
 use crate::config::{CardinalityConfig, PlanConfig, TargetsConfig};
 use crate::targets::cardinality::series_labels;

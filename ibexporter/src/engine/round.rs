@@ -23,7 +23,7 @@ use ibprobe::probe::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::spec::{ChannelSpec, Poll};
 use ibprobe::transport::{Channel, TransportError};
 
-use super::{EngineConfig, ProbeKind, ProbeSpec};
+use super::spec::{EngineConfig, ProbeKind, ProbeSpec};
 use crate::collect::latency::Round;
 
 /// Wake-up probes: the same priority cyclictest's usual runs use.

@@ -34,7 +34,7 @@
 //! group must be computed from the merged observations, never by
 //! averaging per-peer quantiles.
 
-use super::{Target, TargetKey};
+use super::source::{Target, TargetKey};
 use std::collections::BTreeSet;
 
 /// The `target` label value of every target, sorted by key: the peer's name

@@ -6,7 +6,7 @@
 //! when the timeout passes. A `targets.dns` entry (a headless Kubernetes
 //! Service) turns every A/AAAA record into a target named `<ip>:<port>`.
 
-use super::{Origin, Round, SourceError, SourceState, Target, TargetSource};
+use super::source::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::DnsSource;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};

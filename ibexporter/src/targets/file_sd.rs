@@ -27,7 +27,7 @@
 //!   counted and logged once as `file:line:col: what; what to do`.
 
 use super::dns::{ip_literal, resolve_many};
-use super::{Origin, Round, SourceError, SourceState, Target, TargetSource};
+use super::source::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::{
     check_combo, check_label_name, check_size, target_transport, FileSdSource, Op, TargetProbe,
     Transport,

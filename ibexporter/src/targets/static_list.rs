@@ -7,7 +7,7 @@
 //! A name that fails after having resolved keeps its previous address.
 
 use super::dns::resolve_many;
-use super::{Origin, Round, SourceError, SourceState, Target, TargetSource};
+use super::source::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::StaticTarget;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

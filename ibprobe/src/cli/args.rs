@@ -19,7 +19,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use super::CliError;
+use super::error::CliError;
 use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
 use crate::report::host::HostFormat;

@@ -4,7 +4,7 @@
 
 use super::args::ClientArgs;
 use super::common::{default_cpu, measure_and_print, session_err, stop_flag};
-use super::CliError;
+use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::oob::{Done, Oob, OobError, DEFAULT_PORT};

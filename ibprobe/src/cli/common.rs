@@ -8,7 +8,7 @@
 use std::sync::atomic::AtomicBool;
 
 use super::args::{MeasureArgs, TransportArgs};
-use super::{CliError, EXIT_INTERRUPTED, EXIT_THRESHOLD};
+use super::error::{CliError, EXIT_INTERRUPTED, EXIT_THRESHOLD};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
 use crate::probe::open::OpenError;

@@ -29,7 +29,7 @@ use ibhost::child::{self, Ending};
 use clap::CommandFactory as _;
 
 use super::args::{Cli, CompareArgs, CompareFormat};
-use super::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
+use super::error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
     round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
 };

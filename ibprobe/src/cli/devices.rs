@@ -4,7 +4,7 @@
 //! port and GID to use; with no device the user is pointed to the lab and
 //! the reference transports instead of a bare error.
 
-use super::CliError;
+use super::error::CliError;
 use crate::verbs::{self, VerbsErrorKind};
 
 /// Prints the devices (table or JSON). No device is not an error: it is

@@ -14,7 +14,7 @@ use ibhost::cpulist::CpuSet;
 
 use super::args::HostArgs;
 use super::common::stop_flag;
-use super::{CliError, EXIT_INTERRUPTED};
+use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::probe::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::probe::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::host::{HostFormat, HostReport};

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::args::{parse_counts, parse_sizes, LoggpArgs, LoggpFormat, StreamKnobArgs};
 use super::common::{default_cpu, model_resolution_warning, open_err, session_err, stop_flag};
-use super::CliError;
+use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::{Length, ProbeConfig};
 use crate::probe::loggp::{self, LoggpPlan, SimSource, HEADER};

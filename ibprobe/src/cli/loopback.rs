@@ -3,7 +3,7 @@
 
 use super::args::LoopbackArgs;
 use super::common::{default_cpu, measure_and_print, open_err, stop_flag};
-use super::CliError;
+use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::open;

@@ -22,6 +22,7 @@ mod client;
 mod common;
 mod compare;
 mod devices;
+mod error;
 mod host;
 mod loggp;
 mod loopback;
@@ -34,41 +35,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 pub use args::{parse_duration, Cli, Command};
-
-/// Exit code: bad input.
-pub const EXIT_INPUT: u8 = 2;
-/// Exit code: the run failed.
-pub const EXIT_RUN: u8 = 3;
-/// Exit code: a `--fail-if` threshold holds (the report was printed).
-pub const EXIT_THRESHOLD: u8 = 4;
-/// Exit code: interrupted by Ctrl-C (after printing the statistics).
-pub const EXIT_INTERRUPTED: u8 = 130;
-
-/// A CLI failure: the exit code and one line for stderr.
-#[derive(Debug)]
-pub struct CliError {
-    /// 2 (bad input) or 3 (run failed).
-    pub code: u8,
-    /// One line: what, with what input, what to do.
-    pub message: String,
-}
-
-impl CliError {
-    /// Bad input (exit 2).
-    pub fn input(m: impl Into<String>) -> CliError {
-        CliError {
-            code: EXIT_INPUT,
-            message: m.into(),
-        }
-    }
-    /// The run failed (exit 3).
-    pub fn run(m: impl Into<String>) -> CliError {
-        CliError {
-            code: EXIT_RUN,
-            message: m.into(),
-        }
-    }
-}
+pub use error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_RUN, EXIT_THRESHOLD};
 
 /// Turns clap's multi-line error into the one line this tool promises.
 fn one_line(e: &clap::Error) -> String {

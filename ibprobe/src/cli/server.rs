@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::args::ServerArgs;
 use super::common::{default_cpu, say, session_err, stop_flag};
-use super::{CliError, EXIT_INTERRUPTED};
+use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
 use crate::probe::loggp;

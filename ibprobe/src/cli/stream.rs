@@ -5,7 +5,7 @@
 
 use super::args::StreamArgs;
 use super::common::{default_cpu, open_err, session_err, stop_flag};
-use super::CliError;
+use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::config::ProbeConfig;

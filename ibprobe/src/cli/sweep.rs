@@ -19,7 +19,7 @@ use indicatif::ProgressBar;
 
 use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs, SweepFormat};
 use super::common::{self, default_cpu, open_err, report_context, stop_flag};
-use super::{CliError, EXIT_INTERRUPTED};
+use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
 use crate::probe::stream::{placement, run_loopback};

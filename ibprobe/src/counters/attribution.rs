@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::{Counter, Counts};
+use super::counts::{Counter, Counts};
 use crate::stats::LatencyHistogram;
 
 /// A cause an interval may have.

@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::io;
 
-use super::SourceCount;
+use super::counts::{read_proc, SourceCount};
 
 /// One line of `/proc/interrupts`, summed over the CPUs asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,7 +172,7 @@ impl InterruptTable {
     /// Reads the table into the buffer; the text read (cut at the
     /// buffer's end, which only loses lines past twice the size at open).
     fn fill(&mut self) -> Option<&str> {
-        let n = super::read_proc(&self.file, &mut self.buf)?;
+        let n = read_proc(&self.file, &mut self.buf)?;
         let text = &self.buf[..n];
         // Whole lines only.
         let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);

@@ -42,7 +42,7 @@ use std::sync::OnceLock;
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter as PerfCounter};
 
-use super::{Counter, Counts, Missing};
+use super::counts::{Counter, Counts, Missing};
 
 /// The software events, with the counter each fills.
 const SOFTWARE: [(Counter, Software); 4] = [

@@ -52,7 +52,7 @@ impl SchedFile {
 
     /// The thread's migrations so far; no allocation.
     pub fn migrations(&mut self) -> Option<u64> {
-        let n = super::read_proc(&self.file, &mut self.buf)?;
+        let n = super::counts::read_proc(&self.file, &mut self.buf)?;
         nr_migrations(std::str::from_utf8(&self.buf[..n]).ok()?)
     }
 }

@@ -5,7 +5,7 @@
 //! perftest parsers: perftest's exact line), all from one [`Report`].
 //! Field meanings are in `report/README.md`.
 
-use super::{us, Distribution, Report, SCHEMA};
+use super::model::{us, Distribution, Report, RunCounters, Warning, SCHEMA};
 use crate::clock::ClockKind;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -206,9 +206,9 @@ struct JReport<'a> {
     clock: JClock,
     message_size: u64,
     config: Pairs<'a>,
-    run: &'a super::RunCounters,
+    run: &'a RunCounters,
     distributions: Vec<JDist>,
-    warnings: &'a [super::Warning],
+    warnings: &'a [Warning],
     notes: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     fail_if: Option<serde_json::Value>,

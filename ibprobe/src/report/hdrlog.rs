@@ -14,7 +14,7 @@
 //! histogram>`. Values are nanoseconds; tags are the JSON distribution
 //! names (`one_way`, `send_completion`, `rtt`).
 
-use super::ReportError;
+use super::model::ReportError;
 use crate::stats::LatencyHistogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::{

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::VerbsError;
+use super::error::VerbsError;
 use crate::spec::{ChannelSpec, InlineMode, Op, Poll, QpType, SignalMode};
 
 /// A verbs channel's configuration, typed and statically checked.

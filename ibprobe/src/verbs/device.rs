@@ -14,7 +14,7 @@ use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState}
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::QueuePairType;
 
-use super::VerbsError;
+use super::error::VerbsError;
 use crate::spec::QpType;
 use crate::sys::verbs::source_chain;
 

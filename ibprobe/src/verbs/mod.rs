@@ -65,6 +65,7 @@
 mod channel;
 mod config;
 mod device;
+mod error;
 mod setup;
 mod slots;
 mod stream_setup;
@@ -73,75 +74,7 @@ mod types;
 pub use channel::{LoopbackChannel, VerbsChannel};
 pub use config::VerbsConfig;
 pub use device::{devices, DeviceCaps, DeviceInfo, GidInfo, PortInfo};
+pub use error::{VerbsError, VerbsErrorKind};
 pub use setup::{loopback, prepare, Endpoint, Prepared, StreamTarget};
 pub use slots::VerbsSlots;
 pub use stream_setup::{prepare_slots, stream_pair, PreparedSlots};
-
-use crate::transport::TransportError;
-
-/// What kind of failure a [`VerbsError`] is, so the CLI can pick an exit
-/// status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VerbsErrorKind {
-    /// No libibverbs or no RDMA device on this host.
-    NoDevice,
-    /// The configuration asks for something verbs or the device forbids
-    /// (one line naming the limit). The CLI exits 2.
-    Config,
-    /// A verbs call failed at run time.
-    Verbs,
-}
-
-/// Why a verbs operation failed: a kind and one line for humans.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct VerbsError {
-    /// The kind (exit status selection).
-    pub kind: VerbsErrorKind,
-    /// The message, one line.
-    pub message: String,
-}
-
-impl VerbsError {
-    /// The "no RDMA device" error, pointing at the lab and the reference
-    /// transports.
-    pub fn no_device(detail: &str) -> VerbsError {
-        VerbsError {
-            kind: VerbsErrorKind::NoDevice,
-            message: format!(
-                "no RDMA device ({detail}); try the Soft-RoCE lab (`tests/lab/lab shell`) \
-                 or a reference transport (`--transport shm|udp`)"
-            ),
-        }
-    }
-
-    /// A configuration refusal.
-    pub fn config(message: impl Into<String>) -> VerbsError {
-        VerbsError {
-            kind: VerbsErrorKind::Config,
-            message: message.into(),
-        }
-    }
-
-    /// A failed verbs call; `what` names it.
-    pub fn verbs(what: &str, err: impl std::fmt::Display) -> VerbsError {
-        VerbsError {
-            kind: VerbsErrorKind::Verbs,
-            message: format!("{what}: {err}"),
-        }
-    }
-
-    /// Exit status the CLI should use: 2 for refusals, 1 otherwise.
-    pub fn exit_code(&self) -> i32 {
-        match self.kind {
-            VerbsErrorKind::Config => 2,
-            _ => 1,
-        }
-    }
-}
-
-impl From<VerbsError> for TransportError {
-    fn from(e: VerbsError) -> TransportError {
-        TransportError::Unsupported(e.message)
-    }
-}

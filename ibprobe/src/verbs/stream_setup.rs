@@ -12,13 +12,13 @@
 //! process [`stream_pair`]. Allocation and syscalls are fine here.
 
 use super::config::VerbsConfig;
+use super::error::VerbsError;
 use super::setup::{
     connect_qp, initial_psn, loopback_peer_dev, open_qp, registered_buffers, round_up, verbs_facts,
     Endpoint, OpenedQp, QpShape, StreamTarget, GRH,
 };
 use super::slots::{SlotLayout, VerbsSlots};
 use super::types::{ImmCodec, Wired};
-use super::VerbsError;
 use crate::spec::{Op, Poll, QpType};
 use crate::sys::verbs::{
     Completion, OwnedCq, RecvRing, RegisteredBuf, SendOpcode, SendTemplate, POLL_BATCH,

@@ -32,7 +32,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
 use super::super::{counters, Labels};
-use super::SeriesKey;
+use super::families::SeriesKey;
 
 /// The family name of `c` as Prometheus shows it (with `_total`).
 pub fn family_name(c: Counter) -> String {

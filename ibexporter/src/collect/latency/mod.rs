@@ -37,11 +37,14 @@
 //! wake-up latency for a `host` probe.
 
 pub mod counters;
+mod families;
 mod native;
 mod protobuf;
 mod series;
+mod state;
 mod text;
 mod window;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,26 +52,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use prometheus_client::encoding::EncodeLabelSet;
 
 use crate::expo::{EncodeError, Encoded, Format};
+use families::{Fam, CLASSIC_NS, FAMILIES};
+pub use families::{Round, SeriesKey, QUANTILES, WINDOW_SLICES};
 use series::{Labels, Series};
-
-/// Classic bucket bounds in ns: 1, 1.5, 2, 3, 5, 7 per decade from
-/// 250 ns to 10 ms, so a 1-3 us tail lands in its own buckets.
-const CLASSIC_NS: [u64; 29] = [
-    250, 300, 500, 700, //
-    1_000, 1_500, 2_000, 3_000, 5_000, 7_000, //
-    10_000, 15_000, 20_000, 30_000, 50_000, 70_000, //
-    100_000, 150_000, 200_000, 300_000, 500_000, 700_000, //
-    1_000_000, 1_500_000, 2_000_000, 3_000_000, 5_000_000, 7_000_000, //
-    10_000_000,
-];
-
-/// The classic bucket bounds in ns (the `+Inf` bucket is implicit).
-fn classic_bounds_ns() -> &'static [u64; 29] {
-    &CLASSIC_NS
-}
+use state::{ErrorCount, ErrorKey, State};
 
 /// The classic bucket bounds in seconds (without `+Inf`).
 ///
@@ -82,162 +71,6 @@ pub fn classic_buckets() -> Vec<f64> {
 
 /// Native histogram schema: 2^(2^-3) = 9% wide buckets.
 pub const NATIVE_SCHEMA: i8 = native::SCHEMA;
-
-/// The quantiles of the window summary.
-pub const QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];
-
-/// [`QUANTILES`] as their `quantile` label values.
-const QUANTILE_LABELS: [&str; 4] = ["0.5", "0.9", "0.99", "0.999"];
-
-/// One latency series: the label set every family of this module shares.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-pub struct SeriesKey {
-    /// This exporter's name.
-    pub source: String,
-    /// The peer, `rxe0:1` for an HCA loopback, `loopback`, `cpu2`, or
-    /// `group:<label>` when peers are aggregated.
-    pub target: String,
-    /// rc, uc, ud, udp, shm, host.
-    pub transport: String,
-    /// send, send-imm, write-imm, write, wakeup.
-    pub op: String,
-    /// Message size in bytes (0 for wake-ups).
-    pub size_bytes: String,
-}
-
-impl SeriesKey {
-    fn pairs(&self) -> [(&'static str, &str); 5] {
-        [
-            ("source", &self.source),
-            ("target", &self.target),
-            ("transport", &self.transport),
-            ("op", &self.op),
-            ("size_bytes", &self.size_bytes),
-        ]
-    }
-}
-
-/// `ibprobe_probe_errors_total` labels.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct ErrorKey {
-    source: String,
-    target: String,
-    transport: String,
-    reason: String,
-}
-
-/// One `ibprobe_probe_errors_total` series.
-#[derive(Debug)]
-struct ErrorCount {
-    labels: Labels,
-    count: u64,
-}
-
-/// What one probe round gave, as the engine hands it over.
-#[derive(Debug, Default)]
-pub struct Round {
-    /// Latencies of the answered probes, ns (the ibprobe HDR histogram).
-    pub samples: Option<ibprobe::stats::LatencyHistogram>,
-    /// Probes with no answer within the timeout.
-    pub timeouts: u64,
-    /// Set when the round failed (peer lost, device gone): a short reason
-    /// such as `peer_lost`, `refused`, `transport`.
-    pub error: Option<String>,
-    /// `[probe] hw_timestamps`, remote verbs probes: the round's split
-    /// (`collect/hw_split.rs`), or Err(answered probes) when the peer sent
-    /// no timestamps.
-    pub hw: Option<Result<ibprobe::probe::hwts::HwSplit, u64>>,
-    /// The probing thread's counters over the round ([`counters`]).
-    pub counters: Option<ibprobe::counters::Counts>,
-}
-
-/// Slices per window: the summary covers between (1 - 1/SLICES) and 1
-/// window of rounds.
-pub const WINDOW_SLICES: u32 = 5;
-
-/// The families, in the order they are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Fam {
-    Latency,
-    Probes,
-    Errors,
-    LastSuccess,
-    Window,
-    WindowMax,
-}
-
-const FAMILIES: [Fam; 6] = [
-    Fam::Latency,
-    Fam::Probes,
-    Fam::Errors,
-    Fam::LastSuccess,
-    Fam::Window,
-    Fam::WindowMax,
-];
-
-/// Metric types the families use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Counter,
-    Gauge,
-    Histogram,
-    Summary,
-}
-
-impl Fam {
-    /// The family name in text 0.0.4 and protobuf (counters with `_total`).
-    fn name(self) -> &'static str {
-        match self {
-            Fam::Latency => "ibprobe_latency_seconds",
-            Fam::Probes => "ibprobe_probes_total",
-            Fam::Errors => "ibprobe_probe_errors_total",
-            Fam::LastSuccess => "ibprobe_last_success_timestamp_seconds",
-            Fam::Window => "ibprobe_latency_window_seconds",
-            Fam::WindowMax => "ibprobe_latency_window_max_seconds",
-        }
-    }
-
-    /// The OpenMetrics family name: a counter's without `_total`.
-    fn om_name(self) -> &'static str {
-        let n = self.name();
-        n.strip_suffix("_total").unwrap_or(n)
-    }
-
-    fn kind(self) -> Kind {
-        match self {
-            Fam::Latency => Kind::Histogram,
-            Fam::Probes | Fam::Errors => Kind::Counter,
-            Fam::LastSuccess | Fam::WindowMax => Kind::Gauge,
-            Fam::Window => Kind::Summary,
-        }
-    }
-
-    fn unit(self) -> Option<&'static str> {
-        match self {
-            Fam::Probes | Fam::Errors => None,
-            _ => Some("seconds"),
-        }
-    }
-}
-
-/// Everything the encoders read, behind one lock.
-struct State {
-    series: BTreeMap<SeriesKey, Series>,
-    errors: BTreeMap<ErrorKey, ErrorCount>,
-    /// `# HELP` text per [`Fam`].
-    helps: [String; 6],
-    /// `le` label values (dtoa, as prometheus-client writes them), `+Inf` last.
-    le_labels: Vec<String>,
-    /// The same bounds as doubles, `+Inf` last.
-    le_values: Vec<f64>,
-    window: Duration,
-}
-
-impl State {
-    fn help(&self, f: Fam) -> &str {
-        &self.helps[FAMILIES.iter().position(|&g| g == f).unwrap_or(0)]
-    }
-}
 
 /// One format's encoding: the generation and time it was made at.
 type CacheEntry = (u64, Instant, Bytes);
@@ -461,6 +294,7 @@ impl Encoded for LatencyStore {
 mod tests {
     use super::*;
     use prometheus_client::encoding::prometheus_protobuf::{self, prometheus_data_model as pb};
+    use prometheus_client::encoding::EncodeLabelSet;
     use prometheus_client::metrics::counter::Counter;
     use prometheus_client::metrics::family::Family;
     use prometheus_client::metrics::histogram::{Histogram, NativeHistogramConfig};

@@ -13,74 +13,10 @@
 //! proto3 rules followed: a scalar equal to 0 is left out; a nested
 //! message is always written (an empty `Gauge` still says "gauge").
 
-use super::{native, Fam, Kind, State};
-
-const VARINT: u8 = 0;
-const FIXED64: u8 = 1;
-const LEN: u8 = 2;
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
-    varint(out, u64::from(field << 3 | u32::from(wire)));
-}
-
-fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
-    if v != 0 {
-        tag(out, field, VARINT);
-        varint(out, v);
-    }
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn sint(out: &mut Vec<u8>, field: u32, v: i64) {
-    if v != 0 {
-        tag(out, field, VARINT);
-        varint(out, zigzag(v));
-    }
-}
-
-fn double(out: &mut Vec<u8>, field: u32, v: f64) {
-    if v.to_bits() != 0 {
-        tag(out, field, FIXED64);
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-/// A length-delimited field: a string, bytes or an encoded message.
-fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-    tag(out, field, LEN);
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-/// Appends one `Metric.label` field: a `LabelPair { name, value }`.
-pub(super) fn label_pair(out: &mut Vec<u8>, name: &str, value: &str) {
-    let len = 1 + varint_len(name.len()) + name.len() + 1 + varint_len(value.len()) + value.len();
-    tag(out, 1, LEN);
-    varint(out, len as u64);
-    bytes(out, 1, name.as_bytes());
-    bytes(out, 2, value.as_bytes());
-}
-
-fn varint_len(v: usize) -> usize {
-    let mut n = 1;
-    let mut v = v >> 7;
-    while v > 0 {
-        n += 1;
-        v >>= 7;
-    }
-    n
-}
+use super::families::{Fam, Kind, FAMILIES, QUANTILES};
+use super::native;
+use super::state::State;
+use super::wire::{bytes, double, label_pair, sint, uint, varint, zigzag};
 
 /// Buffers reused across families and series (one encode allocates them
 /// once and grows them to the largest family).
@@ -118,7 +54,7 @@ const HISTOGRAM: u32 = 7;
 /// `MetricFamily` message.
 pub(super) fn write(out: &mut Vec<u8>, st: &State) {
     let mut x = Scratch::default();
-    for f in super::FAMILIES {
+    for f in FAMILIES {
         x.family.clear();
         bytes(&mut x.family, 1, f.name().as_bytes());
         bytes(&mut x.family, 2, st.help(f).as_bytes());
@@ -196,7 +132,7 @@ pub(super) fn write(out: &mut Vec<u8>, st: &State) {
                     x.inner.clear();
                     uint(&mut x.inner, 1, w.count);
                     double(&mut x.inner, 2, w.sum_ns as f64 / 1e9);
-                    for (&q, v) in super::QUANTILES.iter().zip(w.quantiles) {
+                    for (&q, v) in QUANTILES.iter().zip(w.quantiles) {
                         x.small.clear();
                         double(&mut x.small, 1, q);
                         double(&mut x.small, 2, v as f64 / 1e9);

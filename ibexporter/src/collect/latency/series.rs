@@ -8,8 +8,9 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use super::families::{classic_bounds_ns, Round, SeriesKey, WINDOW_SLICES};
+use super::native;
 use super::window::{Summary, Window};
-use super::{classic_bounds_ns, native, Round, SeriesKey, WINDOW_SLICES};
 use crate::expo::text::label_pairs;
 
 /// Classic buckets, +Inf included.
@@ -30,7 +31,7 @@ impl Labels {
         let mut protobuf = Vec::new();
         label_pairs(&mut text, pairs.iter().copied());
         for (k, v) in pairs {
-            super::protobuf::label_pair(&mut protobuf, k, v);
+            super::wire::label_pair(&mut protobuf, k, v);
         }
         Labels { text, protobuf }
     }

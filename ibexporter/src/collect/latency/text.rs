@@ -14,7 +14,8 @@
 //! counter family without `_total` and adds `# UNIT`) and in where `le`
 //! goes (OpenMetrics: first, as prometheus-client writes it).
 
-use super::{Fam, Kind, State, QUANTILE_LABELS};
+use super::families::{Fam, Kind, FAMILIES, QUANTILE_LABELS};
+use super::state::State;
 use crate::expo::text::{float, help_line, int, series_start as start, type_line, unit_line};
 
 fn header(out: &mut Vec<u8>, st: &State, f: Fam, om: bool) {
@@ -35,7 +36,7 @@ fn header(out: &mut Vec<u8>, st: &State, f: Fam, om: bool) {
 /// Writes every latency family of `st` in text 0.0.4 (`om` false) or
 /// OpenMetrics (`om` true, without `# EOF`).
 pub(super) fn write(out: &mut Vec<u8>, st: &State, om: bool) {
-    for f in super::FAMILIES {
+    for f in FAMILIES {
         header(out, st, f, om);
         let name = f.name();
         match f {

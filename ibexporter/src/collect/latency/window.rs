@@ -170,7 +170,8 @@ impl Window {
         all.sort_unstable_by_key(|&(i, _)| i);
         // Nearest rank: the smallest bucket whose cumulative count
         // reaches ceil(q * count).
-        let ranks = super::QUANTILES.map(|q| ((q * count as f64).ceil() as u64).clamp(1, count));
+        let ranks =
+            super::families::QUANTILES.map(|q| ((q * count as f64).ceil() as u64).clamp(1, count));
         let mut quantiles = [max_ns; 4];
         let mut next = 0;
         let mut seen = 0u64;

@@ -28,7 +28,7 @@
 //!
 //! # Map
 //!
-//! - `mod.rs`: the [`Workload`] trait and its [`Ctx`];
+//! - [`seam`]: the [`Workload`] trait and its [`Ctx`];
 //! - [`pace`]: the pacer (rate steps, bursts and pauses, missed steps, the
 //!   end of a timed run, [`pace::wait_until`]);
 //! - [`record`]: [`Histos`], [`Tally`], the [`Sink`] and its [`Interval`],
@@ -43,17 +43,12 @@
 //! called in `stop_wait.rs` after an arrival and in `echo.rs` before the
 //! echo (the echo gets its `Plan` from the client's `Receiver` settings).
 
-use std::sync::atomic::AtomicBool;
-
-use crate::clock::Clock;
-use crate::probe::config::Plan;
-use crate::transport::{Channel, TransportError};
-
 pub mod batch;
 pub mod echo;
 pub mod pace;
 pub mod pipeline;
 pub mod record;
+pub mod seam;
 pub mod slot;
 pub mod stop_wait;
 pub mod stream;
@@ -61,32 +56,5 @@ pub mod window;
 
 pub use echo::{echo, EchoEnd};
 pub use record::{Histos, Interval, Recorder, Sink, Tally};
+pub use seam::{Ctx, Workload};
 pub use stop_wait::StopWait;
-
-/// What a workload is given for one run, besides the channel and the
-/// recorder: all read-only.
-#[derive(Clone, Copy)]
-pub struct Ctx<'a> {
-    /// The clock every timestamp comes from.
-    pub clock: &'a Clock,
-    /// The run in clock ticks (count or duration, pacing, timeout, ...).
-    pub plan: &'a Plan,
-    /// The Ctrl-C flag: set, the run ends between messages.
-    pub stop: &'a AtomicBool,
-    /// The first sequence number to post (the warm-up's next).
-    pub first_seq: u64,
-}
-
-/// A way of putting messages on a channel and recording what comes back.
-pub trait Workload {
-    /// Runs `cx.plan` on `ch`, recording into `rec`: calls
-    /// [`Recorder::begin`] at the first timestamp and returns
-    /// [`Recorder::finish`]'s tally. An error from the transport, or the
-    /// workload's loss policy, ends the run with an error.
-    fn run<C: Channel + ?Sized>(
-        &mut self,
-        ch: &mut C,
-        cx: &Ctx<'_>,
-        rec: &mut Recorder<'_>,
-    ) -> Result<Tally, TransportError>;
-}

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::pace::{consume, Gate, Pacer};
 use super::record::{Histos, Recorder, Sink, Tally};
-use super::{Ctx, Workload};
+use super::seam::{Ctx, Workload};
 use crate::clock::Clock;
 use crate::probe::config::Plan;
 use crate::transport::{Channel, TransportError};
