@@ -424,13 +424,18 @@ fn written_paths(code: &str) -> Vec<Written> {
     let mut i = 0;
     while i < b.len() {
         let starts = is_ident(b[i]) && !b[i].is_ascii_digit() && (i == 0 || !is_ident(b[i - 1]));
-        let after_colons = code[..i].trim_end().ends_with("::");
+        if !starts {
+            i += 1;
+            continue;
+        }
         let mut j = i;
         while j < b.len() && is_ident(b[j]) {
             j += 1;
         }
-        if !starts || after_colons || !code[j..].trim_start().starts_with("::") {
-            i = j.max(i + 1);
+        // Bytes, not `str` slices: `i` may follow a multi-byte character.
+        let after_colons = b[..i].trim_ascii_end().ends_with(b"::");
+        if after_colons || !b[j..].trim_ascii_start().starts_with(b"::") {
+            i = j;
             continue;
         }
         let mut found = Vec::new();
@@ -848,7 +853,10 @@ fn the_graph_follows_every_kind_of_path() {
              mod inline { use super::y::Z; }\n",
         ),
         ("a/x.rs", "use super::super::b::Other;\n"),
-        ("a/y.rs", "pub struct Z;\nuse self::nothing;\n"),
+        (
+            "a/y.rs",
+            "pub struct Z;\nuse self::nothing;\nconst B: char = '{';\nconst S: &str = \"é\";é::x();\n",
+        ),
         (
             "b.rs",
             "macro_rules! m { () => { $crate::a::x::K }; }\nlet s = \"crate::c::\";\n",
