@@ -176,7 +176,7 @@ pub struct Distribution {
     pub summary: Summary,
     /// Samples above the histogram's range (clamped to 100 s).
     pub clamped: u64,
-    /// The whole histogram, [`hdrlog::encode`]d (`hdr` in the JSON).
+    /// The whole histogram, [`hdrlog::encode`](super::hdrlog::encode)d (`hdr` in the JSON).
     pub hdr: String,
 }
 

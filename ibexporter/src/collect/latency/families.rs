@@ -70,7 +70,7 @@ pub struct Round {
     /// (`collect/hw_split.rs`), or Err(answered probes) when the peer sent
     /// no timestamps.
     pub hw: Option<Result<ibprobe::probe::hwts::HwSplit, u64>>,
-    /// The probing thread's counters over the round ([`counters`]).
+    /// The probing thread's counters over the round ([`counters`](super::counters)).
     pub counters: Option<ibprobe::counters::Counts>,
 }
 

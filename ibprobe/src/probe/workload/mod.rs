@@ -1,4 +1,4 @@
-//! Workloads: what the measuring thread does with a [`Channel`] between
+//! Workloads: what the measuring thread does with a [`Channel`](crate::transport::Channel) between
 //! the run's first and last timestamps.
 //!
 //! Why it exists: how messages are put on the wire (one at a time, a
