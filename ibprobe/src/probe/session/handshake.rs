@@ -405,3 +405,54 @@ pub fn open_server<S: Shape>(
         .map_err(|e| err("protocol", e))?;
     Ok(end)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::StreamSpec;
+    use std::time::Duration;
+
+    /// The Hello's params per shape, the fields a server reads (the wire
+    /// format: a change here breaks older peers): a one-message client's
+    /// own params under the channel's op, poll and `hw_timestamps` (its
+    /// `receiver` kept); a stream's settings beside op and poll; the
+    /// model on both.
+    #[test]
+    fn each_shape_asks_with_the_same_fields() {
+        let mut spec = ChannelSpec::new(Transport::Rc, 64);
+        spec.verbs.hw_timestamps = true;
+        let (op, poll) = (json!(spec.verbs.op), json!(spec.poll));
+        let mine = OneMessage {
+            params: json!({ "op": "mine", "warmup": 5 }),
+        };
+        let receiver = json!(Receiver {
+            poll: spec.poll,
+            ..Receiver::default()
+        });
+        assert_eq!(
+            hello_params(&spec, &mine),
+            json!({ "op": op, "poll": poll, "warmup": 5, "hw_timestamps": true, "receiver": receiver })
+        );
+        let theirs = OneMessage {
+            params: json!({ "receiver": "kept" }),
+        };
+        assert_eq!(hello_params(&spec, &theirs)["receiver"], "kept");
+        let sh = StreamHello {
+            spec: StreamSpec::default(),
+            warmup: 0,
+            consume_delay: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+            workload: None,
+        };
+        assert_eq!(
+            hello_params(&spec, &sh),
+            json!({ "op": op, "poll": poll, "stream": sh })
+        );
+        let model = "L=1us,os=1us,or=1us,g=1us,G=1ns";
+        spec.transport = Transport::Model;
+        spec.model = Some(model.parse().unwrap());
+        let m = json!(spec.model.unwrap().to_string());
+        assert_eq!(hello_params(&spec, &sh)["model"], m);
+        assert_eq!(hello_params(&spec, &OneMessage::default())["model"], m);
+    }
+}
