@@ -799,7 +799,7 @@ impl std::str::FromStr for ModelParams {
 /// What a peer may ask of a server in its Hello, bounded here, where the
 /// words live, so `ibprobe server` and ibexporter's responder refuse the
 /// same things before anything is allocated, opened or waited on
-/// (`probe/session.rs::admit` applies them). The CLI's own flags are not
+/// (`probe/session/hello.rs::admit` applies them). The CLI's own flags are not
 /// bound by these: an operator may ask their own host for more.
 pub mod peer {
     use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `ibprobe client`: the measuring side of a round trip against
 //! `ibprobe server` (or an ibexporter responder), through the one
-//! handshake of `probe/session.rs`.
+//! handshake of `probe/session/`.
 
 use super::args::ClientArgs;
 use super::common::{default_cpu, measure_and_print, session_err, stop_flag};
@@ -8,7 +8,7 @@ use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::oob::{Done, Oob, OobError, DEFAULT_PORT};
-use crate::probe::session;
+use crate::probe::session::{self, OneMessage};
 
 /// Runs `ibprobe client`; the exit code.
 pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
@@ -36,7 +36,8 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
         .with_secret(secret);
     let mut params = serde_json::to_value(&cfg).unwrap_or_default();
     params["receiver"] = serde_json::to_value(cfg.receiver()).unwrap_or_default();
-    let mut ch = session::open_client(&mut oob, &spec, params).map_err(session_err)?;
+    let mut ch =
+        session::open_client(&mut oob, &spec, &OneMessage { params }).map_err(session_err)?;
     // --hw-timestamps: Done goes before the report, which needs the
     // server's timestamps (session::hw_finish).
     let mut done_sent = false;

@@ -373,7 +373,7 @@ fn client(
         timeout: a.timeout,
         workload: Some(LOGGP_WORKLOAD.into()),
     };
-    let mut end = session::open_stream_client(&mut oob, spec, &hello).map_err(session_err)?;
+    let mut end = session::open_client(&mut oob, spec, &hello).map_err(session_err)?;
     let info = end.info();
     if let Some(c) = default_cpu(&a.transport) {
         crate::sys::host::pin_to_cpu(c)

@@ -1,6 +1,6 @@
 //! `ibprobe server`: the echo side of a round trip. Waits for clients on
 //! TCP, agrees on the channel through the one handshake of
-//! `probe/session.rs` (refusing a client that asks for another transport
+//! `probe/session/` (refusing a client that asks for another transport
 //! than the server's), echoes until the client is done; or, for an
 //! `ibprobe stream` client, receives its stream and sends back the counts.
 
@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::probe::config::Receiver;
 use crate::probe::loggp;
 use crate::probe::oob::{Hello, Oob, OobError, StreamTally};
-use crate::probe::session::{self, MemoryCap, ServeEnd, StreamHello, LOGGP_WORKLOAD};
+use crate::probe::session::{self, MemoryCap, OneMessage, ServeEnd, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::serve_receiver;
 use crate::spec::peer;
 
@@ -123,10 +123,12 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         poll: spec.poll,
         ..admitted.receiver
     };
-    let mut ch = session::open_server(&mut oob, &hello, &spec).map_err(|e| match e.reason {
-        "refused" => refused(e),
-        _ => session_err(e),
-    })?;
+    let mut ch = session::open_server(&mut oob, &hello, &spec, &OneMessage::default()).map_err(
+        |e| match e.reason {
+            "refused" => refused(e),
+            _ => session_err(e),
+        },
+    )?;
     say!(
         "ibprobe server: client {peer}: {} B over {}",
         hello.size,
@@ -196,11 +198,10 @@ fn serve_stream(
     // which after the handshake the client's first slots would wait out
     // (a credit stall inside its measured run).
     let clock = Clock::choose(t.clock);
-    let mut end =
-        session::open_stream_server(&mut oob, hello, spec, sh).map_err(|e| match e.reason {
-            "refused" => refused(e),
-            _ => session_err(e),
-        })?;
+    let mut end = session::open_server(&mut oob, hello, spec, sh).map_err(|e| match e.reason {
+        "refused" => refused(e),
+        _ => session_err(e),
+    })?;
     say!(
         "ibprobe server: client {peer}: stream of {} B messages over {}",
         hello.size,

@@ -121,7 +121,7 @@ pub(super) fn client_stream(
         timeout: cfg.timeout,
         workload: None,
     };
-    let mut tx = session::open_stream_client(&mut oob, spec, &hello).map_err(session_err)?;
+    let mut tx = session::open_client(&mut oob, spec, &hello).map_err(session_err)?;
     let info = tx.info();
     let out = run_client(cfg, stream, tx.as_mut(), clock, stop, || {
         oob.recv::<StreamTally>("waiting for the server's stream counters")

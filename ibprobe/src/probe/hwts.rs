@@ -26,7 +26,7 @@
 //! the mask's wraparound, the rate measured against the host clock).
 //!
 //! The responder reports its (T3, T4) per sequence number after the run
-//! (`session.rs`); they may come in any order, some may be missing (a
+//! (`session/serve.rs`); they may come in any order, some may be missing (a
 //! stamp the HCA did not give, a report cut short), and a message whose
 //! parts come out negative is counted as invalid, as R-Pingmesh's
 //! `invalid_rtt`, instead of being recorded ([`split`]).

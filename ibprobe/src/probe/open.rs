@@ -6,7 +6,7 @@
 //! get it from [`loopback`] (one-way: one thread posts and polls) or
 //! [`echo_pair`] (round trip through an echo thread). Channels whose far
 //! end is another process are opened by the handshake in
-//! `probe/session.rs`. A new transport is a new arm in each of these
+//! `probe/session/`. A new transport is a new arm in each of these
 //! functions and in the handshake, and nothing else outside its file.
 //!
 //! The spec is checked first ([`ChannelSpec::check`]), so a refusal is

@@ -1,0 +1,84 @@
+//! The client end as a daemon uses it ([`ClientSession`]): one
+//! connection to a responder, the handshake once, any number of rounds.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::handshake::{open_client, OneMessage};
+use super::serve::hw_finish_after;
+use super::{err, SessionError};
+use crate::clock::Clock;
+use crate::probe::auth::Secret;
+use crate::probe::config::{Mode, ProbeConfig};
+use crate::probe::oob::{Done, Oob};
+use crate::probe::outcome::Outcome;
+use crate::probe::runner::{self, RunError};
+use crate::spec::ChannelSpec;
+use crate::transport::Channel;
+
+/// The client end as a daemon uses it: one connection to a responder,
+/// any number of rounds.
+pub struct ClientSession {
+    oob: Oob,
+    ch: Box<dyn Channel>,
+    sent: u64,
+}
+
+impl ClientSession {
+    /// Connects to `addr` (giving up after `timeout`), proves the mesh
+    /// `secret` if one is given, agrees on the channel `spec` describes
+    /// and opens it.
+    pub fn connect(
+        addr: SocketAddr,
+        spec: &ChannelSpec,
+        timeout: Duration,
+        secret: Option<&Secret>,
+    ) -> Result<ClientSession, SessionError> {
+        let mut oob = Oob::connect(&addr.to_string(), addr.port(), timeout)
+            .map_err(|e| err("connect", e))?
+            .with_secret(secret.cloned());
+        let ch = open_client(&mut oob, spec, &OneMessage::default())?;
+        Ok(ClientSession { oob, ch, sent: 0 })
+    }
+
+    /// Runs one round (`cfg.mode` is forced to a round trip).
+    pub fn round(
+        &mut self,
+        cfg: &ProbeConfig,
+        clock: &Clock,
+        stop: &AtomicBool,
+    ) -> Result<Outcome, RunError> {
+        let cfg = ProbeConfig {
+            mode: Mode::RoundTrip,
+            ..cfg.clone()
+        };
+        let r = runner::run(&cfg, self.ch.as_mut(), clock, stop, None);
+        let o = match &r {
+            Ok(o) => o,
+            Err(e) => &e.outcome,
+        };
+        self.sent += o.sent + o.warmup_count;
+        r
+    }
+
+    /// Tells the responder the session is over and, when `last` (the
+    /// last round's outcome) carries hardware timestamps, takes the
+    /// responder's and splits it (see [`hw_finish`](super::hw_finish)).
+    pub fn finish_split(mut self, last: &mut Outcome) -> Result<(), SessionError> {
+        if last.hw.is_none() {
+            self.finish();
+            return Ok(());
+        }
+        let sent = self.sent;
+        hw_finish_after(&mut self.oob, last, sent)
+    }
+
+    /// Tells the responder the session is over.
+    pub fn finish(mut self) {
+        let _ = self.oob.send(&Done {
+            sent: self.sent,
+            interrupted: false,
+        });
+    }
+}

@@ -1,0 +1,306 @@
+//! What a client's Hello asks for, and the one check of it: the server
+//! reads the channel ([`requested`]), the receive-side settings
+//! ([`receiver`]) and the stream ([`stream_hello`]) out of the Hello and
+//! holds all of it to [`peer`]'s bounds and a [`MemoryCap`] ([`admit`])
+//! before anything is allocated, opened or waited on. Pure: no socket,
+//! no file.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::probe::config::Receiver;
+use crate::probe::oob::Hello;
+use crate::spec::{
+    check_peer_wait, peer, session_memory, show_bytes, ChannelSpec, ModelParams, Op, Poll,
+    StreamSpec, Transport,
+};
+
+/// How the client asks the server to receive (its `params.receiver`;
+/// a client that sends none gets the default with its `poll`).
+pub fn receiver(hello: &Hello) -> Result<Receiver, String> {
+    match hello.params.get("receiver") {
+        Some(r) => serde_json::from_value(r.clone()).map_err(|e| {
+            format!(
+                "malformed receiver settings {r} ({e}); run the same ibprobe version on both ends"
+            )
+        }),
+        None => Ok(Receiver {
+            poll: requested(hello, None)?.poll,
+            ..Receiver::default()
+        }),
+    }
+}
+
+/// What a client's Hello asks for: its transport, size, op and polling,
+/// with this server's verbs device (`dev`) and otherwise default knobs.
+pub fn requested(hello: &Hello, dev: Option<&str>) -> Result<ChannelSpec, String> {
+    let transport: Transport = hello
+        .transport
+        .parse()
+        .map_err(|e: crate::spec::SpecError| e.0)?;
+    let word = |key: &str| hello.params.get(key).and_then(|p| p.as_str());
+    let mut spec = ChannelSpec::new(transport, hello.size);
+    if let Some(op) = word("op") {
+        spec.verbs.op = op.parse::<Op>().map_err(|e| e.0)?;
+    }
+    if let Some(poll) = word("poll") {
+        spec.poll = poll.parse::<Poll>().map_err(|e| e.0)?;
+    }
+    spec.verbs.dev = dev.map(str::to_string);
+    spec.verbs.hw_timestamps = hello.params.get("hw_timestamps") == Some(&json!(true));
+    Ok(spec)
+}
+/// The model parameters of a `--transport model` spec (between
+/// processes the model rides on a UDP carrier, `transport/model.rs`).
+pub(super) fn model_of(spec: &ChannelSpec) -> Option<ModelParams> {
+    spec.model.filter(|_| spec.transport == Transport::Model)
+}
+
+/// `spec` with the client's `--model` from its Hello (the client's
+/// parameters win: both ends must emulate the same network). A model
+/// that is not a string of parameters is refused ([`admit`]), not dropped.
+pub(super) fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> Result<ChannelSpec, String> {
+    let asked = match hello.params.get("model") {
+        None => None,
+        Some(Value::String(m)) => Some(m.parse::<ModelParams>().map_err(|e| e.0)?),
+        Some(m) => {
+            return Err(format!(
+                "malformed model {m}; run the same ibprobe version on both ends"
+            ))
+        }
+    };
+    Ok(ChannelSpec {
+        model: asked.or(spec.model),
+        ..spec.clone()
+    })
+}
+
+/// The memory cap a server holds sessions to, and how its operator
+/// raises it (named in the refusal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryCap {
+    /// Bytes a session may ask for ([`crate::spec::session_memory`]).
+    pub bytes: u64,
+    /// The flag or config key that raises it, e.g. `--max-session-memory`.
+    pub raise: &'static str,
+}
+
+impl MemoryCap {
+    /// The default cap ([`peer::DEFAULT_MAX_SESSION_MEMORY`]), raised by `raise`.
+    pub fn default_with(raise: &'static str) -> MemoryCap {
+        MemoryCap {
+            bytes: peer::DEFAULT_MAX_SESSION_MEMORY,
+            raise,
+        }
+    }
+}
+
+/// What a Hello that passed [`admit`] asks the server to open.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admitted {
+    /// The channel: the server's knobs, the client's size, op and model.
+    pub spec: ChannelSpec,
+    /// The stream, when the client asked for one.
+    pub stream: Option<StreamHello>,
+    /// How the client asks the server to receive (its poll is the
+    /// client's; a server may put its own).
+    pub receiver: Receiver,
+    /// The session's memory ([`crate::spec::session_memory`]), at most the cap.
+    pub memory: u64,
+}
+
+/// The one check of a decoded Hello, before anything is allocated,
+/// opened or waited on: the channel `spec` the server would open for it
+/// (with the client's model), the stream's knobs, the receive-side
+/// settings and every wait against [`peer`]'s bounds, and the session's
+/// memory against `cap`. Pure: no socket, no file. Err: the one line the
+/// client is refused with.
+pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitted, String> {
+    let spec = with_hello_model(spec, hello)?;
+    spec.check().map_err(|e| e.0)?;
+    let stream = stream_hello(hello).transpose()?;
+    if let Some(sh) = &stream {
+        sh.check_peer(&spec)?;
+    }
+    let receiver = receiver(hello)?;
+    check_peer_wait(
+        "--consume-delay",
+        receiver.consume_delay,
+        peer::MAX_CONSUME_DELAY,
+    )
+    .map_err(|e| e.0)?;
+    if let Some(m) = model_of(&spec) {
+        let bytes = stream.as_ref().map_or(spec.size, |s| s.spec.slot_size);
+        m.check_peer(bytes).map_err(|e| e.0)?;
+    }
+    let memory = session_memory(&spec, stream.as_ref().map(|s| &s.spec));
+    if memory > cap.bytes {
+        let (asked, fix) = match &stream {
+            Some(s) => (
+                format!(
+                    "--slots {} x --slot-size {} B, --window {}",
+                    s.spec.slots, s.spec.slot_size, s.spec.window
+                ),
+                "ask for fewer or smaller slots",
+            ),
+            None => (
+                format!("--size {} B", spec.size),
+                "ask for a smaller --size",
+            ),
+        };
+        return Err(format!(
+            "this session needs {} of memory here ({memory} B: {asked}), the server allows {} per session; {fix}, or have the server's operator raise {}",
+            show_bytes(memory),
+            show_bytes(cap.bytes),
+            cap.raise
+        ));
+    }
+    Ok(Admitted {
+        spec,
+        stream,
+        receiver,
+        memory,
+    })
+}
+
+/// What a stream client asks of the server, in its Hello's
+/// `params.stream`: the stream's knobs and what the receiving loop needs
+/// (the warm-up to leave out, the consume delay, the timeout).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StreamHello {
+    /// The stream's knobs.
+    pub spec: StreamSpec,
+    /// Messages before the measured ones.
+    pub warmup: u64,
+    /// The receiver's `--consume-delay`.
+    pub consume_delay: Duration,
+    /// `--timeout`.
+    pub timeout: Duration,
+    /// What the server runs on the stream: absent, the receiving loop of
+    /// `ibprobe stream`; [`LOGGP_WORKLOAD`], `ibprobe loggp`'s answering
+    /// loop (`probe/loggp.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+}
+
+/// The [`StreamHello::workload`] of `ibprobe loggp`.
+pub const LOGGP_WORKLOAD: &str = "loggp";
+
+impl StreamHello {
+    /// Every check of a stream a client asks a server for, over the
+    /// channel `ch`: [`StreamSpec::check`], [`StreamSpec::check_peer`],
+    /// the workload, the warm-up, and the waits against [`peer`]'s bounds.
+    pub fn check_peer(&self, ch: &ChannelSpec) -> Result<(), String> {
+        self.spec.check(ch).map_err(|e| e.0)?;
+        self.spec.check_peer().map_err(|e| e.0)?;
+        if let Some(w) = self.workload.as_deref().filter(|w| *w != LOGGP_WORKLOAD) {
+            return Err(format!(
+                "stream workload {w:?} is not served (only the receiving loop and {LOGGP_WORKLOAD:?}); run the same ibprobe version on both ends"
+            ));
+        }
+        if self.warmup > peer::MAX_WARMUP {
+            return Err(format!(
+                "--warmup {}: a server skips at most {} warm-up messages; lower --warmup",
+                self.warmup,
+                peer::MAX_WARMUP
+            ));
+        }
+        check_peer_wait("--timeout", self.timeout, peer::MAX_TIMEOUT)
+            .and_then(|()| {
+                check_peer_wait(
+                    "--consume-delay",
+                    self.consume_delay,
+                    peer::MAX_CONSUME_DELAY,
+                )
+            })
+            .map_err(|e| e.0)
+    }
+}
+
+/// The stream a client's Hello asks for (None: a one-message channel).
+pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
+    let v = hello.params.get("stream")?;
+    Some(serde_json::from_value(v.clone()).map_err(|e| {
+        format!("malformed stream settings {v} ({e}); run the same ibprobe version on both ends")
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_hello(transport: &str, slots: u32, slot_size: usize) -> Hello {
+        let sh = StreamHello {
+            spec: StreamSpec {
+                slots,
+                window: slots,
+                slot_size,
+                ..StreamSpec::default()
+            },
+            warmup: 0,
+            consume_delay: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+            workload: None,
+        };
+        Hello {
+            transport: transport.into(),
+            size: 32,
+            params: json!({ "op": "send", "stream": sh }),
+            endpoint: Value::Null,
+        }
+    }
+
+    /// The verbs transports cannot run here (no RDMA device outside the
+    /// lab): their slot pools and echo buffers are bounded by the same
+    /// check, before `verbs::prepare` would register anything.
+    #[test]
+    fn verbs_sessions_are_bounded_by_the_same_check() {
+        let cap = MemoryCap::default_with("--max-session-memory");
+        for t in ["rc", "uc"] {
+            let h = stream_hello(t, 4096, 1 << 20);
+            let spec = requested(&h, None).unwrap();
+            let e = admit(&h, &spec, cap).unwrap_err();
+            assert!(
+                e.contains("12.0 GiB") && e.contains("--max-session-memory"),
+                "{e}"
+            );
+            let h = stream_hello(t, 64, 4096);
+            let a = admit(&h, &requested(&h, None).unwrap(), cap).unwrap();
+            // Two pools of 64 slots of 4 KiB (+ a cache line each) and the
+            // receiving queue: about 0.8 MiB.
+            assert!((512 << 10..1 << 20).contains(&a.memory), "{}", a.memory);
+        }
+        let h = stream_hello("rc", 1 << 20, 64);
+        let e = admit(&h, &requested(&h, None).unwrap(), cap).unwrap_err();
+        assert!(e.contains("at most 4096 slots"), "{e}");
+        // A round trip of 1 GiB messages over rc: its send and receive
+        // rings would take many GiB.
+        let mut h = stream_hello("rc", 64, 4096);
+        h.params = json!({ "op": "send" });
+        h.size = 1 << 30;
+        let e = admit(&h, &requested(&h, None).unwrap(), cap).unwrap_err();
+        assert!(
+            e.contains("--size 1073741824 B") && e.contains("smaller --size"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_model_hello_is_checked_with_its_slot_size() {
+        let cap = MemoryCap::default_with("--max-session-memory");
+        let mut h = stream_hello("model", 64, 65_536);
+        h.params["model"] = json!("L=1us,os=1us,or=1us,g=1us,G=1us");
+        let spec = requested(&h, None).unwrap();
+        // 64 KiB x 1 us per byte: 65 ms per slot.
+        let e = admit(&h, &spec, cap).unwrap_err();
+        assert!(
+            e.contains("65536 B messages") && e.contains("at most 50ms"),
+            "{e}"
+        );
+        h.params["model"] = json!("L=1us,os=1us,or=1us,g=1us,G=1ps");
+        assert!(admit(&h, &spec, cap).is_ok());
+        h.params["model"] = json!("L=1us");
+        assert!(admit(&h, &spec, cap).unwrap_err().contains("missing"));
+    }
+}

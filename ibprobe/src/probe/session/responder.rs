@@ -1,0 +1,208 @@
+//! The daemon's server end ([`respond`]): ibexporter's responder serves
+//! any client that asks for a transport it answers, each Hello through
+//! [`admit`] first, with a bounded number of sessions busy polling at
+//! once and a [`Liveness`] its owner watches and ends it by.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::handshake::{open_server, OneMessage};
+use super::hello::{admit, requested, Admitted, MemoryCap};
+use super::serve::serve;
+use super::{err, refuse, SessionError};
+use crate::clock::Clock;
+use crate::probe::auth::Secret;
+use crate::probe::oob::{Oob, OobError};
+use crate::spec::{peer, Poll, Transport};
+use crate::transport::{Channel, TransportError};
+
+/// What a responder serves.
+#[derive(Clone, Debug)]
+pub struct ResponderOptions {
+    /// Verbs device to answer on (None: the first with an active port).
+    pub dev: Option<String>,
+    /// How long a client may take to say hello (each read; the
+    /// responder's owner bounds the whole handshake).
+    pub handshake_timeout: Duration,
+    /// The mesh secret clients must prove (None: everyone is served).
+    pub secret: Option<Secret>,
+    /// Sessions that may echo with busy polling at once (each spins a
+    /// core); past it a client asking for busy polling is echoed with
+    /// event polling (a few µs more on its RTT, no core spent).
+    pub max_busy: usize,
+    /// Sessions busy polling now (shared by the responder's sessions).
+    pub busy: Arc<AtomicUsize>,
+    /// The memory one session may take ([`admit`]).
+    pub memory: MemoryCap,
+}
+
+/// The config key that raises a responder's [`MemoryCap`].
+pub const RESPONDER_MEMORY_KEY: &str = "[responder] max_session_memory";
+
+impl Default for ResponderOptions {
+    fn default() -> Self {
+        ResponderOptions {
+            dev: None,
+            handshake_timeout: Duration::default(),
+            secret: None,
+            max_busy: 0,
+            busy: Arc::default(),
+            memory: MemoryCap::default_with(RESPONDER_MEMORY_KEY),
+        }
+    }
+}
+
+/// The longest consume delay a responder honours per message (it spins
+/// that long): a client cannot make it spin for long. The same bound as
+/// `ibprobe server`'s ([`peer::MAX_CONSUME_DELAY`]).
+pub const MAX_RESPONDER_CONSUME_DELAY: Duration = peer::MAX_CONSUME_DELAY;
+
+/// A busy-polling slot of a responder, given back on drop.
+struct BusySlot<'a>(&'a AtomicUsize);
+
+impl Drop for BusySlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A busy-polling slot if fewer than `max` are taken.
+fn busy_slot(busy: &AtomicUsize, max: usize) -> Option<BusySlot<'_>> {
+    busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| BusySlot(busy))
+}
+
+/// What the owner of a responder session (ibexporter's responder) sees of
+/// it and how it ends it, shared with the thread running [`respond`].
+#[derive(Debug, Default)]
+pub struct Liveness {
+    /// Set by the owner to end the session (eviction, idle, shutdown).
+    pub stop: AtomicBool,
+    /// Set by [`respond`] once the client is welcomed (the handshake is over).
+    pub greeted: AtomicBool,
+    /// Messages that arrived so far: the owner calls a session idle when
+    /// this stops moving.
+    pub arrived: AtomicU64,
+}
+
+/// A channel that counts arrivals into a [`Liveness`] (one relaxed
+/// store per message: no lock, no syscall).
+struct Watched<'a> {
+    ch: &'a mut dyn Channel,
+    live: &'a Liveness,
+}
+
+impl Watched<'_> {
+    fn seen(&self, got: Option<u64>) -> Option<u64> {
+        if got.is_some() {
+            self.live.arrived.fetch_add(1, Ordering::Relaxed);
+        }
+        got
+    }
+}
+
+impl Channel for Watched<'_> {
+    fn post(&mut self, seq: u64) -> Result<(), TransportError> {
+        self.ch.post(seq)
+    }
+    fn poll_recv(&mut self) -> Result<Option<u64>, TransportError> {
+        let got = self.ch.poll_recv()?;
+        Ok(self.seen(got))
+    }
+    fn poll_send_done(&mut self) -> Result<Option<u64>, TransportError> {
+        self.ch.poll_send_done()
+    }
+    fn has_send_completions(&self) -> bool {
+        self.ch.has_send_completions()
+    }
+    fn is_signaled(&self, seq: u64) -> bool {
+        self.ch.is_signaled(seq)
+    }
+    fn wait_recv(&mut self, clock: &Clock, timeout_ns: u64) -> Result<Option<u64>, TransportError> {
+        let got = self.ch.wait_recv(clock, timeout_ns)?;
+        Ok(self.seen(got))
+    }
+    fn stamp_target(&mut self) -> Result<crate::sys::verbs::StampWord, TransportError> {
+        self.ch.stamp_target()
+    }
+    fn arrived_stamp(&self) -> u64 {
+        self.ch.arrived_stamp()
+    }
+    fn info(&self) -> crate::transport::TransportInfo {
+        self.ch.info()
+    }
+}
+
+/// How long a responder asks a client that closed its transport whether
+/// it said Done.
+const RESPONDER_GRACE: Duration = Duration::from_millis(20);
+
+/// The transports a responder answers: the shared-memory ring needs
+/// both ends on one host, and the model spins a core for as long as its
+/// parameters say; a daemon offers neither.
+const SERVED: [Transport; 4] = [Transport::Udp, Transport::Rc, Transport::Uc, Transport::Ud];
+
+/// Serves one client on `oob` until it says Done, vanishes or
+/// `live.stop` is set; returns the messages echoed. Answers udp, rc, uc
+/// and ud ([`SERVED`]), each Hello first through [`admit`] (its memory
+/// against `o.memory`). With `o.secret`, the client must prove it first
+/// (else the error's reason is `auth`). Refusals are sent to the client
+/// too.
+pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u64, SessionError> {
+    oob = oob.with_secret(o.secret.clone());
+    let hello = oob.read_hello().map_err(|e| match e {
+        OobError::Auth(_) => err("auth", e),
+        e => err("protocol", e),
+    })?;
+    let spec = match requested(&hello, o.dev.as_deref()) {
+        Ok(s) if SERVED.contains(&s.transport) => s,
+        Ok(s) => {
+            return Err(refuse(
+                &mut oob,
+                format!(
+                    "transport {:?} is not served here; use udp, rc, uc or ud (ibprobe server serves shm and model)",
+                    s.transport.name()
+                ),
+            ))
+        }
+        Err(e) => return Err(refuse(&mut oob, e)),
+    };
+    let Admitted {
+        mut spec,
+        mut receiver,
+        ..
+    } = match admit(&hello, &spec, o.memory) {
+        Ok(a) => a,
+        Err(e) => return Err(refuse(&mut oob, e)),
+    };
+    let spins = receiver.poll == Poll::Busy || spec.poll == Poll::Busy;
+    let _slot = match spins.then(|| busy_slot(&o.busy, o.max_busy)) {
+        Some(None) => {
+            receiver.poll = Poll::Event;
+            spec.poll = Poll::Event;
+            None
+        }
+        slot => slot.flatten(),
+    };
+    let mut ch = open_server(&mut oob, &hello, &spec, &OneMessage::default())?;
+    live.greeted.store(true, Ordering::Relaxed);
+    let clock = Clock::monotonic();
+    let mut watched = Watched {
+        ch: ch.as_mut(),
+        live,
+    };
+    let served = serve(
+        &mut oob,
+        &mut watched,
+        &clock,
+        &live.stop,
+        None,
+        &receiver,
+        RESPONDER_GRACE,
+    )?;
+    Ok(served.echoed)
+}

@@ -1,0 +1,236 @@
+//! The server side of a session after the handshake ([`serve`]: echo
+//! until the client is done), and the `--hw-timestamps` exchange that
+//! ends it: the server's report after the client's Done ([`hw_finish`]).
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use super::{err, SessionError};
+use crate::clock::Clock;
+use crate::probe::config::Receiver;
+use crate::probe::hwts::{ResponderLog, ResponderReport};
+use crate::probe::oob::{Closing, Done, Oob};
+use crate::probe::outcome::Outcome;
+use crate::probe::runner;
+use crate::probe::workload::EchoEnd;
+use crate::transport::{Channel, TransportError};
+
+/// How a served session ended well.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// The client said Done; `sent` is what it says it sent.
+    Done {
+        /// Messages the client sent.
+        sent: u64,
+    },
+    /// The client closed without a word after an orderly run.
+    Closed,
+    /// The stop flag (Ctrl-C) ended it.
+    Interrupted,
+}
+
+/// What [`serve`] did: messages echoed and how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Messages echoed.
+    pub echoed: u64,
+    /// How it ended.
+    pub end: ServeEnd,
+}
+
+/// The server side of a session after the handshake: echoes on `ch`
+/// (pinned to `cpu` if given, receiving as the client asked, see
+/// [`receiver`](super::receiver)) until the client says Done, vanishes or
+/// `stop` is set. A client that finished may close its end of the
+/// transport before the server looks at the out-of-band connection, so
+/// after a transport error the server asks the connection for up to
+/// `grace` before it calls the client lost.
+pub fn serve(
+    oob: &mut Oob,
+    ch: &mut dyn Channel,
+    clock: &Clock,
+    stop: &AtomicBool,
+    cpu: Option<usize>,
+    receiver: &Receiver,
+    grace: Duration,
+) -> Result<Served, SessionError> {
+    let peer = oob.peer_addr();
+    let mut closing = None;
+    // --hw-timestamps (the client asked, the channel stamps): keep each
+    // echo's T3/T4, with HCA/host clock pairs around the session for the
+    // rate; the report goes to the client after its Done.
+    let mut hw = ch.hw_clock().map(|c| (c, ResponderLog::new(), Vec::new()));
+    if let Some((_, _, pairs)) = hw.as_mut() {
+        hw_pair(ch, clock, pairs);
+    }
+    let r = runner::serve(
+        ch,
+        clock,
+        stop,
+        cpu,
+        receiver,
+        || match oob.poll_closing() {
+            Closing::Open => true,
+            other => {
+                closing = Some(other);
+                false
+            }
+        },
+        hw.as_mut().map(|h| &mut h.1),
+    );
+    if let (Some((mut c, log, mut pairs)), Some(Closing::Done(_))) = (hw, &closing) {
+        hw_pair(ch, clock, &mut pairs);
+        let _ = c.calibrate(&pairs);
+        oob.send(&ResponderReport::new(&c, &log.stamps, log.overflow))
+            .map_err(|e| err("protocol", e))?;
+    }
+    let echoed = match r {
+        Ok((n, EchoEnd::Interrupted)) => {
+            return Ok(Served {
+                echoed: n,
+                end: ServeEnd::Interrupted,
+            })
+        }
+        Ok((n, EchoEnd::Finished)) => n,
+        Err(e) => {
+            let t0 = Instant::now();
+            loop {
+                match oob.poll_closing() {
+                    Closing::Open if t0.elapsed() < grace => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Closing::Done(d) => {
+                        return Ok(Served {
+                            echoed: 0,
+                            end: ServeEnd::Done { sent: d.sent },
+                        })
+                    }
+                    _ => {
+                        let detail = match e {
+                            TransportError::PeerLost(why) => {
+                                format!("client {peer} lost mid-run: {why}")
+                            }
+                            e => format!("client {peer}: {e}"),
+                        };
+                        return Err(err("peer_lost", detail));
+                    }
+                }
+            }
+        }
+    };
+    match closing {
+        Some(Closing::Done(d)) => Ok(Served {
+            echoed,
+            end: ServeEnd::Done { sent: d.sent },
+        }),
+        Some(Closing::Gone(e)) => Err(err(
+            "peer_lost",
+            format!("client {peer} vanished after {echoed} messages: {e}"),
+        )),
+        _ => Ok(Served {
+            echoed,
+            end: ServeEnd::Closed,
+        }),
+    }
+}
+
+/// One (HCA ticks, host ns) pair for the rate of the HCA clock (cold).
+fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
+    if let Some(t) = ch.hw_clock_now() {
+        pairs.push((t, clock.ticks_to_ns(clock.now())));
+    }
+}
+
+/// The client's side of `--hw-timestamps` after its run: says Done (the
+/// server then sends its [`ResponderReport`]) and splits `outcome`'s round
+/// trips with it. Err: one line (the report did not come, or is of
+/// another version).
+pub fn hw_finish(oob: &mut Oob, outcome: &mut Outcome) -> Result<(), SessionError> {
+    let sent = outcome.sent + outcome.warmup_count;
+    hw_finish_after(oob, outcome, sent)
+}
+
+/// [`hw_finish`] for a session that sent `sent` messages in all.
+pub(super) fn hw_finish_after(
+    oob: &mut Oob,
+    outcome: &mut Outcome,
+    sent: u64,
+) -> Result<(), SessionError> {
+    let Some(log) = outcome.hw.as_ref() else {
+        return Ok(());
+    };
+    oob.send(&Done {
+        sent,
+        interrupted: outcome.interrupted,
+    })
+    .map_err(|e| err("protocol", e))?;
+    let rep: ResponderReport = oob
+        .recv("hardware timestamp report")
+        .map_err(|e| err("protocol", e))?;
+    outcome.hw_split = Some(log.split_with(&rep).map_err(|e| err("protocol", e))?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::{Mode, ProbeConfig};
+    use crate::probe::hwts::fake::Stamped;
+    use crate::transport::shm::ShmChannel;
+    use std::net::TcpListener;
+
+    /// The `--hw-timestamps` exchange end to end over a real out-of-band
+    /// connection: the server's echo keeps T3/T4 from its (stamping)
+    /// channel and sends its report after the client's Done; the client
+    /// splits its round trips with it.
+    #[test]
+    fn the_responder_reports_its_stamps_after_done() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (c, s) = ShmChannel::pair(64).unwrap();
+        let clock = Clock::monotonic();
+        let server = std::thread::spawn(move || {
+            let mut oob = Oob::accept(&l, Duration::from_secs(5)).unwrap();
+            // Responder: T3 = at + 0, T4 = at + 50.
+            let mut ch = Stamped::new(s, 7, 50, 0);
+            let stop = AtomicBool::new(false);
+            serve(
+                &mut oob,
+                &mut ch,
+                &clock,
+                &stop,
+                None,
+                &Receiver::default(),
+                Duration::from_secs(1),
+            )
+            .unwrap()
+        });
+        let mut oob =
+            Oob::connect(&format!("127.0.0.1:{port}"), port, Duration::from_secs(5)).unwrap();
+        // Prober: T2 = at + 0, T5 = at + 300: network = 300 - 50.
+        let mut ch = Stamped::new(c, 60_000, 0, 300);
+        let cfg = ProbeConfig {
+            length: crate::probe::Length::Count(500),
+            warmup: 10,
+            mode: Mode::RoundTrip,
+            lock_memory: false,
+            hw_timestamps: true,
+            ..ProbeConfig::default()
+        };
+        let stop = AtomicBool::new(false);
+        let mut o = runner::run(&cfg, &mut ch, &clock, &stop, None).unwrap();
+        hw_finish(&mut oob, &mut o).unwrap();
+        let served = server.join().unwrap();
+        assert_eq!(served.echoed, 510);
+        assert_eq!(served.end, ServeEnd::Done { sent: 510 });
+        let sp = &o.hw_split.as_ref().unwrap().split;
+        assert_eq!(sp.len() + sp.invalid, 500);
+        assert_eq!((sp.missing_prober, sp.missing_responder), (0, 0));
+        assert!(!sp.is_empty());
+        assert_eq!(
+            (sp.network_rtt.summary().min_ns, sp.network_rtt.max_ns()),
+            (250, 250)
+        );
+        assert_eq!(sp.responder_delay.max_ns(), 50);
+    }
+}
