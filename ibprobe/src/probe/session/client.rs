@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use super::error::{err, SessionError};
 use super::handshake::{open_client, OneMessage};
 use super::serve::hw_finish_after;
-use super::{err, SessionError};
 use crate::clock::Clock;
 use crate::probe::auth::Secret;
 use crate::probe::config::{Mode, ProbeConfig};

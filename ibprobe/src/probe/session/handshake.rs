@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
+use super::error::{err, oob_err, refuse, SessionError};
 use super::hello::{model_of, with_hello_model, StreamHello};
-use super::{err, oob_err, refuse, SessionError};
 use crate::probe::config::Receiver;
 use crate::probe::hwts::REPORT_VERSION;
 use crate::probe::oob::{Hello, Oob, Reply};

@@ -27,15 +27,18 @@
 //! [`admit`]), `handshake.rs` (one opener per side for any [`Shape`]: a
 //! one-message channel or a stream; a transport is one arm in each),
 //! `serve.rs` (the server's echo loop, the `--hw-timestamps` report),
-//! `client.rs` ([`ClientSession`]), `responder.rs` ([`respond`]).
+//! `client.rs` ([`ClientSession`]), `responder.rs` ([`respond`]),
+//! `error.rs` ([`SessionError`], [`refuse`]).
 
 mod client;
+mod error;
 mod handshake;
 mod hello;
 mod responder;
 mod serve;
 
 pub use client::ClientSession;
+pub use error::{refuse, SessionError};
 pub use handshake::{open_client, open_server, OneMessage, PreparedEnd, Shape, UdpEnd};
 pub use hello::{
     admit, receiver, requested, stream_hello, Admitted, MemoryCap, StreamHello, LOGGP_WORKLOAD,
@@ -44,56 +47,3 @@ pub use responder::{
     respond, Liveness, ResponderOptions, MAX_RESPONDER_CONSUME_DELAY, RESPONDER_MEMORY_KEY,
 };
 pub use serve::{hw_finish, serve, ServeEnd, Served};
-
-use super::oob::{Oob, OobError, Reply};
-use super::open::OpenError;
-/// Why a session could not start or ended badly, as one line.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{reason}: {detail}")]
-pub struct SessionError {
-    /// Short, stable reason for metrics: `connect`, `refused` (the peer
-    /// said no), `config` (this end refuses the configuration), `setup`,
-    /// `protocol`, `peer_lost`, `auth` (the mesh secret is missing or
-    /// differs).
-    pub reason: &'static str,
-    /// What happened, with which peer, and what to do.
-    pub detail: String,
-}
-
-impl SessionError {
-    /// Whether the user's input is at fault (a CLI exits 2), not the run.
-    pub fn is_input(&self) -> bool {
-        matches!(self.reason, "refused" | "config" | "auth")
-    }
-}
-
-fn err(reason: &'static str, detail: impl std::fmt::Display) -> SessionError {
-    SessionError {
-        reason,
-        detail: detail.to_string(),
-    }
-}
-
-impl From<OpenError> for SessionError {
-    fn from(e: OpenError) -> SessionError {
-        err(e.reason(), e.message)
-    }
-}
-
-fn oob_err(e: OobError) -> SessionError {
-    match e {
-        OobError::Refused(_) => err("refused", e),
-        OobError::Auth(_) => err("auth", e),
-        e => err("protocol", e),
-    }
-}
-
-/// Tells the client why it is refused; the server's error for the same.
-pub fn refuse(oob: &mut Oob, reason: impl Into<String>) -> SessionError {
-    let reason = reason.into();
-    let peer = oob.peer_addr();
-    let _ = oob.send(&Reply::Refuse {
-        reason: reason.clone(),
-    });
-    err("refused", format!("client {peer}: {reason}"))
-}

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::error::{err, refuse, SessionError};
 use super::handshake::{open_server, OneMessage};
 use super::hello::{admit, requested, Admitted, MemoryCap};
 use super::serve::serve;
-use super::{err, refuse, SessionError};
 use crate::clock::Clock;
 use crate::probe::auth::Secret;
 use crate::probe::oob::{Oob, OobError};

@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::{err, SessionError};
+use super::error::{err, SessionError};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
 use crate::probe::hwts::{ResponderLog, ResponderReport};
