@@ -637,17 +637,14 @@ impl StreamSpec {
                 self.credit_batch, self.window
             ));
         }
-        let (range, why) = match t {
-            Transport::Ud => (1..=UD_MAX_SIZE, "UD sends one packet"),
-            Transport::Udp => (1..=UDP_MAX_SIZE, "one datagram"),
-            Transport::Shm | Transport::Model => (1..=SHM_MAX_SIZE, "one ring slot"),
-            Transport::Rc | Transport::Uc => (1..=VERBS_MAX_SIZE, "a 32-bit verbs length"),
-        };
-        if self.slot_size < SLOT_HEADER + RECORD_HEADER + 1 || !range.contains(&self.slot_size) {
+        // A slot travels as one message, so the message-size table bounds
+        // it from above; from below it must hold the header and one message.
+        let (range, why) = t.size_range(Op::Send);
+        let smallest = SLOT_HEADER + RECORD_HEADER + 1;
+        if !(smallest..=*range.end()).contains(&self.slot_size) {
             return bad(format!(
-                "--slot-size {} B with --transport {t}: use {}..={} B ({why}, and room for the {SLOT_HEADER} B header and one message)",
+                "--slot-size {} B with --transport {t}: use {smallest}..={} B ({why}, and room for the {SLOT_HEADER} B header and one message)",
                 self.slot_size,
-                SLOT_HEADER + RECORD_HEADER + 1,
                 range.end()
             ));
         }
@@ -1229,5 +1226,27 @@ mod tests {
             "MESSAGE".parse::<CreditReturn>().unwrap(),
             CreditReturn::Message
         );
+    }
+
+    #[test]
+    fn a_slot_is_bounded_by_the_message_size_table() {
+        use Transport::*;
+        for t in [Rc, Uc, Ud, Udp, Shm, Model] {
+            let largest = *t.size_range(Op::Send).0.end();
+            let with = |slot_size| {
+                StreamSpec {
+                    slot_size,
+                    ..StreamSpec::default()
+                }
+                .check(&ChannelSpec::new(t, 8))
+            };
+            with(largest).unwrap();
+            with(SLOT_HEADER + RECORD_HEADER + 1).unwrap();
+            assert!(with(SLOT_HEADER + RECORD_HEADER).is_err(), "{t}");
+            if largest < usize::MAX {
+                let e = with(largest + 1).unwrap_err().0;
+                assert!(e.contains(&format!("..={largest} B")), "{t}: {e}");
+            }
+        }
     }
 }
