@@ -46,8 +46,8 @@
 //! `tracing::warn!` until it reads again. A counter reading `N/A (no PMA)`
 //! (kernels without a PMA for that port) is treated as absent.
 
-use ibtune::host::rdma::read_rdma_device;
-use ibtune::host::{EntryKind, HostRoot};
+use ibtune::host::rdma::{device_names, read_rdma_device, IB_BASE};
+use ibtune::host::{EntryKind, HostRoot, RdmaPort};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
@@ -56,9 +56,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
-
-/// Where the kernel lists RDMA devices.
-const IB_BASE: &str = "/sys/class/infiniband";
 
 /// The `hw_counters/` entry that is a setting, not a counter.
 const HW_COUNTERS_LIFESPAN: &str = "lifespan";
@@ -375,11 +372,11 @@ fn read_hw_counters(
 fn read_port(
     root: &HostRoot,
     dev: &str,
-    port: u32,
-    ib_port: Option<&ibtune::host::RdmaPort>,
+    ib_port: &RdmaPort,
     only_netdev: Option<&str>,
     failures: &mut Vec<ReadFailure>,
 ) -> HcaPort {
+    let port = ib_port.port;
     let base = format!("{IB_BASE}/{dev}/ports/{port}");
     let mut fail = |file: String, reason: String| {
         failures.push(ReadFailure {
@@ -422,11 +419,9 @@ fn read_port(
     let hw_counters = read_hw_counters(root, &base, &mut fail);
 
     let netdev = ib_port
-        .and_then(|p| {
-            p.netdev
-                .clone()
-                .or_else(|| p.gids.iter().find_map(|g| g.netdev.clone()))
-        })
+        .netdev
+        .clone()
+        .or_else(|| ib_port.gids.iter().find_map(|g| g.netdev.clone()))
         .or_else(|| only_netdev.map(String::from))
         .unwrap_or_default();
     HcaPort {
@@ -434,9 +429,7 @@ fn read_port(
         state,
         phys_state,
         rate_bytes_per_second,
-        link_layer: ib_port
-            .and_then(|p| p.link_layer.clone())
-            .unwrap_or_default(),
+        link_layer: ib_port.link_layer.clone().unwrap_or_default(),
         netdev,
         counters,
         hw_counters,
@@ -454,18 +447,11 @@ fn read_hca(root: &HostRoot, name: &str, failures: &mut Vec<ReadFailure>) -> Hca
         [one] => Some(one.as_str()),
         _ => None,
     };
-    let mut port_nums: Vec<u32> = root
-        .list(&format!("{dd}/ports"))
+    // The ports as ibtune listed them: one listing of `ports/` for both.
+    let ports = dev
+        .ports
         .iter()
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    port_nums.sort_unstable();
-    let ports = port_nums
-        .into_iter()
-        .map(|p| {
-            let ib_port = dev.ports.iter().find(|q| q.port == p);
-            read_port(root, name, p, ib_port, only_netdev, failures)
-        })
+        .map(|p| read_port(root, name, p, only_netdev, failures))
         .collect();
     let hw_counters = read_hw_counters(root, &dd, &mut |file, reason| {
         failures.push(ReadFailure {
@@ -499,10 +485,8 @@ fn read_hca(root: &HostRoot, name: &str, failures: &mut Vec<ReadFailure>) -> Hca
 /// devices (or no `/sys/class/infiniband`) is an empty scan.
 pub fn read_hcas(root: &HostRoot) -> HcaScan {
     let mut failures = Vec::new();
-    let hcas = root
-        .list(IB_BASE)
+    let hcas = device_names(root)
         .into_iter()
-        .filter(|n| !n.starts_with('.'))
         .map(|n| read_hca(root, &n, &mut failures))
         .collect();
     HcaScan { hcas, failures }

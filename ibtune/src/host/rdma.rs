@@ -10,7 +10,32 @@ use super::irq::{device_irqs, InterruptLine};
 use super::model::{Gid, PcieLink, RdmaDevice, RdmaPort};
 use super::root::HostRoot;
 
-const IB_BASE: &str = "/sys/class/infiniband";
+/// Where the kernel lists RDMA devices.
+pub const IB_BASE: &str = "/sys/class/infiniband";
+
+/// The RDMA devices' names under [`IB_BASE`], in name order (empty when
+/// there are none).
+///
+/// Why it exists: `ibtune show` and the exporter's HCA collector list the
+/// same devices, and hidden entries are never devices.
+pub fn device_names(root: &HostRoot) -> Vec<String> {
+    root.list(IB_BASE)
+        .into_iter()
+        .filter(|n| !n.starts_with('.'))
+        .collect()
+}
+
+/// The port numbers of the device directory `dev_dir`, ascending (entries
+/// of `ports/` that are not numbers are skipped).
+fn port_numbers(root: &HostRoot, dev_dir: &str) -> Vec<u32> {
+    let mut ports: Vec<u32> = root
+        .list(&format!("{dev_dir}/ports"))
+        .iter()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    ports.sort_unstable();
+    ports
+}
 
 /// True for a PCI address such as `0000:41:00.0` (domain optional).
 ///
@@ -166,13 +191,7 @@ pub fn read_rdma_device(root: &HostRoot, name: &str, interrupts: &[InterruptLine
         opt("device/current_link_width"),
         opt("device/max_link_width"),
     );
-    let mut port_nums: Vec<u32> = root
-        .list(&format!("{dd}/ports"))
-        .iter()
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    port_nums.sort_unstable();
-    let ports: Vec<RdmaPort> = port_nums
+    let ports: Vec<RdmaPort> = port_numbers(root, &dd)
         .into_iter()
         .map(|p| read_port(root, &dd, p))
         .collect();
@@ -231,9 +250,8 @@ fn software_kind(name: &str, has_pci: bool) -> Option<String> {
 /// All RDMA devices under `/sys/class/infiniband`, in name order (empty
 /// when there are none). `interrupts` is the parsed `/proc/interrupts`.
 pub fn discover_rdma(root: &HostRoot, interrupts: &[InterruptLine]) -> Vec<RdmaDevice> {
-    root.list(IB_BASE)
+    device_names(root)
         .into_iter()
-        .filter(|n| !n.starts_with('.'))
         .map(|n| read_rdma_device(root, &n, interrupts))
         .collect()
 }
