@@ -2,9 +2,9 @@
 //! share, defined once.
 //!
 //! Why it exists: CPU lists, duration parsing and the real-time syscalls
-//! (pinning, SCHED_FIFO, mlockall, clocks) used to be written two or three
-//! times across the workspace, with different bounds and syntaxes (one CPU
-//! list parser would allocate for `0-4000000000`). Each now lives here once:
+//! (pinning, SCHED_FIFO, mlockall, clocks) are needed by every tool, and
+//! copies drift apart in bounds and syntax (a CPU list parser without a
+//! bound allocates for `0-4000000000`). Each lives here once:
 //!
 //! - [`cpulist`]: [`CpuSet`], the ordered CPU (or NUMA node) set, parsed from
 //!   kernel lists (`0-3,8`) and hex masks, and [`cpulist::parse_list_ordered`]

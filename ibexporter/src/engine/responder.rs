@@ -7,7 +7,7 @@
 //! running `ibprobe::probe::session::respond`, so a slow or stuck client
 //! never blocks another.
 //!
-//! Nobody can lock peers out by holding connections (issue 14):
+//! Nobody can lock peers out by holding connections:
 //! - accepting never waits for a session: the accept thread only accepts,
 //!   spawns and watches;
 //! - a session must finish its handshake within [`Limits::handshake`]

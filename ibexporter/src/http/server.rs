@@ -8,7 +8,7 @@
 //! connection cap, and a client that connects and sends nothing would hold
 //! its connection for ever.
 //!
-//! Why slow clients cannot delay a scrape (issue 14): accepting never
+//! Why slow clients cannot delay a scrape: accepting never
 //! waits. A connection that has not sent a whole request head within
 //! [`ServeOptions::header_read_timeout`] (3 s) is closed; when
 //! [`ServeOptions::max_connections`] are open, the connection idle for

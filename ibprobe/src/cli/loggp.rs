@@ -1,5 +1,5 @@
 //! `ibprobe loggp`: LogGP parameters of a transport with 95% intervals
-//! (issue 15), in loopback, against `ibprobe server`, or on the model's
+//! in loopback, against `ibprobe server`, or on the model's
 //! virtual clock; `--predict` sets stream workloads' predictions beside
 //! their measurements.
 

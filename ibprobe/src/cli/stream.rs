@@ -1,5 +1,5 @@
 //! `ibprobe stream`: messages streaming through a credit window, batches
-//! with a flush timer and pipelined acks (issue 13). In loopback this
+//! with a flush timer and pipelined acks. In loopback this
 //! process owns both ends, the receiver on its own pinned thread, one
 //! clock; with HOST it is the sending side against `ibprobe server`.
 

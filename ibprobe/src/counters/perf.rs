@@ -11,10 +11,9 @@
 //! / `_in`) at each of its context switches, and the software kinds' hooks
 //! run at every page fault of the machine while a key is on, for counts
 //! the kernel's own accounting keeps anyway (`getrusage`, `sched.rs`:
-//! nothing per context switch, and no privilege needed). In the Soft-RoCE
-//! lab the perf events' cost on the p99 did not show (session 20: 1.034
-//! [0.966..1.141] of the same build without them; the p99 cost was the
-//! attribution's interval ends, ibprobe/README.md, counters "Cost").
+//! nothing per context switch, and no privilege needed). What the perf
+//! events cost on the p99, against a build without them, is measured in
+//! ibprobe/README.md (counters, "Cost"), beside the bench that measures it.
 //!
 //! Opening and closing software events is not free for the whole machine:
 //! the kernel turns each software event kind on with a static key
@@ -27,13 +26,12 @@
 //! open in a process also opens one disabled event of each software kind
 //! on the process's main thread and keeps it until the process exits
 //! ([`hold_static_keys`]): later opens and closes only move the keys'
-//! reference counts. Found in the Soft-RoCE lab (QEMU 7.2 TCG, 2 vCPUs,
-//! Debian 6.1): with counters opened per round, guests hung within a
-//! minute, one vCPU in `close()` -> `sw_perf_event_destroy` ->
-//! `static_key_slow_dec` -> `text_poke_bp_batch` -> `on_each_cpu` waiting
-//! for the other, which kept trapping in `asm_exc_int3` on a jump-label
-//! site whose bytes were already the restored NOP (a stale translation
-//! under TCG: real CPUs re-fetch after the int3).
+//! reference counts. Under QEMU TCG the flips can also hang a guest: one
+//! vCPU waits in `close()` -> `sw_perf_event_destroy` ->
+//! `static_key_slow_dec` -> `text_poke_bp_batch` -> `on_each_cpu` for the
+//! other, which keeps trapping in `asm_exc_int3` on a jump-label site
+//! whose bytes are already the restored NOP (a stale translation under
+//! TCG: real CPUs re-fetch after the int3).
 
 use std::io;
 use std::path::Path;

@@ -7,7 +7,7 @@
 //!   short) and the server's echo loop;
 //! - [`runner`]: placement, warm-up, measured run, Ctrl-C -> [`Outcome`];
 //! - [`stream`]: a stream's two loops at once (sender here, receiver on a
-//!   pinned thread) -> [`stream::StreamOutcome`] (issue 13);
+//!   pinned thread) -> [`stream::StreamOutcome`];
 //! - [`loggp`]: PRTT(n, d, s) round trips of `ibprobe loggp` (real or
 //!   simulated), [`loggp_fit`]: LogGP parameters with 95% intervals;
 //! - [`hwts`]: hardware completion timestamps: the HCA clock (wrap, rate)

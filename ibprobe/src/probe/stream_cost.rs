@@ -6,7 +6,7 @@
 //! stamps, copies and records each message and keeps its window, batch
 //! and credit state. On a transport whose operations cost tens of ns
 //! (shm) that work is most of a message's cost, and a prediction without
-//! it is off by 2-3x (`ibprobe loggp --predict`, issue 15). The loops run
+//! it is off by 2-3x (`ibprobe loggp --predict`). The loops run
 //! here unchanged; only their end is replaced:
 //! - the sender's end takes every slot at once and credits (and acks)
 //!   them as the receiver would: every credit batch (every slot with a

@@ -1,4 +1,4 @@
-//! `--fail-if`: pass/fail thresholds on a run's results (issue 19), for
+//! `--fail-if`: pass/fail thresholds on a run's results, for
 //! acceptance tests and the CI of a cluster (perftest users ask for them:
 //! linux-rdma/perftest #311, #214).
 //!

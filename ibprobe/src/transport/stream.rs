@@ -1,8 +1,8 @@
 //! The streaming layer: one end of a duplex pool of slots.
 //!
 //! Why it exists: a [`super::Channel`] carries one message at a time and
-//! knows only its sequence number; a stream (issue 13,
-//! `docs/stream-design.md`) keeps many slots in flight, packs several
+//! knows only its sequence number; a stream
+//! (`docs/stream-design.md`) keeps many slots in flight, packs several
 //! messages into one slot, and needs a return path for credits and acks.
 //! A [`SlotEnd`] is what the stream loops (`probe/workload/stream.rs`)
 //! need from a transport, and nothing more: send the bytes of one slot as

@@ -28,7 +28,7 @@
 //!   [`Prepared::connect`] with the peer's `Endpoint` returns a
 //!   [`VerbsChannel`] (implements `Channel`: `post` sends to the peer,
 //!   `poll_recv` sees what the peer sent).
-//! - Streams (issue 13, [`crate::transport::stream::SlotEnd`]): a
+//! - Streams ([`crate::transport::stream::SlotEnd`]): a
 //!   [`VerbsSlots`] end holds a registered pool of `slots` send and receive
 //!   buffers (every receive posted up front) and sends one slot as one WR
 //!   (send, send-imm or write-imm into the peer's pool; rc also writes a

@@ -3,12 +3,13 @@
 //! writer ([`crate::expo::text`]).
 //!
 //! Why it exists: with 100 targets x 4 sizes these families are about
-//! 17 000 lines and 2.4 MB, and going through prometheus-client's data
-//! model took 20-30 ms per encode. Here each line is a copy of the
-//! series' pre-escaped labels, a pre-formatted bound and one number
-//! (itoa / dtoa, as prometheus-client formats them), so the encode is a
-//! few milliseconds. The shapes match prometheus-client's output (tests
-//! in `mod.rs` compare them sample by sample).
+//! 17 000 lines and 2.4 MB, too many to build through prometheus-client's
+//! data model at every scrape. Here each line is a copy of the series'
+//! pre-escaped labels, a pre-formatted bound and one number (itoa / dtoa,
+//! as prometheus-client formats them); `benches/README.md` has the render
+//! times and the command that measures them. The shapes match
+//! prometheus-client's output (tests in `mod.rs` compare them sample by
+//! sample).
 //!
 //! The two formats differ only in family headers (OpenMetrics names a
 //! counter family without `_total` and adds `# UNIT`) and in where `le`
