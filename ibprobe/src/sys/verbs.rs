@@ -11,6 +11,7 @@
 //! Every `unsafe` block below carries a `SAFETY:` comment; everything
 //! exported is safe to call.
 
+use crate::sys::mem::{MemError, Placement, Region};
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::Ipv6Addr;
@@ -35,39 +36,20 @@ pub struct PinnedBuf {
 
 impl PinnedBuf {
     /// Maps `len` bytes (rounded up to a page, at least one page), zeroed,
-    /// and pre-faults every page by writing to it.
+    /// and pre-faults every page by writing to it: a [`Region`] with the
+    /// default placement, so the mapping code exists once.
     pub fn new(len: usize) -> io::Result<PinnedBuf> {
-        let page = page_size();
-        let len = len.max(1).div_ceil(page) * page;
-        // SAFETY: an anonymous private mapping with no address hint; the
-        // result is checked against MAP_FAILED before use.
-        let p = unsafe {
-            libc::mmap(
-                null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+        match Region::new(len, &Placement::default()) {
+            Ok(r) => Ok(PinnedBuf::from_region(r)),
+            // The only failure of the default placement: mmap's own error.
+            Err(MemError::Map { source, .. }) => Err(source),
+            Err(e) => Err(io::Error::other(e.to_string())),
         }
-        let ptr =
-            NonNull::new(p as *mut u8).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
-        let buf = PinnedBuf { ptr, len };
-        let mut off = 0;
-        while off < len {
-            buf.write_u8(off, 0);
-            off += page;
-        }
-        Ok(buf)
     }
 
     /// Takes over a placed, pre-faulted [`crate::sys::mem::Region`] (huge
     /// pages, a NUMA node): the buffer unmaps it on drop.
-    pub fn from_region(r: crate::sys::mem::Region) -> PinnedBuf {
+    pub fn from_region(r: Region) -> PinnedBuf {
         let (ptr, len) = r.into_raw();
         PinnedBuf { ptr, len }
     }
@@ -219,16 +201,6 @@ impl Drop for PinnedBuf {
         // SAFETY: ptr/len are exactly what mmap returned; no reference into
         // the mapping outlives self (the MR owning struct drops first).
         unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
-    }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
     }
 }
 
@@ -829,4 +801,22 @@ pub fn wc_status_str(status: u32) -> String {
     unsafe { std::ffi::CStr::from_ptr(p) }
         .to_string_lossy()
         .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pinned_buffer_is_whole_zeroed_pages() {
+        let page = crate::sys::mem::page_size();
+        for (ask, want) in [(0, page), (1, page), (page, page), (page + 1, 2 * page)] {
+            let b = PinnedBuf::new(ask).unwrap();
+            assert_eq!(b.len(), want, "asked {ask}");
+            assert_eq!(b.addr() % page as u64, 0);
+            assert!((0..want).step_by(page / 2).all(|o| b.read_u8(o) == 0));
+            b.write_le(want - 8, 0x0102_0304_0506_0708, 8);
+            assert_eq!(b.read_le(want - 8, 8), 0x0102_0304_0506_0708);
+        }
+    }
 }
