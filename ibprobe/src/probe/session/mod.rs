@@ -43,7 +43,5 @@ pub use handshake::{open_client, open_server, OneMessage, PreparedEnd, Shape, Ud
 pub use hello::{
     admit, receiver, requested, stream_hello, Admitted, MemoryCap, StreamHello, LOGGP_WORKLOAD,
 };
-pub use responder::{
-    respond, Liveness, ResponderOptions, MAX_RESPONDER_CONSUME_DELAY, RESPONDER_MEMORY_KEY,
-};
+pub use responder::{respond, Liveness, ResponderOptions, RESPONDER_MEMORY_KEY};
 pub use serve::{hw_finish, serve, ServeEnd, Served};

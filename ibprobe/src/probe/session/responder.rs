@@ -14,7 +14,7 @@ use super::serve::serve;
 use crate::clock::Clock;
 use crate::probe::auth::Secret;
 use crate::probe::oob::{Oob, OobError};
-use crate::spec::{peer, Poll, Transport};
+use crate::spec::{Poll, Transport};
 use crate::transport::{Channel, TransportError};
 
 /// What a responder serves.
@@ -52,11 +52,6 @@ impl Default for ResponderOptions {
         }
     }
 }
-
-/// The longest consume delay a responder honours per message (it spins
-/// that long): a client cannot make it spin for long. The same bound as
-/// `ibprobe server`'s ([`peer::MAX_CONSUME_DELAY`]).
-pub const MAX_RESPONDER_CONSUME_DELAY: Duration = peer::MAX_CONSUME_DELAY;
 
 /// A busy-polling slot of a responder, given back on drop.
 struct BusySlot<'a>(&'a AtomicUsize);
