@@ -24,7 +24,7 @@ use crate::engine::{
     Responder, ResponderMetrics, TargetMetrics, TargetsThread,
 };
 use crate::http::{self, FamilySource, Metrics, WebConfig};
-use ibprobe::probe::auth::Secret;
+use ibprobe::probe::session::auth::Secret;
 use ibprobe::probe::session::{MemoryCap, ResponderOptions, RESPONDER_MEMORY_KEY};
 use std::net::SocketAddr;
 

@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::{free_port, get, ibprobe, sample, scrape_until, start};
-use ibprobe::probe::oob::{Hello, Oob, Reply};
+use ibprobe::probe::session::oob::{Hello, Oob, Reply};
 
 /// `ibprobe client ADDR --transport udp --count 200 [ARGS]`: its output
 /// and how long it took.

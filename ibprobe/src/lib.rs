@@ -7,10 +7,13 @@
 //!   [`spec::Op`], [`spec::Poll`], the verbs knobs and
 //!   [`spec::ChannelSpec`], with every static check of a channel;
 //! - [`clock`]: the one clock every timestamp comes from (TSC calibrated
-//!   against CLOCK_MONOTONIC_RAW, or clock_gettime);
+//!   against CLOCK_MONOTONIC_RAW, or clock_gettime), an HCA's completion
+//!   clock and the split of a round trip by its timestamps (`clock::hwts`);
 //! - [`counters`]: the measuring thread's kernel and hardware counters
 //!   (perf events, getrusage, `/proc/interrupts`, SMIs) and their
 //!   per-interval attribution to the tail;
+//! - [`host`]: host measurement apart from any transport: wake-up latency
+//!   per CPU and the kernel's timerlat tracer (`ibprobe host`);
 //! - [`stats`]: the streaming HDR histogram and the summary computed from it;
 //! - [`transport`]: the [`transport::Channel`] trait and one file per
 //!   reference transport (shm, udp); verbs lives in [`verbs`];
@@ -45,6 +48,7 @@
 pub mod cli;
 pub mod clock;
 pub mod counters;
+pub mod host;
 pub mod probe;
 pub mod report;
 pub mod spec;

@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use ibprobe::probe::oob::{Hello, MAX_BODY};
+use ibprobe::probe::session::oob::{Hello, MAX_BODY};
 use ibprobe::probe::session::{admit, MemoryCap};
 use ibprobe::spec::{peer, session_memory, ChannelSpec, Transport};
 use proptest::prelude::*;

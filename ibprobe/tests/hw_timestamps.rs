@@ -3,7 +3,7 @@
 //! before anything opens, with one line and exit 2. The refusal of a
 //! device whose completion_timestamp_mask is 0 is in `lab.rs` (rxe0); the
 //! conversion and the split are unit-tested in `clock/hca.rs` and
-//! `probe/hwts.rs`. Nothing here runs on a ConnectX: `tests/hw/` does.
+//! `clock/hwts.rs`. Nothing here runs on a ConnectX: `tests/hw/` does.
 
 mod common;
 
@@ -110,7 +110,7 @@ fn verbs_combinations_without_a_split_are_refused() {
 /// HCA part longer than the host RTT), 1 lacks T2.
 fn split_report() -> ibprobe::report::Report {
     use ibprobe::clock::hca::{Calibration, HcaClock};
-    use ibprobe::probe::hwts::{ProberLog, ProberStamp, ResponderReport, ResponderStamp};
+    use ibprobe::clock::hwts::{ProberLog, ProberStamp, ResponderReport, ResponderStamp};
     use ibprobe::probe::outcome::Outcome;
     use ibprobe::report::{Mode, Report, ReportContext};
     use ibprobe::stats::LatencyHistogram;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
 use common::Server;
-use ibprobe::probe::oob::{Hello, Oob, OobError};
+use ibprobe::probe::session::oob::{Hello, Oob, OobError};
 use ibprobe::probe::session::StreamHello;
 use ibprobe::spec::StreamSpec;
 use ibprobe::transport::shm::{self, ShmSlots, Side};

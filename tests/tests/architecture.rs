@@ -146,7 +146,8 @@ fn ibprobe_follows_its_map() {
             ("spec", &["words"]),
             ("sys", &[]),
             ("counters", &["stats"]),
-            ("clock", &["sys", "words"]),
+            ("clock", &["stats", "sys", "words"]),
+            ("host", &["clock", "counters", "stats", "sys"]),
             ("transport", &["clock", "spec", "sys"]),
             ("verbs", &["clock", "spec", "sys", "transport"]),
             (
@@ -166,6 +167,7 @@ fn ibprobe_follows_its_map() {
                 &[
                     "clock",
                     "counters",
+                    "host",
                     "probe",
                     "spec",
                     "stats",
@@ -178,6 +180,7 @@ fn ibprobe_follows_its_map() {
                 &[
                     "clock",
                     "counters",
+                    "host",
                     "probe",
                     "report",
                     "spec",

@@ -67,7 +67,7 @@ const ALLOWED: [(&str, usize, &str); 10] = [
         "the log of the holder process ibtune itself started, in the directory it created, for an error message",
     ),
     (
-        "ibprobe/src/probe/timerlat.rs",
+        "ibprobe/src/host/timerlat.rs",
         1,
         "the tracer's trace_pipe: a stream opened O_NONBLOCK and read in bounded chunks for the run's length",
     ),

@@ -3,7 +3,7 @@
 //!
 //! Why it exists: a round trip's tail can be the network's or either
 //! host's; R-Pingmesh (SIGCOMM'24) tells them apart with hardware
-//! completion timestamps (`ibprobe::probe::hwts`). The probe round
+//! completion timestamps (`ibprobe::clock::hwts`). The probe round
 //! computes the split (`engine/round.rs`); this collector counts it.
 //!
 //! | family | type | labels | unit |
@@ -26,7 +26,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::latency::{classic_buckets, SeriesKey};
-use ibprobe::probe::hwts::HwSplit;
+use ibprobe::clock::hwts::HwSplit;
 use ibprobe::stats::LatencyHistogram;
 
 /// `ibprobe_hw_split_left_out_total` labels.
@@ -146,7 +146,7 @@ impl HwSplitMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ibprobe::probe::hwts::Split;
+    use ibprobe::clock::hwts::Split;
 
     fn key() -> SeriesKey {
         SeriesKey {

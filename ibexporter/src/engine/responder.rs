@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ibprobe::probe::oob::Oob;
+use ibprobe::probe::session::oob::Oob;
 use ibprobe::probe::session::{respond, Liveness, ResponderOptions};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -14,12 +14,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use ibprobe::clock::Clock;
+use ibprobe::host::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::probe::config::{Length, Mode, ProbeConfig};
 use ibprobe::probe::open;
 use ibprobe::probe::outcome::Outcome;
 use ibprobe::probe::runner;
 use ibprobe::probe::session::ClientSession;
-use ibprobe::probe::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::spec::{ChannelSpec, Poll};
 use ibprobe::transport::{Channel, TransportError};
 

@@ -100,7 +100,7 @@ pub struct EngineConfig {
     /// The longest interval the throttle may stretch to.
     pub max_interval: Duration,
     /// The mesh secret remote peers are probed with (None: none).
-    pub secret: Option<ibprobe::probe::auth::Secret>,
+    pub secret: Option<ibprobe::probe::session::auth::Secret>,
     /// Remote verbs probes ask both HCAs for completion timestamps and
     /// count the R-Pingmesh split (`[probe] hw_timestamps`).
     pub hw_timestamps: bool,

@@ -586,11 +586,11 @@ pub struct SecretArgs {
 
 impl SecretArgs {
     /// The key, read and checked (None: no `--secret-file`).
-    pub fn secret(&self) -> Result<Option<crate::probe::auth::Secret>, CliError> {
+    pub fn secret(&self) -> Result<Option<crate::probe::session::auth::Secret>, CliError> {
         self.secret_file
             .as_deref()
             .map(|p| {
-                crate::probe::auth::Secret::load(p)
+                crate::probe::session::auth::Secret::load(p)
                     .map_err(|e| CliError::input(format!("--secret-file: {e}")))
             })
             .transpose()

@@ -7,7 +7,7 @@ use super::common::{default_cpu, measure_and_print, session_err, stop_flag};
 use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
-use crate::probe::oob::{Done, Oob, OobError, DEFAULT_PORT};
+use crate::probe::session::oob::{Done, Oob, OobError, DEFAULT_PORT};
 use crate::probe::session::{self, OneMessage};
 
 /// Runs `ibprobe client`; the exit code.

@@ -5,7 +5,7 @@
 //! Why it exists: after `ibtune apply` a user wants to see what the tuning
 //! did to the cores the probe will run on, with the same percentiles and
 //! the same "> 10 us" tail metric as the network numbers, without
-//! installing rt-tests. The measurement is [`crate::probe::wakeup`]; this
+//! installing rt-tests. The measurement is [`crate::host::wakeup`]; this
 //! file parses the options, checks the CPU list and prints the report.
 
 use std::time::Duration;
@@ -15,8 +15,8 @@ use ibhost::cpulist::CpuSet;
 use super::args::HostArgs;
 use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
-use crate::probe::timerlat::{self, TimerlatConfig, TimerlatError};
-use crate::probe::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
+use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
+use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::host::{HostFormat, HostReport};
 use crate::report::timerlat::TimerlatReport;
 use crate::sys::host;

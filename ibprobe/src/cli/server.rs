@@ -14,7 +14,7 @@ use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
 use crate::probe::loggp;
-use crate::probe::oob::{Hello, Oob, OobError, StreamTally};
+use crate::probe::session::oob::{Hello, Oob, OobError, StreamTally};
 use crate::probe::session::{self, MemoryCap, OneMessage, ServeEnd, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::serve_receiver;
 use crate::spec::peer;

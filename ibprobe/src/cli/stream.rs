@@ -9,8 +9,8 @@ use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::config::ProbeConfig;
-use crate::probe::oob::{Oob, StreamTally, DEFAULT_PORT};
 use crate::probe::open;
+use crate::probe::session::oob::{Oob, StreamTally, DEFAULT_PORT};
 use crate::probe::session::{self, StreamHello};
 use crate::probe::stream::{placement, run_client, run_loopback, StreamOutcome};
 use crate::report::hdrlog::HdrLogWriter;
@@ -104,7 +104,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
 pub(super) fn client_stream(
     host: &str,
     connect_timeout: std::time::Duration,
-    secret: Option<crate::probe::auth::Secret>,
+    secret: Option<crate::probe::session::auth::Secret>,
     spec: &ChannelSpec,
     stream: &StreamSpec,
     cfg: &ProbeConfig,

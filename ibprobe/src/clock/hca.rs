@@ -154,7 +154,7 @@ pub enum Calibration {
     Nominal(String),
 }
 
-/// A synthetic HCA clock for tests (here and in `probe/hwts.rs`).
+/// A synthetic HCA clock for tests (here and in `clock/hwts.rs`).
 #[cfg(test)]
 pub(crate) mod synth {
     /// Counts at `true_khz` (whatever the device reports), from `start`

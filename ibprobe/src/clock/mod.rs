@@ -26,6 +26,7 @@
 //! multiply and a shift, no division in the hot path).
 
 pub mod hca;
+pub mod hwts;
 
 use crate::sys::tsc;
 use serde::Serialize;

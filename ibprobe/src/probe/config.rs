@@ -72,7 +72,7 @@ pub struct ProbeConfig {
     /// latency at the HCA's read of the send buffer (verbs, no inline).
     pub stamp_thread: bool,
     /// Hardware completion timestamps (`--hw-timestamps`): keep each
-    /// probe's T2 and T5 for the R-Pingmesh split (`probe/hwts.rs`).
+    /// probe's T2 and T5 for the R-Pingmesh split (`clock/hwts.rs`).
     pub hw_timestamps: bool,
     /// Read the measuring thread's counters (`counters/`) before and after
     /// the measured part and at each interval's end (`--no-counters`: off).

@@ -10,29 +10,21 @@
 //!   pinned thread) -> [`stream::StreamOutcome`];
 //! - [`loggp`]: PRTT(n, d, s) round trips of `ibprobe loggp` (real or
 //!   simulated), [`loggp_fit`]: LogGP parameters with 95% intervals;
-//! - [`hwts`]: hardware completion timestamps: the HCA clock (wrap, rate)
-//!   and the R-Pingmesh split of a round trip (pure; `--hw-timestamps`);
-//! - [`oob`]: the out-of-band TCP handshake of server and client;
-//! - [`auth`]: the optional mesh secret and its challenge-response;
+//! - [`session`]: the one handshake of server and client (its framing,
+//!   the optional mesh secret), the server's echo loop, the responder;
 //! - `outcome.rs`: the contract between the runner, which fills it, and
 //!   `crate::report`, which prints it.
 
-pub mod auth;
 pub mod config;
-pub mod hwts;
 pub mod loggp;
 pub mod loggp_fit;
 pub mod loggp_predict;
-pub mod oob;
 pub mod open;
 pub mod outcome;
 pub mod runner;
 pub mod session;
 pub mod stream;
 pub mod stream_cost;
-pub mod timerlat;
-pub mod timerlat_trace;
-pub mod wakeup;
 pub mod workload;
 
 pub use config::{Length, Mode, ProbeConfig};

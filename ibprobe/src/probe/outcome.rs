@@ -3,8 +3,8 @@
 //! Why it exists: the runner (probe/) and the report (report/) meet here,
 //! and ibexporter consumes the same data without going through text.
 
+use crate::clock::hwts::{HwSplit, ProberLog};
 use crate::counters::CounterReport;
-use crate::probe::hwts::{HwSplit, ProberLog};
 use crate::stats::LatencyHistogram;
 
 /// The raw result of one probe run.

@@ -12,10 +12,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::config::{Mode, Plan, ProbeConfig, Receiver};
-use super::hwts::{self, ProberLog, ResponderLog};
 use super::outcome::Outcome;
 use super::workload::record::IntervalCounters;
 use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
+use crate::clock::hwts::{self, ProberLog, ResponderLog};
 use crate::clock::Clock;
 use crate::counters::attribution::Attributor;
 use crate::counters::{self, Span};
@@ -369,8 +369,8 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::hwts::fake::Stamped;
     use crate::probe::config::Length;
-    use crate::probe::hwts::fake::Stamped;
     use crate::transport::shm::ShmChannel;
 
     fn cfg(mode: Mode) -> ProbeConfig {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::us;
-use crate::probe::wakeup::{self, CpuWakeup, WakeupConfig};
+use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
 use crate::stats::Summary;
 
 /// The JSON schema identifier of `ibprobe host --format json`.
@@ -319,7 +319,7 @@ fn row(c: &CpuWakeup) -> CpuRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::wakeup::WakeupLength;
+    use crate::host::wakeup::WakeupLength;
     use crate::stats::LatencyHistogram;
 
     #[test]

@@ -67,7 +67,7 @@ fn fraction(part: u64, whole: u64) -> f64 {
 
 /// The messages the hardware-timestamp split left out, as context
 /// warnings (each starts with "hw timestamps:"): one per reason.
-fn hw_left_out(sp: &crate::probe::hwts::Split) -> Vec<String> {
+fn hw_left_out(sp: &crate::clock::hwts::Split) -> Vec<String> {
     let mut w = Vec::new();
     if sp.missing_prober > 0 {
         w.push(format!("hw timestamps: {} answered messages had no send or receive completion timestamp on this end and are not in the split", sp.missing_prober));

@@ -5,7 +5,7 @@
 //! `ibprobe.timerlat/1` JSON document.
 //!
 //! Why it exists: every output format of every command lives in
-//! `crate::report`; `cli/host.rs` runs [`crate::probe::timerlat`] and
+//! `crate::report`; `cli/host.rs` runs [`crate::host::timerlat`] and
 //! hands the outcome here.
 
 use std::fmt::Write as _;
@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use super::host::{self, HostFormat, KernelInfo};
 use super::us;
-use crate::probe::timerlat::{TimerlatConfig, TimerlatOutcome};
-use crate::probe::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
+use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
+use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
 use crate::stats::Summary;
 
 /// The JSON schema identifier of `ibprobe host --trace --format json`.
@@ -282,8 +282,8 @@ impl TimerlatReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::timerlat_trace::TimerlatAccumulator;
-    use crate::probe::wakeup::WakeupLength;
+    use crate::host::timerlat_trace::TimerlatAccumulator;
+    use crate::host::wakeup::WakeupLength;
 
     #[test]
     fn every_format_has_both_contexts_per_cpu_and_the_causes() {

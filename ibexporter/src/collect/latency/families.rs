@@ -69,7 +69,7 @@ pub struct Round {
     /// `[probe] hw_timestamps`, remote verbs probes: the round's split
     /// (`collect/hw_split.rs`), or Err(answered probes) when the peer sent
     /// no timestamps.
-    pub hw: Option<Result<ibprobe::probe::hwts::HwSplit, u64>>,
+    pub hw: Option<Result<ibprobe::clock::hwts::HwSplit, u64>>,
     /// The probing thread's counters over the round ([`counters`](super::counters)).
     pub counters: Option<ibprobe::counters::Counts>,
 }

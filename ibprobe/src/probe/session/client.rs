@@ -9,11 +9,11 @@ use super::error::{err, SessionError};
 use super::handshake::{open_client, OneMessage};
 use super::serve::hw_finish_after;
 use crate::clock::Clock;
-use crate::probe::auth::Secret;
 use crate::probe::config::{Mode, ProbeConfig};
-use crate::probe::oob::{Done, Oob};
 use crate::probe::outcome::Outcome;
 use crate::probe::runner::{self, RunError};
+use crate::probe::session::auth::Secret;
+use crate::probe::session::oob::{Done, Oob};
 use crate::spec::ChannelSpec;
 use crate::transport::Channel;
 

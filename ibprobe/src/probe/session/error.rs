@@ -3,8 +3,8 @@
 //! people), the mapping of an out-of-band error, and [`refuse`] (tell
 //! the client why, and return the server's error for the same).
 
-use crate::probe::oob::{Oob, OobError, Reply};
 use crate::probe::open::OpenError;
+use crate::probe::session::oob::{Oob, OobError, Reply};
 
 /// Why a session could not start or ended badly, as one line.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

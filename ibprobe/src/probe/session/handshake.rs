@@ -12,10 +12,10 @@ use serde_json::{json, Map, Value};
 
 use super::error::{err, oob_err, refuse, SessionError};
 use super::hello::{model_of, with_hello_model, StreamHello};
+use crate::clock::hwts::REPORT_VERSION;
 use crate::probe::config::Receiver;
-use crate::probe::hwts::REPORT_VERSION;
-use crate::probe::oob::{Hello, Oob, Reply};
 use crate::probe::open::{model_clock, udp_bound, OpenError};
+use crate::probe::session::oob::{Hello, Oob, Reply};
 use crate::spec::{ChannelSpec, ModelParams, SpecError, Transport};
 use crate::transport::model::{ModelUdpChannel, ModelUdpSlots};
 use crate::transport::shm::{self, ShmChannel, ShmSlots, Side};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::probe::config::Receiver;
-use crate::probe::oob::Hello;
+use crate::probe::session::oob::Hello;
 use crate::spec::{
     check_peer_wait, peer, session_memory, show_bytes, ChannelSpec, ModelParams, Op, Poll,
     StreamSpec, Transport,

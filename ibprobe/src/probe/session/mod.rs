@@ -9,8 +9,8 @@
 //! library calls: no printing, no process exit codes, every failure a
 //! [`SessionError`] with a short reason for metrics.
 //!
-//! The protocol (`probe/oob.rs` frames it):
-//! 1. the client sends a [`Hello`](super::oob::Hello): transport, size, `params` (the verbs
+//! The protocol (`probe/session/oob.rs` frames it):
+//! 1. the client sends a [`Hello`](oob::Hello): transport, size, `params` (the verbs
 //!    knobs the server must mirror, `op` and `poll`, beside whatever the
 //!    client adds, e.g. its probe configuration for the server's log) and
 //!    its endpoint (udp: its port; verbs: its QP; shm: nothing);
@@ -30,10 +30,12 @@
 //! `client.rs` ([`ClientSession`]), `responder.rs` ([`respond`]),
 //! `error.rs` ([`SessionError`], [`refuse`]).
 
+pub mod auth;
 mod client;
 mod error;
 mod handshake;
 mod hello;
+pub mod oob;
 mod responder;
 mod serve;
 

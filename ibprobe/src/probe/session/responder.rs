@@ -12,8 +12,8 @@ use super::handshake::{open_server, OneMessage};
 use super::hello::{admit, requested, Admitted, MemoryCap};
 use super::serve::serve;
 use crate::clock::Clock;
-use crate::probe::auth::Secret;
-use crate::probe::oob::{Oob, OobError};
+use crate::probe::session::auth::Secret;
+use crate::probe::session::oob::{Oob, OobError};
 use crate::spec::{Poll, Transport};
 use crate::transport::{Channel, TransportError};
 

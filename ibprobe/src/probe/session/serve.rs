@@ -6,12 +6,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use super::error::{err, SessionError};
+use crate::clock::hwts::{ResponderLog, ResponderReport};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
-use crate::probe::hwts::{ResponderLog, ResponderReport};
-use crate::probe::oob::{Closing, Done, Oob};
 use crate::probe::outcome::Outcome;
 use crate::probe::runner;
+use crate::probe::session::oob::{Closing, Done, Oob};
 use crate::probe::workload::EchoEnd;
 use crate::transport::{Channel, TransportError};
 
@@ -174,8 +174,8 @@ pub(super) fn hw_finish_after(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::hwts::fake::Stamped;
     use crate::probe::config::{Mode, ProbeConfig};
-    use crate::probe::hwts::fake::Stamped;
     use crate::transport::shm::ShmChannel;
     use std::net::TcpListener;
 

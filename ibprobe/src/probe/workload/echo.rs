@@ -9,9 +9,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::pace::consume;
+use crate::clock::hwts::{ResponderLog, ResponderStamp};
 use crate::clock::Clock;
 use crate::probe::config::Plan;
-use crate::probe::hwts::{ResponderLog, ResponderStamp};
 use crate::transport::{Channel, TransportError};
 
 /// Why [`echo`] returned.

@@ -9,10 +9,10 @@
 //! Nothing here allocates: the histograms are allocated by the runner
 //! before the run, and recording only counts.
 
+use crate::clock::hwts::ProberStamp;
 use crate::clock::Clock;
 use crate::counters::attribution::Attributor;
 use crate::counters::{Counts, Meter};
-use crate::probe::hwts::ProberStamp;
 use crate::stats::LatencyHistogram;
 
 /// The distributions one loop fills: the primary (one-way or RTT) and the

@@ -14,7 +14,7 @@
 //! shm file, verbs' `Endpoint`) travel as opaque JSON values, so a
 //! transport adds its own fields without changing this protocol.
 //!
-//! With a mesh secret ([`Oob::with_secret`] on both ends, `probe/auth.rs`)
+//! With a mesh secret ([`Oob::with_secret`] on both ends, `probe/session/auth.rs`)
 //! the client's Hello carries its nonce in `params.auth`, the server
 //! answers [`Reply::Challenge`] (its nonce and proof), the client answers
 //! [`Proof`], and only then does the server act on the Hello.
