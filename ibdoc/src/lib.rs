@@ -18,6 +18,7 @@
 //! | `bash/NAME` | `/usr/share/bash-completion/completions/` |
 //! | `zsh/_NAME` | `/usr/share/zsh/vendor-completions/` |
 //! | `fish/NAME.fish` | `/usr/share/fish/vendor_completions.d/` |
+//! | `flags.tsv` | not installed: every visible option of every command ([`flag_table`]), for the grammar check (`tests/tests/grammar.rs`) |
 //!
 //! Hidden subcommands get no man page (clap_mangen); note that
 //! clap_complete's bash and zsh scripts would still offer them on Tab, one
@@ -54,6 +55,8 @@ pub struct Written {
     pub man_pages: Vec<PathBuf>,
     /// The bash, zsh and fish completion files.
     pub completions: Vec<PathBuf>,
+    /// The option table, `DIR/flags.tsv` ([`flag_table`]).
+    pub flags: PathBuf,
 }
 
 /// Writes the man pages of `cmd` and each visible subcommand, and its
@@ -82,7 +85,64 @@ pub fn generate(cmd: clap::Command, dir: &Path) -> Result<Written, String> {
         fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
         written.completions.push(path);
     }
+    written.flags = dir.join("flags.tsv");
+    fs::write(&written.flags, flag_table(&cmd))
+        .map_err(|e| format!("writing {}: {e}", written.flags.display()))?;
     Ok(written)
+}
+
+/// The columns of [`flag_table`], its first line.
+pub const FLAG_TABLE_HEADER: &str = "command\tlong\tshort\tvalue\taliases\thelp";
+
+/// Every visible option of `cmd` and of each visible subcommand
+/// (recursively) as tab-separated lines under [`FLAG_TABLE_HEADER`]: the
+/// command path (`ibprobe stream`), the long name, the short letter (or
+/// `-`), the value name (`-` for a switch), the hidden aliases (`,`
+/// separated, or `-`) and the first line of its help. What the grammar
+/// check reads: one meaning per option name across the three tools.
+pub fn flag_table(cmd: &clap::Command) -> String {
+    fn walk(cmd: &clap::Command, path: &str, out: &mut String) {
+        for a in cmd.get_arguments() {
+            let Some(long) = a.get_long() else { continue };
+            if a.is_hide_set() || long == "help" || long == "version" {
+                continue;
+            }
+            let value = if a.get_action().takes_values() {
+                a.get_value_names()
+                    .map(|v| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_else(|| a.get_id().as_str().to_uppercase())
+            } else {
+                "-".to_string()
+            };
+            let aliases = a
+                .get_all_aliases()
+                .map(|v| v.join(","))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "-".to_string());
+            let help = a
+                .get_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or("")
+                .replace('\t', " ");
+            let short = a.get_short().map_or("-".to_string(), |c| c.to_string());
+            out.push_str(&format!(
+                "{path}\t{long}\t{short}\t{value}\t{aliases}\t{help}\n"
+            ));
+        }
+        for sub in cmd.get_subcommands() {
+            if !sub.is_hide_set() && sub.get_name() != "help" {
+                walk(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+    }
+    let mut cmd = cmd.clone();
+    cmd.build();
+    let mut out = format!("{FLAG_TABLE_HEADER}\n");
+    walk(&cmd, cmd.get_name(), &mut out);
+    out
 }
 
 /// Runs `NAME --generate-docs DIR` (see [`requested`]): writes
@@ -171,6 +231,13 @@ mod tests {
             "{run_page}"
         );
         assert!(!names.iter().any(|n| n.contains("secret")), "{names:?}");
+        let flags = fs::read_to_string(dir.path().join("flags.tsv")).unwrap();
+        assert_eq!(
+            flags,
+            format!(
+                "{FLAG_TABLE_HEADER}\ntool\tverbose\t-\t-\t-\t\ntool run\tcount\t-\tCOUNT\t-\t\n"
+            )
+        );
         for (file, needle) in [
             ("bash/tool", "--verbose"),
             ("zsh/_tool", "--verbose"),
