@@ -181,7 +181,7 @@ const BAD: &[(&str, usize, usize, &str, &str)] = &[
     ("[probe]\nsizes = []\n", 2, 9, "probe.sizes", "at least one"),
     ("[probe]\ninterval = \"0s\"\n", 2, 12, "probe.interval", "longer than zero"),
     ("[probe]\ninterval = \"10s\"\ntimeout = \"10s\"\n", 3, 11, "probe.timeout", "shorter than probe.interval"),
-    ("[probe]\ninterval = \"10\"\n", 2, 12, "probe.interval", "no unit"),
+    ("[probe]\ninterval = \"10\"\n", 2, 12, "probe.interval", "10 what?"),
     ("[probe]\nwindow = \"5 minutes\"\n", 2, 10, "probe.window", "unit"),
     ("[probe]\nprobes_per_interval = 20000\n", 2, 23, "probe.probes_per_interval", "round"),
     ("[budget]\nmax_core_fraction = 1.5\n", 2, 21, "budget.max_core_fraction", "(0, 1]"),

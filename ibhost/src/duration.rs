@@ -11,8 +11,11 @@
 //!
 //! Syntax: one or more parts, each a number and a unit, that add up
 //! (`1m30s`). Units: `ns`, `us` (or `µs`), `ms`, `s`, `m` (or `min`), `h`,
-//! `d`. [`parse`] also takes decimals (`1.5s`, `0.25ms`) and a lone number
-//! without a unit as seconds (`1.5`). Leading and trailing whitespace is
+//! `d`. [`parse`] also takes decimals (`1.5s`, `0.25ms`). A number without
+//! a unit is refused by both with a hint (`10 what? write 10s, 10ms or
+//! 10us`): on a latency tool `--pause 10` could mean any of them, and
+//! guessing seconds once made a run busy-wait 10 s per message. Only `0`
+//! needs no unit. Leading and trailing whitespace is
 //! ignored; whitespace inside is not. Values are exact to the nanosecond
 //! (digits below a nanosecond are dropped) and at most [`MAX`].
 
@@ -63,8 +66,13 @@ pub enum DurationError {
         /// The unit as written.
         unit: String,
     },
-    /// A number without a unit where one is needed: in [`parse_strict`],
-    /// or after another part (`10s5`).
+    /// A lone number without a unit (`10`): which unit was meant?
+    #[error("{number} what? write {number}s, {number}ms or {number}us (units: {UNIT_LIST})")]
+    BareNumber {
+        /// The number as written.
+        number: String,
+    },
+    /// A number without a unit after another part (`10s5`).
     #[error("{number} has no unit; add one of ns, us, ms, s, m, h, d (e.g. \"{number}s\")")]
     NoUnit {
         /// The number as written.
@@ -82,8 +90,8 @@ pub enum DurationError {
 }
 
 /// Parses a duration in the full syntax: `10s`, `500ms`, `200us`, `100ns`,
-/// `2m`, `2min`, `1h`, `1d`, `1m30s`, decimals such as `1.5s`, and plain
-/// seconds such as `1.5`.
+/// `2m`, `2min`, `1h`, `1d`, `1m30s`, decimals such as `1.5s`, and `0`.
+/// A bare number other than zero is [`DurationError::BareNumber`].
 ///
 /// Why it exists: command-line flags (ibprobe's `--duration`, `--timeout`,
 /// `--interval`) take every form people try.
@@ -92,7 +100,7 @@ pub fn parse(s: &str) -> Result<Duration, DurationError> {
 }
 
 /// Parses a duration as config files write it: whole numbers, each with a
-/// unit, that add up (`250ms`, `10s`, `1h30m`, `1d`). Rejects `10` and
+/// unit, that add up (`250ms`, `10s`, `1h30m`, `1d`), or `0`. Rejects
 /// `1.5s`, which [`parse`] takes.
 ///
 /// Why it exists: a config file follows Prometheus' duration syntax, and a
@@ -129,13 +137,19 @@ fn parse_as(s: &str, strict: bool) -> Result<Duration, DurationError> {
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         let scale = if unit.is_empty() {
-            // A lone number is seconds; anywhere else a unit is missing.
-            if strict || num_len != t.len() {
-                return Err(DurationError::NoUnit {
+            // A lone number: zero is zero in every unit; any other number
+            // could mean seconds or microseconds, so ask.
+            if num_len == t.len() {
+                if number.bytes().all(|b| b == b'0' || b == b'.') {
+                    return Ok(Duration::ZERO);
+                }
+                return Err(DurationError::BareNumber {
                     number: number.into(),
                 });
             }
-            1_000_000_000
+            return Err(DurationError::NoUnit {
+                number: number.into(),
+            });
         } else {
             UNITS
                 .iter()
@@ -231,14 +245,14 @@ mod tests {
             ("1m30s", Duration::from_secs(90)),
             (" 2us ", Duration::from_micros(2)),
             ("0s", Duration::ZERO),
-            ("1.5", ms(1500)),
-            ("10", Duration::from_secs(10)),
+            ("0", Duration::ZERO),
+            ("0.0", Duration::ZERO),
             ("1.5s", ms(1500)),
             ("0.25ms", Duration::from_micros(250)),
             (".5s", ms(500)),
             ("1.5m30s", Duration::from_secs(120)),
-            ("0.1", ms(100)),
-            ("1.0000000001", Duration::from_secs(1)),
+            ("0.1s", ms(100)),
+            ("1.0000000001s", Duration::from_secs(1)),
         ] {
             assert_eq!(parse(s), Ok(d), "{s:?}");
         }
@@ -249,11 +263,26 @@ mod tests {
         assert_eq!(parse_strict("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_strict("2min"), Ok(Duration::from_secs(120)));
         let e = parse_strict("10").unwrap_err();
-        assert!(e.to_string().contains("no unit"), "{e}");
+        assert!(e.to_string().contains("10 what?"), "{e}");
+        assert_eq!(parse_strict("0"), Ok(Duration::ZERO));
         let e = parse_strict("1.5s").unwrap_err();
         assert!(e.to_string().contains("not a whole number"), "{e}");
         for bad in ["", "s", "10", "1.5s", "-1s", "10 s", "1sec", "10s5"] {
             assert!(parse_strict(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    /// A bare number could be any unit: refused by both parsers, with the
+    /// three likeliest spellings, whatever the number.
+    #[test]
+    fn a_bare_number_asks_for_its_unit() {
+        for n in ["10", "1.5", "5", "0.1", "1000000"] {
+            for e in [parse(n).unwrap_err(), parse_strict(n).unwrap_err()] {
+                assert_eq!(
+                    e.to_string(),
+                    format!("{n} what? write {n}s, {n}ms or {n}us (units: {UNIT_LIST})")
+                );
+            }
         }
     }
 

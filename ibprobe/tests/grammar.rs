@@ -1,0 +1,57 @@
+//! The toolkit's one grammar, as ibprobe applies it: every duration flag
+//! goes through the one parser (`ibhost::duration`), which refuses a bare
+//! number with the question of its unit instead of guessing seconds.
+
+mod common;
+use common::ibprobe;
+
+/// `--pause 10` used to busy-wait 10 s per message; every duration flag of
+/// every command now asks which unit was meant, before anything runs.
+#[test]
+fn a_bare_number_is_not_a_duration() {
+    for (args, n) in [
+        (&["loopback", "-t", "shm", "--pause", "10"][..], "10"),
+        (&["loopback", "-t", "shm", "--duration", "2"], "2"),
+        (&["loopback", "-t", "shm", "--timeout", "5"], "5"),
+        (&["loopback", "-t", "shm", "--log-interval", "1.5"], "1.5"),
+        (
+            &["client", "-t", "udp", "--connect-timeout", "3", "127.0.0.1"],
+            "3",
+        ),
+        (&["stream", "-t", "shm", "--flush", "10"], "10"),
+        (&["host", "--interval", "1"], "1"),
+        (&["server", "-t", "udp", "--handshake-timeout", "2"], "2"),
+    ] {
+        let (code, out, err) = ibprobe(args);
+        // clap's usage error: exit 2, the hint, nothing run.
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(out, "", "{args:?}");
+        assert!(
+            err.contains(&format!("{n} what? write {n}s, {n}ms or {n}us")),
+            "{args:?}: {err}"
+        );
+    }
+    // Zero needs no unit, and a unit is taken as always.
+    let (code, _, err) = ibprobe(&[
+        "loopback",
+        "-t",
+        "shm",
+        "-n",
+        "10",
+        "--pause",
+        "0",
+        "--no-mlock",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = ibprobe(&[
+        "loopback",
+        "-t",
+        "shm",
+        "-n",
+        "10",
+        "--pause",
+        "1us",
+        "--no-mlock",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -1,0 +1,65 @@
+//! The toolkit's one grammar, as ibtune applies it: every duration flag
+//! goes through the one parser (`ibhost::duration`), which refuses a bare
+//! number with the question of its unit instead of guessing seconds.
+
+use assert_cmd::Command;
+use ibtools_tests::fixture;
+
+fn ibtune(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("ibtune")
+        .expect("the ibtune binary")
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("running ibtune");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--lock-wait 5`, `verify --window 1` and `experiment --timeout 90` used
+/// to mean seconds; each now asks which unit was meant, before anything
+/// is read or changed.
+#[test]
+fn a_bare_number_is_not_a_duration() {
+    let root = fixture("thesis-2s-mlx5");
+    let root = root.to_str().unwrap();
+    for (args, n) in [
+        (&["--root", root, "--lock-wait", "5", "show"][..], "5"),
+        (
+            &["--root", root, "verify", "thesis-2hca", "--window", "1"],
+            "1",
+        ),
+        (
+            &[
+                "--root",
+                root,
+                "experiment",
+                "thesis-2hca",
+                "--timeout",
+                "90",
+                "--",
+                "true",
+            ],
+            "90",
+        ),
+    ] {
+        let (code, out, err) = ibtune(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(out, "", "{args:?}");
+        assert!(
+            err.contains(&format!("{n} what? write {n}s, {n}ms or {n}us")),
+            "{args:?}: {err}"
+        );
+    }
+    // A unit is taken as always, and zero needs none.
+    for args in [
+        &["--root", root, "--lock-wait", "5s", "show"][..],
+        &["--root", root, "--lock-wait", "0", "show"],
+    ] {
+        let (code, _, err) = ibtune(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+    }
+}
