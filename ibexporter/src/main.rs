@@ -1,6 +1,7 @@
 //! `ibexporter`: probe RDMA latency continuously and serve it, with HCA
 //! port counters and tuning drift, to Prometheus.
 
+use ibhost::exit::Exit;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -8,6 +9,13 @@ use std::time::Duration;
 use clap::Parser;
 use ibexporter::config::{self, check_size, Config, ProbeSettings, Transport};
 use ibexporter::daemon::{self, DaemonOptions};
+
+/// The top-level `--help` epilogue: examples, then the toolkit's exit code
+/// table (`ibhost::exit`).
+fn after_help() -> String {
+    let examples = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  ibexporter plan --simulate --hosts 10000 --racks 333\n                                               a cluster's probe plan and failure simulation\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.";
+    format!("{examples}\n\n{}", ibhost::exit::help())
+}
 
 /// Prometheus exporter for RDMA hosts: continuous latency probing with
 /// true percentiles, HCA port counters, and ibtune drift.
@@ -26,7 +34,7 @@ use ibexporter::daemon::{self, DaemonOptions};
 #[command(
     version,
     args_conflicts_with_subcommands = true,
-    after_help = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  ibexporter plan --simulate --hosts 10000 --racks 333\n                                               a cluster's probe plan and failure simulation\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.\nExit codes: 0 stopped by SIGINT/SIGTERM (or --check-config passed), 2 bad options or\nconfig, 3 could not start (listen address taken, unreadable host root)."
+    after_help = after_help()
 )]
 struct Args {
     #[command(subcommand)]
@@ -374,7 +382,7 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("ibexporter plan: {e}");
-                ExitCode::from(2)
+                Exit::Input.into()
             }
         };
     }
@@ -386,7 +394,7 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("ibexporter: {e}");
-                ExitCode::from(2)
+                Exit::Input.into()
             }
         };
     }
@@ -404,7 +412,7 @@ fn main() -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             eprintln!("ibexporter: {e}");
-            return ExitCode::from(2);
+            return Exit::Input.into();
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -415,7 +423,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ibexporter: cannot start the async runtime: {e}");
-            return ExitCode::from(3);
+            return Exit::Failed.into();
         }
     };
     match rt.block_on(daemon::run(o, ibexporter::shutdown_signal())) {
@@ -425,7 +433,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("ibexporter: {e:#}");
-            ExitCode::from(3)
+            Exit::Failed.into()
         }
     }
 }

@@ -13,6 +13,8 @@
 //! - [`duration`]: one parser ([`duration::parse`], with
 //!   [`duration::parse_strict`] for config files) and one formatter
 //!   ([`duration::format()`]) whose output always parses back.
+//! - [`exit`]: the exit codes of the three tools, one meaning per code,
+//!   and the table every top-level `--help` ends with.
 //! - [`file`]: [`file::read_small`], a named small file (config, key,
 //!   certificate) read only if it is a regular file under a size cap.
 //! - [`child`]: a measurement command run per round (`ibtune experiment`,
@@ -32,6 +34,7 @@
 pub mod child;
 pub mod cpulist;
 pub mod duration;
+pub mod exit;
 pub mod file;
 pub mod rt;
 

@@ -55,3 +55,15 @@ fn a_bare_number_is_not_a_duration() {
     ]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// `ibprobe --help` ends with the toolkit's one exit code table, the same
+/// lines ibtune and ibexporter print.
+#[test]
+fn help_ends_with_the_one_exit_code_table() {
+    let (code, out, _) = ibprobe(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.trim_end().ends_with(&ibhost::exit::help()),
+        "--help does not end with the exit code table:\n{out}"
+    );
+}

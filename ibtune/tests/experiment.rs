@@ -261,7 +261,7 @@ fn ctrl_c_in_round_2_restores_the_fixture_and_exits_130() {
 }
 
 #[test]
-fn a_command_without_a_report_stops_with_exit_2_and_the_fixture_restored() {
+fn a_command_without_a_report_stops_with_exit_6_and_the_fixture_restored() {
     let s = setup();
     let before = snapshot(&s.fx.root);
     let o = Command::new(IBTUNE)
@@ -274,7 +274,7 @@ fn a_command_without_a_report_stops_with_exit_2_and_the_fixture_restored() {
         .args(["--rounds", "4", "--", "echo", "hello from my benchmark"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert_eq!(o.status.code(), Some(6), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
@@ -631,8 +631,8 @@ fn bounded(script: &str, code: i32) -> std::process::Output {
 
 #[test]
 fn a_gigabyte_of_stdout_is_read_bounded() {
-    // No report: exit 2 after the first round.
-    let o = bounded("head -c 1G /dev/zero", 2);
+    // No report: exit 6 (the measured command failed) after the first round.
+    let o = bounded("head -c 1G /dev/zero", 6);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("1073741824 bytes") && err.len() < 2048,

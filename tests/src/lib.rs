@@ -6,6 +6,7 @@
 //! fixture and compares whole trees; doing that one way keeps the
 //! comparisons honest (symlinks, empty dirs and file bytes all count).
 
+pub mod doc_table;
 pub mod lab;
 pub mod netns;
 pub mod prom;

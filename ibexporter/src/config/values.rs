@@ -51,6 +51,8 @@ mod tests {
     fn durations_compose() {
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(format_duration(Duration::from_millis(1500)), "1s500ms");
-        assert!(parse_duration("10").unwrap_err().contains("10 what? write 10s"));
+        assert!(parse_duration("10")
+            .unwrap_err()
+            .contains("10 what? write 10s"));
     }
 }

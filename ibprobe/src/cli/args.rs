@@ -43,15 +43,18 @@ Examples:
   ibprobe client hostA --transport udp --rate 10000 --json > run.json
   ibprobe sweep --transport shm --sizes 8..4096 --rates 0,10k --plot grid.svg
                                                     one-way p50 / p99 over a size x rate grid
-  ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3
+  ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3";
 
-Exit codes: 0 ok, 2 bad input, 3 run failed (peer lost, transport error),
-130 interrupted by Ctrl-C or SIGTERM (the statistics so far are printed).";
+/// The top-level `--help` epilogue: the examples, then the toolkit's exit
+/// code table (`ibhost::exit`).
+fn after_help() -> String {
+    format!("{AFTER_HELP}\n\n{}", ibhost::exit::help())
+}
 
 /// `ibprobe`: a latency probe with true percentiles over verbs (RC, UC,
 /// UD) and two reference transports (shared memory, UDP).
 #[derive(Parser, Debug)]
-#[command(name = "ibprobe", version, about, long_about = None, after_help = AFTER_HELP)]
+#[command(name = "ibprobe", version, about, long_about = None, after_help = after_help())]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -2,14 +2,17 @@
 //! file so that every command's file takes these from here, not through
 //! `mod.rs`, which calls the commands.
 
-/// Exit code: bad input.
-pub const EXIT_INPUT: u8 = 2;
-/// Exit code: the run failed.
-pub const EXIT_RUN: u8 = 3;
-/// Exit code: a `--fail-if` threshold holds (the report was printed).
-pub const EXIT_THRESHOLD: u8 = 4;
-/// Exit code: interrupted by Ctrl-C (after printing the statistics).
-pub const EXIT_INTERRUPTED: u8 = 130;
+use ibhost::exit::Exit;
+
+/// Exit code: bad input, nothing run (the toolkit's table: `ibhost::exit`).
+pub const EXIT_INPUT: u8 = Exit::Input.code();
+/// Exit code: the run failed (peer lost, transport error).
+pub const EXIT_RUN: u8 = Exit::Failed.code();
+/// Exit code: a `--fail-if` threshold holds (the report was printed): a
+/// check found what it checks for, as `ibtune verify`'s drift.
+pub const EXIT_THRESHOLD: u8 = Exit::Check.code();
+/// Exit code: interrupted by SIGINT/SIGTERM (after printing the statistics).
+pub const EXIT_INTERRUPTED: u8 = Exit::Interrupted.code();
 
 /// A CLI failure: the exit code and one line for stderr.
 #[derive(Debug)]

@@ -16,7 +16,7 @@
 //! trip with `--round-trip` and in `client`, hand-over to delivery (or to
 //! the credit back, against a server) in `stream`. A threshold *holds*
 //! when its comparison is true of the measured value, and a run with any
-//! threshold holding exits 4 (`cli::EXIT_THRESHOLD`).
+//! threshold holding exits 1 (`cli::EXIT_THRESHOLD`).
 
 use serde_json::{json, Value};
 
@@ -280,7 +280,7 @@ impl FailIf {
         }
     }
 
-    /// Any threshold holds: the run fails (exit 4).
+    /// Any threshold holds: the run fails (exit 1).
     pub fn failed(&self) -> bool {
         self.checked.iter().any(|c| c.holds)
     }
@@ -319,7 +319,7 @@ impl FailIf {
             .collect();
         out.push(if self.failed() {
             format!(
-                "fail-if: FAILED ({} of {} thresholds hold: {}), exit 4",
+                "fail-if: FAILED ({} of {} thresholds hold: {}), exit 1",
                 self.violated().len(),
                 self.checked.len(),
                 self.violated().join(", ")

@@ -1,18 +1,26 @@
-//! Exit codes, for scripts; `--help` lists the same numbers.
+//! Exit codes, for scripts: the toolkit's one table (`ibhost::exit`), which
+//! every top-level `--help` prints.
+
+use ibhost::exit::Exit;
 
 /// Success; for `verify`, the host matches the profile.
-pub const OK: i32 = 0;
+pub const OK: i32 = Exit::Ok.status();
 /// `verify`: the host drifted from the profile.
-pub const DRIFT: i32 = 1;
+pub const DRIFT: i32 = Exit::Check.status();
 /// Error: bad arguments or profile, missing privileges, unreadable host.
 /// Nothing was changed.
-pub const ERROR: i32 = 2;
+pub const ERROR: i32 = Exit::Input.status();
 /// `apply` failed part way and rolled back everything it had changed.
-pub const ROLLED_BACK: i32 = 3;
+pub const ROLLED_BACK: i32 = Exit::Failed.status();
 /// `apply` or `revert` failed and could not restore everything; the
 /// journal is kept: fix the cause the message names and run the revert
 /// command it gives.
-pub const INCOMPLETE: i32 = 4;
+pub const INCOMPLETE: i32 = Exit::NotRestored.status();
 /// `apply` or `revert`: another ibtune held the host lock (a lock on
 /// the `--root` folder) for all of `--lock-wait`; nothing was changed.
-pub const LOCKED: i32 = 5;
+pub const LOCKED: i32 = Exit::Busy.status();
+/// `experiment`: COMMAND failed in every round of some variant, or printed
+/// no report (the host was restored).
+pub const COMMAND_FAILED: i32 = Exit::CommandFailed.status();
+/// Stopped by SIGINT, SIGTERM or SIGHUP (host restored).
+pub const INTERRUPTED: i32 = Exit::Interrupted.status();

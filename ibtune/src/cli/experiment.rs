@@ -70,9 +70,9 @@ pub struct Settings {
 }
 
 /// Exit code: COMMAND failed in every round of some variant.
-pub const EXIT_NO_ROUNDS: i32 = 6;
+pub const EXIT_NO_ROUNDS: i32 = exit::COMMAND_FAILED;
 /// Exit code: stopped by SIGINT, SIGTERM or SIGHUP (host restored).
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub const EXIT_INTERRUPTED: i32 = exit::INTERRUPTED;
 
 /// The most bytes of COMMAND's stdout kept: a report with its histograms
 /// is a few tens of KiB; more is read and dropped, and the round has no
@@ -175,7 +175,7 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
                 }
                 Ok(Ok(Outcome::NoReport(why))) => {
                     stopped = Some((
-                        exit::ERROR,
+                        exit::COMMAND_FAILED,
                         format!(
                             "{} printed no {ROUND_SCHEMAS} JSON on stdout (expected e.g. `ibprobe loopback ... --json`): {why}",
                             s.command[0]

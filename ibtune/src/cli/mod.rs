@@ -56,15 +56,13 @@ tree resolve inside it, only regular files are read or written (at most
 16 MiB each), and apply/revert lock the root folder so two ibtune
 processes never change one host at once (--lock-wait). A state folder
 holds one root's journal: a journal of another root is refused, and the
-default --state-dir is one per root.
+default --state-dir is one per root.";
 
-Exit codes: 0 ok; 1 drift (verify); 2 error, nothing changed;
-3 apply failed and rolled back; 4 apply/revert could not restore
-everything (journal kept: fix what the message names, then run the
-revert command it gives); 5 another ibtune held
-the host lock for all of --lock-wait, nothing changed; experiment only:
-6 COMMAND failed in every round of a variant, 130 interrupted (host
-restored).";
+/// The top-level `--help` epilogue: the workflow, then the toolkit's exit
+/// code table (`ibhost::exit`).
+fn after_help() -> String {
+    format!("{AFTER_HELP}\n\n{}", ibhost::exit::help())
+}
 
 const EXPERIMENT_HELP: &str = "\
 Each round applies the variant through the journal (as `apply` does), runs
@@ -93,15 +91,16 @@ Examples:
        profiles/thesis-2hca.toml --rounds 6 --json -- \\
        ibprobe loopback -t shm --count 5000 --json
 
-Exit codes: 0 done; 2 bad input (nothing changed), or COMMAND printed no
-report (host restored); 3 an apply failed and was rolled back; 4 the host
-could not be restored (journal kept: run the revert command given); 5 another
+Exit codes (the toolkit's table, `ibtune --help`): 0 done; 2 bad input
+(nothing changed); 3 an apply failed and was rolled back; 4 the host could
+not be restored (journal kept: run the revert command given); 5 another
 ibtune held the host lock for all of --lock-wait (nothing changed); 6 COMMAND
-failed in every round of a variant; 130 interrupted (host restored).";
+failed in every round of a variant, or printed no report (host restored);
+130 interrupted (host restored).";
 
 /// Apply, verify, hold and revert a host latency profile for RDMA real-time work.
 #[derive(Debug, Parser)]
-#[command(name = "ibtune", version, about, after_help = AFTER_HELP)]
+#[command(name = "ibtune", version, about, after_help = after_help())]
 pub struct Cli {
     /// Host root: `/` for this machine, or a snapshot directory.
     #[arg(long, global = true, default_value = "/", value_name = "DIR")]

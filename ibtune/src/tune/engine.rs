@@ -395,6 +395,17 @@ fn undo(root: &HostRoot, r: &Record, created_cgroups: &[&str]) -> Result<()> {
                     }
                     _ => {}
                 },
+                // Already the original (the change's own write failed, as
+                // a write to /proc/irq does for an IRQ that cannot move):
+                // nothing to undo, and writing it again would fail the same
+                // way and turn a clean rollback into a stuck one.
+                Some(orig)
+                    if root
+                        .read_opt(path)
+                        .is_some_and(|now| now.trim() == orig.trim()) =>
+                {
+                    return Ok(());
+                }
                 Some(orig) => {
                     let v = match restore {
                         Restore::Bracket if root.is_live() => bracketed(orig),
