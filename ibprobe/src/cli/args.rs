@@ -130,7 +130,7 @@ ended 5 s later; the rounds so far are compared).
 
 Examples:
   ibprobe compare --rounds 8 --vary transport=shm,udp -- loopback --count 5000
-  ibprobe compare --rounds 10 --vary inline=on,off -- loopback -t rc --dev rxe0 --size 32
+  ibprobe compare --rounds 10 --vary inline=auto,off -- loopback -t rc --dev rxe0 --size 32
   ibprobe compare --rounds 12 --vary batch=1,4,16 --plot batch.svg -- stream -t shm --count 100000
   ibprobe compare --vary warmup=100,101 --json -- loopback -t shm --count 5000   (a null check)
   ibprobe compare before.json after.json      (two saved --json reports: no verdict, see above)
@@ -163,7 +163,7 @@ pub struct CompareArgs {
     pub reports: Vec<PathBuf>,
     /// The option of COMMAND to vary and its values, the first being the
     /// baseline: OPTION=V1,V2[,...], OPTION as its long name without --
-    /// (e.g. transport=shm,udp or inline=on,off).
+    /// (e.g. transport=shm,udp or inline=auto,off).
     #[arg(long, value_name = "OPTION=V1,V2")]
     pub vary: Option<String>,
     /// Seed of the round order (printed in the report, to repeat an order).
