@@ -37,9 +37,9 @@ pub enum Exit {
     /// Another ibtune held the host lock for all of `--lock-wait`; nothing
     /// was changed.
     Busy,
-    /// The measured command (`ibtune experiment -- COMMAND`) failed in
-    /// every round of a variant, or printed no report; the host was
-    /// restored.
+    /// The measured command (`ibtune experiment -- COMMAND`, `ibprobe
+    /// compare -- CMD`) failed in every round of a variant, or printed no
+    /// report; the host was restored.
     CommandFailed,
     /// Interrupted by SIGINT or SIGTERM: what was measured so far is
     /// printed and the host is restored.

@@ -173,6 +173,36 @@ fn bad_input_is_one_line_and_exit_2() {
     }
 }
 
+/// A measured command that fails in every round of a value (a client
+/// with no server): the rounds are compared as far as they go, then exit 6
+/// (the measured command failed), one line naming the value and the first
+/// failure.
+#[test]
+fn a_command_failing_in_every_round_exits_6() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let (code, _, err) = compare(&[
+        "--rounds",
+        "2",
+        "--quiet",
+        "--vary",
+        "size=32,64",
+        "--",
+        "client",
+        &addr,
+        "-t",
+        "udp",
+        "--connect-timeout",
+        "200ms",
+    ]);
+    assert_eq!(code, ibhost::exit::Exit::CommandFailed.status(), "{err}");
+    assert!(err.contains("every round of --size 32 failed"), "{err}");
+}
+
 /// Two saved reports: quantiles from the histograms they carry, the
 /// ratio with a sampling-only interval, no verdict, and the warning that
 /// one run each cannot separate an effect from run-to-run noise.

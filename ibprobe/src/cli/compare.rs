@@ -316,7 +316,7 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(v) = report.variants.iter().find(|v| v.rounds_ok == 0) {
-        return Err(CliError::run(format!(
+        return Err(CliError::command(format!(
             "every round of --{} {} failed (first: {}); nothing to compare",
             var.long,
             v.value,

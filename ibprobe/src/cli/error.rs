@@ -11,6 +11,9 @@ pub const EXIT_RUN: u8 = Exit::Failed.code();
 /// Exit code: a `--fail-if` threshold holds (the report was printed): a
 /// check found what it checks for, as `ibtune verify`'s drift.
 pub const EXIT_THRESHOLD: u8 = Exit::Check.code();
+/// Exit code: `compare -- CMD`: the measured command failed in every round
+/// of a value.
+pub const EXIT_COMMAND: u8 = Exit::CommandFailed.code();
 /// Exit code: interrupted by SIGINT/SIGTERM (after printing the statistics).
 pub const EXIT_INTERRUPTED: u8 = Exit::Interrupted.code();
 
@@ -28,6 +31,13 @@ impl CliError {
     pub fn input(m: impl Into<String>) -> CliError {
         CliError {
             code: EXIT_INPUT,
+            message: m.into(),
+        }
+    }
+    /// The measured command failed in every round (exit 6).
+    pub fn command(m: impl Into<String>) -> CliError {
+        CliError {
+            code: EXIT_COMMAND,
             message: m.into(),
         }
     }
