@@ -104,7 +104,7 @@ fn drift_before_apply_none_after_then_exactly_the_perturbed_item() {
     let before = scrape(&c);
     assert_sample(
         &before,
-        r#"ibexporter_tuning_verify_ok{profile="thesis-2hca"}"#,
+        r#"ibexporter_tuning_verify_ran{profile="thesis-2hca"}"#,
         "1",
     );
     let drifted = drift_items(&before, "1");
@@ -305,7 +305,7 @@ fn cpu_dma_latency_and_holder() {
 }
 
 #[test]
-fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
+fn a_profile_that_cannot_be_verified_reports_verify_ran_0_and_logs_once() {
     let fc = fixture_copy("thesis-2s-mlx5");
     let dir = tempfile::tempdir().unwrap();
     let prof = dir.path().join("thesis-2hca.toml");
@@ -321,7 +321,7 @@ fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
     for t in [&t1, &t2] {
         assert_sample(
             t,
-            r#"ibexporter_tuning_verify_ok{profile="thesis-2hca"}"#,
+            r#"ibexporter_tuning_verify_ran{profile="thesis-2hca"}"#,
             "0",
         );
         assert!(!t.contains("ibexporter_tuning_drift"), "{t}");
@@ -330,7 +330,7 @@ fn a_profile_that_cannot_be_verified_reports_verify_ok_0_and_logs_once() {
     }
     assert_sample(
         &t3,
-        r#"ibexporter_tuning_verify_ok{profile="thesis-2hca"}"#,
+        r#"ibexporter_tuning_verify_ran{profile="thesis-2hca"}"#,
         "1",
     );
     assert!(t3.contains("ibexporter_tuning_drift{"), "{t3}");

@@ -144,7 +144,14 @@ fn no_rdma_device_is_said_once_and_the_rest_is_served() {
         .filter(|l| l.contains("no RDMA device"))
         .collect();
     assert_eq!(said.len(), 1, "said once: {text}");
-    assert!(said[0].contains("shm/udp references"), "{text}");
+    assert!(said[0].contains("shm/udp reference probes"), "{text}");
+    // Advice a packaged exporter's operator can follow: no ibprobe flag,
+    // no path of this repository.
+    assert!(said[0].contains("rdma link add"), "{text}");
+    assert!(
+        !said[0].contains("--transport") && !said[0].contains("tests/lab"),
+        "{text}"
+    );
     assert!(
         !m.contains("ibexporter_hca_port_info"),
         "no HCA metrics without an HCA: {m}"

@@ -196,7 +196,10 @@ fn devices_says_what_it_found() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("devices --json prints JSON");
     if v.as_array().is_some_and(|a| a.is_empty()) {
         assert!(
-            err.contains("no RDMA device") && err.contains("--transport shm|udp"),
+            err.contains("no RDMA device")
+                && err.contains("rdma link add")
+                && err.contains("--transport shm|udp|model")
+                && !err.contains("tests/lab"),
             "{err}"
         );
     }

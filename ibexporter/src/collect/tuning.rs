@@ -10,7 +10,7 @@
 //!
 //! | family | type | labels | meaning |
 //! |---|---|---|---|
-//! | `ibexporter_tuning_verify_ok` | gauge | `profile` | 1 when the last verification ran (profile loaded and resolved, host readable); 0 when it failed (the reason is logged once). While it is 0, only it and the two `verify_*_seconds` families are exported |
+//! | `ibexporter_tuning_verify_ran` | gauge | `profile` | 1 when the last verification ran (profile loaded and resolved, host readable), whatever it found (drift is `drifted_items`); 0 when it could not run (the reason is logged once). While it is 0, only it and the two `verify_*_seconds` families are exported |
 //! | `ibexporter_tuning_drift` | gauge | `profile`, `item`, `kind` | per setting of the profile: 1 when it differs from the profile (what `ibtune verify` lists as drift), else 0. `item` is ibtune's stable item key (`irq/41/affinity`, `sysctl/vm.swappiness`, `cpuset/real-time-0/partition`), `kind` its first segment (`irq`, `cpuset`, `sysctl`, `cpu`, `thp`, `tuned`, `irqbalance`, `cgroup`, `dma_latency`, `boot`) |
 //! | `ibexporter_tuning_drifted_items` | gauge | `profile` | number of drifted settings (`ibtune verify` exits 1 when it is above 0) |
 //! | `ibexporter_tuning_items` | gauge | `profile`, `status` | settings by status: `ok`, `change` (drifted), `blocked` (cannot be applied on this host, e.g. tuned not installed), `advice` (optional boot parameter missing) |
@@ -299,7 +299,7 @@ impl TuningCollector {
             (Err(e), Some(prev)) if e == prev => {}
             (Err(e), _) => tracing::warn!(
                 "tuning drift: cannot verify profile {} on root {}: {e}; \
-                 ibexporter_tuning_verify_ok is 0 until it verifies again (fix the profile \
+                 ibexporter_tuning_verify_ran is 0 until it verifies again (fix the profile \
                  or the path; `ibtune --root {} verify {}` shows the same error); logged once",
                 self.cfg.profile.display(),
                 self.cfg.root.display(),
@@ -336,8 +336,8 @@ impl Collector for TuningCollector {
 
         gauges(
             &mut enc,
-            "ibexporter_tuning_verify_ok",
-            "1 when verifying the host against the ibtune profile worked, 0 when it failed (reason in the log)",
+            "ibexporter_tuning_verify_ran",
+            "1 when the host could be checked against the ibtune profile, 0 when the check could not run (reason in the log); not whether it matches (that is the drifted_items gauge)",
             None,
             &one(i64::from(snap.result.is_ok())),
         )?;

@@ -133,8 +133,12 @@ pub fn discover_local(o: &LocalOptions) -> (Vec<ProbeSpec>, Vec<String>) {
     (specs, notes)
 }
 
+/// Without a verbs device list (no libibverbs, or no device) only the
+/// loopback probes stop: the port counters come from sysfs
+/// (`collect/hca.rs`) and are exported whenever sysfs lists ports.
 fn no_device(why: &str) -> String {
     format!(
-        "{why}; HCA loopback probes and port counters are off, the shm/udp references and host probes still run"
+        "{why}; HCA loopback probes are off (port counters are still read from sysfs where it \
+         lists ports); the shm/udp reference probes and the wake-up probe still run"
     )
 }

@@ -11,7 +11,7 @@ use super::args::{MeasureArgs, TransportArgs};
 use super::error::{CliError, EXIT_INTERRUPTED, EXIT_THRESHOLD};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
-use crate::probe::open::OpenError;
+use crate::probe::open::{OpenError, OpenErrorKind};
 use crate::probe::runner;
 use crate::probe::session::SessionError;
 use crate::probe::workload::{Interval, Sink};
@@ -23,6 +23,7 @@ use crate::report::{Report, ReportContext, ReportError};
 use crate::sys::host;
 use crate::transport::{Channel, TransportInfo};
 use crate::verbs;
+use crate::verbs::NO_DEVICE_ELSE;
 
 /// Progress lines on stderr; a closed stderr must not kill a server.
 macro_rules! say {
@@ -60,6 +61,9 @@ pub fn warn_model_resolution(t: &TransportArgs) {
 /// A channel that could not be opened: exit 2 for refusals (bad input,
 /// no device), 3 for failures.
 pub fn open_err(e: OpenError) -> CliError {
+    if e.kind == OpenErrorKind::NoDevice {
+        return CliError::input(format!("{}; {NO_DEVICE_ELSE}", e.message));
+    }
     if e.is_input() {
         CliError::input(e.message)
     } else {

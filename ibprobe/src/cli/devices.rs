@@ -5,6 +5,7 @@
 //! the reference transports instead of a bare error.
 
 use super::error::CliError;
+use crate::verbs::NO_DEVICE_ELSE;
 use crate::verbs::{self, VerbsErrorKind};
 
 /// Prints the devices (table or JSON). No device is not an error: it is
@@ -16,7 +17,7 @@ pub fn run(json: bool) -> Result<u8, CliError> {
             if json {
                 println!("[]");
             }
-            eprintln!("ibprobe: {}", e.message);
+            eprintln!("ibprobe: {}; {NO_DEVICE_ELSE}", e.message);
             return Ok(0);
         }
         Err(e) => return Err(CliError::run(e.message)),
@@ -29,7 +30,7 @@ pub fn run(json: bool) -> Result<u8, CliError> {
         return Ok(0);
     }
     if list.is_empty() {
-        println!("no RDMA device on this host; try the Soft-RoCE lab (tests/lab/lab shell) or --transport shm|udp");
+        println!("no RDMA device on this host; {NO_DEVICE_ELSE}");
         return Ok(0);
     }
     for d in &list {

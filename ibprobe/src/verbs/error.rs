@@ -17,6 +17,10 @@ pub enum VerbsErrorKind {
     Verbs,
 }
 
+/// What ibprobe's commands add to a "no RDMA device" error: what runs
+/// without one.
+pub const NO_DEVICE_ELSE: &str = "or measure without one: --transport shm|udp|model";
+
 /// Why a verbs operation failed: a kind and one line for humans.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -28,14 +32,17 @@ pub struct VerbsError {
 }
 
 impl VerbsError {
-    /// The "no RDMA device" error, pointing at the lab and the reference
-    /// transports.
+    /// The "no RDMA device" error, with how to get one on any Linux host.
+    /// What else the caller can do is the caller's to say (ibprobe: a
+    /// reference transport, [`NO_DEVICE_ELSE`]; ibexporter: its other
+    /// probes still run).
     pub fn no_device(detail: &str) -> VerbsError {
         VerbsError {
             kind: VerbsErrorKind::NoDevice,
             message: format!(
-                "no RDMA device ({detail}); try the Soft-RoCE lab (`tests/lab/lab shell`) \
-                 or a reference transport (`--transport shm|udp`)"
+                "no RDMA device ({detail}); attach an HCA, or create a Soft-RoCE device on \
+                 an Ethernet interface: `rdma link add rxe0 type rxe netdev IFACE` \
+                 (iproute2, module rdma_rxe)"
             ),
         }
     }

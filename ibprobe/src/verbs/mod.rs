@@ -74,7 +74,7 @@ mod types;
 pub use channel::{LoopbackChannel, VerbsChannel};
 pub use config::VerbsConfig;
 pub use device::{devices, DeviceCaps, DeviceInfo, GidInfo, PortInfo};
-pub use error::{VerbsError, VerbsErrorKind};
+pub use error::{VerbsError, VerbsErrorKind, NO_DEVICE_ELSE};
 pub use setup::{loopback, prepare, Endpoint, Prepared, StreamTarget};
 pub use slots::VerbsSlots;
 pub use stream_setup::{prepare_slots, stream_pair, PreparedSlots};
