@@ -16,7 +16,7 @@
 //! - [`targets`]: where remote targets come from (static, file_sd, DNS);
 //! - [`http`]: `/metrics` (text, OpenMetrics, protobuf with native
 //!   histograms), `/healthz`, the landing page, TLS and basic auth;
-//! - [`planner`]: `ibexporter plan` (a cluster's probe plan, figures and
+//! - [`planner`]: `ibexporter mesh` (a cluster's probe plan, figures and
 //!   failure simulation; the plan itself is [`targets::plan`]);
 //! - [`sys`]: the one module with `unsafe` (allocator settings).
 

@@ -13,7 +13,7 @@ use ibexporter::daemon::{self, DaemonOptions};
 /// The top-level `--help` epilogue: examples, then the toolkit's exit code
 /// table (`ibhost::exit`).
 fn after_help() -> String {
-    let examples = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  ibexporter plan --simulate --hosts 10000 --racks 333\n                                               a cluster's probe plan and failure simulation\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.";
+    let examples = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  ibexporter mesh --simulate --hosts 10000 --racks 333\n                                               a cluster's probe plan and failure simulation\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.";
     format!("{examples}\n\n{}", ibhost::exit::help())
 }
 
@@ -64,10 +64,10 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
     /// Time between two rounds of every probe [default: 10s].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     interval: Option<Duration>,
     /// Messages per probe round [default: 100].
-    #[arg(long, value_name = "N")]
+    #[arg(long = "count", short = 'n', alias = "probes", value_name = "N")]
     probes: Option<u64>,
     /// Message sizes of the local probes, comma separated [default: 32].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -79,7 +79,7 @@ struct Args {
     #[arg(long, value_name = "FRACTION")]
     budget: Option<f64>,
     /// Sliding window of the percentile summary [default: 5m].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long = "summary-window", alias = "window", value_name = "DURATION", value_parser = parse_duration)]
     window: Option<Duration>,
     /// Do not probe these: any of hca, shm, udp, wakeup (comma separated).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -100,8 +100,33 @@ struct Args {
 
 #[derive(clap::Subcommand, Debug)]
 enum Command {
+    #[command(name = "mesh", alias = "plan")]
     Plan(PlanArgs),
 }
+
+/// Old spellings still accepted, with a warning (`ibhost::renamed`).
+const RENAMED: &[ibhost::renamed::Renamed] = &[
+    ibhost::renamed::Renamed {
+        old: "plan",
+        new: "mesh",
+        command: "ibexporter",
+    },
+    ibhost::renamed::Renamed {
+        old: "--window",
+        new: "--summary-window",
+        command: "ibexporter",
+    },
+    ibhost::renamed::Renamed {
+        old: "--probes",
+        new: "--count",
+        command: "ibexporter",
+    },
+    ibhost::renamed::Renamed {
+        old: "--rate-hz",
+        new: "--rate",
+        command: "ibexporter mesh",
+    },
+];
 
 /// Show a cluster's probe plan: what each exporter probes each round, what
 /// it costs, how fast failures are seen (simulated on a virtual clock).
@@ -111,7 +136,7 @@ enum Command {
 /// the same plan; this prints it without probing anything.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  ibexporter plan --simulate --hosts 10000 --racks 333     figures and detection times\n  ibexporter plan --file-sd pinglist.json --node 10.0.0.7:18515\n                                          that member's round now\n  ibexporter plan --file-sd pinglist.json --all --epoch 5 --json\n                                          every member's round in epoch 5\n\nExit codes: 0 printed, 2 bad options or list."
+    after_help = "Examples:\n  ibexporter mesh --simulate --hosts 10000 --racks 333     figures and detection times\n  ibexporter mesh --file-sd pinglist.json --node 10.0.0.7:18515\n                                          that member's round now\n  ibexporter mesh --file-sd pinglist.json --all --epoch 5 --json\n                                          every member's round in epoch 5\n\nExit codes: 0 printed, 2 bad options or list."
 )]
 struct PlanArgs {
     /// The cluster: a Prometheus file_sd JSON pinglist naming every member.
@@ -136,16 +161,27 @@ struct PlanArgs {
     #[arg(long, value_name = "K", default_value_t = 1)]
     rack_peers: usize,
     /// The probe interval (one round; one epoch of the plan).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "10s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     interval: Duration,
     /// Messages per target per round.
-    #[arg(long, value_name = "N", default_value_t = 100)]
+    #[arg(
+        long = "count",
+        short = 'n',
+        alias = "probes",
+        value_name = "N",
+        default_value_t = 100
+    )]
     probes: u32,
     /// Messages per second inside a round.
-    #[arg(long, value_name = "HZ", default_value_t = 1000.0)]
+    #[arg(
+        long = "rate",
+        alias = "rate-hz",
+        value_name = "RATE",
+        default_value_t = 1000.0
+    )]
     rate_hz: f64,
     /// What a probe of a dead target costs (the probe timeout).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     timeout: Duration,
     /// Print this member's round (its target name as written in the list).
     #[arg(long, value_name = "NAME", conflicts_with = "all")]
@@ -184,7 +220,7 @@ fn plan_request(a: &PlanArgs) -> Result<ibexporter::planner::PlanRequest, String
         return Err(format!("--rack-peers {}: give 1..=64", a.rack_peers));
     }
     if a.rate_hz.is_nan() || a.rate_hz <= 0.0 || a.probes == 0 {
-        return Err("--rate-hz and --probes must be more than zero".into());
+        return Err("--rate and --count must be more than zero".into());
     }
     Ok(PlanRequest {
         input,
@@ -370,6 +406,7 @@ fn main() -> ExitCode {
     if let Some(dir) = ibdoc::requested() {
         return ExitCode::from(ibdoc::run(<Args as clap::CommandFactory>::command(), &dir));
     }
+    ibhost::renamed::warn(RENAMED);
     let args = Args::parse();
     if let Some(Command::Plan(p)) = &args.command {
         return match plan_request(p).and_then(|r| ibexporter::planner::run(&r)) {
@@ -381,7 +418,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("ibexporter plan: {e}");
+                eprintln!("ibexporter mesh: {e}");
                 Exit::Input.into()
             }
         };

@@ -1,4 +1,4 @@
-//! `ibexporter plan`: a cluster's probe plan, its figures and a failure
+//! `ibexporter mesh`: a cluster's probe plan, its figures and a failure
 //! simulation, from a pinglist or a synthetic cluster (the command's typed
 //! settings; `main.rs` maps the flags to [`PlanRequest`]).
 //!
@@ -39,7 +39,7 @@ pub enum View {
     All,
 }
 
-/// `ibexporter plan`'s settings.
+/// `ibexporter mesh`'s settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanRequest {
     /// The cluster.

@@ -245,7 +245,7 @@ fn tagged<'a>(out: &'a str, tag: &str) -> Option<&'a str> {
 // ---------------------------------------------------------------------------
 // exporter_loopback
 
-const LOOPBACK_ARGS: &str = "--interval 1s --probes 50 --no-probe wakeup --responder off";
+const LOOPBACK_ARGS: &str = "--interval 1s --count 50 --no-probe wakeup --responder off";
 
 /// Prometheus (Debian's 2.42 from the shared host root) scraping the
 /// exporter inside the guest: negotiated protobuf, native histograms on.
@@ -514,7 +514,7 @@ fn two_guests_probe_each_other_over_rc(lab: &Lab) {
             node,
             &format!(
                 "--source node-$LAB_NODE --responder 0.0.0.0:{RESPONDER_PORT} --target $LAB_PEER_IP:{RESPONDER_PORT} \
-                 --target-transport rc --interval 1s --probes 50 --no-probe wakeup,shm,udp {BUDGET}"
+                 --target-transport rc --interval 1s --count 50 --no-probe wakeup,shm,udp {BUDGET}"
             ),
             log,
         );

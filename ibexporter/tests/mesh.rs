@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 const FAST_UDP: [&str; 8] = [
     "--interval",
     "1s",
-    "--probes",
+    "--count",
     "20",
     "--no-probe",
     "hca,shm,udp,wakeup",

@@ -186,13 +186,13 @@ fn adding_or_removing_a_host_changes_each_round_by_at_most_two_targets() {
 
 fn plan_cmd(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .arg("plan")
+        .arg("mesh")
         .args(args)
         .output()
-        .expect("running ibexporter plan");
+        .expect("running ibexporter mesh");
     assert!(
         out.status.success(),
-        "ibexporter plan {args:?}: {}",
+        "ibexporter mesh {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
@@ -303,7 +303,7 @@ fn the_cluster_report_and_its_mistakes() {
     );
     assert_eq!(v["detection"].as_array().unwrap().len(), 3);
     let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .args(["plan", "--simulate", "--hosts", "10", "--racks", "20"])
+        .args(["mesh", "--simulate", "--hosts", "10", "--racks", "20"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -314,7 +314,7 @@ fn the_cluster_report_and_its_mistakes() {
     );
     let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
         .args([
-            "plan",
+            "mesh",
             "--simulate",
             "--hosts",
             "10",
@@ -337,7 +337,7 @@ fn the_cluster_report_and_its_mistakes() {
 fn one_rack_of_ten_thousand_is_planned_in_bounded_time() {
     let t = std::time::Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .args(["plan", "--simulate", "--hosts", "10000", "--racks", "1"])
+        .args(["mesh", "--simulate", "--hosts", "10000", "--racks", "1"])
         .args(["--plan", "rack-mesh", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -5,11 +5,11 @@
 //! all and evaluates the plan's recording rules.
 //!
 //! - every exporter runs the simulation's plan: the targets it probed are
-//!   the union of its rows of `ibexporter plan --all` over the epochs it ran;
+//!   the union of its rows of `ibexporter mesh --all` over the epochs it ran;
 //! - every rack pair shows in the rack x rack query of the mesh dashboard
 //!   and in the recording rule;
 //! - one exporter is killed: its rack peers' probes of it fail, seen in
-//!   Prometheus within the documented bound (`ibexporter plan` figures)
+//!   Prometheus within the documented bound (`ibexporter mesh` figures)
 //!   plus two scrape intervals;
 //! - every namespace is gone afterwards (a Drop guard, also on failure).
 
@@ -99,11 +99,11 @@ fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
-/// `ibexporter plan` over the list (the simulation's view).
+/// `ibexporter mesh` over the list (the simulation's view).
 fn plan(list: &Path, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(bin())
         .args([
-            "plan",
+            "mesh",
             "--file-sd",
             list.to_str().unwrap(),
             "--plan",
@@ -112,7 +112,7 @@ fn plan(list: &Path, extra: &[&str]) -> serde_json::Value {
         .args([
             "--interval",
             &format!("{INTERVAL_S}s"),
-            "--probes",
+            "--count",
             "10",
             "--timeout",
             "500ms",

@@ -10,7 +10,7 @@ use std::process::Command;
 /// family, the text passes promtool, and the landing page links.
 #[test]
 fn default_probes_are_served_and_lint_clean() {
-    let server = start(&["--interval", "1s", "--probes", "50", "--no-probe", "wakeup"]);
+    let server = start(&["--interval", "1s", "--count", "50", "--no-probe", "wakeup"]);
     let addr = server.addr.clone();
     let metrics = scrape_until(&addr, 30, "udp and shm window summaries", |m| {
         m.contains("ibprobe_latency_window_seconds{")

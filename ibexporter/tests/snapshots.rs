@@ -22,13 +22,13 @@ fn help_text_is_as_snapshotted() {
     assert!(text.trim_end().ends_with(&ibhost::exit::help()), "{text}");
     insta::assert_snapshot!("ibexporter-help", text);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .args(["plan", "--help"])
+        .args(["mesh", "--help"])
         .env("COLUMNS", "100")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     insta::assert_snapshot!(
-        "ibexporter-plan-help",
+        "ibexporter-mesh-help",
         String::from_utf8(out.stdout).unwrap()
     );
 }
@@ -43,7 +43,7 @@ fn metric_families_are_as_snapshotted() {
     let server = start(&[
         "--interval",
         "1s",
-        "--probes",
+        "--count",
         "20",
         "--no-probe",
         "wakeup",

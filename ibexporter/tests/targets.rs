@@ -283,7 +283,7 @@ fn plan_refuses_a_fifo_as_file_sd_quickly() {
     let fifo = dir.path().join("pinglist.json");
     mkfifo(&fifo);
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .args(["plan", "--file-sd"])
+        .args(["mesh", "--file-sd"])
         .arg(&fifo)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

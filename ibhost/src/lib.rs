@@ -22,6 +22,8 @@
 //!   forwarded to it, a grace and then SIGKILL, a per-run timeout, and its
 //!   output kept bounded; its signal handler is one of the two `unsafe`
 //!   places of the crate.
+//! - [`renamed`]: old spellings of renamed options and commands, still
+//!   accepted, answered with one warning naming the new one.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
 //!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. With
 //!   [`child::stop_on_signals`], the crate's only `unsafe`.
@@ -36,6 +38,7 @@ pub mod cpulist;
 pub mod duration;
 pub mod exit;
 pub mod file;
+pub mod renamed;
 pub mod rt;
 
 pub use cpulist::CpuSet;

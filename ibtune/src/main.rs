@@ -8,6 +8,7 @@ fn main() {
         let cmd = <ibtune::cli::Cli as clap::CommandFactory>::command();
         std::process::exit(i32::from(ibdoc::run(cmd, &dir)));
     }
+    ibhost::renamed::warn(ibtune::cli::RENAMED);
     let cli = ibtune::cli::Cli::parse();
     std::process::exit(ibtune::cli::main_with(cli));
 }

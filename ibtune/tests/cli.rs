@@ -727,7 +727,7 @@ fn hold_without_the_device_fails_with_2() {
 
 // ---------------------------------------------------------------- verify: activity on isolated CPUs
 
-/// `verify --window`: interrupts that reach an isolated CPU during the
+/// `verify --watch`: interrupts that reach an isolated CPU during the
 /// window are drift evidence, named by CPU, count and source. The fixture
 /// tree stands in for the host: its `/proc/interrupts` is rewritten
 /// during the window, as the kernel's counts would move.
@@ -737,14 +737,14 @@ fn verify_names_interrupts_on_an_isolated_cpu_during_the_window() {
     let prof = profile("thesis-2hca");
     let prof = prof.to_str().unwrap();
     // Which CPUs it watches (a 1 ms window on the untouched tree: nothing).
-    let (code, out, err) = run(&root, &["verify", prof, "--window", "1ms", "--json"]);
+    let (code, out, err) = run(&root, &["verify", prof, "--watch", "1ms", "--json"]);
     assert_eq!(code, 1, "{err}");
     let v = json(&out);
     let cpus = v["activity"]["cpus"].as_array().expect("activity.cpus");
     assert!(!cpus.is_empty(), "{}", v["activity"]);
     assert!(cpus.iter().all(|c| c["interrupts"] == 0));
     let cpu = cpus[0]["cpu"].as_u64().unwrap() as usize;
-    // Without --window under --root: not watched.
+    // Without --watch under --root: not watched.
     let (_, out, _) = run(&root, &["verify", prof, "--json"]);
     assert!(json(&out)["activity"].is_null());
 
@@ -770,7 +770,7 @@ fn verify_names_interrupts_on_an_isolated_cpu_during_the_window() {
         std::thread::sleep(std::time::Duration::from_millis(500));
         std::fs::write(&file, moved).unwrap();
     });
-    let (code, out, err) = run(&root, &["verify", prof, "--window", "1500ms"]);
+    let (code, out, err) = run(&root, &["verify", prof, "--watch", "1500ms"]);
     writer.join().unwrap();
     assert_eq!(
         code, 1,

@@ -531,12 +531,19 @@ fn a_round_past_its_timeout_is_stopped_and_left_out() {
     let before = snapshot(&s.fx.root);
     let pidfile = s.dir.path().join("pid");
     let t = std::time::Instant::now();
-    let mut c = s.spawn_sleeper(&["--rounds", "2", "--quiet", "--json", "--timeout", "1s"]);
+    let mut c = s.spawn_sleeper(&[
+        "--rounds",
+        "2",
+        "--quiet",
+        "--json",
+        "--round-timeout",
+        "1s",
+    ]);
     let st = wait_bounded(
         &mut c,
         std::time::Duration::from_secs(30),
         &pidfile,
-        "with --timeout 1s",
+        "with --round-timeout 1s",
     );
     let out = c.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -549,7 +556,7 @@ fn a_round_past_its_timeout_is_stopped_and_left_out() {
     );
     let j = json(&out);
     let w = j["warnings"].to_string();
-    assert!(w.contains("stopped by --timeout 1s"), "{w}");
+    assert!(w.contains("stopped by --round-timeout 1s"), "{w}");
     let last: i32 = std::fs::read_to_string(&pidfile)
         .unwrap()
         .trim()

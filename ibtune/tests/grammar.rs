@@ -19,7 +19,7 @@ fn ibtune(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// `--lock-wait 5`, `verify --window 1` and `experiment --timeout 90` used
+/// `--lock-wait 5`, `verify --watch 1` and `experiment --round-timeout 90` used
 /// to mean seconds; each now asks which unit was meant, before anything
 /// is read or changed.
 #[test]
@@ -38,7 +38,7 @@ fn a_bare_number_is_not_a_duration() {
                 root,
                 "experiment",
                 "thesis-2hca",
-                "--timeout",
+                "--round-timeout",
                 "90",
                 "--",
                 "true",
@@ -62,4 +62,21 @@ fn a_bare_number_is_not_a_duration() {
         let (code, _, err) = ibtune(args);
         assert_eq!(code, 0, "{args:?}: {err}");
     }
+}
+
+/// Renamed options keep their old spelling, with one warning line naming
+/// the new one; the new spelling warns nothing.
+#[test]
+fn old_spellings_still_work_and_say_their_new_name() {
+    let root = fixture("thesis-2s-mlx5");
+    let root = root.to_str().unwrap();
+    let (code, _, err) = ibtune(&["--root", root, "verify", "thesis-2hca", "--window", "0"]);
+    assert_eq!(code, 1, "the fixture drifts from the profile: {err}");
+    assert!(
+        err.contains("`ibtune verify --window` is now `ibtune verify --watch`"),
+        "{err}"
+    );
+    let (code, _, err) = ibtune(&["--root", root, "verify", "thesis-2hca", "--watch", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("warning: `"), "{err}");
 }

@@ -245,7 +245,7 @@ fn parse_pinglist(path: &Path, text: &str, cfg: &FileSdSource) -> Result<Vec<Ent
 /// name (as written, its `target` label) and its `rack_label` value (`""`
 /// without one). The error is one line with `path:line:col`.
 ///
-/// Why it exists: `ibexporter plan` reads the same list the exporters do,
+/// Why it exists: `ibexporter mesh` reads the same list the exporters do,
 /// with the same checks, without resolving any name.
 pub fn plan_members(
     path: &Path,

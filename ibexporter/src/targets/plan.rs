@@ -47,7 +47,7 @@
 //! - a slow path between two hosts of different racks: within the host
 //!   pair bound plus one round.
 //!
-//! [`Figures`] computes these for a given cluster; `ibexporter plan`
+//! [`Figures`] computes these for a given cluster; `ibexporter mesh`
 //! prints them and checks them by simulation.
 
 use std::collections::BTreeMap;
@@ -126,7 +126,7 @@ struct Rack {
 /// One cluster's plan: every member's targets in every epoch.
 ///
 /// Why it exists: each exporter builds it from its target list (plus
-/// itself) and asks for its own row; `ibexporter plan` asks for every row.
+/// itself) and asks for its own row; `ibexporter mesh` asks for every row.
 #[derive(Debug, Clone)]
 pub struct ClusterPlan {
     kind: PlanKind,

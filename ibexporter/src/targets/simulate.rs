@@ -330,7 +330,7 @@ pub fn host_pair_rounds(plan: &ClusterPlan, racks: &[usize], e0: u64, limit: u64
     None
 }
 
-/// Everything `ibexporter plan --simulate` reports for one cluster.
+/// Everything `ibexporter mesh --simulate` reports for one cluster.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Report {
     /// The formulas.

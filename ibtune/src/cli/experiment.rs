@@ -12,7 +12,7 @@
 //! is left out), on a failed apply (rolled back; exit 3) and on SIGINT,
 //! SIGTERM or SIGHUP (forwarded to COMMAND's own process group, which is
 //! killed after [`ibhost::child::GRACE`]; the round in progress is
-//! reverted; exit 130). `--timeout` stops a round the same way. COMMAND's
+//! reverted; exit 130). `--round-timeout` stops a round the same way. COMMAND's
 //! output is read bounded ([`MAX_REPORT`]). Only
 //! SIGKILL or a power cut can stop it between apply and revert, and then
 //! the journal is there for `ibtune revert`, as after any apply.
@@ -86,7 +86,7 @@ const STDERR_KEEP: usize = 4096;
 /// What one run of COMMAND gave.
 enum Outcome {
     Values(RoundValues),
-    /// Non-zero exit, or stopped by --timeout: the round is left out.
+    /// Non-zero exit, or stopped by --round-timeout: the round is left out.
     Failed(String),
     /// Exit 0 but no report: the COMMAND is wrong for an experiment (why).
     NoReport(String),
@@ -308,7 +308,7 @@ fn run_command(command: &[String], timeout: Option<Duration>) -> Result<Outcome>
         Ending::Stopped(_) => return Ok(Outcome::Stopped),
         Ending::TimedOut => {
             return Ok(Outcome::Failed(format!(
-                "stopped by --timeout {} (killed); its last stderr line: {:?}",
+                "stopped by --round-timeout {} (killed); its last stderr line: {:?}",
                 ibhost::duration::format(timeout.unwrap_or_default()),
                 out.stderr.last_line()
             )))

@@ -77,7 +77,7 @@ The host is left as found on success, on a failed COMMAND (that round is
 left out), on a failed apply (exit 3) and on Ctrl-C, SIGTERM or SIGHUP
 (exit 130): COMMAND runs in its own process group, the signal is
 forwarded to it, and it is killed if it has not ended 5 s later.
---timeout stops a round that runs longer the same way (left out as
+--round-timeout stops a round that runs longer the same way (left out as
 failed). COMMAND's stdout is kept up to 16 MiB, its stderr as a short
 excerpt. After kill -9 the journal is there for `ibtune revert`, as
 after any apply.
@@ -166,7 +166,7 @@ pub enum Cmd {
     /// Check the host against PROFILE: exit 0 if it matches, 1 on drift.
     ///
     /// Then watches the profile's isolated CPUs (or, with none isolated, its cpuset CPUs) for
-    /// --window and lists what still reached them: interrupts by source, busy time, and
+    /// --watch and lists what still reached them: interrupts by source, busy time, and
     /// scheduling where /proc/schedstat exists. That is evidence, not a setting: the exit code
     /// stays that of the settings.
     Verify {
@@ -174,7 +174,7 @@ pub enum Cmd {
         profile: PathBuf,
         /// How long to watch the isolated CPUs, e.g. 1s, 200ms; 0 skips it [default: 1s on the
         /// live host, 0 under --root, whose files do not move].
-        #[arg(long, value_parser = parse_window)]
+        #[arg(long = "watch", alias = "window", value_name = "DURATION", value_parser = parse_window)]
         window: Option<std::time::Duration>,
         #[command(flatten)]
         json: JsonFlag,
@@ -218,7 +218,7 @@ pub enum Cmd {
         /// Stop a round whose COMMAND runs longer than this (SIGTERM to its
         /// process group, SIGKILL 5 s later); the round is left out as a
         /// failed one, e.g. 90s, 5m [default: no limit].
-        #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+        #[arg(long = "round-timeout", alias = "timeout", value_name = "DURATION", value_parser = parse_timeout)]
         timeout: Option<Duration>,
         /// The measurement: a command that prints an ibprobe.report/1 or
         /// ibprobe.stream/1 JSON report on stdout (ibprobe ... --json).
@@ -558,20 +558,34 @@ fn watched_cpus(r: &profile::Resolved) -> (Vec<usize>, &'static str) {
     )
 }
 
-/// `experiment --timeout`: the workspace's duration syntax, above zero.
+/// `experiment --round-timeout`: the workspace's duration syntax, above zero.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     match ibhost::duration::parse(s) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!(
-            "{s:?}: a round needs some time; leave --timeout out for no limit"
+            "{s:?}: a round needs some time; leave --round-timeout out for no limit"
         )),
-        Err(e) => Err(format!("{s:?}: {e}; e.g. --timeout 90s or 5m")),
+        Err(e) => Err(format!("{s:?}: {e}; e.g. --round-timeout 90s or 5m")),
     }
 }
 
-/// `--window`: the workspace's duration syntax.
+/// Old spellings still accepted, with a warning (`ibhost::renamed`).
+pub const RENAMED: &[ibhost::renamed::Renamed] = &[
+    ibhost::renamed::Renamed {
+        old: "--window",
+        new: "--watch",
+        command: "ibtune verify",
+    },
+    ibhost::renamed::Renamed {
+        old: "--timeout",
+        new: "--round-timeout",
+        command: "ibtune experiment",
+    },
+];
+
+/// `--watch`: the workspace's duration syntax.
 fn parse_window(s: &str) -> Result<std::time::Duration, String> {
-    ibhost::duration::parse(s).map_err(|e| format!("{s:?}: {e}; e.g. --window 1s or 200ms"))
+    ibhost::duration::parse(s).map_err(|e| format!("{s:?}: {e}; e.g. --watch 1s or 200ms"))
 }
 
 fn plan_for(path: &std::path::Path, root: &HostRoot) -> Result<(profile::Resolved, Plan)> {
