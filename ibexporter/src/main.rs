@@ -196,11 +196,23 @@ struct PlanArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     trials: usize,
     /// Seed of the simulation (same seed, same numbers).
-    #[arg(long, value_name = "S", default_value_t = 1)]
+    #[arg(long, value_name = "SEED", default_value_t = 1)]
     seed: u64,
-    /// Print JSON.
+    /// Output format: table, or json.
+    #[arg(short = 'f', long, value_enum, default_value_t = MeshFormat::Table)]
+    format: MeshFormat,
+    /// Same as --format json.
     #[arg(long)]
     json: bool,
+}
+
+/// What `ibexporter mesh` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MeshFormat {
+    /// Aligned text for a terminal.
+    Table,
+    /// JSON (stable field names).
+    Json,
 }
 
 fn plan_request(a: &PlanArgs) -> Result<ibexporter::planner::PlanRequest, String> {
@@ -243,7 +255,7 @@ fn plan_request(a: &PlanArgs) -> Result<ibexporter::planner::PlanRequest, String
         epoch: a.epoch,
         trials: a.trials,
         seed: a.seed,
-        json: a.json,
+        json: a.json || a.format == MeshFormat::Json,
     })
 }
 

@@ -373,3 +373,22 @@ fn one_rack_of_ten_thousand_is_planned_in_bounded_time() {
     assert_eq!(dead_host["trials"], 1000);
     assert_eq!(dead_host["within_bound"], 1.0, "{dead_host}");
 }
+
+/// `-f json` and `--json` print the same document; the default is the table.
+#[test]
+fn mesh_takes_format_json_as_json() {
+    let a = [
+        "--simulate",
+        "--hosts",
+        "40",
+        "--racks",
+        "4",
+        "--trials",
+        "10",
+    ];
+    let json = plan_cmd(&[&a[..], &["--json"]].concat());
+    let format = plan_cmd(&[&a[..], &["-f", "json"]].concat());
+    assert_eq!(json, format);
+    serde_json::from_str::<serde_json::Value>(&json).unwrap();
+    assert!(plan_cmd(&a).starts_with("plan "), "the table");
+}

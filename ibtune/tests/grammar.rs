@@ -80,3 +80,28 @@ fn old_spellings_still_work_and_say_their_new_name() {
     assert_eq!(code, 1, "{err}");
     assert!(!err.contains("warning: `"), "{err}");
 }
+
+/// Every reporting command takes `-f/--format` as well as `--json`, and
+/// both print the same JSON.
+#[test]
+fn format_json_is_json_everywhere() {
+    let root = fixture("thesis-2s-mlx5");
+    let root = root.to_str().unwrap();
+    for cmd in [
+        &["show"][..],
+        &["plan", "thesis-2hca"],
+        &["verify", "thesis-2hca"],
+    ] {
+        let with = |extra: &[&str]| {
+            let mut a = vec!["--root", root];
+            a.extend_from_slice(cmd);
+            a.extend_from_slice(extra);
+            ibtune(&a)
+        };
+        let (c1, json, e1) = with(&["--json"]);
+        let (c2, format, e2) = with(&["-f", "json"]);
+        assert_eq!((c1, c2), (c1, c1), "{cmd:?}: {e1} {e2}");
+        serde_json::from_str::<serde_json::Value>(&json).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert_eq!(json, format, "{cmd:?}");
+    }
+}

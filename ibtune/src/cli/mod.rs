@@ -131,9 +131,29 @@ pub struct Cli {
 /// Output choice shared by the reporting commands.
 #[derive(Debug, Args, Clone, Copy)]
 pub struct JsonFlag {
-    /// Print JSON (stable field names) instead of a table.
+    /// Output format: table, or json (stable field names).
+    #[arg(short = 'f', long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
+    /// Same as --format json.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What `show`, `plan`, `apply`, `verify` and `revert` print (`experiment`
+/// adds Markdown: its own `Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned text for a terminal.
+    Table,
+    /// JSON with stable field names.
+    Json,
+}
+
+impl JsonFlag {
+    /// Whether JSON was asked for, by `--json` or `--format json`.
+    pub fn is_json(&self) -> bool {
+        self.json || self.format == OutputFormat::Json
+    }
 }
 
 /// Subcommands.
@@ -279,7 +299,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 None => (!host.cpus.isolated.is_empty()).then(|| host.cpus.isolated.clone()),
             };
             let warnings = host::warnings::host_warnings(&host, rt.as_ref());
-            if json.json {
+            if json.is_json() {
                 output::json(&serde_json::json!({ "host": host, "warnings": warnings }))?;
             } else {
                 print!("{}", output::show_text(&host, &warnings));
@@ -288,7 +308,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Cmd::Plan { profile, json } => {
             let (_, plan) = plan_for(&profile, &root)?;
-            if json.json {
+            if json.is_json() {
                 output::json(&plan)?;
             } else {
                 print!("{}", output::plan_text(&plan, "plan"));
@@ -310,7 +330,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             let (watched, what) = watched_cpus(&resolved);
             let activity = (!window.is_zero() && !watched.is_empty())
                 .then(|| host::activity::observe(&root, &watched, window));
-            if json.json {
+            if json.is_json() {
                 output::json(&serde_json::json!({
                     "matches": !drift,
                     "drifted": plan.items.iter().filter(|i| i.observed.status == crate::tune::item::Status::Change).collect::<Vec<_>>(),
@@ -358,7 +378,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             };
             match engine::apply(&plan, &root, &journal, &opts) {
                 Ok(rep) => {
-                    if json.json {
+                    if json.is_json() {
                         output::json(&rep)?;
                     } else if rep.changed.is_empty() {
                         println!(
@@ -405,7 +425,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             journal.records_for(&root)?;
             match engine::revert(&root, &journal) {
                 Ok(rep) => {
-                    if json.json {
+                    if json.is_json() {
                         output::json(&rep)?;
                     } else if let Some(p) = &rep.profile {
                         println!(
