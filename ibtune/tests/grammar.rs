@@ -105,3 +105,42 @@ fn format_json_is_json_everywhere() {
         assert_eq!(json, format, "{cmd:?}");
     }
 }
+
+/// A profile whose two cpusets both sit on mlx5_0's NUMA node pins
+/// mlx5_1's IRQs across the socket interconnect: `plan` says so (on
+/// stderr, so `--json` stays clean), not only `show --profile`.
+#[test]
+fn plan_warns_when_an_hca_s_irqs_go_to_another_node() {
+    let root = fixture("thesis-2s-mlx5");
+    let dir = tempfile::tempdir().unwrap();
+    let prof = dir.path().join("one-node.toml");
+    let text = std::fs::read_to_string(ibtools_tests::profile("thesis-2hca"))
+        .unwrap()
+        .replace("name = \"thesis-2hca\"", "name = \"one-node\"")
+        .replace(
+            "cpus = \"4 cores local to mlx5_1\"",
+            "cpus = \"2 cores local to mlx5_0\"",
+        )
+        .replace(
+            "cpus = \"4 cores local to mlx5_0\"",
+            "cpus = \"2 cores local to mlx5_0\"",
+        );
+    std::fs::write(&prof, text).unwrap();
+    let (code, out, err) = ibtune(&[
+        "--root",
+        root.to_str().unwrap(),
+        "plan",
+        prof.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    assert!(
+        err.contains("mlx5_1 is on NUMA node 1, but the profile sends its IRQs to CPUs"),
+        "{err}"
+    );
+    assert!(!err.contains("mlx5_0 is on NUMA node"), "{err}");
+    // The shipped profile, each cpuset on its HCA's node: no such warning.
+    let (_, _, err) = ibtune(&["--root", root.to_str().unwrap(), "plan", "thesis-2hca"]);
+    assert!(!err.contains("sends its IRQs"), "{err}");
+}

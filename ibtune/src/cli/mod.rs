@@ -380,22 +380,38 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Ok(rep) => {
                     if json.is_json() {
                         output::json(&rep)?;
-                    } else if rep.changed.is_empty() {
-                        println!(
-                            "nothing to change: host already matches profile {}",
-                            plan.profile
-                        );
                     } else {
-                        for k in &rep.changed {
-                            println!("changed {k}");
+                        // Boot parameters are advice: say so in the words
+                        // `plan` uses, never as "as wanted".
+                        let advice = if rep.advice > 0 {
+                            format!(
+                                "; {} boot advice not applied at run time (`ibtune plan` prints the kernel command line to add)",
+                                rep.advice
+                            )
+                        } else {
+                            String::new()
+                        };
+                        if rep.changed.is_empty() {
+                            println!(
+                                "nothing to change: host already matches profile {}{advice}",
+                                plan.profile
+                            );
+                        } else {
+                            for k in &rep.changed {
+                                let what = plan.items.iter().find(|i| &i.item.key == k);
+                                println!(
+                                    "changed {}",
+                                    what.map_or(k.as_str(), |i| i.item.what.as_str())
+                                );
+                            }
+                            println!(
+                                "applied profile {}: {} changed, {} already as wanted{advice}; journal {}",
+                                plan.profile,
+                                rep.changed.len(),
+                                rep.unchanged,
+                                rep.journal
+                            );
                         }
-                        println!(
-                            "applied profile {}: {} changed, {} already as wanted; journal {}",
-                            plan.profile,
-                            rep.changed.len(),
-                            rep.unchanged,
-                            rep.journal
-                        );
                     }
                     Ok(exit::OK)
                 }
@@ -615,6 +631,14 @@ fn plan_for(path: &std::path::Path, root: &HostRoot) -> Result<(profile::Resolve
         eprintln!("ibtune: warning: {p}");
     }
     let r = load(path, &host, root)?;
+    let placements: Vec<(&str, &ibhost::CpuSet)> = r
+        .irqs
+        .iter()
+        .map(|i| (i.device.as_str(), &i.targets))
+        .collect();
+    for w in host::warnings::irq_placement_warnings(&host, &placements) {
+        eprintln!("ibtune: warning: {}", w.message);
+    }
     let plan = Plan::observe(&r, &host, root);
     Ok((r, plan))
 }

@@ -20,6 +20,8 @@ pub struct Warning {
 
 /// Code: the HCA sits on another NUMA node than the real-time CPUs.
 pub const HCA_REMOTE_NUMA: &str = "hca_remote_numa";
+/// Code: a profile sends an HCA's IRQs to CPUs of another NUMA node.
+pub const HCA_IRQ_REMOTE: &str = "hca_irq_remote";
 /// Code: the PCIe link runs below the device's maximum speed or width.
 pub const PCIE_DOWNTRAINED: &str = "pcie_downtrained";
 /// Code: irqbalance runs and may move the HCA's IRQs.
@@ -31,6 +33,36 @@ pub const HCA_NUMA_UNKNOWN: &str = "hca_numa_unknown";
 /// A host file did not read as the kernel writes it (garbage lines in
 /// `/proc/interrupts`): the IRQ set ibtune works on may be wrong.
 pub const HOST_READ_PROBLEM: &str = "host_read_problem";
+
+/// Warnings about where a profile sends HCA interrupts: one per device
+/// (`placements`: its name and the CPUs its IRQs go to) whose known NUMA
+/// node has none of those CPUs. Every `plan`, `apply` and `verify` prints
+/// them, not only `show --profile`: a profile with both cpusets on one
+/// HCA's node would otherwise pin the other HCA's IRQs across the socket
+/// interconnect without a word.
+pub fn irq_placement_warnings(host: &Host, placements: &[(&str, &CpuSet)]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for (device, cpus) in placements {
+        let Some(dev) = host.rdma_devices.iter().find(|d| d.name == *device) else {
+            continue;
+        };
+        let (Some(node), false) = (dev.numa_node, cpus.is_empty()) else {
+            continue;
+        };
+        let nodes = host.nodes_of(cpus);
+        if host.numa_nodes.len() > 1 && !nodes.contains(node) {
+            out.push(w(
+                HCA_IRQ_REMOTE,
+                format!(
+                    "{device} is on NUMA node {node}, but the profile sends its IRQs to CPUs {cpus} \
+                     on node(s) {nodes}: every completion interrupt crosses the socket \
+                     interconnect; place them on node {node}'s CPUs (a cpuset of CPUs local to {device})"
+                ),
+            ));
+        }
+    }
+    out
+}
 
 fn w(code: &'static str, message: String) -> Warning {
     Warning { code, message }

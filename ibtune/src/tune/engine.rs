@@ -46,6 +46,9 @@ pub struct ApplyReport {
     pub changed: Vec<String>,
     /// Items that already matched.
     pub unchanged: usize,
+    /// Boot parameters the profile advises: never applied at run time
+    /// (`ibtune plan` prints the kernel command line to add).
+    pub advice: usize,
     /// The journal file.
     pub journal: String,
 }
@@ -123,7 +126,16 @@ pub fn apply(
         .collect();
     let mut report = ApplyReport {
         changed: Vec::new(),
-        unchanged: plan.items.len() - todo.len(),
+        unchanged: plan
+            .items
+            .iter()
+            .filter(|i| i.observed.status == Status::Ok)
+            .count(),
+        advice: plan
+            .items
+            .iter()
+            .filter(|i| i.observed.status == Status::Advice)
+            .count(),
         journal: journal.path().display().to_string(),
     };
     if todo.is_empty() {
