@@ -39,7 +39,7 @@ fn after_help() -> String {
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Config file (TOML; see ibexporter/examples/ibexporter.toml).
+    /// Config file (TOML; every key: config.md, installed in /usr/share/doc/ibexporter/).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Validate FILE and the files it names (web config, TLS files, mesh secret) as a run would, and exit: 0 valid, 2 invalid (one line naming file:line:col, never the contents).

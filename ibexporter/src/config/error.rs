@@ -97,7 +97,7 @@ impl Ctx<'_> {
         // secret) is not echoed.
         let msg = ibhost::file::without_quoted(e.message().trim()).replace('\n', "; ");
         let fix = if msg.contains("unknown field") {
-            "remove or rename the key; every key is documented in ibexporter/examples/ibexporter.toml"
+            "remove or rename the key; every key is documented in config.md (/usr/share/doc/ibexporter/config.md, or ibexporter/docs/config.md in the source)"
         } else if msg.contains("missing field") {
             "add the missing key"
         } else if msg.contains("invalid type") || msg.contains("invalid value") {
