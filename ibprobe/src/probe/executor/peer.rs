@@ -1,10 +1,6 @@
 //! The peer thread of a loopback run: a [`Paired`] workload's answering
-//! side on its own pinned thread, beside the measuring side on this one.
-//!
-//! Why it exists: the stream's receiver and loggp's responder need the
-//! same things around them: spawned and pinned before the measuring side
-//! starts, told when it is done or failed, joined, a panic turned into
-//! an error. [`run_pair`] does that once for every paired workload.
+//! side spawned pinned, waited for, told when the measuring side is done
+//! or failed, joined, a panic an error; once for every paired workload.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -29,8 +29,7 @@
 //!   plan's count or duration ([`pace::Pacer`] owns the end of a timed run).
 //!
 //! `ibprobe/tests/reference.rs` checks the no-allocation promise of the
-//! stop-and-wait loop over shm and udp, `ibprobe/tests/alloc.rs` that of
-//! a whole run.
+//! stop-and-wait loop over shm and udp.
 //!
 //! # Map
 //!
@@ -41,19 +40,14 @@
 //! - [`record`]: [`Histos`], [`Tally`], the [`Sink`] and its [`Interval`],
 //!   and the [`Recorder`] that keeps the interval bookkeeping;
 //! - [`stop_wait`]: one message at a time, the loss policy (read it: it
-//!   is short); [`echo`](mod@echo): its peer, the server side of a round
-//!   trip;
-//! - [`stream`](mod@stream): a stream's sender and receiver ([`Paired`]);
-//!   its format [`slot`], its policies [`window`], [`batch`],
-//!   [`pipeline`], each a small struct the sender loop asks;
-//! - [`loggp`](mod@loggp): PRTT(n, d, s) bursts and their responder
-//!   ([`Paired`]), and the same on the model's virtual clock.
+//!   is short); [`echo`](mod@echo): its peer, the server side;
+//! - [`stream`](mod@stream): a stream's sender and receiver; its format
+//!   [`slot`], its policies [`window`], [`batch`], [`pipeline`];
+//! - [`loggp`](mod@loggp): PRTT(n, d, s) bursts and their responder.
 //!
-//! A new workload is a new file here implementing [`Workload`] or
-//! [`Paired`]; a paired one the server answers gets its word in
-//! `spec::StreamWorkload` (the arm that serves it in `cli/server.rs`
-//! follows from the exhaustive match). A new knob is a field of
-//! `probe::config::Plan` read where it acts: the receive-side
+//! A new workload is a file here implementing [`Workload`] or [`Paired`]
+//! (ARCHITECTURE.md counts what else it touches). A new knob is a field
+//! of `probe::config::Plan` read where it acts: the receive-side
 //! `--consume-delay`, for instance, is [`pace::consume`] called in
 //! `stop_wait.rs` after an arrival and in `echo.rs` before the echo (the
 //! echo gets its `Plan` from the client's `Receiver` settings).

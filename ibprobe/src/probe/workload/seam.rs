@@ -1,12 +1,6 @@
-//! The workload seam: what every measurement implements, and what it is
-//! given. Two shapes, one per kind of end:
-//! - [`Workload`]: a loop on one [`Channel`] run twice by the executor
-//!   (warm-up, measured part) through a [`Recorder`] (stop-and-wait);
-//! - [`Paired`]: two loops on the two ends of a slot stream that run at
-//!   the same time, the measuring side and its peer (the stream's sender
-//!   and receiver, loggp's PRTT client and responder).
-//!
-//! Kept apart from `mod.rs` so that a workload's file and the folder's
+//! The workload seam, one shape per kind of end: [`Workload`], a loop on
+//! one [`Channel`] (stop-and-wait), and [`Paired`], two loops at once on
+//! the ends of a slot stream (the stream, loggp's PRTT). Kept apart from `mod.rs` so that a workload's file and the folder's
 //! re-exports never import each other.
 
 use std::sync::atomic::AtomicBool;
@@ -45,8 +39,7 @@ pub trait Workload {
     ) -> Result<Tally, TransportError>;
 }
 
-/// The flags the two sides of a [`Paired`] run share: read-only for
-/// both loops (the executor raises them between the loops' runs).
+/// The flags a [`Paired`] peer reads (the executor raises them).
 #[derive(Clone, Copy)]
 pub struct Signals<'a> {
     /// The Ctrl-C flag.
@@ -58,10 +51,9 @@ pub struct Signals<'a> {
     pub abort: &'a AtomicBool,
 }
 
-/// A measurement whose two sides run at the same time on the two ends
-/// of a slot stream: [`Paired::measure`] on the measuring thread,
-/// [`Paired::answer`] on its peer (a pinned thread in loopback, the
-/// server across hosts).
+/// Two sides at once on the two ends of a slot stream: [`Paired::measure`]
+/// on the measuring thread, [`Paired::answer`] on its peer (a pinned
+/// thread in loopback, the server across hosts).
 pub trait Paired {
     /// What the peer needs, moved to its thread.
     type Peer: Send;
@@ -80,8 +72,7 @@ pub trait Paired {
         stop: &AtomicBool,
     ) -> Result<Self::Measured, TransportError>;
 
-    /// The peer's side on `end`, until the measuring side says it is done
-    /// (on the stream or by `sig`).
+    /// The peer's side on `end`, until the measuring side is done.
     fn answer(
         peer: &Self::Peer,
         end: &mut dyn SlotEnd,
