@@ -21,7 +21,7 @@
 //!   the hot data path in separate files); device listing;
 //! - [`probe`]: the probe's configuration, [`probe::open`] (both ends in
 //!   this process) and [`probe::session`] (the one client/server
-//!   handshake), the runner and the measurement loops
+//!   handshake), the executor and the measurement loops
 //!   (`probe/workload/`, small enough to read in one sitting);
 //! - [`report`]: every output format of every command (table, JSON, CSV,
 //!   Markdown, perftest, the sweep's grid), HDR interval logs, SVG plots;
@@ -34,13 +34,13 @@
 //! ```
 //! use std::sync::atomic::AtomicBool;
 //! use ibprobe::clock::Clock;
-//! use ibprobe::probe::{open, runner, ProbeConfig};
+//! use ibprobe::probe::{executor, open, ProbeConfig};
 //! use ibprobe::spec::{ChannelSpec, Transport};
 //!
 //! let spec = ChannelSpec::new(Transport::Shm, 64);
 //! let cfg = ProbeConfig { size: 64, lock_memory: false, ..ProbeConfig::default() };
 //! let mut ch = open::loopback(&spec).unwrap();
-//! let out = runner::run(&cfg, ch.as_mut(), &Clock::monotonic(), &AtomicBool::new(false), None)
+//! let out = executor::run(&cfg, ch.as_mut(), &Clock::monotonic(), &AtomicBool::new(false), None)
 //!     .unwrap();
 //! assert_eq!(out.one_way.unwrap().len(), 10_000);
 //! ```

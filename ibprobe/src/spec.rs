@@ -495,6 +495,17 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    no_from_str
+    /// What a server runs on a client's stream: the answering side of a
+    /// paired workload (`probe/workload/`), named by the word in the
+    /// stream Hello's `workload` (absent: the first).
+    StreamWorkload {
+        Stream = "stream", "The receiving loop of `ibprobe stream`.";
+        Loggp = "loggp", "The answering loop of `ibprobe loggp`'s PRTT bursts.";
+    }
+}
+
 /// Bytes at the start of every stream slot: total length, messages in
 /// the slot, flags, piggybacked credits, first sequence number.
 pub const SLOT_HEADER: usize = 16;

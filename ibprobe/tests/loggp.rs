@@ -6,8 +6,8 @@
 //! The runs that spin two threads are in one test function on purpose:
 //! in parallel on a 2-core CI machine they would measure each other.
 
-use ibprobe::probe::loggp::{measure, LoggpPlan, SimSource};
 use ibprobe::probe::loggp_fit::fit;
+use ibprobe::probe::workload::loggp::{measure, LoggpPlan, SimSource};
 use ibprobe::spec::ModelParams;
 use serde_json::Value;
 use std::sync::atomic::AtomicBool;

@@ -16,9 +16,9 @@ use std::time::Duration;
 use ibprobe::clock::Clock;
 use ibprobe::host::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::probe::config::{Length, Mode, ProbeConfig};
+use ibprobe::probe::executor;
 use ibprobe::probe::open;
 use ibprobe::probe::outcome::Outcome;
-use ibprobe::probe::runner;
 use ibprobe::probe::session::ClientSession;
 use ibprobe::spec::{ChannelSpec, Poll};
 use ibprobe::transport::{Channel, TransportError};
@@ -159,11 +159,11 @@ fn message_round(
     stop: &AtomicBool,
 ) -> (u64, Round) {
     let pc = probe_config(size, cfg);
-    let r = runner::run(&pc, ch, clock, stop, None).map_err(|e| (e.error, *e.outcome));
+    let r = executor::run(&pc, ch, clock, stop, None).map_err(|e| (e.error, *e.outcome));
     outcome_round(r, |o| o.one_way)
 }
 
-/// A round from what the runner returned; `samples` picks the
+/// A round from what the executor returned; `samples` picks the
 /// distribution (one-way for loopback, RTT for remote).
 fn outcome_round(
     r: Result<Outcome, (TransportError, Outcome)>,

@@ -11,8 +11,8 @@ use super::args::{MeasureArgs, TransportArgs};
 use super::error::{CliError, EXIT_INTERRUPTED, EXIT_THRESHOLD};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
+use crate::probe::executor;
 use crate::probe::open::{OpenError, OpenErrorKind};
-use crate::probe::runner;
 use crate::probe::session::SessionError;
 use crate::probe::workload::{Interval, Sink};
 use crate::probe::Outcome;
@@ -270,7 +270,7 @@ pub fn measure_and_print(
 ) -> Result<(Outcome, u8), CliError> {
     let info = ch.info();
     let mut sink = hdr_sink(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
-    let result = runner::run(
+    let result = executor::run(
         cfg,
         ch,
         &clock,

@@ -12,17 +12,18 @@ use super::common::{default_cpu, model_resolution_warning, open_err, session_err
 use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::{Length, ProbeConfig};
-use crate::probe::loggp::{self, LoggpPlan, SimSource, HEADER};
+use crate::probe::executor::{loggp_loopback, placement, stream_loopback};
 use crate::probe::loggp_fit::fit;
 use crate::probe::loggp_predict::{predict, Params, Workload};
 use crate::probe::open;
 use crate::probe::session::oob::{Oob, DEFAULT_PORT};
-use crate::probe::session::{self, StreamHello, LOGGP_WORKLOAD};
-use crate::probe::stream::{placement, run_loopback};
+use crate::probe::session::{self, StreamHello};
 use crate::probe::stream_cost::loop_cost_ns;
+use crate::probe::workload::loggp::{self, Loggp, LoggpPlan, SimSource, HEADER};
+use crate::probe::workload::Paired;
 use crate::report::loggp::{LoggpReport, PredictionRow};
 use crate::report::progress::progress_bar;
-use crate::spec::{ChannelSpec, CreditReturn, Op, StreamSpec, Transport};
+use crate::spec::{ChannelSpec, CreditReturn, Op, StreamSpec, StreamWorkload, Transport};
 use crate::transport::{TransportError, TransportInfo};
 
 /// Default payload sizes (ud: one packet of rxe's 1024 B MTU).
@@ -162,7 +163,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         }
         let (mut c, mut p) = open::stream_pair(&spec, &slot_shape(&plan)).map_err(open_err)?;
         let info = c.info();
-        let s = loggp::run_loopback(
+        let s = loggp_loopback(
             c.as_mut(),
             p.as_mut(),
             clock,
@@ -338,7 +339,7 @@ fn predictions(
                         None => {
                             let (mut tx, mut rx) =
                                 open::stream_pair(&spec, &shape).map_err(open_err)?;
-                            run_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
+                            stream_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
                                 .map_err(|e| CliError::run(format!("{what} failed: {e}")))?
                         }
                     };
@@ -371,7 +372,7 @@ fn client(
         warmup: 0,
         consume_delay: Duration::ZERO,
         timeout: a.timeout,
-        workload: Some(LOGGP_WORKLOAD.into()),
+        workload: StreamHello::asking(StreamWorkload::Loggp),
     };
     let mut end = session::open_client(&mut oob, spec, &hello).map_err(session_err)?;
     let info = end.info();
@@ -379,10 +380,16 @@ fn client(
         crate::sys::host::pin_to_cpu(c)
             .map_err(|e| CliError::run(format!("pin to --cpu {c}: {e}")))?;
     }
-    let mut src = loggp::SlotSource::new(end.as_mut(), clock, timeout_ns, stop);
-    let r = loggp::measure(&mut src, plan, stop, step);
-    let _ = src.finish();
-    r.map(|s| (info, s)).map_err(|e| failed(spec.transport, e))
+    let mut work = Loggp {
+        plan,
+        clock,
+        timeout_ns,
+        idle_ns: 0,
+        step,
+    };
+    work.measure(end.as_mut(), stop)
+        .map(|s| (info, s))
+        .map_err(|e| failed(spec.transport, e))
 }
 
 /// A failed measurement: a peer that never answered is the input's fault

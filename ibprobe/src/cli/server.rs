@@ -13,11 +13,11 @@ use super::common::{default_cpu, say, session_err, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
-use crate::probe::loggp;
+use crate::probe::executor::stream_serve;
 use crate::probe::session::oob::{Hello, Oob, OobError, StreamTally};
-use crate::probe::session::{self, MemoryCap, OneMessage, ServeEnd, StreamHello, LOGGP_WORKLOAD};
-use crate::probe::stream::serve_receiver;
-use crate::spec::peer;
+use crate::probe::session::{self, MemoryCap, OneMessage, ServeEnd, StreamHello};
+use crate::probe::workload::loggp;
+use crate::spec::{peer, StreamWorkload};
 
 /// Runs `ibprobe server`; the exit code.
 pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
@@ -207,10 +207,15 @@ fn serve_stream(
         hello.size,
         end.info().detail
     );
-    if sh.workload.as_deref() == Some(LOGGP_WORKLOAD) {
-        return serve_loggp(end.as_mut(), sh, &clock, stop, t, &peer.to_string());
+    // One arm per stream workload (`admit` refused a word not served).
+    match sh.served() {
+        Some(StreamWorkload::Loggp) => {
+            return serve_loggp(end.as_mut(), sh, &clock, stop, t, &peer.to_string())
+        }
+        Some(StreamWorkload::Stream) | None => {}
     }
-    let tally = serve_receiver(end.as_mut(), sh, hello.size, &clock, stop, default_cpu(t))
+    let cfg = sh.receiver_config(hello.size);
+    let tally = stream_serve(end.as_mut(), &sh.spec, &cfg, &clock, stop, default_cpu(t))
         .map_err(|e| CliError::run(format!("client {peer}: stream: {e}")))?;
     oob.send(&StreamTally { tally })
         .map_err(|e| CliError::run(format!("client {peer}: {e}")))?;

@@ -9,10 +9,11 @@ use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::config::ProbeConfig;
+use crate::probe::executor::{placement, stream_client, stream_loopback};
 use crate::probe::open;
+use crate::probe::outcome::StreamOutcome;
 use crate::probe::session::oob::{Oob, StreamTally, DEFAULT_PORT};
 use crate::probe::session::{self, StreamHello};
-use crate::probe::stream::{placement, run_client, run_loopback, StreamOutcome};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::stream::StreamReport;
 use crate::report::threshold::FailIf;
@@ -52,7 +53,8 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             let (mut tx, mut rx) = open::stream_pair(&spec, &stream).map_err(open_err)?;
             let info = tx.info();
             let (tx, rx) = (tx.as_mut(), rx.as_mut());
-            let out = run_loopback(&cfg, &stream, tx, rx, &clock, stop, rx_cpu).map_err(failed)?;
+            let out =
+                stream_loopback(&cfg, &stream, tx, rx, &clock, stop, rx_cpu).map_err(failed)?;
             (info, out, "loopback")
         }
         Some(host) => {
@@ -123,7 +125,7 @@ pub(super) fn client_stream(
     };
     let mut tx = session::open_client(&mut oob, spec, &hello).map_err(session_err)?;
     let info = tx.info();
-    let out = run_client(cfg, stream, tx.as_mut(), clock, stop, || {
+    let out = stream_client(cfg, stream, tx.as_mut(), clock, stop, || {
         oob.recv::<StreamTally>("waiting for the server's stream counters")
             .map(|m| m.tally)
             .map_err(|e| TransportError::PeerLost(e.to_string()))

@@ -5,7 +5,7 @@
 //! copies) and the rate (pacing, queueing, power states); measuring the
 //! grid by hand means dozens of `ibprobe loopback` runs and a spreadsheet.
 //! The sweep runs every cell with the same runner as `loopback`
-//! ([`crate::probe::runner::run`], a fresh channel from
+//! ([`crate::probe::executor::run`], a fresh channel from
 //! [`crate::probe::open::loopback`] per cell so cells are independent),
 //! shows an indicatif progress bar on stderr, and prints one grid in the
 //! formats of [`crate::report::sweep`].
@@ -22,8 +22,8 @@ use super::common::{self, default_cpu, open_err, report_context, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
-use crate::probe::stream::{placement, run_loopback};
-use crate::probe::{open, runner};
+use crate::probe::executor::{self, placement, stream_loopback};
+use crate::probe::open;
 use crate::report::heatmap;
 use crate::report::stream::StreamReport;
 use crate::report::stream_sweep::{self, Axes};
@@ -118,7 +118,7 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
             }
         };
         let info = ch.info();
-        match runner::run(cfg, ch.as_mut(), &clock, stop, None) {
+        match executor::run(cfg, ch.as_mut(), &clock, stop, None) {
             Ok(outcome) => {
                 let mut ctx = report_context(cfg, t, crate::report::Mode::Loopback, info, clock);
                 ctx.config = config_echo(cfg, t);
@@ -223,7 +223,7 @@ fn run_stream(
             }
         };
         let info = tx.info();
-        match run_loopback(cfg, spec, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu) {
+        match stream_loopback(cfg, spec, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu) {
             Ok(out) => {
                 interrupted = out.send.interrupted || out.recv.interrupted;
                 let mut r =

@@ -35,7 +35,7 @@ pub enum Length {
 pub const MAX_RATE_HZ: f64 = 10_000_000.0;
 
 /// A probe's configuration. Build it, call [`ProbeConfig::validate`], hand
-/// it to [`crate::probe::runner::run`].
+/// it to [`crate::probe::executor::run`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ProbeConfig {
     /// Message size in bytes.
@@ -85,7 +85,7 @@ pub struct ProbeConfig {
     /// With counters: correlate them with each interval's tail
     /// (`counters::attribution`; about 2 MiB of histograms per run).
     /// Without `interval`, the attribution's intervals are
-    /// `runner::ATTRIBUTION_INTERVAL`. Off by default; the CLI turns it on with
+    /// `executor::ATTRIBUTION_INTERVAL`. Off by default; the CLI turns it on with
     /// `--attribution` or `--hdr-log` only (interval ends every 100 ms
     /// raised the p99 in the Soft-RoCE lab: ibprobe/README.md, counters
     /// "Cost"); ibexporter's short rounds leave it off.
@@ -280,7 +280,7 @@ pub struct Plan {
 }
 
 /// Nanoseconds to ticks of `clock` (kept as a function so the plan's
-/// conversions read the same as the runner's).
+/// conversions read the same as the executor's).
 pub fn ns_to_ticks(clock: &Clock, ns: u64) -> u64 {
     clock.ns_to_ticks(ns)
 }

@@ -1,4 +1,4 @@
-//! From PRTT measurements (`loggp.rs`) to LogGP parameters with 95%
+//! From PRTT measurements (`workload/loggp.rs`) to LogGP parameters with 95%
 //! confidence intervals. Pure computation.
 //!
 //! Per round and size (Netgauge's method, `ANCHORS.md`), with b the bytes
@@ -28,7 +28,39 @@
 //! clamped to 0 with a note; an interval wider than 20% of its value
 //! gives a warning.
 
-use super::loggp::{Point, Samples};
+/// One size in one round: medians of `reps` repetitions, ns.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Point {
+    /// Payload bytes.
+    pub size: usize,
+    /// Bytes per message (header and payload): what G counts.
+    pub bytes: usize,
+    /// PRTT(1, 0, s).
+    pub p1: f64,
+    /// PRTT(n, 0, s).
+    pub pn: f64,
+    /// The delay d of the o_s measurement.
+    pub d: f64,
+    /// PRTT(n, d, s).
+    pub pd: f64,
+    /// The send call's own time in the bursts of PRTT(n, d, s).
+    pub send_call: f64,
+    /// The responder's time per message taking arrived messages (o_r).
+    pub orecv: f64,
+    /// A receive call that found nothing (the client's, after an answer).
+    pub empty_poll: f64,
+}
+
+/// Everything measured: `rounds[r][i]` is size i in round r.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    /// Messages per burst.
+    pub n: u16,
+    /// The rounds.
+    pub rounds: Vec<Vec<Point>>,
+    /// Repetitions whose answer never came (repeated).
+    pub lost: u64,
+}
 
 /// A point more than this far off its line (relative) splits a segment.
 pub const SPLIT_RESIDUAL: f64 = 0.10;

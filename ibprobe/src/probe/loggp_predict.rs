@@ -28,8 +28,8 @@
 //! when the receiver or the link paces, the window is full and a message
 //! also waits behind N - 1 slots.
 
-use super::loggp::HEADER;
 use super::loggp_fit::Fit;
+use super::workload::slot::LOGGP_HEADER as HEADER;
 use crate::spec::ModelParams;
 use crate::spec::{RECORD_HEADER, SLOT_HEADER};
 

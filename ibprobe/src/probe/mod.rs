@@ -1,31 +1,30 @@
-//! Probe configuration, the measurement loop and the runner.
+//! Probe configuration, the workloads and the one executor that runs them.
 //!
 //! - [`config`]: the typed [`config::ProbeConfig`] and its validation;
-//! - [`workload`]: what the measuring thread does between two timestamps:
-//!   the [`workload::Workload`] trait, the pacer, the recorder and the
-//!   streaming [`workload::Sink`], the stop-and-wait loop (read it: it is
-//!   short) and the server's echo loop;
-//! - [`runner`]: placement, warm-up, measured run, Ctrl-C -> [`Outcome`];
-//! - [`stream`]: a stream's two loops at once (sender here, receiver on a
-//!   pinned thread) -> [`stream::StreamOutcome`];
-//! - [`loggp`]: PRTT(n, d, s) round trips of `ibprobe loggp` (real or
-//!   simulated), [`loggp_fit`]: LogGP parameters with 95% intervals;
+//! - [`workload`]: the workloads side by side, each the loops between two
+//!   timestamps: stop-and-wait and its echo, the stream (sender and
+//!   receiver, its window, batch and pipeline policies), loggp's PRTT
+//!   round trips; none imports another;
+//! - [`executor`]: placement, warm-up, the peer thread, counters, Ctrl-C:
+//!   every workload is run here -> [`Outcome`] or [`StreamOutcome`];
+//! - [`open`]: both ends of a channel or a stream in this process;
 //! - [`session`]: the one handshake of server and client (its framing,
 //!   the optional mesh secret), the server's echo loop, the responder;
-//! - `outcome.rs`: the contract between the runner, which fills it, and
+//! - [`loggp_fit`], [`loggp_predict`]: pure LogGP math on what
+//!   `ibprobe loggp` measured; [`stream_cost`]: the stream loops' own
+//!   cost per slot;
+//! - `outcome.rs`: the contract between the executor, which fills it, and
 //!   `crate::report`, which prints it.
 
 pub mod config;
-pub mod loggp;
+pub mod executor;
 pub mod loggp_fit;
 pub mod loggp_predict;
 pub mod open;
 pub mod outcome;
-pub mod runner;
 pub mod session;
-pub mod stream;
 pub mod stream_cost;
 pub mod workload;
 
 pub use config::{Length, Mode, ProbeConfig};
-pub use outcome::Outcome;
+pub use outcome::{Outcome, StreamOutcome};

@@ -16,7 +16,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use super::config::Receiver;
-use super::runner::EchoThread;
+use super::executor::EchoThread;
 use crate::clock::Clock;
 use crate::spec::{ChannelSpec, ModelParams, Poll, SpecError, StreamSpec, Transport};
 use crate::transport::model::{ModelChannel, ModelSlots};

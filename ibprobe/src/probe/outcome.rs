@@ -1,11 +1,16 @@
-//! What a probe run measured, before any formatting.
+//! What a probe run measured, before any formatting: [`Outcome`] (a
+//! one-message run) and [`StreamOutcome`] (a stream).
 //!
-//! Why it exists: the runner (probe/) and the report (report/) meet here,
-//! and ibexporter consumes the same data without going through text.
+//! Why it exists: the executor (`probe/executor/`) and the report
+//! (report/) meet here, and ibexporter consumes the same data without
+//! going through text.
 
 use crate::clock::hwts::{HwSplit, ProberLog};
+use crate::clock::Clock;
 use crate::counters::CounterReport;
+use crate::probe::workload::stream::{RecvTally, SendHistos, SendTally};
 use crate::stats::LatencyHistogram;
+use crate::transport::TransportError;
 
 /// The raw result of one probe run.
 #[derive(Clone, Debug, Default)]
@@ -45,4 +50,89 @@ pub struct Outcome {
     /// The measuring thread's counters over the measured part (None:
     /// counters off, `--no-counters`).
     pub counters: Option<CounterReport>,
+}
+
+/// What a stream run measured, before any formatting.
+#[derive(Clone, Debug, Default)]
+pub struct StreamOutcome {
+    /// Per message: delivery at the receiver minus hand-over at the sender, ns.
+    pub latency: LatencyHistogram,
+    /// The sender's distributions (time in batch, credit wait).
+    pub send_histos: SendHistos,
+    /// The sender's counters.
+    pub send: SendTally,
+    /// The receiver's counters (in client/server: what the server reported).
+    pub recv: RecvTally,
+    /// First measured hand-over to last measured delivery, ns.
+    pub elapsed_ns: u64,
+    /// Time the sender spent in credit stalls, ns.
+    pub credit_stall_ns: u64,
+    /// Time the sender spent waiting for acks, ns.
+    pub ack_wait_ns: u64,
+    /// Placement facts and warnings.
+    pub notes: Vec<String>,
+    /// CPU of the receiving loop, when pinned.
+    pub rx_cpu: Option<usize>,
+    /// The sending thread's counters over its run (warm-up included: the
+    /// sender's loop runs both), None with `--no-counters`.
+    pub counters: Option<CounterReport>,
+}
+
+impl StreamOutcome {
+    /// The times of a finished run: elapsed from the first measured
+    /// hand-over to `last` (a delivery, or the sender's end), and the
+    /// sender's stalls, in ns.
+    pub fn finish(&mut self, clock: &Clock, last: u64) {
+        self.elapsed_ns = clock.ticks_to_ns(last.wrapping_sub(self.send.first_handover));
+        self.credit_stall_ns = clock.ticks_to_ns(self.send.credit_stall_ticks);
+        self.ack_wait_ns = clock.ticks_to_ns(self.send.ack_wait_ticks);
+    }
+
+    /// Measured messages that never arrived.
+    pub fn lost(&self) -> u64 {
+        self.send.msgs.saturating_sub(self.recv.msgs)
+    }
+
+    /// Delivered messages per second.
+    pub fn msgs_per_sec(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            return 0.0;
+        }
+        self.recv.msgs as f64 * 1e9 / self.elapsed_ns as f64
+    }
+
+    /// Data posts per message (1/K with batches of K).
+    pub fn ops_per_msg(&self) -> f64 {
+        ratio(self.send.data_posts, self.send.msgs)
+    }
+
+    /// Every operation per message: data posts, credit and ack messages,
+    /// credit counter writes.
+    pub fn ops_per_msg_total(&self) -> f64 {
+        ratio(
+            self.send.data_posts
+                + self.recv.credit_msgs
+                + self.recv.ack_msgs
+                + self.recv.counter_writes,
+            self.send.msgs,
+        )
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// A stream run that failed: the error and what was measured before it.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct StreamError {
+    /// What went wrong.
+    pub error: TransportError,
+    /// The statistics up to the failure.
+    pub outcome: Box<StreamOutcome>,
 }

@@ -17,9 +17,8 @@
 use std::sync::atomic::AtomicBool;
 
 use super::config::{Length, Plan, ProbeConfig};
-use super::stream::run_sender;
 use super::workload::slot::{self, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
-use super::workload::stream::{receive, StreamPlan};
+use super::workload::stream::{receive, send, StreamPlan};
 use crate::clock::Clock;
 use crate::spec::StreamSpec;
 use crate::stats::LatencyHistogram;
@@ -144,7 +143,7 @@ const SLOTS: [u64; 2] = [2_000, 12_000];
 /// batch and window and messages of `size` bytes (no fragments: a batch
 /// fits its slot). Medians of 5 timings. `track`: the sender records
 /// each message's hand-over to credit-back time, as it does against a
-/// server (`run_client`).
+/// server (`executor::stream_client`).
 pub fn loop_cost_ns(
     spec: &StreamSpec,
     size: usize,
@@ -177,7 +176,8 @@ pub fn loop_cost_ns(
             fin: false,
         };
         let t0 = clock.now();
-        run_sender(&mut sink, &cfg, &sp, clock, &stop, track)?;
+        let plans = [Plan::warmup(&cfg, clock), Plan::measured(&cfg, clock)];
+        send(&mut sink, &plans, &sp, clock, &stop, track)?;
         let send = clock.ticks_to_ns(clock.now() - t0) as f64;
         let mut src = Source {
             template: vec![0; len.max(CTRL_LEN)],

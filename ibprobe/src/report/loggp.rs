@@ -407,7 +407,7 @@ impl LoggpReport {
             .label("measured (median over rounds)")
             .legend(|(x, y)| Circle::new((x + 9, y), 5, BLUE.filled()));
         for (i, s) in self.fit.segments.iter().enumerate() {
-            let b = |size: usize| (size + crate::probe::loggp::HEADER) as f64;
+            let b = |size: usize| (size + crate::probe::workload::slot::LOGGP_HEADER) as f64;
             let (a, c) = (s.g_ns.value, s.big_g.value);
             let xs: Vec<f64> = (0..=40)
                 .map(|k| {

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::format::Format;
 use super::{us, ReportError};
 use crate::clock::Clock;
-use crate::probe::stream::StreamOutcome;
+use crate::probe::outcome::StreamOutcome;
 use crate::spec::{StreamSpec, Transport};
 use crate::stats::{LatencyHistogram, Summary};
 use crate::transport::TransportInfo;

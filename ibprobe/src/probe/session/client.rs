@@ -10,8 +10,8 @@ use super::handshake::{open_client, OneMessage};
 use super::serve::hw_finish_after;
 use crate::clock::Clock;
 use crate::probe::config::{Mode, ProbeConfig};
+use crate::probe::executor::{self, RunError};
 use crate::probe::outcome::Outcome;
-use crate::probe::runner::{self, RunError};
 use crate::probe::session::auth::Secret;
 use crate::probe::session::oob::{Done, Oob};
 use crate::spec::ChannelSpec;
@@ -53,7 +53,7 @@ impl ClientSession {
             mode: Mode::RoundTrip,
             ..cfg.clone()
         };
-        let r = runner::run(&cfg, self.ch.as_mut(), clock, stop, None);
+        let r = executor::run(&cfg, self.ch.as_mut(), clock, stop, None);
         let o = match &r {
             Ok(o) => o,
             Err(e) => &e.outcome,

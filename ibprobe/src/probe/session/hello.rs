@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::probe::config::Receiver;
+use crate::probe::config::{ProbeConfig, Receiver};
 use crate::probe::session::oob::Hello;
 use crate::spec::{
     check_peer_wait, peer, session_memory, show_bytes, ChannelSpec, ModelParams, Op, Poll,
-    StreamSpec, Transport,
+    StreamSpec, StreamWorkload, Transport,
 };
 
 /// How the client asks the server to receive (its `params.receiver`;
@@ -177,26 +177,39 @@ pub struct StreamHello {
     pub consume_delay: Duration,
     /// `--timeout`.
     pub timeout: Duration,
-    /// What the server runs on the stream: absent, the receiving loop of
-    /// `ibprobe stream`; [`LOGGP_WORKLOAD`], `ibprobe loggp`'s answering
-    /// loop (`probe/loggp.rs`).
+    /// What the server runs on the stream: a [`StreamWorkload`]'s word,
+    /// absent for [`StreamWorkload::Stream`] (see [`StreamHello::asking`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
 }
 
-/// The [`StreamHello::workload`] of `ibprobe loggp`.
-pub const LOGGP_WORKLOAD: &str = "loggp";
-
 impl StreamHello {
+    /// The Hello's `workload` for `w`: none for the receiving loop.
+    pub fn asking(w: StreamWorkload) -> Option<String> {
+        (w != StreamWorkload::Stream).then(|| w.name().into())
+    }
+
+    /// The workload this Hello asks for (None: a word this server does
+    /// not serve).
+    pub fn served(&self) -> Option<StreamWorkload> {
+        StreamWorkload::ALL
+            .iter()
+            .copied()
+            .find(|&w| Self::asking(w).as_deref() == self.workload.as_deref())
+    }
+
     /// Every check of a stream a client asks a server for, over the
     /// channel `ch`: [`StreamSpec::check`], [`StreamSpec::check_peer`],
     /// the workload, the warm-up, and the waits against [`peer`]'s bounds.
     pub fn check_peer(&self, ch: &ChannelSpec) -> Result<(), String> {
         self.spec.check(ch).map_err(|e| e.0)?;
         self.spec.check_peer().map_err(|e| e.0)?;
-        if let Some(w) = self.workload.as_deref().filter(|w| *w != LOGGP_WORKLOAD) {
+        if let (None, Some(w)) = (self.served(), &self.workload) {
+            let named = StreamWorkload::ALL.iter().filter_map(|&w| Self::asking(w));
+            let named: Vec<String> = named.map(|w| format!("{w:?}")).collect();
             return Err(format!(
-                "stream workload {w:?} is not served (only the receiving loop and {LOGGP_WORKLOAD:?}); run the same ibprobe version on both ends"
+                "stream workload {w:?} is not served (only the receiving loop and {}); run the same ibprobe version on both ends",
+                named.join(", ")
             ));
         }
         if self.warmup > peer::MAX_WARMUP {
@@ -215,6 +228,20 @@ impl StreamHello {
                 )
             })
             .map_err(|e| e.0)
+    }
+}
+
+impl StreamHello {
+    /// The receiving loop's configuration for messages of `size` bytes:
+    /// the client's warm-up, timeout and consume delay.
+    pub fn receiver_config(&self, size: usize) -> ProbeConfig {
+        ProbeConfig {
+            size,
+            warmup: self.warmup,
+            timeout: self.timeout,
+            consume_delay: self.consume_delay,
+            ..ProbeConfig::default()
+        }
     }
 }
 

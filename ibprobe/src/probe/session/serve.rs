@@ -9,8 +9,8 @@ use super::error::{err, SessionError};
 use crate::clock::hwts::{ResponderLog, ResponderReport};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
+use crate::probe::executor;
 use crate::probe::outcome::Outcome;
-use crate::probe::runner;
 use crate::probe::session::oob::{Closing, Done, Oob};
 use crate::probe::workload::EchoEnd;
 use crate::transport::{Channel, TransportError};
@@ -63,7 +63,7 @@ pub fn serve(
     if let Some((_, _, pairs)) = hw.as_mut() {
         hw_pair(ch, clock, pairs);
     }
-    let r = runner::serve(
+    let r = executor::serve(
         ch,
         clock,
         stop,
@@ -218,7 +218,7 @@ mod tests {
             ..ProbeConfig::default()
         };
         let stop = AtomicBool::new(false);
-        let mut o = runner::run(&cfg, &mut ch, &clock, &stop, None).unwrap();
+        let mut o = executor::run(&cfg, &mut ch, &clock, &stop, None).unwrap();
         hw_finish(&mut oob, &mut o).unwrap();
         let served = server.join().unwrap();
         assert_eq!(served.echoed, 510);

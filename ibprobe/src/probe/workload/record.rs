@@ -6,7 +6,7 @@
 //! goes to the sink and into the run's total, then is reset), so a workload
 //! only says *what* happened ([`Recorder::posted`], [`Recorder::arrived`],
 //! [`Recorder::lost`], [`Recorder::missed`]) and *when* ([`Recorder::tick`]).
-//! Nothing here allocates: the histograms are allocated by the runner
+//! Nothing here allocates: the histograms are allocated by the executor
 //! before the run, and recording only counts.
 
 use crate::clock::hwts::ProberStamp;
@@ -87,7 +87,7 @@ pub struct Interval<'a> {
 /// use std::time::Duration;
 /// use ibprobe::clock::Clock;
 /// use ibprobe::probe::workload::{Interval, Sink};
-/// use ibprobe::probe::{runner, Length, ProbeConfig};
+/// use ibprobe::probe::{executor, Length, ProbeConfig};
 /// use ibprobe::transport::shm::ShmChannel;
 ///
 /// /// Keeps one p99 per interval (an exporter would set a gauge).
@@ -106,7 +106,7 @@ pub struct Interval<'a> {
 /// let mut ch = ShmChannel::loopback(cfg.size).unwrap();
 /// let mut sink = P99s(Vec::new());
 /// let stop = AtomicBool::new(false);
-/// let out = runner::run(&cfg, &mut ch, &Clock::calibrate(), &stop, Some(&mut sink)).unwrap();
+/// let out = executor::run(&cfg, &mut ch, &Clock::calibrate(), &stop, Some(&mut sink)).unwrap();
 /// assert!(!sink.0.is_empty());
 /// assert!(out.one_way.unwrap().len() > 0);
 /// ```

@@ -1,12 +1,14 @@
-//! The workload seam: what every measurement loop implements ([`Workload`])
-//! and what it is given ([`Ctx`]). Kept apart from `mod.rs` so that a
-//! workload's file and the folder's re-exports never import each other.
+//! The workload seam, one shape per kind of end: [`Workload`], a loop on
+//! one [`Channel`] (stop-and-wait), and [`Paired`], two loops at once on
+//! the ends of a slot stream (the stream, loggp's PRTT). Kept apart from `mod.rs` so that a workload's file and the folder's
+//! re-exports never import each other.
 
 use std::sync::atomic::AtomicBool;
 
 use super::record::{Recorder, Tally};
 use crate::clock::Clock;
 use crate::probe::config::Plan;
+use crate::transport::stream::SlotEnd;
 use crate::transport::{Channel, TransportError};
 
 /// What a workload is given for one run, besides the channel and the
@@ -35,4 +37,45 @@ pub trait Workload {
         cx: &Ctx<'_>,
         rec: &mut Recorder<'_>,
     ) -> Result<Tally, TransportError>;
+}
+
+/// The flags a [`Paired`] peer reads (the executor raises them).
+#[derive(Clone, Copy)]
+pub struct Signals<'a> {
+    /// The Ctrl-C flag.
+    pub stop: &'a AtomicBool,
+    /// The measuring side is done (its FIN may be lost: the peer then
+    /// ends after its timeout).
+    pub done: &'a AtomicBool,
+    /// The measuring side failed: the peer ends at once.
+    pub abort: &'a AtomicBool,
+}
+
+/// Two sides at once on the two ends of a slot stream: [`Paired::measure`]
+/// on the measuring thread, [`Paired::answer`] on its peer (a pinned
+/// thread in loopback, the server across hosts).
+pub trait Paired {
+    /// What the peer needs, moved to its thread.
+    type Peer: Send;
+    /// What the measuring side returns.
+    type Measured;
+    /// What the peer returns.
+    type Answered: Send;
+
+    /// The peer's part of this measurement.
+    fn peer(&self) -> Self::Peer;
+
+    /// The measuring side on `end`, until its plan is done or `stop`.
+    fn measure(
+        &mut self,
+        end: &mut dyn SlotEnd,
+        stop: &AtomicBool,
+    ) -> Result<Self::Measured, TransportError>;
+
+    /// The peer's side on `end`, until the measuring side is done.
+    fn answer(
+        peer: &Self::Peer,
+        end: &mut dyn SlotEnd,
+        sig: Signals<'_>,
+    ) -> Result<Self::Answered, TransportError>;
 }

@@ -38,6 +38,11 @@ pub const FIN: u16 = 1 << 4;
 /// Bytes of a control or FIN slot.
 pub const CTRL_LEN: usize = SLOT_HEADER + 8;
 
+/// Bytes of `ibprobe loggp`'s header in front of every message's payload
+/// (`workload/loggp.rs`; the predictions of `probe/loggp_predict.rs`
+/// count it too).
+pub const LOGGP_HEADER: usize = 16;
+
 /// Why a data slot was posted (its flush cause, also in its flags).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {

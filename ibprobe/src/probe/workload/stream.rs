@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::batch::Batcher;
 use super::pace::{wait_until, Gate, Pacer};
 use super::pipeline::Acks;
+use super::seam::{Paired, Signals};
 use super::slot::{self, Cause, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::window::Credits;
 use crate::clock::Clock;
@@ -43,6 +44,72 @@ use crate::spec::{CreditReturn, StreamSpec};
 use crate::stats::LatencyHistogram;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
+
+/// A stream as a [`Paired`] workload: the sender measures (warm-up,
+/// measured part, FIN and drain), the receiver answers.
+pub struct Stream {
+    /// The stream's knobs in the loops' terms.
+    pub sp: StreamPlan,
+    /// The warm-up and the measured part, in ticks.
+    pub plans: [Plan; 2],
+    /// The clock of both loops.
+    pub clock: Clock,
+    /// Record each message's hand-over to credit-back time
+    /// (`SendHistos::returned`: the latency a client measures).
+    pub track: bool,
+}
+
+impl Paired for Stream {
+    type Peer = (StreamPlan, Clock);
+    type Measured = (SendTally, SendHistos);
+    type Answered = (RecvTally, LatencyHistogram);
+
+    fn peer(&self) -> Self::Peer {
+        (self.sp, self.clock)
+    }
+
+    fn measure(
+        &mut self,
+        end: &mut dyn SlotEnd,
+        stop: &AtomicBool,
+    ) -> Result<Self::Measured, TransportError> {
+        send(end, &self.plans, &self.sp, &self.clock, stop, self.track)
+    }
+
+    fn answer(
+        (sp, clock): &Self::Peer,
+        end: &mut dyn SlotEnd,
+        sig: Signals<'_>,
+    ) -> Result<Self::Answered, TransportError> {
+        // The receiver's histogram lives on its own thread (its stack and
+        // heap): written per message, it must share no cache line with
+        // the sender's data.
+        let mut latency = LatencyHistogram::new();
+        let t = receive(end, clock, sp, sig.stop, sig.done, sig.abort, &mut latency)?;
+        Ok((t, latency))
+    }
+}
+
+/// The sending side of a stream: `plans`' warm-up and measured part, the
+/// FIN and the drain, on `tx`; `track`: record each message's hand-over
+/// to credit-back time (`SendHistos::returned`).
+pub fn send(
+    tx: &mut dyn SlotEnd,
+    [warmup, measured]: &[Plan; 2],
+    sp: &StreamPlan,
+    clock: &Clock,
+    stop: &AtomicBool,
+    track: bool,
+) -> Result<(SendTally, SendHistos), TransportError> {
+    let mut s = Sender::new(tx, clock, sp, stop);
+    if track {
+        s.track_returns();
+    }
+    s.run(warmup, false)?;
+    s.run(measured, true)?;
+    let t = s.finish()?;
+    Ok((t, std::mem::take(&mut s.histos)))
+}
 
 /// Empty polls between two clock reads while a sender waits for a credit.
 const CLOCK_EVERY: u32 = 16;

@@ -11,8 +11,8 @@
 //! arrive meanwhile), then times taking the n - 1 others and sends that
 //! time back in its answer (Netgauge's receiver-side measurement).
 //!
-//! The fitting (parameters, intervals, segments) is `loggp_fit.rs`'s:
-//! this file only measures.
+//! The fitting (parameters, intervals, segments) is `probe/loggp_fit.rs`'s
+//! (with the [`Point`]s and [`Samples`] it takes): this file only measures.
 //!
 //! Every message begins with a 16-byte header ([`HEADER`]):
 //! `u32 len` (the slot's bytes, as every slot begins), `u8 kind`, `u8 0`,
@@ -22,14 +22,14 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::seam::{Paired, Signals};
+pub use super::slot::LOGGP_HEADER as HEADER;
 use crate::clock::Clock;
+pub use crate::probe::loggp_fit::{Point, Samples};
 use crate::spec::ModelParams;
 use crate::transport::model::ModelLink;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
-
-/// Bytes of the loggp header in front of every message's payload.
-pub const HEADER: usize = 16;
 
 const BURST: u8 = 1;
 const ORECV: u8 = 2;
@@ -389,40 +389,6 @@ pub struct LoggpPlan {
     pub reps: usize,
 }
 
-/// One size in one round: medians of `reps` repetitions, ns.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct Point {
-    /// Payload bytes.
-    pub size: usize,
-    /// Bytes per message (header and payload): what G counts.
-    pub bytes: usize,
-    /// PRTT(1, 0, s).
-    pub p1: f64,
-    /// PRTT(n, 0, s).
-    pub pn: f64,
-    /// The delay d of the o_s measurement.
-    pub d: f64,
-    /// PRTT(n, d, s).
-    pub pd: f64,
-    /// The send call's own time in the bursts of PRTT(n, d, s).
-    pub send_call: f64,
-    /// The responder's time per message taking arrived messages (o_r).
-    pub orecv: f64,
-    /// A receive call that found nothing (the client's, after an answer).
-    pub empty_poll: f64,
-}
-
-/// Everything measured: `rounds[r][i]` is size i in round r.
-#[derive(Clone, Debug, Default)]
-pub struct Samples {
-    /// Messages per burst.
-    pub n: u16,
-    /// The rounds.
-    pub rounds: Vec<Vec<Point>>,
-    /// Repetitions whose answer never came (repeated).
-    pub lost: u64,
-}
-
 /// One measurement of a source (`Ok(None)`: lost).
 type Measure<'a> = &'a dyn Fn(&mut dyn PrttSource) -> Result<Option<f64>, TransportError>;
 
@@ -527,60 +493,48 @@ pub fn measure(
     Ok(out)
 }
 
-/// Runs the plan in one process: `client` measures on this thread (pinned
-/// to `cpu`), [`respond`] answers on `peer` from a thread pinned to
-/// `peer_cpu`.
-#[allow(clippy::too_many_arguments)]
-pub fn run_loopback(
-    client: &mut dyn SlotEnd,
-    peer: &mut dyn SlotEnd,
-    clock: Clock,
-    plan: &LoggpPlan,
-    timeout_ns: u64,
-    stop: &AtomicBool,
-    (cpu, peer_cpu): (Option<usize>, Option<usize>),
-    step: &mut dyn FnMut(),
-) -> Result<Samples, TransportError> {
-    let done = AtomicBool::new(false);
-    let placed = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let (done, placed) = (&done, &placed);
-        let h = std::thread::Builder::new()
-            .name("ibprobe-loggp-peer".into())
-            .spawn_scoped(s, move || -> Result<u64, TransportError> {
-                if let Some(c) = peer_cpu {
-                    pin(c, "pin the answering thread (sched_setaffinity)")?;
-                }
-                placed.store(true, Ordering::Release);
-                respond(peer, &clock, done, u64::MAX / 4)
-            })
-            .expect("spawning a thread");
-        // The answering thread starts on this thread's CPU, which
-        // (SCHED_FIFO, pinned) might never yield it: wait until it moved.
-        super::stream::wait_for_receiver(placed, || h.is_finished());
-        let measured = (|| {
-            if let Some(c) = cpu {
-                pin(c, "pin the measuring thread to --cpu (sched_setaffinity)")?;
-            }
-            let mut src = SlotSource::new(client, clock, timeout_ns, stop);
-            let r = measure(&mut src, plan, stop, step);
-            let _ = src.finish();
-            r
-        })();
-        done.store(true, Ordering::Relaxed);
-        let answered = h.join().unwrap_or_else(|_| {
-            Err(TransportError::Completion(
-                "the answering thread panicked".into(),
-            ))
-        });
-        let samples = measured?;
-        answered?;
-        Ok(samples)
-    })
+/// `ibprobe loggp` as a [`Paired`] workload: the client measures `plan`
+/// (PRTT over [`SlotSource`]), the peer [`respond`]s.
+pub struct Loggp<'a> {
+    /// What to measure.
+    pub plan: &'a LoggpPlan,
+    /// The clock of the measuring side (and of the peer in loopback).
+    pub clock: Clock,
+    /// An answer later than this counts as lost.
+    pub timeout_ns: u64,
+    /// The peer ends after this long without a message.
+    pub idle_ns: u64,
+    /// Called after each size of each round (the progress bar).
+    pub step: &'a mut dyn FnMut(),
 }
 
-fn pin(cpu: usize, what: &'static str) -> Result<(), TransportError> {
-    crate::sys::host::pin_to_cpu(cpu).map_err(|source| TransportError::Io { what, source })
+impl Paired for Loggp<'_> {
+    type Peer = (Clock, u64);
+    type Measured = Samples;
+    type Answered = u64;
+
+    fn peer(&self) -> Self::Peer {
+        (self.clock, self.idle_ns)
+    }
+
+    fn measure(
+        &mut self,
+        end: &mut dyn SlotEnd,
+        stop: &AtomicBool,
+    ) -> Result<Samples, TransportError> {
+        let mut src = SlotSource::new(end, self.clock, self.timeout_ns, stop);
+        let r = measure(&mut src, self.plan, stop, self.step);
+        let _ = src.finish();
+        r
+    }
+
+    fn answer(
+        (clock, idle_ns): &Self::Peer,
+        end: &mut dyn SlotEnd,
+        sig: Signals<'_>,
+    ) -> Result<u64, TransportError> {
+        respond(end, clock, sig.done, *idle_ns)
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The runner: places the measuring thread, runs the warm-up and the
-//! measured part through a workload (`probe/workload/`; today always
-//! stop-and-wait), and returns an [`Outcome`].
+//! Running a one-message [`Workload`] (stop-and-wait): placement, the
+//! warm-up and the measured part, the counters and the HCA clock pairs
+//! around it, and the [`Outcome`]; its peer, the echo, in this process
+//! ([`EchoThread`]) or as the server's loop ([`serve`]).
 //!
 //! Why it exists: everything around the loop that must happen once per run
 //! (pinning, mlockall, pre-faulting, allocating the histograms, Ctrl-C)
@@ -11,15 +12,16 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::config::{Mode, Plan, ProbeConfig, Receiver};
-use super::outcome::Outcome;
-use super::workload::record::IntervalCounters;
-use super::workload::{self, Ctx, EchoEnd, Histos, Recorder, Sink, StopWait, Tally, Workload};
+use super::place::{other_cpu, pin, place, span};
 use crate::clock::hwts::{self, ProberLog, ResponderLog};
 use crate::clock::Clock;
 use crate::counters::attribution::Attributor;
-use crate::counters::{self, Span};
-use crate::sys::host;
+use crate::probe::config::{self, Mode, Plan, ProbeConfig, Receiver};
+use crate::probe::outcome::Outcome;
+use crate::probe::workload::echo::{echo, EchoEnd};
+use crate::probe::workload::record::{Histos, IntervalCounters, Recorder, Sink, Tally};
+use crate::probe::workload::seam::{Ctx, Workload};
+use crate::probe::workload::stop_wait::StopWait;
 use crate::transport::{Channel, TransportError};
 
 /// A run that failed part-way: the transport's error and what was measured
@@ -33,32 +35,8 @@ pub struct RunError {
     pub outcome: Box<Outcome>,
 }
 
-/// Pins to `cfg.cpu`, locks memory and pre-faults the stack. A pin failure
-/// is an error (the user asked for that CPU); an mlockall failure is a note
-/// (it needs CAP_IPC_LOCK; the run is still valid, with a warning).
-pub fn place(cfg: &ProbeConfig) -> Result<Vec<String>, TransportError> {
-    let mut notes = Vec::new();
-    if let Some(cpu) = cfg.cpu {
-        host::pin_to_cpu(cpu).map_err(|source| TransportError::Io {
-            what: "pin to --cpu (sched_setaffinity)",
-            source,
-        })?;
-        notes.push(format!("pinned to cpu {cpu}"));
-    }
-    if cfg.lock_memory {
-        match host::lock_memory() {
-            Ok(()) => notes.push("memory locked (mlockall)".into()),
-            Err(e) => notes.push(format!(
-                "warning: mlockall failed ({e}); page faults may show in the maxima (run as root or raise RLIMIT_MEMLOCK)"
-            )),
-        }
-    }
-    host::prefault_stack(256 * 1024);
-    Ok(notes)
-}
-
 /// Runs the probe described by `cfg` over `ch`: placement, warm-up, the
-/// measured part. `stop` (e.g. [`host::stop_signal_flag`]) ends the run early
+/// measured part. `stop` (e.g. `sys::host::stop_signal_flag`) ends the run early
 /// with `Outcome::interrupted` set. `sink` receives interval histograms
 /// every `cfg.interval`.
 pub fn run(
@@ -79,14 +57,14 @@ pub fn run(
         outcome: Box::default(),
     })?;
     let done = AtomicBool::new(false);
-    let cpu = stamp_cpu(cfg.cpu);
+    let cpu = other_cpu(cfg.cpu);
     std::thread::scope(|s| {
         let done = &done;
         std::thread::Builder::new()
             .name("ibprobe-stamp".into())
             .spawn_scoped(s, move || {
                 if let Some(c) = cpu {
-                    let _ = host::pin_to_cpu(c);
+                    let _ = pin(c, "pin the stamping thread");
                 }
                 while !done.load(Ordering::Relaxed) {
                     word.store(clock.now());
@@ -97,14 +75,6 @@ pub fn run(
         done.store(true, Ordering::Relaxed);
         r
     })
-}
-
-/// The stamping thread's CPU: the first allowed one that is not the
-/// measuring thread's (None: this process may use one CPU only).
-fn stamp_cpu(measuring: Option<usize>) -> Option<usize> {
-    host::allowed_cpus()
-        .into_iter()
-        .find(|&c| Some(c) != measuring)
 }
 
 /// [`run`] with `work` for the warm-up and the measured part (the one
@@ -175,9 +145,7 @@ fn run_workload<W: Workload>(
     // The attribution's histograms first: allocating (and, under
     // mlockall, faulting in) them is not part of the measured span.
     let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
-    let mut span = cfg
-        .counters
-        .then(|| Span::start(&counters::measuring_cpus(cfg.cpu), cfg.perf_counters));
+    let mut span = span(cfg);
     // Intervals the user asked for (--hdr-log) read the interrupts too;
     // those of the attribution alone every counter but them
     // (`Meter::read_without_interrupts`: `/proc/interrupts` every 100 ms
@@ -185,8 +153,7 @@ fn run_workload<W: Workload>(
     // "Cost").
     let interrupts = plan.interval_ticks > 0;
     if attr.is_some() && plan.interval_ticks == 0 {
-        plan.interval_ticks =
-            super::config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
+        plan.interval_ticks = config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
     }
     let result = if w.interrupted {
         Ok(Tally {
@@ -293,14 +260,11 @@ impl EchoThread {
             .name("ibprobe-echo".into())
             .spawn(move || {
                 if let Some(c) = cpu {
-                    host::pin_to_cpu(c).map_err(|source| TransportError::Io {
-                        what: "pin echo thread",
-                        source,
-                    })?;
+                    pin(c, "pin echo thread")?;
                 }
-                let idle = super::config::ns_to_ticks(&clock, 10_000_000);
+                let idle = config::ns_to_ticks(&clock, 10_000_000);
                 let plan = Plan::echo(&receiver, &clock);
-                let (n, _) = workload::echo(
+                let (n, _) = echo(
                     &mut ch,
                     &clock,
                     &plan,
@@ -356,14 +320,11 @@ pub fn serve(
     log: Option<&mut ResponderLog>,
 ) -> Result<(u64, EchoEnd), TransportError> {
     if let Some(c) = cpu {
-        host::pin_to_cpu(c).map_err(|source| TransportError::Io {
-            what: "pin to --cpu (sched_setaffinity)",
-            source,
-        })?;
+        pin(c, "pin to --cpu (sched_setaffinity)")?;
     }
-    let idle = super::config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
+    let idle = config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
     let plan = Plan::echo(receiver, clock);
-    workload::echo(ch, clock, &plan, stop, idle, still_on, log)
+    echo(ch, clock, &plan, stop, idle, still_on, log)
 }
 
 #[cfg(test)]
@@ -383,18 +344,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn one_way_fills_the_one_way_distribution() {
+    /// A one-way run of [`cfg`] on an shm loopback, `stop` set or not.
+    fn one_way(stop: bool) -> Outcome {
         let mut ch = ShmChannel::loopback(32).unwrap();
-        let stop = AtomicBool::new(false);
-        let o = run(
+        let stop = AtomicBool::new(stop);
+        run(
             &cfg(Mode::OneWay),
             &mut ch,
             &Clock::monotonic(),
             &stop,
             None,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn one_way_fills_the_one_way_distribution() {
+        let o = one_way(false);
         assert_eq!(o.sent, 2000);
         assert_eq!(o.one_way.as_ref().unwrap().len(), 2000);
         assert_eq!(o.warmup_count, 50);
@@ -417,16 +383,7 @@ mod tests {
 
     #[test]
     fn a_set_stop_flag_interrupts_with_what_ran() {
-        let mut ch = ShmChannel::loopback(32).unwrap();
-        let stop = AtomicBool::new(true);
-        let o = run(
-            &cfg(Mode::OneWay),
-            &mut ch,
-            &Clock::monotonic(),
-            &stop,
-            None,
-        )
-        .unwrap();
+        let o = one_way(true);
         assert!(o.interrupted);
         assert_eq!(o.sent, 0);
     }
@@ -517,9 +474,7 @@ mod tests {
             let plan = Plan::echo(&Receiver::default(), &clock);
             let idle = clock.ns_to_ticks(10_000_000);
             let still_on = || !d.load(Ordering::Relaxed);
-            let (n, _) =
-                workload::echo(&mut srv, &clock, &plan, &s, idle, still_on, Some(&mut log))
-                    .unwrap();
+            let (n, _) = echo(&mut srv, &clock, &plan, &s, idle, still_on, Some(&mut log)).unwrap();
             (n, log, srv.hw_clock().unwrap())
         });
         // Prober: T2 = at + 0, T5 = at + 200: network = 200 - 50.
@@ -550,7 +505,7 @@ mod tests {
 
     struct Collect(Vec<(u64, u64)>);
     impl Sink for Collect {
-        fn interval(&mut self, iv: &workload::Interval<'_>) {
+        fn interval(&mut self, iv: &crate::probe::workload::Interval<'_>) {
             self.0.push((iv.sent, iv.primary.len()));
         }
     }

@@ -1,0 +1,25 @@
+//! The executor: runs every workload of `probe/workload/` the same way.
+//! Placement of the measuring thread and its peer, the warm-up, the peer
+//! thread (spawned pinned, waited for, joined, a panic an error), the
+//! counters' span, the timeouts and the Ctrl-C flag live here once; the
+//! workloads are the loops between two timestamps.
+//!
+//! - [`place`](mod@place): pinning, mlockall, pre-faulting, the CPUs of a
+//!   loopback pair, the counters' span;
+//! - [`peer`]: a [`Paired`](crate::probe::workload::Paired) workload's
+//!   two sides at once ([`run_pair`]);
+//! - [`one_message`]: a one-message workload (stop-and-wait) ->
+//!   [`Outcome`](crate::probe::Outcome), its echo in this process
+//!   ([`EchoThread`]) and the server's echo loop ([`serve`]);
+//! - [`paired`]: the stream and loggp in loopback, as a client, as the
+//!   server's peer.
+
+pub mod one_message;
+pub mod paired;
+pub mod peer;
+pub mod place;
+
+pub use one_message::{run, serve, EchoThread, RunError, ATTRIBUTION_INTERVAL, SERVER_IDLE_CHECK};
+pub use paired::{loggp_loopback, stream, stream_client, stream_loopback, stream_serve};
+pub use peer::{run_pair, PairRun, PeerThread};
+pub use place::{place, placement};

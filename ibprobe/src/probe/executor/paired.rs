@@ -1,0 +1,388 @@
+//! Running a [`Paired`] workload: the stream (`ibprobe stream`, the
+//! sweep's stream points) and loggp's PRTT, in loopback (both sides in
+//! this process, [`run_pair`]), as a client (the measuring side alone) or
+//! as the server's peer (the answering side alone).
+//!
+//! Why it exists: a paired workload needs its two sides running at the
+//! same time. In loopback the measuring side runs on the calling thread
+//! (pinned to `--cpu`), its peer on a thread pinned to another CPU
+//! (`--rx-cpu`, or the next allowed one), one clock for both, so a
+//! stream's per-message latency is exact. Across hosts the client runs
+//! [`stream_client`] (latency: hand-over to credit back, on its own
+//! clock) and the server [`stream_serve`].
+
+use std::sync::atomic::AtomicBool;
+
+use super::peer::{run_pair, PeerThread};
+use super::place::{place, span};
+use crate::clock::Clock;
+use crate::counters::Span;
+use crate::probe::config::{Plan, ProbeConfig};
+use crate::probe::outcome::{StreamError, StreamOutcome};
+use crate::probe::workload::loggp::{Loggp, LoggpPlan, Samples};
+use crate::probe::workload::seam::{Paired, Signals};
+use crate::probe::workload::stream::{RecvTally, Stream, StreamPlan};
+use crate::spec::StreamSpec;
+use crate::transport::stream::SlotEnd;
+use crate::transport::TransportError;
+
+/// The stream's receiving thread in loopback.
+const STREAM_RX: PeerThread = PeerThread {
+    name: "ibprobe-stream-rx",
+    pin: "pin the receiving thread to --rx-cpu (sched_setaffinity)",
+    panicked: "the receiving thread panicked",
+};
+
+/// loggp's answering thread in loopback.
+const LOGGP_PEER: PeerThread = PeerThread {
+    name: "ibprobe-loggp-peer",
+    pin: "pin the answering thread (sched_setaffinity)",
+    panicked: "the answering thread panicked",
+};
+
+/// The stream of `spec` as `cfg` plans it (size, length, warm-up, pacing,
+/// consume delay, timeout), on `clock`; `track`: the sender records each
+/// message's hand-over to credit-back time.
+pub fn stream(cfg: &ProbeConfig, spec: &StreamSpec, clock: &Clock, track: bool) -> Stream {
+    let measured = Plan::measured(cfg, clock);
+    Stream {
+        sp: StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock),
+        plans: [Plan::warmup(cfg, clock), measured],
+        clock: *clock,
+        track,
+    }
+}
+
+/// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
+/// thread pinned to `rx_cpu`. `cfg` gives the size, length, warm-up,
+/// pacing, consume delay and timeout; `spec` the stream's knobs (checked
+/// by the caller).
+pub fn stream_loopback(
+    cfg: &ProbeConfig,
+    spec: &StreamSpec,
+    tx: &mut dyn SlotEnd,
+    rx: &mut dyn SlotEnd,
+    clock: &Clock,
+    stop: &AtomicBool,
+    rx_cpu: Option<usize>,
+) -> Result<StreamOutcome, StreamError> {
+    let mut out = StreamOutcome {
+        rx_cpu,
+        ..StreamOutcome::default()
+    };
+    match place(cfg) {
+        Ok(n) => out.notes = n,
+        Err(e) => return Err(fail(e, out)),
+    }
+    let mut work = stream(cfg, spec, clock, false);
+    let run = run_pair(
+        &mut work,
+        (tx, rx),
+        (None, rx_cpu),
+        STREAM_RX,
+        stop,
+        Some(cfg),
+    );
+    out.counters = run.counters;
+    if let Some(c) = rx_cpu {
+        out.notes.push(format!("receiver pinned to cpu {c}"));
+    }
+    let send_err = match run.measured {
+        Ok((t, h)) => {
+            out.send = t;
+            out.send_histos = h;
+            None
+        }
+        Err(e) => Some(e),
+    };
+    match run.answered {
+        Ok((r, latency)) => (out.recv, out.latency) = (r, latency),
+        Err(e) => return Err(fail(e, out)),
+    }
+    if let Some(e) = send_err {
+        return Err(fail(e, out));
+    }
+    out.finish(clock, out.recv.last_arrival);
+    Ok(out)
+}
+
+/// The client side of a stream across hosts: sends on `tx` (this
+/// thread, placed as `cfg` says); the per-message latency is hand-over to
+/// the slot's credit coming back, on this host's clock (the receiver's
+/// clock is another machine's). `recv_tally` fetches the receiver's
+/// counters once the stream is drained (the server sends them over the
+/// out-of-band connection).
+pub fn stream_client(
+    cfg: &ProbeConfig,
+    spec: &StreamSpec,
+    tx: &mut dyn SlotEnd,
+    clock: &Clock,
+    stop: &AtomicBool,
+    recv_tally: impl FnOnce() -> Result<RecvTally, TransportError>,
+) -> Result<StreamOutcome, StreamError> {
+    let mut out = StreamOutcome::default();
+    match place(cfg) {
+        Ok(n) => out.notes = n,
+        Err(e) => return Err(fail(e, out)),
+    }
+    let mut work = stream(cfg, spec, clock, true);
+    let sp = span(cfg);
+    let sent = work.measure(tx, stop);
+    out.counters = sp.map(Span::finish);
+    let (t, mut h) = match sent {
+        Ok(r) => r,
+        Err(e) => return Err(fail(e, out)),
+    };
+    out.latency = std::mem::take(&mut h.returned);
+    out.send = t;
+    out.send_histos = h;
+    out.finish(clock, t.end);
+    match recv_tally() {
+        Ok(r) => out.recv = r,
+        Err(e) => return Err(fail(e, out)),
+    }
+    Ok(out)
+}
+
+/// The server side of a stream across hosts: receives on `rx` (pinned to
+/// `cpu`) as `cfg` (the client's size, warm-up, timeout and consume
+/// delay) and `spec` say, until the client's FIN, its transport is lost,
+/// or nothing arrives for the client's `--timeout`; the counters to send
+/// back.
+pub fn stream_serve(
+    rx: &mut dyn SlotEnd,
+    spec: &StreamSpec,
+    cfg: &ProbeConfig,
+    clock: &Clock,
+    stop: &AtomicBool,
+    cpu: Option<usize>,
+) -> Result<RecvTally, TransportError> {
+    if let Some(c) = cpu {
+        super::place::pin(c, "pin the receiving loop (sched_setaffinity)")?;
+    }
+    // The client's clock is not ours: the latencies are not reported.
+    let peer = stream(cfg, spec, clock, false).peer();
+    let idle_ends = AtomicBool::new(true);
+    let sig = Signals {
+        stop,
+        done: &idle_ends,
+        abort: stop,
+    };
+    Stream::answer(&peer, rx, sig).map(|(t, _)| t)
+}
+
+/// Runs loggp's `plan` in one process: the client measures on `client`
+/// (this thread, pinned to `cpu`), the responder answers on `peer` from a
+/// thread pinned to `peer_cpu`.
+#[allow(clippy::too_many_arguments)]
+pub fn loggp_loopback(
+    client: &mut dyn SlotEnd,
+    peer: &mut dyn SlotEnd,
+    clock: Clock,
+    plan: &LoggpPlan,
+    timeout_ns: u64,
+    stop: &AtomicBool,
+    cpus: (Option<usize>, Option<usize>),
+    step: &mut dyn FnMut(),
+) -> Result<Samples, TransportError> {
+    let mut work = Loggp {
+        plan,
+        clock,
+        timeout_ns,
+        idle_ns: u64::MAX / 4,
+        step,
+    };
+    let run = run_pair(&mut work, (client, peer), cpus, LOGGP_PEER, stop, None);
+    let samples = run.measured?;
+    run.answered?;
+    Ok(samples)
+}
+
+fn fail(error: TransportError, out: StreamOutcome) -> StreamError {
+    StreamError {
+        error,
+        outcome: Box::new(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::config::Length;
+    use crate::probe::open::stream_pair;
+    use crate::spec::{ChannelSpec, Transport};
+    use std::time::Duration;
+
+    fn cfg(count: u64) -> ProbeConfig {
+        ProbeConfig {
+            length: Length::Count(count),
+            warmup: 100,
+            lock_memory: false,
+            ..ProbeConfig::default()
+        }
+    }
+
+    /// The stream tests spin two threads each: one at a time, so their
+    /// timing is not the other tests' contention.
+    pub(super) static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn run(
+        t: Transport,
+        cfg: &ProbeConfig,
+        spec: &StreamSpec,
+    ) -> Result<StreamOutcome, StreamError> {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut a, mut b) = stream_pair(&ChannelSpec::new(t, cfg.size), spec).unwrap();
+        let stop = AtomicBool::new(false);
+        stream_loopback(
+            cfg,
+            spec,
+            a.as_mut(),
+            b.as_mut(),
+            &Clock::calibrate(),
+            &stop,
+            None,
+        )
+    }
+
+    #[test]
+    fn batches_of_k_take_one_post_per_k_messages() {
+        for t in [Transport::Shm, Transport::Udp] {
+            let spec = StreamSpec {
+                batch: 8,
+                ..StreamSpec::default()
+            };
+            let o = run(t, &cfg(20_000), &spec).unwrap();
+            assert_eq!(o.send.msgs, 20_000, "{t}");
+            assert_eq!(o.recv.msgs + o.lost(), 20_000, "{t}");
+            assert_eq!(o.send.data_posts, 2_500, "{t}: 20000 / 8, no partial batch");
+            assert!((o.ops_per_msg() - 0.125).abs() < 1e-9, "{t}");
+            assert_eq!(o.send.flushes, [2_500, 0, 0], "{t}");
+            assert_eq!(o.latency.len(), o.recv.msgs);
+            assert!(o.msgs_per_sec() > 0.0);
+        }
+    }
+
+    #[test]
+    fn a_slow_consumer_stalls_the_window_and_never_exceeds_it() {
+        let spec = StreamSpec {
+            window: 4,
+            ..StreamSpec::default()
+        };
+        let c = ProbeConfig {
+            consume_delay: Duration::from_micros(20),
+            ..cfg(2_000)
+        };
+        let o = run(Transport::Shm, &c, &spec).unwrap();
+        assert!(o.send.credit_stalls > 0, "{:?}", o.send);
+        assert!(
+            o.recv.max_unconsumed <= 4 && o.recv.max_unconsumed >= 2,
+            "{}",
+            o.recv.max_unconsumed
+        );
+        assert!(o.send.max_in_flight <= 4);
+    }
+
+    #[test]
+    fn pipeline_depth_bounds_unacked_slots() {
+        for d in [1, 2] {
+            let spec = StreamSpec {
+                pipeline: Some(d),
+                ..StreamSpec::default()
+            };
+            let o = run(Transport::Shm, &cfg(5_000), &spec).unwrap();
+            assert!(o.recv.max_unacked <= u64::from(d));
+            assert!(o.send.max_unacked <= u64::from(d) && o.send.max_unacked >= 1);
+            assert_eq!(
+                o.recv.ack_msgs,
+                o.send.data_posts + 100,
+                "one ack per data slot, warm-up included"
+            );
+        }
+    }
+
+    #[test]
+    fn a_timer_flushes_partial_batches_at_a_slow_rate() {
+        let spec = StreamSpec {
+            batch: 16,
+            flush: Some(Duration::from_micros(200)),
+            ..StreamSpec::default()
+        };
+        let c = ProbeConfig {
+            rate_hz: Some(1_000.0),
+            warmup: 0,
+            ..cfg(200)
+        };
+        let o = run(Transport::Udp, &c, &spec).unwrap();
+        // Every flush is the timer's, but the run's end (explicit).
+        assert_eq!(o.send.flushes[0], 0, "{:?}", o.send);
+        assert!(o.send.flushes[2] <= 1, "{:?}", o.send);
+        assert_eq!(o.send.flushes[1] + o.send.flushes[2], o.send.data_posts);
+        // Never early (late is this machine's contention; the bound
+        // T + 50 us is checked in tests/stream.rs, where runs are alone).
+        assert!(o.send_histos.in_batch.summary().p50_ns >= 200_000);
+    }
+
+    #[test]
+    fn large_messages_span_slots() {
+        let spec = StreamSpec {
+            slot_size: 256,
+            ..StreamSpec::default()
+        };
+        let c = ProbeConfig {
+            size: 1000,
+            ..cfg(1_000)
+        };
+        let o = run(Transport::Shm, &c, &spec).unwrap();
+        assert_eq!(o.recv.msgs, 1_000);
+        assert_eq!(o.recv.corrupt, 0);
+        assert_eq!(
+            o.send.data_posts, 5_000,
+            "(16 + 1000) / 240 -> 5 slots per message"
+        );
+    }
+}
+
+#[cfg(test)]
+mod dead_receiver {
+    use super::*;
+    use crate::probe::config::Length;
+    use crate::probe::open::stream_pair;
+    use crate::spec::{ChannelSpec, Transport};
+    use std::time::{Duration, Instant};
+
+    /// A receiver that never reads: the sender fills the window, waits
+    /// `--timeout` for a credit, and fails (shm at once; udp, lossy, after
+    /// `max_consecutive_lost` timeouts in a row), never hangs.
+    #[test]
+    fn a_dead_receiver_ends_the_run_with_peer_lost_within_the_timeouts() {
+        let _one = super::tests::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for (t, timeouts) in [(Transport::Shm, 1u32), (Transport::Udp, 3)] {
+            let cfg = ProbeConfig {
+                length: Length::Count(100_000),
+                warmup: 0,
+                timeout: Duration::from_millis(100),
+                lock_memory: false,
+                ..ProbeConfig::default()
+            };
+            let spec = StreamSpec {
+                window: 8,
+                ..StreamSpec::default()
+            };
+            let (mut tx, _rx) = stream_pair(&ChannelSpec::new(t, 32), &spec).unwrap();
+            let clock = Clock::calibrate();
+            let mut work = stream(&cfg, &spec, &clock, false);
+            let t0 = Instant::now();
+            let r = work.measure(tx.as_mut(), &AtomicBool::new(false));
+            let took = t0.elapsed();
+            assert!(matches!(r, Err(TransportError::PeerLost(_))), "{t}: {r:?}");
+            let most = Duration::from_millis(100) * timeouts + Duration::from_millis(400);
+            assert!(
+                took >= Duration::from_millis(100) && took < most,
+                "{t}: {took:?}"
+            );
+        }
+    }
+}

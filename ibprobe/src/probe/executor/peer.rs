@@ -1,0 +1,117 @@
+//! The peer thread of a loopback run: a [`Paired`] workload's answering
+//! side spawned pinned, waited for, told when the measuring side is done
+//! or failed, joined, a panic an error; once for every paired workload.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::place::{pin, span};
+use crate::counters::{CounterReport, Span};
+use crate::probe::config::ProbeConfig;
+use crate::probe::workload::seam::{Paired, Signals};
+use crate::transport::stream::SlotEnd;
+use crate::transport::TransportError;
+
+/// The peer thread's names: the thread's own, and its role in errors.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerThread {
+    /// The thread's name (`ps`, `top -H`).
+    pub name: &'static str,
+    /// The error of a failed pin to its CPU.
+    pub pin: &'static str,
+    /// The error of its panic.
+    pub panicked: &'static str,
+}
+
+/// The flags the measuring side raises for its peer, on cache lines of
+/// their own (the peer reads them on every poll; on the measuring side's
+/// stack they would share a line with what it writes).
+#[derive(Default)]
+#[repr(align(128))]
+struct Flags {
+    done: AtomicBool,
+    abort: AtomicBool,
+    /// The peer is on its CPU (see [`wait_for_peer`]).
+    ready: AtomicBool,
+}
+
+/// What both sides of a [`run_pair`] returned.
+pub struct PairRun<M, A> {
+    /// The measuring side's result.
+    pub measured: Result<M, TransportError>,
+    /// The peer's result.
+    pub answered: Result<A, TransportError>,
+    /// The measuring thread's counters over its side, when asked.
+    pub counters: Option<CounterReport>,
+}
+
+/// Runs `work` with its peer on `peer_end` in a thread pinned to
+/// `peer_cpu`, and its measuring side on `end` on this thread (pinned to
+/// `cpu` once the peer is placed; counted when `count` asks for it).
+pub fn run_pair<W: Paired>(
+    work: &mut W,
+    (end, peer_end): (&mut dyn SlotEnd, &mut dyn SlotEnd),
+    (cpu, peer_cpu): (Option<usize>, Option<usize>),
+    thread: PeerThread,
+    stop: &AtomicBool,
+    count: Option<&ProbeConfig>,
+) -> PairRun<W::Measured, W::Answered> {
+    let flags = Flags::default();
+    // Moved to the peer's thread: what it reads per message must share
+    // no cache line with what the measuring side writes.
+    let peer = work.peer();
+    std::thread::scope(|s| {
+        let flags = &flags;
+        let h = std::thread::Builder::new()
+            .name(thread.name.into())
+            .spawn_scoped(s, move || {
+                if let Some(c) = peer_cpu {
+                    pin(c, thread.pin)?;
+                }
+                flags.ready.store(true, Ordering::Release);
+                let sig = Signals {
+                    stop,
+                    done: &flags.done,
+                    abort: &flags.abort,
+                };
+                W::answer(&peer, peer_end, sig)
+            })
+            .expect("spawning a thread");
+        wait_for_peer(&flags.ready, || h.is_finished());
+        let mut counters = None;
+        let measured = match cpu {
+            Some(c) => pin(c, "pin the measuring thread to --cpu (sched_setaffinity)"),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            let sp = count.and_then(span);
+            let m = work.measure(end, stop);
+            counters = sp.map(Span::finish);
+            m
+        });
+        if measured.is_err() || stop.load(Ordering::Relaxed) {
+            flags.abort.store(true, Ordering::Relaxed);
+        }
+        flags.done.store(true, Ordering::Relaxed);
+        let answered = h
+            .join()
+            .unwrap_or_else(|_| Err(TransportError::Completion(thread.panicked.into())));
+        PairRun {
+            measured,
+            answered,
+            counters,
+        }
+    })
+}
+
+/// Waits (sleeping, so this thread's CPU is free) until the peer thread
+/// says it is placed, or has ended, or 5 s passed. A thread starts on its
+/// parent's CPUs: under SCHED_FIFO (`chrt -f`) a measuring thread that
+/// began spinning on its pinned CPU would never let the new peer run
+/// there to move itself to its own CPU.
+fn wait_for_peer(ready: &AtomicBool, ended: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !ready.load(Ordering::Acquire) && !ended() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
