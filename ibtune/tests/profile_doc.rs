@@ -22,16 +22,7 @@ fn expected(text: &str) -> BTreeSet<String> {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{text}: {err}");
-    let list = err
-        .split("unknown field `bogus`, expected ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("{text}: no list of expected keys in {err}"));
-    let list = list.lines().next().unwrap();
-    list.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
+    ibtools_tests::doc_table::refused_key_list(&err)
 }
 
 /// The doc's sections (`### \`[name]\`` or `[[name]]`) and, per section,

@@ -68,6 +68,24 @@ pub fn missing_test(root: &Path, t: &str) -> Option<String> {
     }
 }
 
+/// The keys a parser listed when it refused the unknown key `bogus`
+/// (`unknown field \`bogus\`, expected one of \`a\`, \`b\``, serde's words):
+/// what a doc's table of keys is checked against. Panics naming `stderr`
+/// when it holds no such list.
+pub fn refused_key_list(stderr: &str) -> std::collections::BTreeSet<String> {
+    let list = stderr
+        .split("unknown field `bogus`, expected ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no list of expected keys in {stderr}"));
+    let list = list.lines().next().unwrap_or_default();
+    let list = &list[..list.find(';').unwrap_or(list.len())];
+    list.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
