@@ -1,0 +1,287 @@
+//! Byte-for-byte checks of every human and machine format of the
+//! loopback/client, stream, host and timerlat reports, on fixed inputs,
+//! against the files in `tests/golden/`. They hold the renderers to the
+//! outputs users and scripts already read: a renderer change that alters
+//! one byte fails here. `GOLDEN_UPDATE=1` rewrites the files (only for a
+//! deliberate output change, reviewed in the diff).
+
+use std::time::Duration;
+
+use ibprobe::clock::{Calibration, Clock};
+use ibprobe::counters::{Counter, CounterReport, Counts, Missing, SourceCount};
+use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
+use ibprobe::host::timerlat_trace::TimerlatAccumulator;
+use ibprobe::host::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome};
+use ibprobe::probe::outcome::Outcome;
+use ibprobe::probe::stream::StreamOutcome;
+use ibprobe::report::host::{HostFormat, HostReport, KernelInfo};
+use ibprobe::report::stream::StreamReport;
+use ibprobe::report::threshold::{FailIf, Threshold};
+use ibprobe::report::timerlat::TimerlatReport;
+use ibprobe::report::{Format, Mode, Report, ReportContext};
+use ibprobe::spec::{StreamSpec, Transport};
+use ibprobe::stats::LatencyHistogram;
+use ibprobe::transport::TransportInfo;
+
+fn golden(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("GOLDEN_UPDATE").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    assert!(
+        want == got,
+        "{name} differs:\n--- want\n{want}\n--- got\n{got}"
+    );
+}
+
+fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
+    let mut h = LatencyHistogram::new();
+    for v in values {
+        h.record(v);
+    }
+    h
+}
+
+fn clock() -> Clock {
+    Clock::tsc_with(Calibration {
+        hz: 2_000_000_000.0,
+        windows: 5,
+        window_ns: 20_000_000,
+        spread_ppm: 12.5,
+    })
+}
+
+fn transport() -> TransportInfo {
+    TransportInfo {
+        name: "shm".into(),
+        detail: "two threads, one process".into(),
+        facts: vec![("ring".into(), "spsc".into())],
+    }
+}
+
+fn counters() -> CounterReport {
+    let mut c = Counts::default();
+    c.set(Counter::ContextSwitches, Some(3));
+    c.set(Counter::InvoluntaryContextSwitches, Some(2));
+    c.set(Counter::Interrupts, Some(1204));
+    CounterReport {
+        counts: c,
+        cpus: vec![3],
+        interrupts_by_source: vec![SourceCount {
+            source: "LOC".into(),
+            what: "Local timer interrupts".into(),
+            count: 1204,
+        }],
+        missing: vec![Missing {
+            counters: vec!["cycles"],
+            why: "no CPU PMU".into(),
+        }],
+        attribution: None,
+    }
+}
+
+fn thresholds(list: &[&str]) -> Vec<Threshold> {
+    list.iter().map(|t| t.parse().unwrap()).collect()
+}
+
+fn report(mode: Mode, outcome: Outcome, fail_if: bool) -> Report {
+    let mut ctx = ReportContext::new(mode, transport(), clock(), 32);
+    ctx.tool_version = "9.9.9".into();
+    ctx.config = vec![("size".into(), "32".into())];
+    ctx.warnings = vec!["not pinned to a CPU".into()];
+    let mut r = Report::new(&outcome, ctx);
+    if fail_if {
+        r.fail_if = Some(FailIf::check(&thresholds(&["p99>1us", "lost>0"]), &r));
+        r.counters = Some(counters());
+    }
+    r
+}
+
+const FORMATS: [(Format, &str); 5] = [
+    (Format::Table, "txt"),
+    (Format::Json, "json"),
+    (Format::Csv, "csv"),
+    (Format::Markdown, "md"),
+    (Format::Perftest, "perftest"),
+];
+
+#[test]
+fn loopback_and_client_reports() {
+    let loopback = Outcome {
+        one_way: Some(hist((600..1600).chain([250_000]))),
+        send_done: Some(hist(400..1400)),
+        warmup_count: 100,
+        warmup_max_ns: 750_000,
+        sent: 1004,
+        lost: 3,
+        steps: 1004,
+        missed_steps: 5,
+        elapsed_ns: 1_234_567_890,
+        notes: vec!["pinned to CPU 1".into()],
+        ..Outcome::default()
+    };
+    let client = Outcome {
+        rtt: Some(hist(1000..2000)),
+        sent: 1000,
+        warmup_count: 10,
+        warmup_max_ns: 1500,
+        elapsed_ns: 2_000_000,
+        ..Outcome::default()
+    };
+    for (name, r) in [
+        ("loopback", report(Mode::Loopback, loopback.clone(), false)),
+        ("loopback-fail-if", report(Mode::Loopback, loopback, true)),
+        ("client", report(Mode::Client, client, true)),
+    ] {
+        for (f, ext) in FORMATS {
+            golden(&format!("{name}.{ext}"), &r.render(f));
+        }
+    }
+}
+
+fn stream(fail_if: bool) -> StreamReport {
+    let mut out = StreamOutcome {
+        latency: hist(500..1500),
+        elapsed_ns: 2_000_000,
+        credit_stall_ns: 7_000,
+        ack_wait_ns: 3_000,
+        notes: vec!["receiver on CPU 2".into()],
+        ..StreamOutcome::default()
+    };
+    out.send_histos.in_batch = hist(100..200);
+    out.send_histos.credit_wait = hist([50, 60, 70]);
+    out.send.msgs = 1002;
+    out.send.data_posts = 251;
+    out.send.flushes = [240, 10, 1];
+    out.send.credit_stalls = 4;
+    out.send.missed_steps = 2;
+    out.recv.msgs = 1000;
+    out.recv.lost_slots = 1;
+    out.recv.credit_msgs = 30;
+    let spec = StreamSpec::default();
+    let mut r = StreamReport::new(
+        Transport::Shm,
+        transport(),
+        "loopback",
+        32,
+        &spec,
+        &clock(),
+        out,
+    );
+    r.rate_hz = Some(1000.0);
+    if fail_if {
+        r.fail_if = Some(FailIf::check(
+            &thresholds(&["p99>1us", "msgs_per_sec<1M"]),
+            &r,
+        ));
+        r.out.counters = Some(counters());
+    }
+    r
+}
+
+#[test]
+fn stream_reports() {
+    for (name, r) in [("stream", stream(false)), ("stream-fail-if", stream(true))] {
+        for (f, ext) in FORMATS {
+            let text = r.render(f).unwrap_or_else(|e| format!("refused: {e}\n"));
+            golden(&format!("{name}.{ext}"), &text);
+        }
+    }
+}
+
+fn kernel() -> KernelInfo {
+    KernelInfo {
+        release: "6.1.0-rt".into(),
+        realtime: true,
+    }
+}
+
+#[test]
+fn host_report() {
+    let cfg = WakeupConfig {
+        cpus: vec![0, 1],
+        priority: 80,
+        interval: Duration::from_millis(1),
+        length: WakeupLength::Count(3),
+        lock_memory: false,
+    };
+    let h = hist([3_000, 4_000, 50_000]);
+    let o = WakeupOutcome {
+        cpus: vec![
+            CpuWakeup {
+                cpu: 0,
+                latency: h.clone(),
+                missed: 0,
+                counters: Some(counters()),
+            },
+            CpuWakeup {
+                cpu: 1,
+                latency: h,
+                missed: 2,
+                counters: None,
+            },
+        ],
+        notes: vec!["mlockall: yes".into()],
+        ..Default::default()
+    };
+    let mut r = HostReport::new(&cfg, &o);
+    r.kernel = kernel();
+    for c in &mut r.cpus {
+        c.isolated = c.cpu == 1;
+        c.nohz_full = false;
+    }
+    r.version = "9.9.9";
+    for (f, ext) in [
+        (HostFormat::Table, "txt"),
+        (HostFormat::Json, "json"),
+        (HostFormat::Csv, "csv"),
+        (HostFormat::Markdown, "md"),
+    ] {
+        golden(&format!("host.{ext}"), &r.render(f));
+    }
+}
+
+#[test]
+fn timerlat_report() {
+    let mut acc = TimerlatAccumulator::new(&[0, 1], None, 4242);
+    for line in [
+        "  <idle>-0 [000] d.h2. 1.000130: irq_noise: local_timer:236 start 1.000100000 duration 30000 ns",
+        "  <idle>-0 [000] d.h1. 1.000200: #1 context    irq timer_latency   2000 ns",
+        "  timerlat/0-9 [000] ..... 1.000210: #1 context thread timer_latency 120000 ns",
+        "  <idle>-0 [001] d.h1. 1.000200: #1 context    irq timer_latency   1500 ns",
+        "  timerlat/1-9 [001] ..... 1.000210: #1 context thread timer_latency   3000 ns",
+        "CPU:1 [LOST 4 EVENTS]",
+    ] {
+        acc.line(line);
+    }
+    let cfg = TimerlatConfig {
+        cpus: vec![0, 1],
+        period: Duration::from_millis(1),
+        length: WakeupLength::Count(1),
+        tracefs: None,
+        interference: true,
+    };
+    let o = TimerlatOutcome {
+        cpus: acc.finish(),
+        tracefs: "/sys/kernel/tracing".into(),
+        elapsed_ns: 5_000_000,
+        interrupted: false,
+        unparsed_lines: 2,
+        notes: vec!["tracer: timerlat".into()],
+    };
+    let mut r = TimerlatReport::new(&cfg, &o);
+    r.kernel = kernel();
+    r.version = "9.9.9";
+    for (f, ext) in [
+        (HostFormat::Table, "txt"),
+        (HostFormat::Json, "json"),
+        (HostFormat::Csv, "csv"),
+        (HostFormat::Markdown, "md"),
+    ] {
+        golden(&format!("timerlat.{ext}"), &r.render(f));
+    }
+}
