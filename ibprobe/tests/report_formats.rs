@@ -5,12 +5,18 @@
 
 use ibprobe::clock::{Calibration, Clock, Fallback};
 use ibprobe::probe::outcome::Outcome;
-use ibprobe::report::format::{
-    CSV_HEADER, MARKDOWN_ALIGN, MARKDOWN_HEADER, PERFTEST_HEADER, PERFTEST_LINE, TABLE_HEADER,
-};
+use ibprobe::report::format::{PERFTEST_HEADER, PERFTEST_LINE};
+use ibprobe::report::run::CSV_HEADER;
 use ibprobe::report::{Format, Mode, Report, ReportContext};
 use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::TransportInfo;
+
+/// The table's column header (after the context lines).
+const TABLE_HEADER: &str = "latency [us]         count       min       p50       p90       p99     p99.9    p99.99        max      mean ± stdev     > 10 us";
+/// The Markdown table's header row.
+const MARKDOWN_HEADER: &str = "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | > 10 us |";
+/// The Markdown table's alignment row.
+const MARKDOWN_ALIGN: &str = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
 
 fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
     let mut h = LatencyHistogram::new();
@@ -130,7 +136,7 @@ fn csv_header_and_rows() {
         "transport,mode,bytes,distribution,count,min_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,mean_ns,stdev_ns,over_10us_count,over_10us_fraction,sent,lost,missed_steps,\
          context_switches,involuntary_context_switches,cpu_migrations,page_faults_minor,page_faults_major,cycles,instructions,cache_misses,interrupts,smis"
     );
-    assert_eq!(lines[0], ibprobe::report::format::csv_header());
+    assert_eq!(lines[0], ibprobe::report::run::csv_header());
     assert!(lines[0].starts_with(CSV_HEADER));
     // This synthetic outcome has no counters: their cells are empty.
     assert_eq!(
@@ -309,7 +315,7 @@ fn json_round_trips_with_documented_fields() {
     }
     assert!(!codes.contains(&"clock_fallback"));
     // The Value API gives the same document.
-    assert_eq!(ibprobe::report::format::json_value(&r), v);
+    assert_eq!(ibprobe::report::run::json_value(&r), v);
 }
 
 #[test]

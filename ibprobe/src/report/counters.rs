@@ -130,21 +130,25 @@ pub fn csv_header() -> String {
         .join(",")
 }
 
-/// The CSV cells of `r` (empty where not counted, or counters off).
+/// The CSV cells of `r`, joined (empty where not counted, or counters off).
 pub fn csv_cells(r: Option<&CounterReport>) -> String {
+    csv_cell_list(r).join(",")
+}
+
+/// The CSV cells of `r`, one per counter (empty where not counted).
+pub fn csv_cell_list(r: Option<&CounterReport>) -> Vec<String> {
     cells(r.map(|r| &r.counts))
 }
 
 /// One cell per counter, empty where not counted.
-fn cells(c: Option<&crate::counters::Counts>) -> String {
+fn cells(c: Option<&crate::counters::Counts>) -> Vec<String> {
     Counter::ALL
         .iter()
         .map(|&k| {
             c.and_then(|c| c.get(k))
                 .map_or(String::new(), |v| v.to_string())
         })
-        .collect::<Vec<_>>()
-        .join(",")
+        .collect()
 }
 
 /// The header of the per-interval side file of `--hdr-log FILE`
@@ -161,7 +165,7 @@ pub fn interval_csv_row(
     h: &crate::stats::LatencyHistogram,
     c: &crate::counters::Counts,
 ) -> String {
-    let cells = cells(Some(c));
+    let cells = cells(Some(c)).join(",");
     format!(
         "{:.6},{:.6},{},{},{},{cells}",
         start_ns as f64 / 1e9,

@@ -33,6 +33,7 @@ pub mod loggp;
 mod model;
 pub mod plot;
 pub mod progress;
+pub mod run;
 pub mod stream;
 pub mod stream_sweep;
 pub mod sweep;
@@ -165,7 +166,7 @@ impl Report {
 
     /// Renders one output format (every format ends with a newline).
     pub fn render(&self, format: Format) -> String {
-        format::render(self, format)
+        format::render(self, format).expect("a run report has every format")
     }
 
     fn compute_warnings(&self) -> Vec<Warning> {

@@ -274,7 +274,7 @@ pub fn json(
         "cells": cells.iter().map(|c| json!({
             "size": c.size,
             "rate_hz": c.rate,
-            "report": crate::report::format::json_value(&c.report),
+            "report": super::run::json_value(&c.report),
         })).collect::<Vec<_>>(),
     });
     let mut s = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
