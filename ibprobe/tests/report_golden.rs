@@ -12,10 +12,14 @@ use ibprobe::counters::{Counter, CounterReport, Counts, Missing, SourceCount};
 use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use ibprobe::host::timerlat_trace::TimerlatAccumulator;
 use ibprobe::host::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome};
+use ibprobe::probe::config::Length;
 use ibprobe::probe::outcome::Outcome;
 use ibprobe::probe::stream::StreamOutcome;
-use ibprobe::report::host::{HostFormat, HostReport, KernelInfo};
+use ibprobe::report::compare::{CompareReport, RoundValues};
+use ibprobe::report::host::{HostReport, KernelInfo};
 use ibprobe::report::stream::StreamReport;
+use ibprobe::report::stream_sweep::{self, Axes};
+use ibprobe::report::sweep::{self, Cell};
 use ibprobe::report::threshold::{FailIf, Threshold};
 use ibprobe::report::timerlat::TimerlatReport;
 use ibprobe::report::{Format, Mode, Report, ReportContext};
@@ -36,6 +40,10 @@ fn golden(name: &str, got: &str) {
         want == got,
         "{name} differs:\n--- want\n{want}\n--- got\n{got}"
     );
+}
+
+fn render(doc: &dyn ibprobe::report::Document, f: Format) -> String {
+    ibprobe::report::format::render(doc, f).unwrap_or_else(|e| format!("refused: {e}\n"))
 }
 
 fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
@@ -235,13 +243,8 @@ fn host_report() {
         c.nohz_full = false;
     }
     r.version = "9.9.9";
-    for (f, ext) in [
-        (HostFormat::Table, "txt"),
-        (HostFormat::Json, "json"),
-        (HostFormat::Csv, "csv"),
-        (HostFormat::Markdown, "md"),
-    ] {
-        golden(&format!("host.{ext}"), &r.render(f));
+    for (f, ext) in &FORMATS[..4] {
+        golden(&format!("host.{ext}"), &render(&r, *f));
     }
 }
 
@@ -276,12 +279,98 @@ fn timerlat_report() {
     let mut r = TimerlatReport::new(&cfg, &o);
     r.kernel = kernel();
     r.version = "9.9.9";
-    for (f, ext) in [
-        (HostFormat::Table, "txt"),
-        (HostFormat::Json, "json"),
-        (HostFormat::Csv, "csv"),
-        (HostFormat::Markdown, "md"),
-    ] {
-        golden(&format!("timerlat.{ext}"), &r.render(f));
+    for (f, ext) in &FORMATS[..4] {
+        golden(&format!("timerlat.{ext}"), &render(&r, *f));
     }
+}
+
+fn one_way(base: u64) -> Outcome {
+    Outcome {
+        one_way: Some(hist(base..base + 1000)),
+        sent: 1000,
+        steps: if base > 700 { 1000 } else { 0 },
+        missed_steps: if base > 700 { 12 } else { 0 },
+        elapsed_ns: 1_000_000,
+        ..Outcome::default()
+    }
+}
+
+#[test]
+fn sweep_grid() {
+    let (sizes, rates) = ([8, 64], [0.0, 1000.0]);
+    let mut cells = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        for (j, &rate) in rates.iter().enumerate() {
+            let base = 500 + 100 * (2 * i + j) as u64;
+            cells.push(Cell {
+                size,
+                rate,
+                report: report(Mode::Loopback, one_way(base), false),
+            });
+        }
+    }
+    cells.pop(); // An interrupted sweep: the last cell did not run.
+    let length = Length::Count(1000);
+    let t = Transport::Shm;
+    golden(
+        "sweep.txt",
+        &sweep::table(t, &sizes, &rates, &cells, length, 100),
+    );
+    golden(
+        "sweep.md",
+        &sweep::markdown(t, &sizes, &rates, &cells, length, 100),
+    );
+    golden("sweep.csv", &sweep::csv(t, &cells));
+    golden(
+        "sweep.json",
+        &sweep::json(t, &sizes, &rates, &cells, length, 100, true),
+    );
+}
+
+#[test]
+fn stream_sweep_grid() {
+    let cells = vec![stream(false), stream(true)];
+    let axes = Axes {
+        sizes: vec![32],
+        rates: vec![1000.0],
+        windows: vec![64],
+        batches: vec![1],
+        pipelines: vec![None, Some(2)],
+    };
+    let t = Transport::Shm;
+    golden("stream-sweep.txt", &stream_sweep::table(t, &cells));
+    golden("stream-sweep.md", &stream_sweep::markdown(t, &cells));
+    golden("stream-sweep.csv", &stream_sweep::csv(&cells));
+    golden(
+        "stream-sweep.json",
+        &stream_sweep::json(t, &axes, &cells, false),
+    );
+}
+
+fn round(p50: f64, p99: f64) -> RoundValues {
+    [Some(p50), Some(p99), Some(p99 * 1.5), Some(p99 * 3.0), None]
+}
+
+#[test]
+fn compare_report() {
+    let base: Vec<RoundValues> = (0..6)
+        .map(|i| round(1000.0 + i as f64, 2000.0 + i as f64))
+        .collect();
+    let udp: Vec<RoundValues> = (0..6)
+        .map(|i| round(9000.0 + i as f64 * 7.0, 20000.0 - i as f64))
+        .collect();
+    let same: Vec<RoundValues> = (0..6)
+        .map(|i| round(1000.0 + (5 - i) as f64, 2000.0 + i as f64))
+        .collect();
+    let r = CompareReport::new(
+        vec!["loopback".into(), "--count".into(), "5000".into()],
+        "transport".into(),
+        7,
+        ibstats::schedule(3, 6, 7),
+        &["shm".into(), "udp".into(), "shm2".into()],
+        &[base, udp, same],
+    );
+    golden("compare.txt", &r.table());
+    golden("compare.md", &r.markdown());
+    golden("compare.json", &r.json());
 }

@@ -28,13 +28,13 @@ use ibhost::child::{self, Ending};
 
 use clap::CommandFactory as _;
 
-use super::args::{Cli, CompareArgs, CompareFormat};
+use super::args::{Cli, CompareArgs};
 use super::error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
     round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
 };
 use crate::report::progress::progress_bar;
-use crate::report::{effects_plot, hdrlog};
+use crate::report::{effects_plot, hdrlog, Format};
 
 /// The commands whose JSON report compare reads.
 const COMMANDS: [&str; 3] = ["loopback", "client", "stream"];
@@ -405,9 +405,10 @@ fn print_report(a: &CompareArgs, report: &CompareReport) -> Result<(), CliError>
     print!(
         "{}",
         match a.format() {
-            CompareFormat::Table => report.table(),
-            CompareFormat::Json => report.json(),
-            CompareFormat::Markdown => report.markdown(),
+            Format::Table => report.table(),
+            Format::Json => report.json(),
+            Format::Markdown => report.markdown(),
+            _ => unreachable!("compare --format offers table, json, markdown"),
         }
     );
     Ok(())

@@ -17,7 +17,8 @@ use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
-use crate::report::host::{HostFormat, HostReport};
+use crate::report::format::render;
+use crate::report::host::HostReport;
 use crate::report::timerlat::TimerlatReport;
 use crate::sys::host;
 
@@ -128,8 +129,10 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         _ => CliError::run(e.to_string()),
     })?;
     let report = HostReport::new(&cfg, &outcome);
-    let format = if a.json { HostFormat::Json } else { a.format };
-    print!("{}", report.render(format));
+    print!(
+        "{}",
+        render(&report, a.format()).map_err(|e| CliError::input(e.to_string()))?
+    );
     Ok(if outcome.interrupted {
         EXIT_INTERRUPTED
     } else {
@@ -158,8 +161,10 @@ fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<
         _ => CliError::input(e.to_string()),
     })?;
     let report = TimerlatReport::new(&cfg, &outcome);
-    let format = if a.json { HostFormat::Json } else { a.format };
-    print!("{}", report.render(format));
+    print!(
+        "{}",
+        render(&report, a.format()).map_err(|e| CliError::input(e.to_string()))?
+    );
     Ok(if outcome.interrupted {
         EXIT_INTERRUPTED
     } else {

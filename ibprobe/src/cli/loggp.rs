@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::atomic::AtomicBool;
 
-use super::args::{parse_counts, parse_sizes, LoggpArgs, LoggpFormat, StreamKnobArgs};
+use super::args::{parse_counts, parse_sizes, LoggpArgs, StreamKnobArgs};
 use super::common::{default_cpu, model_resolution_warning, open_err, session_err, stop_flag};
 use super::error::CliError;
 use crate::clock::Clock;
@@ -22,6 +22,7 @@ use crate::probe::stream::{placement, run_loopback};
 use crate::probe::stream_cost::loop_cost_ns;
 use crate::report::loggp::{LoggpReport, PredictionRow};
 use crate::report::progress::progress_bar;
+use crate::report::Format;
 use crate::spec::{ChannelSpec, CreditReturn, Op, StreamSpec, Transport};
 use crate::transport::{TransportError, TransportInfo};
 
@@ -208,14 +209,15 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         predictions(a, &mut report, stop, clock, (cpu, rx_cpu))?;
     }
     let text = match a.format() {
-        LoggpFormat::Table => report.table(),
-        LoggpFormat::Json => {
+        Format::Table => report.table(),
+        Format::Json => {
             let mut s = serde_json::to_string_pretty(&report.json())
                 .map_err(|e| CliError::run(e.to_string()))?;
             s.push('\n');
             s
         }
-        LoggpFormat::Markdown => report.markdown(),
+        Format::Markdown => report.markdown(),
+        _ => unreachable!("loggp --format offers table, json, markdown"),
     };
     print!("{text}");
     if let Some(path) = &a.plot {

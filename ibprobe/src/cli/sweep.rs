@@ -17,7 +17,7 @@
 
 use indicatif::ProgressBar;
 
-use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs, SweepFormat};
+use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs};
 use super::common::{self, default_cpu, open_err, report_context, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
@@ -28,6 +28,7 @@ use crate::report::heatmap;
 use crate::report::stream::StreamReport;
 use crate::report::stream_sweep::{self, Axes};
 use crate::report::sweep::{self as formats, rate_label, Cell};
+use crate::report::Format;
 use crate::report::Report;
 
 /// Measured messages per cell when neither --count nor --duration is given
@@ -144,16 +145,15 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
         }
     }
     bar.finish_and_clear();
-    let format = if a.json { SweepFormat::Json } else { a.format };
+    let format = if a.json { Format::Json } else { a.format };
     let tr = t.transport;
     let length = plan.first().map(|c| c.length).unwrap_or(Length::Count(0));
     let text = match format {
-        SweepFormat::Table => formats::table(tr, &sizes, &rates, &cells, length, a.warmup),
-        SweepFormat::Markdown => formats::markdown(tr, &sizes, &rates, &cells, length, a.warmup),
-        SweepFormat::Csv => formats::csv(tr, &cells),
-        SweepFormat::Json => {
-            formats::json(tr, &sizes, &rates, &cells, length, a.warmup, interrupted)
-        }
+        Format::Table => formats::table(tr, &sizes, &rates, &cells, length, a.warmup),
+        Format::Markdown => formats::markdown(tr, &sizes, &rates, &cells, length, a.warmup),
+        Format::Csv => formats::csv(tr, &cells),
+        Format::Json => formats::json(tr, &sizes, &rates, &cells, length, a.warmup, interrupted),
+        Format::Perftest => unreachable!("sweep --format offers no perftest"),
     };
     print!("{text}");
     if let Some(path) = &a.plot {
@@ -253,14 +253,15 @@ fn run_stream(
         batches: axes.batches,
         pipelines: axes.pipelines,
     };
-    let format = if a.json { SweepFormat::Json } else { a.format };
+    let format = if a.json { Format::Json } else { a.format };
     print!(
         "{}",
         match format {
-            SweepFormat::Table => stream_sweep::table(tr, &cells),
-            SweepFormat::Markdown => stream_sweep::markdown(tr, &cells),
-            SweepFormat::Csv => stream_sweep::csv(&cells),
-            SweepFormat::Json => stream_sweep::json(tr, &axes, &cells, interrupted),
+            Format::Table => stream_sweep::table(tr, &cells),
+            Format::Markdown => stream_sweep::markdown(tr, &cells),
+            Format::Csv => stream_sweep::csv(&cells),
+            Format::Json => stream_sweep::json(tr, &axes, &cells, interrupted),
+            Format::Perftest => unreachable!("sweep --format offers no perftest"),
         }
     );
     if let Some(path) = &a.plot {

@@ -5,28 +5,16 @@
 //! Why it exists: every output format of every command lives in
 //! `crate::report`; `cli/host.rs` measures and hands the outcome here.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::us;
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Table, Warning};
 use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
 use crate::stats::Summary;
 
 /// The JSON schema identifier of `ibprobe host --format json`.
 pub const SCHEMA: &str = "ibprobe.host/1";
-
-crate::words::vocabulary! {
-    /// Output formats of `ibprobe host` (no perftest line: there is no
-    /// perftest equivalent of this measurement).
-    HostFormat, "format" {
-        Table = "table", "Human-readable table with notes and warnings.";
-        Json = "json", "The `ibprobe.host/1` JSON document.";
-        Csv = "csv", "One header row and one row per CPU.";
-        Markdown = "markdown", "A Markdown table, for issues and wikis.";
-    }
-}
 
 /// One CPU's row of the report.
 #[derive(Clone, Debug, Serialize)]
@@ -108,11 +96,52 @@ pub(super) fn run_warnings(
     w
 }
 
-/// A report as pretty JSON, ending with a newline.
-pub(super) fn json(report: &impl Serialize) -> String {
-    let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
-    s.push('\n');
-    s
+/// The head every `ibprobe host` report shares: `ibprobe VERSION: WHAT,
+/// kernel RELEASE`, in the text table with the notes after it, in bold
+/// in Markdown.
+pub(super) fn head(
+    version: &str,
+    what: String,
+    kernel: &KernelInfo,
+    notes: &[String],
+) -> [Block; 2] {
+    let headline = format!(
+        "ibprobe {version}: {what}, kernel {}{}",
+        kernel.release,
+        if kernel.realtime { " (PREEMPT_RT)" } else { "" }
+    );
+    let mut context = vec![headline.clone()];
+    context.extend(notes.iter().map(|n| format!("note: {n}")));
+    context.push(String::new());
+    [
+        Block::Context(context),
+        Block::Title {
+            bold: headline,
+            rest: String::new(),
+        },
+    ]
+}
+
+/// Plain warnings (these reports' JSON has no codes) as the renderers'.
+pub(super) fn plain(warnings: &[String]) -> Block {
+    let w = warnings.iter().map(|m| Warning {
+        code: "",
+        message: m.clone(),
+    });
+    Block::Warnings(w.collect(), true)
+}
+
+/// Latency columns in us: titled plainly in the text table (its header
+/// ends with `[us]`), with the unit in Markdown.
+pub(super) fn us_columns() -> [Column; 5] {
+    let c = |t, md, w| Column::titled(t, md, w, Align::RIGHT);
+    [
+        c("min", "min [us]", 9),
+        c("p50", "p50 [us]", 9),
+        c("p99", "p99 [us]", 9),
+        c("p99.9", "p99.9 [us]", 9),
+        c("max", "max [us]", 10),
+    ]
 }
 
 impl KernelInfo {
@@ -170,107 +199,76 @@ impl HostReport {
             warnings,
         }
     }
+}
 
-    /// Renders one output format (each ends with a newline).
-    pub fn render(&self, f: HostFormat) -> String {
-        match f {
-            HostFormat::Table => self.table(),
-            HostFormat::Json => json(self),
-            HostFormat::Csv => self.csv(),
-            HostFormat::Markdown => self.markdown(),
-        }
+impl Document for HostReport {
+    fn noun(&self) -> &'static str {
+        "host report"
     }
 
-    fn headline(&self) -> String {
-        format!(
-            "ibprobe {}: host wake-up latency, SCHED_FIFO {}, interval {:?}, kernel {}{}",
-            self.version,
+    fn blocks(&self) -> Vec<Block> {
+        let what = format!(
+            "host wake-up latency, SCHED_FIFO {}, interval {:?}",
             self.fifo_priority,
-            Duration::from_nanos(self.interval_ns),
-            self.kernel.release,
-            if self.kernel.realtime {
-                " (PREEMPT_RT)"
-            } else {
-                ""
-            }
-        )
-    }
-
-    fn table(&self) -> String {
-        let mut out = self.headline();
-        out.push('\n');
-        for n in &self.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
-        out.push('\n');
-        out.push_str(
-            "cpu  isolated nohz_full     count       min       p50       p99     p99.9        max   > 10 us  missed   [us]\n",
+            Duration::from_nanos(self.interval_ns)
         );
-        for r in &self.cpus {
-            let [cpu, iso, nohz, count, min, p50, p99, p999, max, over, missed] = text_cells(r);
-            let _ = writeln!(
-                out,
-                "{cpu:<4} {iso:>8} {nohz:>9} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9} {missed:>7}"
-            );
-        }
-        for r in &self.cpus {
-            // Context switches are the thread's own sleeps here; the
-            // missing-counter lines are the same for every CPU: once.
-            for l in r
-                .counter_lines
+        let mut columns = vec![
+            Column::new("cpu", 4, Align::LEFT_RIGHT),
+            Column::new("isolated", 8, Align::CENTRED),
+            Column::new("nohz_full", 9, Align::CENTRED),
+            Column::new("count", 9, Align::RIGHT),
+        ];
+        columns.extend(us_columns());
+        columns.push(Column::new("> 10 us", 9, Align::RIGHT));
+        columns.push(Column::new("missed", 7, Align::RIGHT));
+        // Context switches are the thread's own sleeps here; the
+        // missing-counter lines are the same for every CPU: once.
+        let counters = self.cpus.iter().flat_map(|r| {
+            r.counter_lines
                 .iter()
                 .filter(|l| !l.starts_with("counters missing") || r.cpu == self.cpus[0].cpu)
-            {
-                let _ = writeln!(out, "cpu {}: {l}", r.cpu);
-            }
-        }
-        if !self.warnings.is_empty() {
-            out.push('\n');
-            for w in &self.warnings {
-                let _ = writeln!(out, "warning: {w}");
-            }
-        }
-        out
+                .map(move |l| format!("cpu {}: {l}", r.cpu))
+        });
+        let mut blocks = Vec::from(head(self.version, what, &self.kernel, &self.notes));
+        blocks.extend([
+            Block::Table(Table {
+                columns,
+                unit: "[us]",
+                rows: self.cpus.iter().map(|r| text_cells(r).to_vec()).collect(),
+            }),
+            Block::Context(counters.collect()),
+            plain(&self.warnings),
+        ]);
+        blocks
     }
 
-    fn csv(&self) -> String {
-        let mut out = String::from(
-            "cpu,isolated,nohz_full,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us,missed\n",
-        );
-        for r in &self.cpus {
+    fn csv(&self) -> Option<Csv> {
+        let rows = self.cpus.iter().map(|r| {
             let s = &r.summary;
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{:.1},{},{},{}",
-                r.cpu,
-                r.isolated,
-                r.nohz_full,
-                s.count,
-                s.min_ns,
-                s.p50_ns,
-                s.p99_ns,
-                s.p999_ns,
-                s.max_ns,
-                s.mean_ns,
-                s.over_10us_count,
-                s.over_10us,
-                r.missed
+            let mut row = vec![
+                r.cpu.to_string(),
+                r.isolated.to_string(),
+                r.nohz_full.to_string(),
+            ];
+            row.extend(
+                [s.count, s.min_ns, s.p50_ns, s.p99_ns, s.p999_ns, s.max_ns].map(|v| v.to_string()),
             );
-        }
-        out
+            row.extend([
+                format!("{:.1}", s.mean_ns),
+                s.over_10us_count.to_string(),
+                s.over_10us.to_string(),
+                r.missed.to_string(),
+            ]);
+            row
+        });
+        Some(Csv {
+            header: "cpu,isolated,nohz_full,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us,missed".into(),
+            rows: rows.collect(),
+        })
     }
 
-    fn markdown(&self) -> String {
-        let mut out = format!("**{}**\n\n", self.headline());
-        out.push_str("| cpu | isolated | nohz_full | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us | missed |\n");
-        out.push_str("|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-        for r in &self.cpus {
-            let _ = writeln!(out, "| {} |", text_cells(r).join(" | "));
-        }
-        for w in &self.warnings {
-            let _ = writeln!(out, "\n> warning: {w}");
-        }
-        out
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(self))
     }
 }
 
@@ -320,6 +318,7 @@ fn row(c: &CpuWakeup) -> CpuRow {
 mod tests {
     use super::*;
     use crate::host::wakeup::WakeupLength;
+    use crate::report::format::Format;
     use crate::stats::LatencyHistogram;
 
     #[test]
@@ -353,15 +352,25 @@ mod tests {
             ..Default::default()
         };
         let r = HostReport::new(&cfg, &o);
-        let j: serde_json::Value = serde_json::from_str(&r.render(HostFormat::Json)).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&crate::report::format::render(&r, Format::Json).unwrap())
+                .unwrap();
         assert_eq!(j["schema"], SCHEMA);
         assert_eq!(j["cpus"][1]["count"], 3);
         assert_eq!(j["cpus"][1]["max_ns"], 50_000);
         assert_eq!(j["cpus"][1]["over_10us_count"], 1);
         assert_eq!(j["cpu_dma_latency_written"], false);
-        assert_eq!(r.render(HostFormat::Csv).lines().count(), 3);
-        assert!(r.render(HostFormat::Markdown).contains("| 1 |"));
-        let t = r.render(HostFormat::Table);
+        assert_eq!(
+            crate::report::format::render(&r, Format::Csv)
+                .unwrap()
+                .lines()
+                .count(),
+            3
+        );
+        assert!(crate::report::format::render(&r, Format::Markdown)
+            .unwrap()
+            .contains("| 1 |"));
+        let t = crate::report::format::render(&r, Format::Table).unwrap();
         assert!(t.contains("50.000"), "{t}");
         assert!(t.contains("2 deadlines missed"), "{t}");
     }

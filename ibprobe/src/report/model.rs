@@ -266,6 +266,22 @@ impl Align {
         left: false,
         markdown: "---:",
     };
+    /// Left in the text table, marked left (`:---`) in Markdown.
+    pub const LEFT_MARKED: Align = Align {
+        left: true,
+        markdown: ":---",
+    };
+    /// Left in the text table, right in Markdown (a number column whose
+    /// text cells start at the margin).
+    pub const LEFT_RIGHT: Align = Align {
+        left: true,
+        markdown: "---:",
+    };
+    /// Right in the text table, centred in Markdown (yes/no).
+    pub const CENTRED: Align = Align {
+        left: false,
+        markdown: ":---:",
+    };
 }
 
 /// One column of a [`Table`].
@@ -283,6 +299,21 @@ pub struct Column {
 }
 
 impl Column {
+    /// A column titled `title` in the text table, `markdown` in Markdown.
+    pub const fn titled(
+        title: &'static str,
+        markdown: &'static str,
+        width: usize,
+        align: Align,
+    ) -> Column {
+        Column {
+            title,
+            markdown,
+            width,
+            align,
+        }
+    }
+
     /// A column titled the same in both formats.
     pub const fn new(title: &'static str, width: usize, align: Align) -> Column {
         Column {

@@ -8,13 +8,12 @@
 //! `crate::report`; `cli/host.rs` runs [`crate::host::timerlat`] and
 //! hands the outcome here.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::host::{self, HostFormat, KernelInfo};
-use super::us;
+use super::host::{self, KernelInfo};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing, Table};
 use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
 use crate::stats::Summary;
@@ -151,30 +150,6 @@ impl TimerlatReport {
         }
     }
 
-    /// Renders one output format (each ends with a newline).
-    pub fn render(&self, f: HostFormat) -> String {
-        match f {
-            HostFormat::Table => self.table(),
-            HostFormat::Json => host::json(self),
-            HostFormat::Csv => self.csv(),
-            HostFormat::Markdown => self.markdown(),
-        }
-    }
-
-    fn headline(&self) -> String {
-        format!(
-            "ibprobe {}: timerlat IRQ and thread latency, period {:?}, kernel {}{}",
-            self.version,
-            Duration::from_nanos(self.period_ns),
-            self.kernel.release,
-            if self.kernel.realtime {
-                " (PREEMPT_RT)"
-            } else {
-                ""
-            }
-        )
-    }
-
     /// (cpu, context, summary) rows in order.
     fn rows(&self) -> impl Iterator<Item = (usize, &'static str, &Summary)> {
         self.cpus
@@ -182,31 +157,22 @@ impl TimerlatReport {
             .flat_map(|c| [(c.cpu, "irq", &c.irq), (c.cpu, "thread", &c.thread)])
     }
 
-    fn table(&self) -> String {
-        let mut out = self.headline();
-        out.push('\n');
-        for n in &self.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
-        out.push('\n');
-        out.push_str("cpu  context     count       min       p50       p99     p99.9        max   > 10 us   [us]\n");
-        for (cpu, ctx, s) in self.rows() {
-            let [count, min, p50, p99, p999, max, over] = cells(s);
-            let _ = writeln!(
-                out,
-                "{cpu:<4} {ctx:<7} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9}"
-            );
-        }
+    /// Per CPU, its top interference sources and its worst wake-up with
+    /// what ran during it (the text table's lines after its table).
+    fn causes(&self) -> Vec<String> {
+        let mut out = Vec::new();
         for c in &self.cpus {
             if !c.top_sources.is_empty() {
-                let _ = writeln!(out, "\ncpu {}: top interference during the run:", c.cpu);
-                for s in &c.top_sources {
-                    let _ = writeln!(out, "  {}", source_text(s));
-                }
+                out.push(String::new());
+                out.push(format!("cpu {}: top interference during the run:", c.cpu));
+                out.extend(
+                    c.top_sources
+                        .iter()
+                        .map(|s| format!("  {}", source_text(s))),
+                );
             }
             if let Some(w) = &c.worst {
-                let _ = write!(
-                    out,
+                let head = format!(
                     "cpu {}: worst thread wake-up {} us (irq {}) at {:.6} s",
                     c.cpu,
                     us(w.thread_ns),
@@ -214,68 +180,81 @@ impl TimerlatReport {
                     w.at_ns as f64 / 1e9
                 );
                 if w.blocking.is_empty() {
-                    out.push_str("; no interference traced inside it\n");
+                    out.push(head + "; no interference traced inside it");
                 } else {
-                    out.push_str("; during it:\n");
-                    for s in &w.blocking {
-                        let _ = writeln!(
-                            out,
-                            "  {} {}: {} us",
-                            s.kind.name(),
-                            s.source,
-                            us(s.total_ns)
-                        );
-                    }
+                    out.push(head + "; during it:");
+                    out.extend(w.blocking.iter().map(|s| {
+                        format!("  {} {}: {} us", s.kind.name(), s.source, us(s.total_ns))
+                    }));
                 }
             }
         }
-        if !self.warnings.is_empty() {
-            out.push('\n');
-            for w in &self.warnings {
-                let _ = writeln!(out, "warning: {w}");
-            }
-        }
         out
     }
+}
 
-    fn csv(&self) -> String {
-        let mut out = String::from(
-            "cpu,context,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us\n",
+impl Document for TimerlatReport {
+    fn noun(&self) -> &'static str {
+        "timerlat report"
+    }
+
+    fn blocks(&self) -> Vec<Block> {
+        let what = format!(
+            "timerlat IRQ and thread latency, period {:?}",
+            Duration::from_nanos(self.period_ns)
         );
-        for (cpu, ctx, s) in self.rows() {
-            let _ = writeln!(
-                out,
-                "{cpu},{ctx},{},{},{},{},{},{},{:.1},{},{}",
-                s.count,
-                s.min_ns,
-                s.p50_ns,
-                s.p99_ns,
-                s.p999_ns,
-                s.max_ns,
-                s.mean_ns,
-                s.over_10us_count,
-                s.over_10us
-            );
-        }
-        out
+        let mut columns = vec![
+            Column::new("cpu", 4, Align::LEFT_RIGHT),
+            Column::new("context", 7, Align::LEFT_MARKED),
+            Column::new("count", 9, Align::RIGHT),
+        ];
+        columns.extend(host::us_columns());
+        columns.push(Column::new("> 10 us", 9, Align::RIGHT));
+        let rows = self.rows().map(|(cpu, ctx, s)| {
+            let mut row = vec![cpu.to_string(), ctx.to_string()];
+            row.extend(cells(s));
+            row
+        });
+        let sources = self.cpus.iter().flat_map(|c| {
+            c.top_sources
+                .iter()
+                .map(move |s| format!("cpu {}: {}", c.cpu, source_text(s)))
+        });
+        let mut blocks = Vec::from(host::head(self.version, what, &self.kernel, &self.notes));
+        blocks.extend([
+            Block::Table(Table {
+                columns,
+                unit: "[us]",
+                rows: rows.collect(),
+            }),
+            Block::Context(self.causes()),
+            Block::List(sources.collect(), Spacing::Each),
+            host::plain(&self.warnings),
+        ]);
+        blocks
     }
 
-    fn markdown(&self) -> String {
-        let mut out = format!("**{}**\n\n", self.headline());
-        out.push_str("| cpu | context | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us |\n");
-        out.push_str("|---:|:---|---:|---:|---:|---:|---:|---:|---:|\n");
-        for (cpu, ctx, s) in self.rows() {
-            let _ = writeln!(out, "| {cpu} | {ctx} | {} |", cells(s).join(" | "));
-        }
-        for c in &self.cpus {
-            for s in &c.top_sources {
-                let _ = writeln!(out, "\n- cpu {}: {}", c.cpu, source_text(s));
-            }
-        }
-        for w in &self.warnings {
-            let _ = writeln!(out, "\n> warning: {w}");
-        }
-        out
+    fn csv(&self) -> Option<Csv> {
+        let rows = self.rows().map(|(cpu, ctx, s)| {
+            let mut row = vec![cpu.to_string(), ctx.to_string()];
+            row.extend(
+                [s.count, s.min_ns, s.p50_ns, s.p99_ns, s.p999_ns, s.max_ns].map(|v| v.to_string()),
+            );
+            row.extend([
+                format!("{:.1}", s.mean_ns),
+                s.over_10us_count.to_string(),
+                s.over_10us.to_string(),
+            ]);
+            row
+        });
+        Some(Csv {
+            header: "cpu,context,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us".into(),
+            rows: rows.collect(),
+        })
+    }
+
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(self))
     }
 }
 
@@ -284,6 +263,7 @@ mod tests {
     use super::*;
     use crate::host::timerlat_trace::TimerlatAccumulator;
     use crate::host::wakeup::WakeupLength;
+    use crate::report::format::{render, Format};
 
     #[test]
     fn every_format_has_both_contexts_per_cpu_and_the_causes() {
@@ -314,7 +294,8 @@ mod tests {
             notes: vec![],
         };
         let r = TimerlatReport::new(&cfg, &o);
-        let j: serde_json::Value = serde_json::from_str(&r.render(HostFormat::Json)).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
         assert_eq!(j["schema"], SCHEMA);
         assert_eq!(j["period_ns"], 1_000_000);
         assert_eq!(j["cpus"][0]["irq"]["max_ns"], 2_000);
@@ -322,18 +303,18 @@ mod tests {
         assert_eq!(j["cpus"][0]["top_sources"][0]["source"], "local_timer:236");
         assert_eq!(j["cpus"][0]["worst"]["blocking"][0]["kind"], "irq");
         assert_eq!(j["cpus"][1]["lost_events"], 4);
-        let csv = r.render(HostFormat::Csv);
+        let csv = render(&r, Format::Csv).unwrap();
         assert_eq!(csv.lines().count(), 5, "{csv}");
         assert!(csv.contains("\n0,thread,1,120000,"), "{csv}");
-        let t = r.render(HostFormat::Table);
+        let t = render(&r, Format::Table).unwrap();
         assert!(
             t.contains("worst thread wake-up 120.000 us (irq 2.000 us)"),
             "{t}"
         );
         assert!(t.contains("irq local_timer:236: 30.000 us"), "{t}");
         assert!(t.contains("dropped 4 trace events"), "{t}");
-        assert!(r
-            .render(HostFormat::Markdown)
+        assert!(render(&r, Format::Markdown)
+            .unwrap()
             .contains("| 1 | thread | 1 |"));
     }
 }
