@@ -18,8 +18,8 @@ use ibprobe::probe::stream::StreamOutcome;
 use ibprobe::report::compare::{CompareReport, RoundValues};
 use ibprobe::report::host::{HostReport, KernelInfo};
 use ibprobe::report::stream::StreamReport;
-use ibprobe::report::stream_sweep::{self, Axes};
-use ibprobe::report::sweep::{self, Cell};
+use ibprobe::report::stream_sweep::{Axes, StreamSweepReport};
+use ibprobe::report::sweep::{Cell, SweepReport};
 use ibprobe::report::threshold::{FailIf, Threshold};
 use ibprobe::report::timerlat::TimerlatReport;
 use ibprobe::report::{Format, Mode, Report, ReportContext};
@@ -310,21 +310,18 @@ fn sweep_grid() {
         }
     }
     cells.pop(); // An interrupted sweep: the last cell did not run.
-    let length = Length::Count(1000);
-    let t = Transport::Shm;
-    golden(
-        "sweep.txt",
-        &sweep::table(t, &sizes, &rates, &cells, length, 100),
-    );
-    golden(
-        "sweep.md",
-        &sweep::markdown(t, &sizes, &rates, &cells, length, 100),
-    );
-    golden("sweep.csv", &sweep::csv(t, &cells));
-    golden(
-        "sweep.json",
-        &sweep::json(t, &sizes, &rates, &cells, length, 100, true),
-    );
+    let r = SweepReport {
+        transport: Transport::Shm,
+        sizes: &sizes,
+        rates: &rates,
+        cells: &cells,
+        length: Length::Count(1000),
+        warmup: 100,
+        interrupted: true,
+    };
+    for (f, ext) in &FORMATS[..4] {
+        golden(&format!("sweep.{ext}"), &render(&r, *f));
+    }
 }
 
 #[test]
@@ -337,14 +334,15 @@ fn stream_sweep_grid() {
         batches: vec![1],
         pipelines: vec![None, Some(2)],
     };
-    let t = Transport::Shm;
-    golden("stream-sweep.txt", &stream_sweep::table(t, &cells));
-    golden("stream-sweep.md", &stream_sweep::markdown(t, &cells));
-    golden("stream-sweep.csv", &stream_sweep::csv(&cells));
-    golden(
-        "stream-sweep.json",
-        &stream_sweep::json(t, &axes, &cells, false),
-    );
+    let r = StreamSweepReport {
+        transport: Transport::Shm,
+        axes: &axes,
+        cells: &cells,
+        interrupted: false,
+    };
+    for (f, ext) in &FORMATS[..4] {
+        golden(&format!("stream-sweep.{ext}"), &render(&r, *f));
+    }
 }
 
 fn round(p50: f64, p99: f64) -> RoundValues {

@@ -24,10 +24,11 @@ use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
 use crate::probe::stream::{placement, run_loopback};
 use crate::probe::{open, runner};
+use crate::report::format::render;
 use crate::report::heatmap;
 use crate::report::stream::StreamReport;
-use crate::report::stream_sweep::{self, Axes};
-use crate::report::sweep::{self as formats, rate_label, Cell};
+use crate::report::stream_sweep::{self, Axes, StreamSweepReport};
+use crate::report::sweep::{self as formats, rate_label, Cell, SweepReport};
 use crate::report::Format;
 use crate::report::Report;
 
@@ -148,13 +149,16 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     let format = if a.json { Format::Json } else { a.format };
     let tr = t.transport;
     let length = plan.first().map(|c| c.length).unwrap_or(Length::Count(0));
-    let text = match format {
-        Format::Table => formats::table(tr, &sizes, &rates, &cells, length, a.warmup),
-        Format::Markdown => formats::markdown(tr, &sizes, &rates, &cells, length, a.warmup),
-        Format::Csv => formats::csv(tr, &cells),
-        Format::Json => formats::json(tr, &sizes, &rates, &cells, length, a.warmup, interrupted),
-        Format::Perftest => unreachable!("sweep --format offers no perftest"),
+    let report = SweepReport {
+        transport: tr,
+        sizes: &sizes,
+        rates: &rates,
+        cells: &cells,
+        length,
+        warmup: a.warmup,
+        interrupted,
     };
+    let text = render(&report, format).map_err(|e| CliError::input(e.to_string()))?;
     print!("{text}");
     if let Some(path) = &a.plot {
         let grid = formats::heat_grid(tr, &sizes, &rates, &cells);
@@ -254,15 +258,15 @@ fn run_stream(
         pipelines: axes.pipelines,
     };
     let format = if a.json { Format::Json } else { a.format };
+    let report = StreamSweepReport {
+        transport: tr,
+        axes: &axes,
+        cells: &cells,
+        interrupted,
+    };
     print!(
         "{}",
-        match format {
-            Format::Table => stream_sweep::table(tr, &cells),
-            Format::Markdown => stream_sweep::markdown(tr, &cells),
-            Format::Csv => stream_sweep::csv(&cells),
-            Format::Json => stream_sweep::json(tr, &axes, &cells, interrupted),
-            Format::Perftest => unreachable!("sweep --format offers no perftest"),
-        }
+        render(&report, format).map_err(|e| CliError::input(e.to_string()))?
     );
     if let Some(path) = &a.plot {
         let grid = stream_sweep::heat_grid(tr, &axes, &cells, a.heat == HeatValue::Throughput);

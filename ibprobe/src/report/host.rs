@@ -128,7 +128,11 @@ pub(super) fn plain(warnings: &[String]) -> Block {
         code: "",
         message: m.clone(),
     });
-    Block::Warnings(w.collect(), true)
+    Block::Warnings {
+        list: w.collect(),
+        gap: true,
+        apart: true,
+    }
 }
 
 /// Latency columns in us: titled plainly in the text table (its header
@@ -234,6 +238,7 @@ impl Document for HostReport {
             Block::Table(Table {
                 columns,
                 unit: "[us]",
+                sep: " ",
                 rows: self.cpus.iter().map(|r| text_cells(r).to_vec()).collect(),
             }),
             Block::Context(counters.collect()),

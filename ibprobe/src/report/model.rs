@@ -285,14 +285,15 @@ impl Align {
 }
 
 /// One column of a [`Table`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Column {
     /// Its title in the text table.
-    pub title: &'static str,
+    pub title: String,
     /// Its title in Markdown (the text table may say the unit once, after
     /// its header, instead).
-    pub markdown: &'static str,
-    /// Width of the text table's cells (0: as long as the cell).
+    pub markdown: String,
+    /// Width of the text table's cells (0: the column's longest cell or
+    /// title).
     pub width: usize,
     /// How its cells line up.
     pub align: Align,
@@ -300,28 +301,18 @@ pub struct Column {
 
 impl Column {
     /// A column titled `title` in the text table, `markdown` in Markdown.
-    pub const fn titled(
-        title: &'static str,
-        markdown: &'static str,
-        width: usize,
-        align: Align,
-    ) -> Column {
+    pub fn titled(title: &str, markdown: &str, width: usize, align: Align) -> Column {
         Column {
-            title,
-            markdown,
+            title: title.into(),
+            markdown: markdown.into(),
             width,
             align,
         }
     }
 
     /// A column titled the same in both formats.
-    pub const fn new(title: &'static str, width: usize, align: Align) -> Column {
-        Column {
-            title,
-            markdown: title,
-            width,
-            align,
-        }
+    pub fn new(title: &str, width: usize, align: Align) -> Column {
+        Column::titled(title, title, width, align)
     }
 }
 
@@ -333,6 +324,8 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// What the text table's header says after the last title (its unit).
     pub unit: &'static str,
+    /// What stands between two cells in the text table.
+    pub sep: &'static str,
     /// One cell per column, per row.
     pub rows: Vec<Vec<String>>,
 }
@@ -367,10 +360,16 @@ pub enum Block {
     Table(Table),
     /// A Markdown list (the text table has these lines in its context).
     List(Vec<String>, Spacing),
-    /// The warnings, in both: after a blank line in the text table when
-    /// `gap`. A warning with a code is quoted with it after one blank
-    /// line, one without is a quote of its own.
-    Warnings(Vec<Warning>, bool),
+    /// The warnings, in both.
+    Warnings {
+        /// The warnings (with their codes where the report has them).
+        list: Vec<Warning>,
+        /// After a blank line in the text table.
+        gap: bool,
+        /// In Markdown each is a quote of its own (`> warning: ...`);
+        /// else one blank line, then `> **warning** (code): ...` lines.
+        apart: bool,
+    },
     /// A block only the text table prints.
     OnlyText(Box<Block>),
     /// A block only Markdown prints.

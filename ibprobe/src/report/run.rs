@@ -38,12 +38,7 @@ fn columns() -> Vec<Column> {
         r("mean ± stdev", 17),
         // The text header has always stood one space right of its cells
         // (11 wide: it is wider than the column).
-        Column {
-            title: "    > 10 us",
-            markdown: "> 10 us",
-            width: 10,
-            align: Align::RIGHT,
-        },
+        Column::titled("    > 10 us", "> 10 us", 10, Align::RIGHT),
     ]
 }
 
@@ -121,10 +116,15 @@ impl Document for Report {
             Block::Table(Table {
                 columns: columns(),
                 unit: "",
+                sep: " ",
                 rows: self.distributions.iter().map(row).collect(),
             }),
             Block::List(counter_lines, Spacing::Before),
-            Block::Warnings(self.warnings.clone(), true),
+            Block::Warnings {
+                list: self.warnings.clone(),
+                gap: true,
+                apart: false,
+            },
         ]
     }
 

@@ -225,6 +225,7 @@ impl Document for TimerlatReport {
             Block::Table(Table {
                 columns,
                 unit: "[us]",
+                sep: " ",
                 rows: rows.collect(),
             }),
             Block::Context(self.causes()),

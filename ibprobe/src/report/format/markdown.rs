@@ -34,13 +34,15 @@ fn block(out: &mut String, b: &Block, after_table: &mut bool) {
                 out.push_str(&format!("- {i}\n"));
             }
         }
-        Block::Warnings(w, _) => {
-            if w.iter().any(|w| !w.code.is_empty()) {
+        Block::Warnings { list, apart, .. } => {
+            if !*apart && !list.is_empty() {
                 out.push('\n');
             }
-            for w in w {
-                if w.code.is_empty() {
+            for w in list {
+                if *apart {
                     out.push_str(&format!("\n> warning: {}\n", w.message));
+                } else if w.code.is_empty() {
+                    out.push_str(&format!("> **warning**: {}\n", w.message));
                 } else {
                     out.push_str(&format!("> **warning** ({}): {}\n", w.code, w.message));
                 }
@@ -53,7 +55,7 @@ fn block(out: &mut String, b: &Block, after_table: &mut bool) {
 }
 
 fn table(out: &mut String, t: &Table) {
-    let titles: Vec<&str> = t.columns.iter().map(|c| c.markdown).collect();
+    let titles: Vec<&str> = t.columns.iter().map(|c| c.markdown.as_str()).collect();
     let aligns: Vec<&str> = t.columns.iter().map(|c| c.align.markdown).collect();
     out.push_str(&format!(
         "| {} |\n|{}|\n",

@@ -1,7 +1,7 @@
 //! The text table: context lines, tables padded to their columns,
 //! `warning:` lines, the `--fail-if` lines.
 
-use crate::report::model::{fail_if_text, Block, Column, Document, Table};
+use crate::report::model::{fail_if_text, Block, Document, Table};
 
 /// `doc` as the text table.
 pub(super) fn render(doc: &dyn Document) -> String {
@@ -21,11 +21,11 @@ fn block(out: &mut String, b: &Block) {
             }
         }
         Block::Table(t) => table(out, t),
-        Block::Warnings(w, gap) => {
-            if *gap && !w.is_empty() {
+        Block::Warnings { list, gap, .. } => {
+            if *gap && !list.is_empty() {
                 out.push('\n');
             }
-            for w in w {
+            for w in list {
                 out.push_str(&format!("warning: {}\n", w.message));
             }
         }
@@ -35,31 +35,45 @@ fn block(out: &mut String, b: &Block) {
 }
 
 fn table(out: &mut String, t: &Table) {
-    out.push_str(&line(&t.columns, t.columns.iter().map(|c| c.title)));
+    let widths: Vec<usize> = t
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match c.width {
+            0 => t
+                .rows
+                .iter()
+                .map(|r| r[i].chars().count())
+                .chain([c.title.chars().count()])
+                .max()
+                .unwrap_or(0),
+            w => w,
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = t
+            .columns
+            .iter()
+            .zip(&widths)
+            .zip(cells)
+            .map(|((c, &w), s)| {
+                if c.align.left {
+                    format!("{s:<w$}")
+                } else {
+                    format!("{s:>w$}")
+                }
+            })
+            .collect();
+        padded.join(t.sep)
+    };
+    out.push_str(&line(t.columns.iter().map(|c| c.title.as_str()).collect()));
     if !t.unit.is_empty() {
         out.push_str("   ");
         out.push_str(t.unit);
     }
     out.push('\n');
     for r in &t.rows {
-        out.push_str(&line(&t.columns, r.iter().map(String::as_str)));
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
         out.push('\n');
     }
-}
-
-/// Cells padded to their columns' widths, one space apart.
-fn line<'a>(columns: &[Column], cells: impl Iterator<Item = &'a str>) -> String {
-    let padded: Vec<String> = columns
-        .iter()
-        .zip(cells)
-        .map(|(c, s)| {
-            let w = c.width;
-            if c.align.left {
-                format!("{s:<w$}")
-            } else {
-                format!("{s:>w$}")
-            }
-        })
-        .collect();
-    padded.join(" ")
 }
