@@ -368,7 +368,11 @@ fn compare_report() {
         &["shm".into(), "udp".into(), "shm2".into()],
         &[base, udp, same],
     );
-    golden("compare.txt", &r.table());
-    golden("compare.md", &r.markdown());
-    golden("compare.json", &r.json());
+    for (f, ext) in [
+        (Format::Table, "txt"),
+        (Format::Markdown, "md"),
+        (Format::Json, "json"),
+    ] {
+        golden(&format!("compare.{ext}"), &render(&r, f));
+    }
 }

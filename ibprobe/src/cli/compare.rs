@@ -33,8 +33,9 @@ use super::error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
     round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
 };
+use crate::report::format::render;
 use crate::report::progress::progress_bar;
-use crate::report::{effects_plot, hdrlog, Format};
+use crate::report::{effects_plot, hdrlog};
 
 /// The commands whose JSON report compare reads.
 const COMMANDS: [&str; 3] = ["loopback", "client", "stream"];
@@ -404,12 +405,7 @@ fn print_report(a: &CompareArgs, report: &CompareReport) -> Result<(), CliError>
     }
     print!(
         "{}",
-        match a.format() {
-            Format::Table => report.table(),
-            Format::Json => report.json(),
-            Format::Markdown => report.markdown(),
-            _ => unreachable!("compare --format offers table, json, markdown"),
-        }
+        render(report, a.format()).map_err(|e| CliError::input(e.to_string()))?
     );
     Ok(())
 }

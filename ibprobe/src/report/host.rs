@@ -249,21 +249,13 @@ impl Document for HostReport {
 
     fn csv(&self) -> Option<Csv> {
         let rows = self.cpus.iter().map(|r| {
-            let s = &r.summary;
             let mut row = vec![
                 r.cpu.to_string(),
                 r.isolated.to_string(),
                 r.nohz_full.to_string(),
             ];
-            row.extend(
-                [s.count, s.min_ns, s.p50_ns, s.p99_ns, s.p999_ns, s.max_ns].map(|v| v.to_string()),
-            );
-            row.extend([
-                format!("{:.1}", s.mean_ns),
-                s.over_10us_count.to_string(),
-                s.over_10us.to_string(),
-                r.missed.to_string(),
-            ]);
+            row.extend(summary_csv(&r.summary));
+            row.push(r.missed.to_string());
             row
         });
         Some(Csv {
@@ -275,6 +267,20 @@ impl Document for HostReport {
     fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
         Some(Box::new(self))
     }
+}
+
+/// The CSV cells of a wake-up distribution: count, min, p50, p99, p99.9,
+/// max (ns), mean (one decimal), the count and share over 10 us.
+pub(super) fn summary_csv(s: &Summary) -> Vec<String> {
+    let mut cells: Vec<String> = [s.count, s.min_ns, s.p50_ns, s.p99_ns, s.p999_ns, s.max_ns]
+        .map(|v| v.to_string())
+        .to_vec();
+    cells.extend([
+        format!("{:.1}", s.mean_ns),
+        s.over_10us_count.to_string(),
+        s.over_10us.to_string(),
+    ]);
+    cells
 }
 
 /// One CPU's row as the table and Markdown show it (latencies in us).

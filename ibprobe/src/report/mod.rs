@@ -4,9 +4,11 @@
 //! (histograms and counters); this module turns it, plus the run's
 //! context, into one [`Report`] that every output is printed from, so the
 //! table, JSON, CSV, Markdown and perftest-style outputs can never
-//! disagree. It also adds the warnings a reader needs (outliers, losses,
-//! missed steps, clock fallback), writes HDR interval logs
-//! ([`hdrlog::HdrLogWriter`]) and SVG plots ([`plot::write_svg`]).
+//! disagree. Every command's report is a [`Document`] (`model.rs`): data
+//! that the one renderer per format in [`format`] prints. It also adds
+//! the warnings a reader needs (outliers, losses, missed steps, clock
+//! fallback), writes HDR interval logs ([`hdrlog::HdrLogWriter`]) and SVG
+//! plots ([`plot::write_svg`]).
 //!
 //! The JSON schema (`"schema": "ibprobe.report/1"`) and every field of
 //! every format are documented in `report/README.md`, next to this file.

@@ -238,14 +238,7 @@ impl Document for TimerlatReport {
     fn csv(&self) -> Option<Csv> {
         let rows = self.rows().map(|(cpu, ctx, s)| {
             let mut row = vec![cpu.to_string(), ctx.to_string()];
-            row.extend(
-                [s.count, s.min_ns, s.p50_ns, s.p99_ns, s.p999_ns, s.max_ns].map(|v| v.to_string()),
-            );
-            row.extend([
-                format!("{:.1}", s.mean_ns),
-                s.over_10us_count.to_string(),
-                s.over_10us.to_string(),
-            ]);
+            row.extend(host::summary_csv(s));
             row
         });
         Some(Csv {

@@ -64,7 +64,8 @@ fn table(out: &mut String, t: &Table) {
                 }
             })
             .collect();
-        padded.join(t.sep)
+        // A left-aligned last column pads nothing onto the line's end.
+        padded.join(t.sep).trim_end().to_string()
     };
     out.push_str(&line(t.columns.iter().map(|c| c.title.as_str()).collect()));
     if !t.unit.is_empty() {
