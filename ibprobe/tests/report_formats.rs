@@ -3,12 +3,14 @@
 //! is exact, so every expected number below is the exact nearest-rank
 //! value of the sample list).
 
-use ibprobe::clock::{Calibration, Clock, Fallback};
+mod common;
+
+use common::report::{clock, hist};
+use ibprobe::clock::{Clock, Fallback};
 use ibprobe::probe::outcome::Outcome;
 use ibprobe::report::format::{PERFTEST_HEADER, PERFTEST_LINE};
 use ibprobe::report::run::CSV_HEADER;
 use ibprobe::report::{Format, Mode, Report, ReportContext};
-use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::TransportInfo;
 
 /// The table's column header (after the context lines).
@@ -17,23 +19,6 @@ const TABLE_HEADER: &str = "latency [us]         count       min       p50      
 const MARKDOWN_HEADER: &str = "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | > 10 us |";
 /// The Markdown table's alignment row.
 const MARKDOWN_ALIGN: &str = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
-
-fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
-    let mut h = LatencyHistogram::new();
-    for v in values {
-        h.record(v);
-    }
-    h
-}
-
-fn clock() -> Clock {
-    Clock::tsc_with(Calibration {
-        hz: 2_000_000_000.0,
-        windows: 5,
-        window_ns: 20_000_000,
-        spread_ppm: 12.5,
-    })
-}
 
 fn transport() -> TransportInfo {
     TransportInfo {

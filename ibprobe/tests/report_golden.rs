@@ -1,13 +1,16 @@
 //! Byte-for-byte checks of every human and machine format of the
-//! loopback/client, stream, host and timerlat reports, on fixed inputs,
-//! against the files in `tests/golden/`. They hold the renderers to the
+//! loopback/client, stream, sweep, host, timerlat and compare reports, on
+//! fixed inputs, against the files in `tests/golden/`. They hold the renderers to the
 //! outputs users and scripts already read: a renderer change that alters
 //! one byte fails here. `GOLDEN_UPDATE=1` rewrites the files (only for a
 //! deliberate output change, reviewed in the diff).
 
 use std::time::Duration;
 
-use ibprobe::clock::{Calibration, Clock};
+mod common;
+
+use common::report::{clock, hist};
+
 use ibprobe::counters::{Counter, CounterReport, Counts, Missing, SourceCount};
 use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use ibprobe::host::timerlat_trace::TimerlatAccumulator;
@@ -24,7 +27,6 @@ use ibprobe::report::threshold::{FailIf, Threshold};
 use ibprobe::report::timerlat::TimerlatReport;
 use ibprobe::report::{Format, Mode, Report, ReportContext};
 use ibprobe::spec::{StreamSpec, Transport};
-use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::TransportInfo;
 
 fn golden(name: &str, got: &str) {
@@ -44,23 +46,6 @@ fn golden(name: &str, got: &str) {
 
 fn render(doc: &dyn ibprobe::report::Document, f: Format) -> String {
     ibprobe::report::format::render(doc, f).unwrap_or_else(|e| format!("refused: {e}\n"))
-}
-
-fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
-    let mut h = LatencyHistogram::new();
-    for v in values {
-        h.record(v);
-    }
-    h
-}
-
-fn clock() -> Clock {
-    Clock::tsc_with(Calibration {
-        hz: 2_000_000_000.0,
-        windows: 5,
-        window_ns: 20_000_000,
-        spread_ppm: 12.5,
-    })
 }
 
 fn transport() -> TransportInfo {
@@ -246,6 +231,17 @@ fn host_report() {
     for (f, ext) in &FORMATS[..4] {
         golden(&format!("host.{ext}"), &render(&r, *f));
     }
+    let j: serde_json::Value = serde_json::from_str(&render(&r, Format::Json)).unwrap();
+    assert_eq!(j["schema"], ibprobe::report::host::SCHEMA);
+    assert_eq!(j["cpus"][1]["count"], 3);
+    assert_eq!(j["cpus"][1]["max_ns"], 50_000);
+    assert_eq!(j["cpus"][1]["over_10us_count"], 1);
+    assert_eq!(j["cpu_dma_latency_written"], false);
+    assert_eq!(render(&r, Format::Csv).lines().count(), 3);
+    assert!(render(&r, Format::Markdown).contains("| 1 |"));
+    let t = render(&r, Format::Table);
+    assert!(t.contains("50.000"), "{t}");
+    assert!(t.contains("2 deadlines missed"), "{t}");
 }
 
 #[test]
@@ -282,6 +278,25 @@ fn timerlat_report() {
     for (f, ext) in &FORMATS[..4] {
         golden(&format!("timerlat.{ext}"), &render(&r, *f));
     }
+    let j: serde_json::Value = serde_json::from_str(&render(&r, Format::Json)).unwrap();
+    assert_eq!(j["schema"], ibprobe::report::timerlat::SCHEMA);
+    assert_eq!(j["period_ns"], 1_000_000);
+    assert_eq!(j["cpus"][0]["irq"]["max_ns"], 2_000);
+    assert_eq!(j["cpus"][0]["thread"]["max_ns"], 120_000);
+    assert_eq!(j["cpus"][0]["top_sources"][0]["source"], "local_timer:236");
+    assert_eq!(j["cpus"][0]["worst"]["blocking"][0]["kind"], "irq");
+    assert_eq!(j["cpus"][1]["lost_events"], 4);
+    let csv = render(&r, Format::Csv);
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.contains("\n0,thread,1,120000,"), "{csv}");
+    let t = render(&r, Format::Table);
+    assert!(
+        t.contains("worst thread wake-up 120.000 us (irq 2.000 us)"),
+        "{t}"
+    );
+    assert!(t.contains("irq local_timer:236: 30.000 us"), "{t}");
+    assert!(t.contains("dropped 4 trace events"), "{t}");
+    assert!(render(&r, Format::Markdown).contains("| 1 | thread | 1 |"));
 }
 
 fn one_way(base: u64) -> Outcome {

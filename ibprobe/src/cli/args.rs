@@ -987,17 +987,6 @@ pub struct HostArgs {
     pub json: bool,
 }
 
-impl HostArgs {
-    /// The output format (`--json` wins over `--format`).
-    pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
-    }
-}
-
 /// Parses "10s", "500ms", "200us", "100ns", "2m", "1h", "1m30s" or plain
 /// seconds (`ibhost::duration`, the workspace's one duration syntax).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -17,9 +17,10 @@ use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
-use crate::report::format::render;
+use crate::report::format::{render, Format};
 use crate::report::host::HostReport;
 use crate::report::timerlat::TimerlatReport;
+use crate::report::Document;
 use crate::sys::host;
 
 /// Wake-ups per CPU when neither --count nor --duration is given.
@@ -129,15 +130,22 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         _ => CliError::run(e.to_string()),
     })?;
     let report = HostReport::new(&cfg, &outcome);
-    print!(
-        "{}",
-        render(&report, a.format()).map_err(|e| CliError::input(e.to_string()))?
-    );
+    print_report(&report, a)?;
     Ok(if outcome.interrupted {
         EXIT_INTERRUPTED
     } else {
         0
     })
+}
+
+/// Prints a host report in the format asked (`--json` wins).
+fn print_report(report: &dyn Document, a: &HostArgs) -> Result<(), CliError> {
+    let format = if a.json { Format::Json } else { a.format };
+    print!(
+        "{}",
+        render(report, format).map_err(|e| CliError::input(e.to_string()))?
+    );
+    Ok(())
 }
 
 /// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.
@@ -161,10 +169,7 @@ fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<
         _ => CliError::input(e.to_string()),
     })?;
     let report = TimerlatReport::new(&cfg, &outcome);
-    print!(
-        "{}",
-        render(&report, a.format()).map_err(|e| CliError::input(e.to_string()))?
-    );
+    print_report(&report, a)?;
     Ok(if outcome.interrupted {
         EXIT_INTERRUPTED
     } else {
