@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::report::{clock, hist};
+use common::report::{client_outcome, clock, hist, loopback_outcome};
 use ibprobe::clock::{Clock, Fallback};
 use ibprobe::probe::outcome::Outcome;
 use ibprobe::report::format::{PERFTEST_HEADER, PERFTEST_LINE};
@@ -28,25 +28,9 @@ fn transport() -> TransportInfo {
     }
 }
 
-/// Loopback: one-way = 600..=1599 ns plus one 250 us outlier (n = 1001),
-/// send-completion = 400..=1399 ns (n = 1000).
-#[allow(clippy::needless_update)] // Outcome may grow fields; defaults are fine.
+/// The loopback fixture ([`loopback_outcome`]) with its context.
 fn loopback() -> Report {
-    let outcome = Outcome {
-        one_way: Some(hist((600..1600).chain([250_000]))),
-        send_done: Some(hist(400..1400)),
-        rtt: None,
-        warmup_count: 100,
-        warmup_max_ns: 750_000,
-        sent: 1004,
-        lost: 3,
-        steps: 1004,
-        missed_steps: 5,
-        elapsed_ns: 1_234_567_890,
-        interrupted: false,
-        notes: vec!["pinned to CPU 1".into()],
-        ..Outcome::default()
-    };
+    let outcome = loopback_outcome();
     let mut ctx = ReportContext::new(Mode::Loopback, transport(), clock(), 32);
     ctx.tool_version = "9.9.9".into();
     ctx.config = vec![
@@ -58,16 +42,9 @@ fn loopback() -> Report {
     Report::new(&outcome, ctx)
 }
 
-/// Client: RTT = 1000..=1999 ns (n = 1000), so RTT/2 = 500..=999.
+/// The client fixture ([`client_outcome`]) with its context.
 fn client() -> Report {
-    let outcome = Outcome {
-        rtt: Some(hist(1000..2000)),
-        sent: 1000,
-        warmup_count: 10,
-        warmup_max_ns: 1500,
-        elapsed_ns: 2_000_000,
-        ..Outcome::default()
-    };
+    let outcome = client_outcome();
     let mut ctx = ReportContext::new(Mode::Client, transport(), clock(), 32);
     ctx.tool_version = "9.9.9".into();
     Report::new(&outcome, ctx)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::report::{clock, hist};
+use common::report::{client_outcome, clock, hist, loopback_outcome};
 
 use ibprobe::counters::{Counter, CounterReport, Counts, Missing, SourceCount};
 use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
@@ -104,27 +104,7 @@ const FORMATS: [(Format, &str); 5] = [
 
 #[test]
 fn loopback_and_client_reports() {
-    let loopback = Outcome {
-        one_way: Some(hist((600..1600).chain([250_000]))),
-        send_done: Some(hist(400..1400)),
-        warmup_count: 100,
-        warmup_max_ns: 750_000,
-        sent: 1004,
-        lost: 3,
-        steps: 1004,
-        missed_steps: 5,
-        elapsed_ns: 1_234_567_890,
-        notes: vec!["pinned to CPU 1".into()],
-        ..Outcome::default()
-    };
-    let client = Outcome {
-        rtt: Some(hist(1000..2000)),
-        sent: 1000,
-        warmup_count: 10,
-        warmup_max_ns: 1500,
-        elapsed_ns: 2_000_000,
-        ..Outcome::default()
-    };
+    let (loopback, client) = (loopback_outcome(), client_outcome());
     for (name, r) in [
         ("loopback", report(Mode::Loopback, loopback.clone(), false)),
         ("loopback-fail-if", report(Mode::Loopback, loopback, true)),
