@@ -16,10 +16,12 @@ use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use ibprobe::host::timerlat_trace::TimerlatAccumulator;
 use ibprobe::host::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome};
 use ibprobe::probe::config::Length;
+use ibprobe::probe::loggp_fit::{Estimate, Fit, Segment, SizePoint};
 use ibprobe::probe::outcome::Outcome;
 use ibprobe::probe::stream::StreamOutcome;
 use ibprobe::report::compare::{CompareReport, RoundValues};
 use ibprobe::report::host::{HostReport, KernelInfo};
+use ibprobe::report::loggp::{LoggpReport, PredictionRow};
 use ibprobe::report::stream::StreamReport;
 use ibprobe::report::stream_sweep::{Axes, StreamSweepReport};
 use ibprobe::report::sweep::{Cell, SweepReport};
@@ -369,5 +371,103 @@ fn compare_report() {
         (Format::Json, "json"),
     ] {
         golden(&format!("compare.{ext}"), &render(&r, f));
+    }
+}
+
+fn estimate(value: f64) -> Estimate {
+    Estimate {
+        value,
+        low: value * 0.9,
+        high: value * 1.2,
+    }
+}
+
+fn loggp(truth: bool) -> LoggpReport {
+    let segment = |from_size, to_size, g, big_g| Segment {
+        from_size,
+        to_size,
+        g_ns: estimate(g),
+        big_g: estimate(big_g),
+        max_residual: 0.031,
+    };
+    let point = |size: usize, gap_ns| SizePoint {
+        size,
+        bytes: size + 16,
+        prtt1_ns: 5000.0 + size as f64,
+        gap_ns,
+        os_ns: 1000.5,
+        os_prtt_ns: 990.25,
+        or_ns: 1500.0,
+        empty_poll_ns: 12.0,
+    };
+    let fit = Fit {
+        l: estimate(4987.5),
+        os: estimate(1000.0),
+        or: estimate(1500.0),
+        g: estimate(2000.0),
+        big_g: estimate(0.9876),
+        segments: vec![
+            segment(8, 512, 2010.0, 0.95),
+            segment(512, 4096, 1500.0, 1.0),
+        ],
+        points: vec![point(8, 2020.0), point(512, 2500.0), point(4096, 5600.0)],
+        notes: vec!["o_r is read from the answering side".into()],
+        warnings: vec!["G's interval is wide".into()],
+    };
+    let predictions = if truth {
+        vec![
+            PredictionRow {
+                batch: 1,
+                window: 64,
+                pipeline: None,
+                size: 32,
+                predicted_msgs_per_s: 400_000.4,
+                measured_msgs_per_s: Some(380_000.0),
+                predicted_latency_ns: 7000.6,
+                measured_p50_ns: Some(7200.0),
+                bound: "sender".into(),
+                loop_ns: [40.0, 35.0],
+            },
+            PredictionRow {
+                batch: 16,
+                window: 64,
+                pipeline: Some(2),
+                size: 32,
+                predicted_msgs_per_s: 2_000_000.0,
+                bound: "link".into(),
+                ..PredictionRow::default()
+            },
+        ]
+    } else {
+        Vec::new()
+    };
+    LoggpReport {
+        transport: if truth {
+            Transport::Model
+        } else {
+            Transport::Udp
+        },
+        info: transport(),
+        mode: "loopback".into(),
+        truth: truth.then_some(ibprobe::spec::SPIN_PRESET),
+        n: 16,
+        rounds: 15,
+        reps: 21,
+        lost: if truth { 0 } else { 2 },
+        elapsed_s: 3.25,
+        fit,
+        warnings: vec!["not pinned".into()],
+        notes: vec!["answering thread on CPU 2".into()],
+        predictions,
+    }
+}
+
+#[test]
+fn loggp_report() {
+    for (name, r) in [("loggp-model", loggp(true)), ("loggp", loggp(false))] {
+        golden(&format!("{name}.txt"), &r.table());
+        golden(&format!("{name}.md"), &r.markdown());
+        let json = serde_json::to_string_pretty(&r.json()).unwrap() + "\n";
+        golden(&format!("{name}.json"), &json);
     }
 }
