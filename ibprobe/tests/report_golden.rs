@@ -465,9 +465,12 @@ fn loggp(truth: bool) -> LoggpReport {
 #[test]
 fn loggp_report() {
     for (name, r) in [("loggp-model", loggp(true)), ("loggp", loggp(false))] {
-        golden(&format!("{name}.txt"), &r.table());
-        golden(&format!("{name}.md"), &r.markdown());
-        let json = serde_json::to_string_pretty(&r.json()).unwrap() + "\n";
-        golden(&format!("{name}.json"), &json);
+        for (f, ext) in [
+            (Format::Table, "txt"),
+            (Format::Markdown, "md"),
+            (Format::Json, "json"),
+        ] {
+            golden(&format!("{name}.{ext}"), &render(&r, f));
+        }
     }
 }

@@ -20,9 +20,9 @@ use crate::probe::session::oob::{Oob, DEFAULT_PORT};
 use crate::probe::session::{self, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::{placement, run_loopback};
 use crate::probe::stream_cost::loop_cost_ns;
+use crate::report::format::render;
 use crate::report::loggp::{LoggpReport, PredictionRow};
 use crate::report::progress::progress_bar;
-use crate::report::Format;
 use crate::spec::{ChannelSpec, CreditReturn, Op, StreamSpec, Transport};
 use crate::transport::{TransportError, TransportInfo};
 
@@ -208,17 +208,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     if a.predict {
         predictions(a, &mut report, stop, clock, (cpu, rx_cpu))?;
     }
-    let text = match a.format() {
-        Format::Table => report.table(),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&report.json())
-                .map_err(|e| CliError::run(e.to_string()))?;
-            s.push('\n');
-            s
-        }
-        Format::Markdown => report.markdown(),
-        _ => unreachable!("loggp --format offers table, json, markdown"),
-    };
+    let text = render(&report, a.format()).map_err(|e| CliError::input(e.to_string()))?;
     print!("{text}");
     if let Some(path) = &a.plot {
         report

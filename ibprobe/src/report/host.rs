@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Table, Warning};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Table, Warning};
 use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
 use crate::stats::Summary;
 
@@ -131,7 +131,7 @@ pub(super) fn plain(warnings: &[String]) -> Block {
     Block::Warnings {
         list: w.collect(),
         gap: true,
-        apart: true,
+        style: Quote::Apart,
     }
 }
 

@@ -341,6 +341,17 @@ pub enum Spacing {
     Each,
 }
 
+/// How Markdown sets a report's warnings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quote {
+    /// One blank line, then a `> **warning** (code): ...` line each.
+    Together,
+    /// Each a quote of its own (`> warning: ...`).
+    Apart,
+    /// Each a paragraph of its own (`**Warning:** ...`).
+    Paragraphs,
+}
+
 /// One part of a report as the text table and Markdown print it, in
 /// order. What only one of them shows says so.
 #[derive(Clone, Debug)]
@@ -360,16 +371,20 @@ pub enum Block {
     Table(Table),
     /// A Markdown list (the text table has these lines in its context).
     List(Vec<String>, Spacing),
+    /// Markdown's title as a heading (`###`).
+    Heading(String),
     /// The warnings, in both.
     Warnings {
         /// The warnings (with their codes where the report has them).
         list: Vec<Warning>,
         /// After a blank line in the text table.
         gap: bool,
-        /// In Markdown each is a quote of its own (`> warning: ...`);
-        /// else one blank line, then `> **warning** (code): ...` lines.
-        apart: bool,
+        /// How Markdown sets them.
+        style: Quote,
     },
+    /// Notes, in both: `note:` lines in the text table, paragraphs in
+    /// Markdown.
+    Notes(Vec<String>),
     /// A block only the text table prints.
     OnlyText(Box<Block>),
     /// A block only Markdown prints.

@@ -4,8 +4,8 @@
 
 use super::counters;
 use super::model::{
-    us, Align, Block, Column, Csv, Distribution, Document, JsonDoc, Report, RunCounters, Spacing,
-    Table, Warning, SCHEMA,
+    us, Align, Block, Column, Csv, Distribution, Document, JsonDoc, Quote, Report, RunCounters,
+    Spacing, Table, Warning, SCHEMA,
 };
 use super::threshold::FailIf;
 use crate::clock::ClockKind;
@@ -123,7 +123,7 @@ impl Document for Report {
             Block::Warnings {
                 list: self.warnings.clone(),
                 gap: true,
-                apart: false,
+                style: Quote::Together,
             },
         ]
     }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::format::Format;
 use super::model::{
-    us, Align, Block, Column, Csv, Document, JsonDoc, ReportError, Spacing, Table, Warning,
+    us, Align, Block, Column, Csv, Document, JsonDoc, Quote, ReportError, Spacing, Table, Warning,
 };
 use crate::clock::Clock;
 use crate::probe::stream::StreamOutcome;
@@ -436,7 +436,7 @@ impl Document for StreamReport {
             Block::OnlyText(Box::new(Block::Warnings {
                 list: warnings.collect(),
                 gap: false,
-                apart: false,
+                style: Quote::Together,
             })),
         ]
     }

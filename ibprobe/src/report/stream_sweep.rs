@@ -14,7 +14,9 @@
 use serde_json::json;
 
 use super::heatmap::{Grid, Unit};
-use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing, Table, Warning};
+use super::model::{
+    us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing, Table, Warning,
+};
 use super::stream::{StreamReport, CSV_HEADER};
 use crate::spec::Transport;
 
@@ -156,7 +158,7 @@ impl Document for StreamSweepReport<'_> {
             Block::OnlyText(Box::new(Block::Warnings {
                 list: plain.collect(),
                 gap: true,
-                apart: false,
+                style: Quote::Together,
             })),
             Block::List(warnings, Spacing::None),
         ]

@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::heatmap::Grid;
 use super::model::{
-    us, Align, Block, Column, Csv, DistKind, Distribution, Document, JsonDoc, Report, Table,
+    us, Align, Block, Column, Csv, DistKind, Distribution, Document, JsonDoc, Quote, Report, Table,
     Warning,
 };
 use crate::probe::config::Length;
@@ -206,7 +206,7 @@ impl Document for SweepReport<'_> {
             Block::Warnings {
                 list: warnings.collect(),
                 gap: true,
-                apart: false,
+                style: Quote::Together,
             },
         ]
     }

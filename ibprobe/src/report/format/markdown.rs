@@ -1,7 +1,7 @@
 //! Markdown, for issues and wikis: a bold title, pipe tables, lists,
 //! quoted warnings, the `--fail-if` lines as list items.
 
-use crate::report::model::{fail_if_text, Block, Document, Spacing, Table};
+use crate::report::model::{fail_if_text, Block, Document, Quote, Spacing, Table};
 
 /// `doc` as Markdown.
 pub(super) fn render(doc: &dyn Document) -> String {
@@ -34,18 +34,24 @@ fn block(out: &mut String, b: &Block, after_table: &mut bool) {
                 out.push_str(&format!("- {i}\n"));
             }
         }
-        Block::Warnings { list, apart, .. } => {
-            if !*apart && !list.is_empty() {
+        Block::Heading(h) => out.push_str(&format!("### {h}\n\n")),
+        Block::Warnings { list, style, .. } => {
+            if *style == Quote::Together && !list.is_empty() {
                 out.push('\n');
             }
             for w in list {
-                if *apart {
-                    out.push_str(&format!("\n> warning: {}\n", w.message));
-                } else if w.code.is_empty() {
-                    out.push_str(&format!("> **warning**: {}\n", w.message));
-                } else {
-                    out.push_str(&format!("> **warning** ({}): {}\n", w.code, w.message));
-                }
+                let m = &w.message;
+                out.push_str(&match style {
+                    Quote::Apart => format!("\n> warning: {m}\n"),
+                    Quote::Paragraphs => format!("\n**Warning:** {m}\n"),
+                    Quote::Together if w.code.is_empty() => format!("> **warning**: {m}\n"),
+                    Quote::Together => format!("> **warning** ({}): {m}\n", w.code),
+                });
+            }
+        }
+        Block::Notes(notes) => {
+            for n in notes {
+                out.push_str(&format!("\n*Note:* {n}\n"));
             }
         }
         Block::OnlyMarkdown(b) => return block(out, b, after_table),

@@ -29,8 +29,13 @@ fn block(out: &mut String, b: &Block) {
                 out.push_str(&format!("warning: {}\n", w.message));
             }
         }
+        Block::Notes(notes) => {
+            for n in notes {
+                out.push_str(&format!("note: {n}\n"));
+            }
+        }
         Block::OnlyText(b) => block(out, b),
-        Block::Title { .. } | Block::List(..) | Block::OnlyMarkdown(_) => {}
+        Block::Title { .. } | Block::Heading(_) | Block::List(..) | Block::OnlyMarkdown(_) => {}
     }
 }
 
