@@ -163,7 +163,7 @@ impl Document for Report {
                     format!("{:.6}", s.over_10us),
                 ]);
                 row.extend([run.sent, run.lost, run.missed_steps].map(|v| v.to_string()));
-                row.extend(counters::csv_cell_list(self.counters.as_ref()));
+                row.extend(counters::csv_cells(self.counters.as_ref()));
                 row.extend(self.fail_if.as_ref().map(FailIf::csv_cell));
                 row
             })

@@ -306,7 +306,7 @@ impl StreamReport {
             ]
             .map(|v| v.to_string()),
         );
-        row.extend(super::counters::csv_cell_list(o.counters.as_ref()));
+        row.extend(super::counters::csv_cells(o.counters.as_ref()));
         row
     }
 }

@@ -228,7 +228,7 @@ impl Document for SweepReport<'_> {
             );
             row.extend([format!("{:.1}", s.mean_ns), format!("{:.1}", s.stdev_ns)]);
             row.extend([r.steps, r.missed_steps, r.sent, r.lost].map(|v| v.to_string()));
-            row.extend(super::counters::csv_cell_list(c.report.counters.as_ref()));
+            row.extend(super::counters::csv_cells(c.report.counters.as_ref()));
             Some(row)
         });
         Some(Csv {
