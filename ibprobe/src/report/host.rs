@@ -46,31 +46,68 @@ pub struct KernelInfo {
     pub realtime: bool,
 }
 
-/// Everything the outputs of `ibprobe host` print, computed once.
+/// What every `ibprobe host` report is, in its JSON's order: the
+/// schema, tool and kernel, the command's own settings (`S`, flattened),
+/// the run, one row per CPU (`C`), notes and warnings.
 #[derive(Clone, Debug, Serialize)]
-pub struct HostReport {
-    /// [`SCHEMA`].
+pub struct HostRun<S, C> {
+    /// The schema (`ibprobe.host/1`, `ibprobe.timerlat/1`).
     pub schema: &'static str,
     /// This crate's version.
     pub version: &'static str,
     /// The kernel.
     pub kernel: KernelInfo,
+    /// What the command was asked to do.
+    #[serde(flatten)]
+    pub settings: S,
+    /// Wall time of the measurement, ns.
+    pub elapsed_ns: u64,
+    /// Ctrl-C ended the run early.
+    pub interrupted: bool,
+    /// One row per CPU.
+    pub cpus: Vec<C>,
+    /// Placement facts, how the run was set up.
+    pub notes: Vec<String>,
+    /// What a reader should know before trusting the numbers.
+    pub warnings: Vec<String>,
+}
+
+/// `ibprobe host`'s settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct WakeupSettings {
     /// SCHED_FIFO priority.
     pub fifo_priority: i32,
     /// Interval between deadlines, ns.
     pub interval_ns: u64,
     /// Always false: the probe leaves /dev/cpu_dma_latency alone.
     pub cpu_dma_latency_written: bool,
-    /// Wall time of the measurement, ns.
-    pub elapsed_ns: u64,
-    /// Ctrl-C ended the run early.
-    pub interrupted: bool,
-    /// One row per CPU.
-    pub cpus: Vec<CpuRow>,
-    /// Placement facts.
-    pub notes: Vec<String>,
-    /// What a reader should know before trusting the numbers.
-    pub warnings: Vec<String>,
+}
+
+/// Everything the outputs of `ibprobe host` print, computed once.
+pub type HostReport = HostRun<WakeupSettings, CpuRow>;
+
+impl<S, C> HostRun<S, C> {
+    /// A report of this host's kernel and this crate's version.
+    pub(super) fn on_this_host(
+        schema: &'static str,
+        settings: S,
+        (elapsed_ns, interrupted): (u64, bool),
+        cpus: Vec<C>,
+        notes: Vec<String>,
+        warnings: Vec<String>,
+    ) -> HostRun<S, C> {
+        HostRun {
+            schema,
+            version: env!("CARGO_PKG_VERSION"),
+            kernel: KernelInfo::this_host(),
+            settings,
+            elapsed_ns,
+            interrupted,
+            cpus,
+            notes,
+            warnings,
+        }
+    }
 }
 
 /// The warnings every `ibprobe host` report shares: a run cut short by
@@ -189,19 +226,18 @@ impl HostReport {
             cpus.iter().map(|r| r.summary.count).min(),
             "wake-ups",
         ));
-        HostReport {
-            schema: SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            kernel: KernelInfo::this_host(),
-            fifo_priority: cfg.priority,
-            interval_ns: cfg.interval.as_nanos() as u64,
-            cpu_dma_latency_written: false,
-            elapsed_ns: o.elapsed_ns,
-            interrupted: o.interrupted,
+        HostRun::on_this_host(
+            SCHEMA,
+            WakeupSettings {
+                fifo_priority: cfg.priority,
+                interval_ns: cfg.interval.as_nanos() as u64,
+                cpu_dma_latency_written: false,
+            },
+            (o.elapsed_ns, o.interrupted),
             cpus,
-            notes: o.notes.clone(),
+            o.notes.clone(),
             warnings,
-        }
+        )
     }
 }
 
@@ -213,8 +249,8 @@ impl Document for HostReport {
     fn blocks(&self) -> Vec<Block> {
         let what = format!(
             "host wake-up latency, SCHED_FIFO {}, interval {:?}",
-            self.fifo_priority,
-            Duration::from_nanos(self.interval_ns)
+            self.settings.fifo_priority,
+            Duration::from_nanos(self.settings.interval_ns)
         );
         let mut columns = vec![
             Column::new("cpu", 4, Align::LEFT_RIGHT),

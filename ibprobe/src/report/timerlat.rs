@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::host::{self, KernelInfo};
+use super::host::{self, HostRun};
 use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing, Table};
 use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
@@ -41,28 +41,15 @@ pub struct TimerlatCpu {
     pub lost_events: u64,
 }
 
-/// Everything the outputs print, computed once.
+/// `ibprobe host --trace`'s settings.
 #[derive(Clone, Debug, Serialize)]
-pub struct TimerlatReport {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// This crate's version.
-    pub version: &'static str,
-    /// The kernel.
-    pub kernel: KernelInfo,
+pub struct TimerlatSettings {
     /// Timer period, ns.
     pub period_ns: u64,
-    /// Wall time, ns.
-    pub elapsed_ns: u64,
-    /// Ctrl-C ended the run early.
-    pub interrupted: bool,
-    /// One entry per CPU.
-    pub cpus: Vec<TimerlatCpu>,
-    /// How the run was set up.
-    pub notes: Vec<String>,
-    /// What a reader should know before trusting the numbers.
-    pub warnings: Vec<String>,
 }
+
+/// Everything the outputs print, computed once.
+pub type TimerlatReport = HostRun<TimerlatSettings, TimerlatCpu>;
 
 fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
     TimerlatCpu {
@@ -137,17 +124,16 @@ impl TimerlatReport {
                 o.unparsed_lines
             ));
         }
-        TimerlatReport {
-            schema: SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            kernel: KernelInfo::this_host(),
-            period_ns: cfg.period.as_nanos() as u64,
-            elapsed_ns: o.elapsed_ns,
-            interrupted: o.interrupted,
+        HostRun::on_this_host(
+            SCHEMA,
+            TimerlatSettings {
+                period_ns: cfg.period.as_nanos() as u64,
+            },
+            (o.elapsed_ns, o.interrupted),
             cpus,
-            notes: o.notes.clone(),
+            o.notes.clone(),
             warnings,
-        }
+        )
     }
 
     /// (cpu, context, summary) rows in order.
@@ -201,7 +187,7 @@ impl Document for TimerlatReport {
     fn blocks(&self) -> Vec<Block> {
         let what = format!(
             "timerlat IRQ and thread latency, period {:?}",
-            Duration::from_nanos(self.period_ns)
+            Duration::from_nanos(self.settings.period_ns)
         );
         let mut columns = vec![
             Column::new("cpu", 4, Align::LEFT_RIGHT),
