@@ -33,7 +33,6 @@ use super::error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
     round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
 };
-use crate::report::format::render;
 use crate::report::progress::progress_bar;
 use crate::report::{effects_plot, hdrlog};
 
@@ -403,9 +402,5 @@ fn print_report(a: &CompareArgs, report: &CompareReport) -> Result<(), CliError>
     if let Some(path) = &a.plot {
         effects_plot::write_svg(path, report).map_err(|e| CliError::run(e.to_string()))?;
     }
-    print!(
-        "{}",
-        render(report, a.format()).map_err(|e| CliError::input(e.to_string()))?
-    );
-    Ok(())
+    super::common::print_report(report, a.format())
 }

@@ -17,7 +17,7 @@ use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
-use crate::report::format::{render, Format};
+use crate::report::format::Format;
 use crate::report::host::HostReport;
 use crate::report::timerlat::TimerlatReport;
 use crate::report::Document;
@@ -140,12 +140,7 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
 
 /// Prints a host report in the format asked (`--json` wins).
 fn print_report(report: &dyn Document, a: &HostArgs) -> Result<(), CliError> {
-    let format = if a.json { Format::Json } else { a.format };
-    print!(
-        "{}",
-        render(report, format).map_err(|e| CliError::input(e.to_string()))?
-    );
-    Ok(())
+    super::common::print_report(report, if a.json { Format::Json } else { a.format })
 }
 
 /// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.

@@ -20,7 +20,6 @@ use crate::probe::session::oob::{Oob, DEFAULT_PORT};
 use crate::probe::session::{self, StreamHello, LOGGP_WORKLOAD};
 use crate::probe::stream::{placement, run_loopback};
 use crate::probe::stream_cost::loop_cost_ns;
-use crate::report::format::render;
 use crate::report::loggp::{LoggpReport, PredictionRow};
 use crate::report::progress::progress_bar;
 use crate::spec::{ChannelSpec, CreditReturn, Op, StreamSpec, Transport};
@@ -208,8 +207,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     if a.predict {
         predictions(a, &mut report, stop, clock, (cpu, rx_cpu))?;
     }
-    let text = render(&report, a.format()).map_err(|e| CliError::input(e.to_string()))?;
-    print!("{text}");
+    super::common::print_report(&report, a.format())?;
     if let Some(path) = &a.plot {
         report
             .write_svg(path)

@@ -24,7 +24,6 @@ use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
 use crate::probe::stream::{placement, run_loopback};
 use crate::probe::{open, runner};
-use crate::report::format::render;
 use crate::report::heatmap;
 use crate::report::stream::StreamReport;
 use crate::report::stream_sweep::{self, Axes, StreamSweepReport};
@@ -158,8 +157,7 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
         warmup: a.warmup,
         interrupted,
     };
-    let text = render(&report, format).map_err(|e| CliError::input(e.to_string()))?;
-    print!("{text}");
+    common::print_report(&report, format)?;
     if let Some(path) = &a.plot {
         let grid = formats::heat_grid(tr, &sizes, &rates, &cells);
         heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
@@ -264,10 +262,7 @@ fn run_stream(
         cells: &cells,
         interrupted,
     };
-    print!(
-        "{}",
-        render(&report, format).map_err(|e| CliError::input(e.to_string()))?
-    );
+    common::print_report(&report, format)?;
     if let Some(path) = &a.plot {
         let grid = stream_sweep::heat_grid(tr, &axes, &cells, a.heat == HeatValue::Throughput);
         heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
