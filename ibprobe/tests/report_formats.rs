@@ -3,31 +3,22 @@
 //! is exact, so every expected number below is the exact nearest-rank
 //! value of the sample list).
 
-use ibprobe::clock::{Calibration, Clock, Fallback};
+mod common;
+
+use common::report::{client_outcome, clock, hist, loopback_outcome};
+use ibprobe::clock::{Clock, Fallback};
 use ibprobe::probe::outcome::Outcome;
-use ibprobe::report::format::{
-    CSV_HEADER, MARKDOWN_ALIGN, MARKDOWN_HEADER, PERFTEST_HEADER, PERFTEST_LINE, TABLE_HEADER,
-};
+use ibprobe::report::format::{PERFTEST_HEADER, PERFTEST_LINE};
+use ibprobe::report::run::CSV_HEADER;
 use ibprobe::report::{Format, Mode, Report, ReportContext};
-use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::TransportInfo;
 
-fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
-    let mut h = LatencyHistogram::new();
-    for v in values {
-        h.record(v);
-    }
-    h
-}
-
-fn clock() -> Clock {
-    Clock::tsc_with(Calibration {
-        hz: 2_000_000_000.0,
-        windows: 5,
-        window_ns: 20_000_000,
-        spread_ppm: 12.5,
-    })
-}
+/// The table's column header (after the context lines).
+const TABLE_HEADER: &str = "latency [us]         count       min       p50       p90       p99     p99.9    p99.99        max      mean ± stdev     > 10 us";
+/// The Markdown table's header row.
+const MARKDOWN_HEADER: &str = "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | > 10 us |";
+/// The Markdown table's alignment row.
+const MARKDOWN_ALIGN: &str = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
 
 fn transport() -> TransportInfo {
     TransportInfo {
@@ -37,25 +28,9 @@ fn transport() -> TransportInfo {
     }
 }
 
-/// Loopback: one-way = 600..=1599 ns plus one 250 us outlier (n = 1001),
-/// send-completion = 400..=1399 ns (n = 1000).
-#[allow(clippy::needless_update)] // Outcome may grow fields; defaults are fine.
+/// The loopback fixture ([`loopback_outcome`]) with its context.
 fn loopback() -> Report {
-    let outcome = Outcome {
-        one_way: Some(hist((600..1600).chain([250_000]))),
-        send_done: Some(hist(400..1400)),
-        rtt: None,
-        warmup_count: 100,
-        warmup_max_ns: 750_000,
-        sent: 1004,
-        lost: 3,
-        steps: 1004,
-        missed_steps: 5,
-        elapsed_ns: 1_234_567_890,
-        interrupted: false,
-        notes: vec!["pinned to CPU 1".into()],
-        ..Outcome::default()
-    };
+    let outcome = loopback_outcome();
     let mut ctx = ReportContext::new(Mode::Loopback, transport(), clock(), 32);
     ctx.tool_version = "9.9.9".into();
     ctx.config = vec![
@@ -67,16 +42,9 @@ fn loopback() -> Report {
     Report::new(&outcome, ctx)
 }
 
-/// Client: RTT = 1000..=1999 ns (n = 1000), so RTT/2 = 500..=999.
+/// The client fixture ([`client_outcome`]) with its context.
 fn client() -> Report {
-    let outcome = Outcome {
-        rtt: Some(hist(1000..2000)),
-        sent: 1000,
-        warmup_count: 10,
-        warmup_max_ns: 1500,
-        elapsed_ns: 2_000_000,
-        ..Outcome::default()
-    };
+    let outcome = client_outcome();
     let mut ctx = ReportContext::new(Mode::Client, transport(), clock(), 32);
     ctx.tool_version = "9.9.9".into();
     Report::new(&outcome, ctx)
@@ -130,7 +98,7 @@ fn csv_header_and_rows() {
         "transport,mode,bytes,distribution,count,min_ns,p50_ns,p90_ns,p99_ns,p999_ns,p9999_ns,max_ns,mean_ns,stdev_ns,over_10us_count,over_10us_fraction,sent,lost,missed_steps,\
          context_switches,involuntary_context_switches,cpu_migrations,page_faults_minor,page_faults_major,cycles,instructions,cache_misses,interrupts,smis"
     );
-    assert_eq!(lines[0], ibprobe::report::format::csv_header());
+    assert_eq!(lines[0], ibprobe::report::run::csv_header());
     assert!(lines[0].starts_with(CSV_HEADER));
     // This synthetic outcome has no counters: their cells are empty.
     assert_eq!(
@@ -309,7 +277,7 @@ fn json_round_trips_with_documented_fields() {
     }
     assert!(!codes.contains(&"clock_fallback"));
     // The Value API gives the same document.
-    assert_eq!(ibprobe::report::format::json_value(&r), v);
+    assert_eq!(ibprobe::report::run::json_value(&r), v);
 }
 
 #[test]

@@ -16,13 +16,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::builder::PossibleValue;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::error::CliError;
 use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
-use crate::report::host::HostFormat;
 use crate::report::threshold::{RunKind, Threshold};
 use crate::report::Format;
 use crate::spec::{
@@ -140,15 +139,14 @@ they carry; the intervals then cover only the sampling noise inside each
 run, not the run-to-run noise, so no verdict is given.";
 
 /// How `ibprobe compare` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum CompareFormat {
-    /// Per value: medians over rounds, ratio [95% CI] and verdict per metric.
-    Table,
-    /// The `ibprobe.compare/1` document.
-    Json,
-    /// The table as Markdown.
-    Markdown,
-}
+const COMPARE_FORMATS: &[(Format, &str)] = &[
+    (
+        Format::Table,
+        "Per value: medians over rounds, ratio [95% CI] and verdict per metric",
+    ),
+    (Format::Json, "The `ibprobe.compare/1` document"),
+    (Format::Markdown, "The table as Markdown"),
+];
 
 /// `ibprobe compare`: rounds of a command (`--vary` and COMMAND), or two
 /// saved reports.
@@ -170,8 +168,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: CompareFormat,
+    #[arg(long, short = 'f', value_parser = formats(COMPARE_FORMATS), default_value = "table")]
+    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
@@ -189,9 +187,9 @@ pub struct CompareArgs {
 
 impl CompareArgs {
     /// The output format (`--json` wins over `--format`).
-    pub fn format(&self) -> CompareFormat {
+    pub fn format(&self) -> Format {
         if self.json {
-            CompareFormat::Json
+            Format::Json
         } else {
             self.format
         }
@@ -260,7 +258,30 @@ macro_rules! value_enum {
     )+};
 }
 
-value_enum!(Transport, Format, ClockChoice, HostFormat);
+value_enum!(Transport, Format, ClockChoice);
+
+/// A `--format` offering `list` of the one [`Format`] word list, each with
+/// what it prints for this command; clap refuses the others, naming those
+/// the command has.
+fn formats(list: &'static [(Format, &'static str)]) -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(
+        list.iter()
+            .map(|(f, help)| PossibleValue::new(f.name()).help(*help)),
+    )
+    .map(|s| s.parse::<Format>().expect("a listed format is a Format"))
+}
+
+/// `ibprobe host`'s output formats (no perftest line: there is no
+/// perftest equivalent of this measurement).
+const HOST_FORMATS: &[(Format, &str)] = &[
+    (
+        Format::Table,
+        "Human-readable table with notes and warnings",
+    ),
+    (Format::Json, "The `ibprobe.host/1` JSON document"),
+    (Format::Csv, "One header row and one row per CPU"),
+    (Format::Markdown, "A Markdown table, for issues and wikis"),
+];
 
 /// A `value_parser` for any `FromStr` word of `crate::spec` whose error
 /// is one line.
@@ -690,15 +711,14 @@ Examples:
   ibprobe loggp hostB -t rc --dev mlx5_0     (against `ibprobe server -t rc`)";
 
 /// `ibprobe loggp`'s output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LoggpFormat {
-    /// Parameters with intervals, segments, per-size points.
-    Table,
-    /// The `ibprobe.loggp/1` document.
-    Json,
-    /// The tables as Markdown.
-    Markdown,
-}
+const LOGGP_FORMATS: &[(Format, &str)] = &[
+    (
+        Format::Table,
+        "Parameters with intervals, segments, per-size points",
+    ),
+    (Format::Json, "The `ibprobe.loggp/1` document"),
+    (Format::Markdown, "The tables as Markdown"),
+];
 
 /// `ibprobe loggp`.
 #[derive(Args, Clone, Debug)]
@@ -736,8 +756,8 @@ pub struct LoggpArgs {
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: LoggpFormat,
+    #[arg(long, short = 'f', value_parser = formats(LOGGP_FORMATS), default_value = "table")]
+    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
@@ -776,28 +796,28 @@ pub struct LoggpArgs {
 
 impl LoggpArgs {
     /// The output format (`--json` wins).
-    pub fn format(&self) -> LoggpFormat {
+    pub fn format(&self) -> Format {
         if self.json {
-            LoggpFormat::Json
+            Format::Json
         } else {
             self.format
         }
     }
 }
 
-/// The output formats a grid has: its own enum because perftest's
-/// one-line format (a `--format` of `loopback`) has no grid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SweepFormat {
-    /// Rows = sizes, columns = rates, cells p50 / p99 [us].
-    Table,
-    /// One row per cell.
-    Csv,
-    /// The `ibprobe.sweep/1` document (one `ibprobe.report/1` per cell).
-    Json,
-    /// The table as Markdown.
-    Markdown,
-}
+/// The output formats a grid has (perftest's one-line format has no grid).
+const SWEEP_FORMATS: &[(Format, &str)] = &[
+    (
+        Format::Table,
+        "Rows = sizes, columns = rates, cells p50 / p99 [us]",
+    ),
+    (Format::Csv, "One row per cell"),
+    (
+        Format::Json,
+        "The `ibprobe.sweep/1` document (one `ibprobe.report/1` per cell)",
+    ),
+    (Format::Markdown, "The table as Markdown"),
+];
 
 /// `ibprobe sweep`: the loopback options that make sense once per grid
 /// (transport, verbs knobs, length, warm-up) plus the two lists.
@@ -833,8 +853,8 @@ pub struct SweepArgs {
     #[arg(long)]
     pub no_mlock: bool,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: SweepFormat,
+    #[arg(long, short = 'f', value_parser = formats(SWEEP_FORMATS), default_value = "table")]
+    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
@@ -963,8 +983,8 @@ pub struct HostArgs {
     #[arg(long, value_name = "DIR", requires = "trace")]
     pub tracefs: Option<std::path::PathBuf>,
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value = "table")]
-    pub format: HostFormat,
+    #[arg(long, short = 'f', value_parser = formats(HOST_FORMATS), default_value = "table")]
+    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,

@@ -17,9 +17,10 @@ use crate::probe::session::SessionError;
 use crate::probe::workload::{Interval, Sink};
 use crate::probe::Outcome;
 use crate::report::counters as report_counters;
+use crate::report::format::{render, Format};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::threshold::{FailIf, Threshold};
-use crate::report::{Report, ReportContext, ReportError};
+use crate::report::{Document, Report, ReportContext, ReportError};
 use crate::sys::host;
 use crate::transport::{Channel, TransportInfo};
 use crate::verbs;
@@ -336,4 +337,14 @@ pub fn stop_flag() -> Result<&'static AtomicBool, CliError> {
             "cannot install the SIGINT/SIGTERM handler (sigaction: {e}); without it a signal would end the run without cleaning up, so it does not start"
         ))
     })
+}
+
+/// Prints a command's report in `format`; a format the report has no
+/// data for is bad input (exit 2), said in one line.
+pub fn print_report(report: &dyn Document, format: Format) -> Result<(), CliError> {
+    print!(
+        "{}",
+        render(report, format).map_err(|e| CliError::input(e.to_string()))?
+    );
+    Ok(())
 }

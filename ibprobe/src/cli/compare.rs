@@ -28,7 +28,7 @@ use ibhost::child::{self, Ending};
 
 use clap::CommandFactory as _;
 
-use super::args::{Cli, CompareArgs, CompareFormat};
+use super::args::{Cli, CompareArgs};
 use super::error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
     round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
@@ -402,13 +402,5 @@ fn print_report(a: &CompareArgs, report: &CompareReport) -> Result<(), CliError>
     if let Some(path) = &a.plot {
         effects_plot::write_svg(path, report).map_err(|e| CliError::run(e.to_string()))?;
     }
-    print!(
-        "{}",
-        match a.format() {
-            CompareFormat::Table => report.table(),
-            CompareFormat::Json => report.json(),
-            CompareFormat::Markdown => report.markdown(),
-        }
-    );
-    Ok(())
+    super::common::print_report(report, a.format())
 }

@@ -17,8 +17,10 @@ use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
-use crate::report::host::{HostFormat, HostReport};
+use crate::report::format::Format;
+use crate::report::host::HostReport;
 use crate::report::timerlat::TimerlatReport;
+use crate::report::Document;
 use crate::sys::host;
 
 /// Wake-ups per CPU when neither --count nor --duration is given.
@@ -128,13 +130,17 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         _ => CliError::run(e.to_string()),
     })?;
     let report = HostReport::new(&cfg, &outcome);
-    let format = if a.json { HostFormat::Json } else { a.format };
-    print!("{}", report.render(format));
+    print_report(&report, a)?;
     Ok(if outcome.interrupted {
         EXIT_INTERRUPTED
     } else {
         0
     })
+}
+
+/// Prints a host report in the format asked (`--json` wins).
+fn print_report(report: &dyn Document, a: &HostArgs) -> Result<(), CliError> {
+    super::common::print_report(report, if a.json { Format::Json } else { a.format })
 }
 
 /// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.
@@ -158,8 +164,7 @@ fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<
         _ => CliError::input(e.to_string()),
     })?;
     let report = TimerlatReport::new(&cfg, &outcome);
-    let format = if a.json { HostFormat::Json } else { a.format };
-    print!("{}", report.render(format));
+    print_report(&report, a)?;
     Ok(if outcome.interrupted {
         EXIT_INTERRUPTED
     } else {

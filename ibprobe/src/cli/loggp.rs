@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::atomic::AtomicBool;
 
-use super::args::{parse_counts, parse_sizes, LoggpArgs, LoggpFormat, StreamKnobArgs};
+use super::args::{parse_counts, parse_sizes, LoggpArgs, StreamKnobArgs};
 use super::common::{default_cpu, model_resolution_warning, open_err, session_err, stop_flag};
 use super::error::CliError;
 use crate::clock::Clock;
@@ -208,17 +208,7 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     if a.predict {
         predictions(a, &mut report, stop, clock, (cpu, rx_cpu))?;
     }
-    let text = match a.format() {
-        LoggpFormat::Table => report.table(),
-        LoggpFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&report.json())
-                .map_err(|e| CliError::run(e.to_string()))?;
-            s.push('\n');
-            s
-        }
-        LoggpFormat::Markdown => report.markdown(),
-    };
-    print!("{text}");
+    super::common::print_report(&report, a.format())?;
     if let Some(path) = &a.plot {
         report
             .write_svg(path)

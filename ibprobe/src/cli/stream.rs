@@ -78,12 +78,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     if !fail_if.is_empty() {
         report.fail_if = Some(FailIf::check(fail_if, &report));
     }
-    print!(
-        "{}",
-        report
-            .render(format)
-            .map_err(|e| CliError::input(e.to_string()))?
-    );
+    super::common::print_report(&report, format)?;
     if let Some(path) = &a.measure.hdr_log {
         write_hdr_log(path, &report).map_err(|e| CliError::run(format!("--hdr-log: {e}")))?;
     }

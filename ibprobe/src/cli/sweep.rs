@@ -17,7 +17,7 @@
 
 use indicatif::ProgressBar;
 
-use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs, SweepFormat};
+use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs};
 use super::common::{self, default_cpu, open_err, report_context, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
@@ -26,8 +26,9 @@ use crate::probe::executor::{self, placement, stream_loopback};
 use crate::probe::open;
 use crate::report::heatmap;
 use crate::report::stream::StreamReport;
-use crate::report::stream_sweep::{self, Axes};
-use crate::report::sweep::{self as formats, rate_label, Cell};
+use crate::report::stream_sweep::{self, Axes, StreamSweepReport};
+use crate::report::sweep::{self as formats, rate_label, Cell, SweepReport};
+use crate::report::Format;
 use crate::report::Report;
 
 /// Measured messages per cell when neither --count nor --duration is given
@@ -144,18 +145,19 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
         }
     }
     bar.finish_and_clear();
-    let format = if a.json { SweepFormat::Json } else { a.format };
+    let format = if a.json { Format::Json } else { a.format };
     let tr = t.transport;
     let length = plan.first().map(|c| c.length).unwrap_or(Length::Count(0));
-    let text = match format {
-        SweepFormat::Table => formats::table(tr, &sizes, &rates, &cells, length, a.warmup),
-        SweepFormat::Markdown => formats::markdown(tr, &sizes, &rates, &cells, length, a.warmup),
-        SweepFormat::Csv => formats::csv(tr, &cells),
-        SweepFormat::Json => {
-            formats::json(tr, &sizes, &rates, &cells, length, a.warmup, interrupted)
-        }
+    let report = SweepReport {
+        transport: tr,
+        sizes: &sizes,
+        rates: &rates,
+        cells: &cells,
+        length,
+        warmup: a.warmup,
+        interrupted,
     };
-    print!("{text}");
+    common::print_report(&report, format)?;
     if let Some(path) = &a.plot {
         let grid = formats::heat_grid(tr, &sizes, &rates, &cells);
         heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
@@ -253,16 +255,14 @@ fn run_stream(
         batches: axes.batches,
         pipelines: axes.pipelines,
     };
-    let format = if a.json { SweepFormat::Json } else { a.format };
-    print!(
-        "{}",
-        match format {
-            SweepFormat::Table => stream_sweep::table(tr, &cells),
-            SweepFormat::Markdown => stream_sweep::markdown(tr, &cells),
-            SweepFormat::Csv => stream_sweep::csv(&cells),
-            SweepFormat::Json => stream_sweep::json(tr, &axes, &cells, interrupted),
-        }
-    );
+    let format = if a.json { Format::Json } else { a.format };
+    let report = StreamSweepReport {
+        transport: tr,
+        axes: &axes,
+        cells: &cells,
+        interrupted,
+    };
+    common::print_report(&report, format)?;
     if let Some(path) = &a.plot {
         let grid = stream_sweep::heat_grid(tr, &axes, &cells, a.heat == HeatValue::Throughput);
         heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;

@@ -7,6 +7,8 @@ use ibstats::{Better, Effect};
 use serde::Serialize;
 use std::fmt::Write as _;
 
+use super::model::{Align, Block, Column, Document, JsonDoc, Spacing, Table};
+
 /// A metric compared, in report order: the name used in JSON and tables,
 /// which way is better, and whether it is a latency (ns) or a rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,13 +347,6 @@ impl CompareReport {
         }
     }
 
-    /// The JSON document (pretty, with a trailing newline).
-    pub fn json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(&self.to_value()).unwrap_or_default();
-        s.push('\n');
-        s
-    }
-
     /// The JSON document as a value, for callers that add their own
     /// fields (`ibtune experiment`).
     pub fn to_value(&self) -> serde_json::Value {
@@ -412,47 +407,6 @@ impl CompareReport {
         (header, rows)
     }
 
-    /// An aligned text table with the method and warnings under it.
-    pub fn table(&self) -> String {
-        let (header, rows) = self.rows();
-        let mut head = vec![self.first_column()];
-        head.extend(header.iter().map(|h| h.to_string()));
-        let mut widths: Vec<usize> = head.iter().map(String::len).collect();
-        for r in &rows {
-            for (i, c) in r.iter().enumerate() {
-                widths[i] = widths[i].max(c.len());
-            }
-        }
-        let line = |cells: &[String]| -> String {
-            let mut s = String::new();
-            for (i, c) in cells.iter().enumerate() {
-                let _ = write!(s, "{:<w$}  ", c, w = widths[i]);
-            }
-            s.trim_end().to_string() + "\n"
-        };
-        let mut out = self.title() + "\n";
-        out += &line(&head);
-        for r in &rows {
-            out += &line(r);
-        }
-        out += &self.footer("");
-        out
-    }
-
-    /// The table as Markdown.
-    pub fn markdown(&self) -> String {
-        let (header, rows) = self.rows();
-        let mut out = format!("**{}**\n\n", self.title());
-        out += &format!("| {} | {} |\n", self.first_column(), header.join(" | "));
-        out += &format!("|{}\n", "---|".repeat(header.len() + 1));
-        for r in &rows {
-            out += &format!("| {} |\n", r.join(" | "));
-        }
-        out.push('\n');
-        out += &self.footer("- ");
-        out
-    }
-
     fn first_column(&self) -> String {
         if let Some(c) = &self.column {
             c.clone()
@@ -477,11 +431,11 @@ impl CompareReport {
         }
     }
 
-    fn footer(&self, bullet: &str) -> String {
-        let mut out = format!("{bullet}method: {}\n", self.method);
-        for w in &self.warnings {
-            out += &format!("{bullet}warning: {w}\n");
-        }
+    /// What the table's reader needs under it: the method, the
+    /// warnings, the smallest effect the run could tell.
+    fn footer(&self) -> Vec<String> {
+        let mut out = vec![format!("method: {}", self.method)];
+        out.extend(self.warnings.iter().map(|w| format!("warning: {w}")));
         let smallest = self
             .variants
             .iter()
@@ -490,12 +444,47 @@ impl CompareReport {
             .map(|(_, e)| e.detectable)
             .fold(f64::NAN, f64::min);
         if smallest.is_finite() {
-            out += &format!(
-                "{bullet}this run could tell p99 effects beyond about +-{:.0}% from noise\n",
+            out.push(format!(
+                "this run could tell p99 effects beyond about +-{:.0}% from noise",
                 (smallest - 1.0) * 100.0
-            );
+            ));
         }
         out
+    }
+}
+
+/// The table of medians and effects per value, with the method and
+/// warnings under it; JSON `ibprobe.compare/1`.
+impl Document for CompareReport {
+    fn noun(&self) -> &'static str {
+        "comparison"
+    }
+
+    fn blocks(&self) -> Vec<Block> {
+        let (header, rows) = self.rows();
+        let mut columns = vec![Column::new(&self.first_column(), 0, Align::LEFT)];
+        columns.extend(header.iter().map(|h| Column::new(h, 0, Align::LEFT)));
+        let title = self.title();
+        let footer = self.footer();
+        vec![
+            Block::Context(vec![title.clone()]),
+            Block::Title {
+                bold: title,
+                rest: String::new(),
+            },
+            Block::Table(Table {
+                columns,
+                unit: "",
+                sep: "  ",
+                rows,
+            }),
+            Block::Context(footer.clone()),
+            Block::List(footer, Spacing::Before),
+        ]
+    }
+
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(self.to_value()))
     }
 }
 
@@ -527,6 +516,7 @@ fn short_verdict(v: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::format::{render, Format};
 
     fn round(p50: f64, p99: f64) -> RoundValues {
         [Some(p50), Some(p99), Some(p99 * 1.5), Some(p99 * 3.0), None]
@@ -549,7 +539,8 @@ mod tests {
             &["shm".into(), "udp".into()],
             &[base, udp],
         );
-        let j: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
         assert_eq!(j["schema"], "ibprobe.compare/1");
         let v1 = &j["variants"][1];
         assert_eq!(v1["value"], "udp");
@@ -558,13 +549,13 @@ mod tests {
         assert!(v1["effects"]["p99"]["ci"][0].as_f64().unwrap() > 1.0);
         assert!(v1["effects"].get("msgs_per_sec").is_none());
         assert!(j["variants"][0]["effects"].as_object().unwrap().is_empty());
-        let t = r.table();
+        let t = render(&r, Format::Table).unwrap();
         assert!(
             t.contains("udp") && t.contains("slower") && t.contains("shm (baseline)"),
             "{t}"
         );
         assert!(!t.contains("msgs_per_sec"), "{t}");
-        let md = r.markdown();
+        let md = render(&r, Format::Markdown).unwrap();
         assert!(
             md.contains("| --transport | p50 | p99 | p999 | max |"),
             "{md}"

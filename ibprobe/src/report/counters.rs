@@ -130,21 +130,21 @@ pub fn csv_header() -> String {
         .join(",")
 }
 
-/// The CSV cells of `r` (empty where not counted, or counters off).
-pub fn csv_cells(r: Option<&CounterReport>) -> String {
+/// The CSV cells of `r`, one per counter (empty where not counted, or
+/// counters off).
+pub fn csv_cells(r: Option<&CounterReport>) -> Vec<String> {
     cells(r.map(|r| &r.counts))
 }
 
 /// One cell per counter, empty where not counted.
-fn cells(c: Option<&crate::counters::Counts>) -> String {
+fn cells(c: Option<&crate::counters::Counts>) -> Vec<String> {
     Counter::ALL
         .iter()
         .map(|&k| {
             c.and_then(|c| c.get(k))
                 .map_or(String::new(), |v| v.to_string())
         })
-        .collect::<Vec<_>>()
-        .join(",")
+        .collect()
 }
 
 /// The header of the per-interval side file of `--hdr-log FILE`
@@ -161,7 +161,7 @@ pub fn interval_csv_row(
     h: &crate::stats::LatencyHistogram,
     c: &crate::counters::Counts,
 ) -> String {
-    let cells = cells(Some(c));
+    let cells = cells(Some(c)).join(",");
     format!(
         "{:.6},{:.6},{},{},{},{cells}",
         start_ns as f64 / 1e9,
@@ -307,9 +307,12 @@ mod tests {
 
     #[test]
     fn csv_cells_are_empty_where_not_counted() {
-        let cells = csv_cells(Some(&report()));
+        let cells = csv_cells(Some(&report())).join(",");
         assert_eq!(cells.split(',').count(), csv_header().split(',').count());
         assert!(cells.starts_with("3,2,,"), "{cells}");
-        assert_eq!(csv_cells(None), ",".repeat(crate::counters::N - 1));
+        assert_eq!(
+            csv_cells(None).join(","),
+            ",".repeat(crate::counters::N - 1)
+        );
     }
 }

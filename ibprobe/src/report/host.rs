@@ -5,28 +5,16 @@
 //! Why it exists: every output format of every command lives in
 //! `crate::report`; `cli/host.rs` measures and hands the outcome here.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::us;
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Table, Warning};
 use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
 use crate::stats::Summary;
 
 /// The JSON schema identifier of `ibprobe host --format json`.
 pub const SCHEMA: &str = "ibprobe.host/1";
-
-crate::words::vocabulary! {
-    /// Output formats of `ibprobe host` (no perftest line: there is no
-    /// perftest equivalent of this measurement).
-    HostFormat, "format" {
-        Table = "table", "Human-readable table with notes and warnings.";
-        Json = "json", "The `ibprobe.host/1` JSON document.";
-        Csv = "csv", "One header row and one row per CPU.";
-        Markdown = "markdown", "A Markdown table, for issues and wikis.";
-    }
-}
 
 /// One CPU's row of the report.
 #[derive(Clone, Debug, Serialize)]
@@ -58,31 +46,68 @@ pub struct KernelInfo {
     pub realtime: bool,
 }
 
-/// Everything the outputs of `ibprobe host` print, computed once.
+/// What every `ibprobe host` report is, in its JSON's order: the
+/// schema, tool and kernel, the command's own settings (`S`, flattened),
+/// the run, one row per CPU (`C`), notes and warnings.
 #[derive(Clone, Debug, Serialize)]
-pub struct HostReport {
-    /// [`SCHEMA`].
+pub struct HostRun<S, C> {
+    /// The schema (`ibprobe.host/1`, `ibprobe.timerlat/1`).
     pub schema: &'static str,
     /// This crate's version.
     pub version: &'static str,
     /// The kernel.
     pub kernel: KernelInfo,
+    /// What the command was asked to do.
+    #[serde(flatten)]
+    pub settings: S,
+    /// Wall time of the measurement, ns.
+    pub elapsed_ns: u64,
+    /// Ctrl-C ended the run early.
+    pub interrupted: bool,
+    /// One row per CPU.
+    pub cpus: Vec<C>,
+    /// Placement facts, how the run was set up.
+    pub notes: Vec<String>,
+    /// What a reader should know before trusting the numbers.
+    pub warnings: Vec<String>,
+}
+
+/// `ibprobe host`'s settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct WakeupSettings {
     /// SCHED_FIFO priority.
     pub fifo_priority: i32,
     /// Interval between deadlines, ns.
     pub interval_ns: u64,
     /// Always false: the probe leaves /dev/cpu_dma_latency alone.
     pub cpu_dma_latency_written: bool,
-    /// Wall time of the measurement, ns.
-    pub elapsed_ns: u64,
-    /// Ctrl-C ended the run early.
-    pub interrupted: bool,
-    /// One row per CPU.
-    pub cpus: Vec<CpuRow>,
-    /// Placement facts.
-    pub notes: Vec<String>,
-    /// What a reader should know before trusting the numbers.
-    pub warnings: Vec<String>,
+}
+
+/// Everything the outputs of `ibprobe host` print, computed once.
+pub type HostReport = HostRun<WakeupSettings, CpuRow>;
+
+impl<S, C> HostRun<S, C> {
+    /// A report of this host's kernel and this crate's version.
+    pub(super) fn on_this_host(
+        schema: &'static str,
+        settings: S,
+        (elapsed_ns, interrupted): (u64, bool),
+        cpus: Vec<C>,
+        notes: Vec<String>,
+        warnings: Vec<String>,
+    ) -> HostRun<S, C> {
+        HostRun {
+            schema,
+            version: env!("CARGO_PKG_VERSION"),
+            kernel: KernelInfo::this_host(),
+            settings,
+            elapsed_ns,
+            interrupted,
+            cpus,
+            notes,
+            warnings,
+        }
+    }
 }
 
 /// The warnings every `ibprobe host` report shares: a run cut short by
@@ -108,11 +133,56 @@ pub(super) fn run_warnings(
     w
 }
 
-/// A report as pretty JSON, ending with a newline.
-pub(super) fn json(report: &impl Serialize) -> String {
-    let mut s = serde_json::to_string_pretty(report).unwrap_or_default();
-    s.push('\n');
-    s
+/// The head every `ibprobe host` report shares: `ibprobe VERSION: WHAT,
+/// kernel RELEASE`, in the text table with the notes after it, in bold
+/// in Markdown.
+pub(super) fn head(
+    version: &str,
+    what: String,
+    kernel: &KernelInfo,
+    notes: &[String],
+) -> [Block; 2] {
+    let headline = format!(
+        "ibprobe {version}: {what}, kernel {}{}",
+        kernel.release,
+        if kernel.realtime { " (PREEMPT_RT)" } else { "" }
+    );
+    let mut context = vec![headline.clone()];
+    context.extend(notes.iter().map(|n| format!("note: {n}")));
+    context.push(String::new());
+    [
+        Block::Context(context),
+        Block::Title {
+            bold: headline,
+            rest: String::new(),
+        },
+    ]
+}
+
+/// Plain warnings (these reports' JSON has no codes) as the renderers'.
+pub(super) fn plain(warnings: &[String]) -> Block {
+    let w = warnings.iter().map(|m| Warning {
+        code: "",
+        message: m.clone(),
+    });
+    Block::Warnings {
+        list: w.collect(),
+        gap: true,
+        style: Quote::Apart,
+    }
+}
+
+/// Latency columns in us: titled plainly in the text table (its header
+/// ends with `[us]`), with the unit in Markdown.
+pub(super) fn us_columns() -> [Column; 5] {
+    let c = |t, md, w| Column::titled(t, md, w, Align::RIGHT);
+    [
+        c("min", "min [us]", 9),
+        c("p50", "p50 [us]", 9),
+        c("p99", "p99 [us]", 9),
+        c("p99.9", "p99.9 [us]", 9),
+        c("max", "max [us]", 10),
+    ]
 }
 
 impl KernelInfo {
@@ -156,122 +226,97 @@ impl HostReport {
             cpus.iter().map(|r| r.summary.count).min(),
             "wake-ups",
         ));
-        HostReport {
-            schema: SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            kernel: KernelInfo::this_host(),
-            fifo_priority: cfg.priority,
-            interval_ns: cfg.interval.as_nanos() as u64,
-            cpu_dma_latency_written: false,
-            elapsed_ns: o.elapsed_ns,
-            interrupted: o.interrupted,
+        HostRun::on_this_host(
+            SCHEMA,
+            WakeupSettings {
+                fifo_priority: cfg.priority,
+                interval_ns: cfg.interval.as_nanos() as u64,
+                cpu_dma_latency_written: false,
+            },
+            (o.elapsed_ns, o.interrupted),
             cpus,
-            notes: o.notes.clone(),
+            o.notes.clone(),
             warnings,
-        }
-    }
-
-    /// Renders one output format (each ends with a newline).
-    pub fn render(&self, f: HostFormat) -> String {
-        match f {
-            HostFormat::Table => self.table(),
-            HostFormat::Json => json(self),
-            HostFormat::Csv => self.csv(),
-            HostFormat::Markdown => self.markdown(),
-        }
-    }
-
-    fn headline(&self) -> String {
-        format!(
-            "ibprobe {}: host wake-up latency, SCHED_FIFO {}, interval {:?}, kernel {}{}",
-            self.version,
-            self.fifo_priority,
-            Duration::from_nanos(self.interval_ns),
-            self.kernel.release,
-            if self.kernel.realtime {
-                " (PREEMPT_RT)"
-            } else {
-                ""
-            }
         )
     }
+}
 
-    fn table(&self) -> String {
-        let mut out = self.headline();
-        out.push('\n');
-        for n in &self.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
-        out.push('\n');
-        out.push_str(
-            "cpu  isolated nohz_full     count       min       p50       p99     p99.9        max   > 10 us  missed   [us]\n",
+impl Document for HostReport {
+    fn noun(&self) -> &'static str {
+        "host report"
+    }
+
+    fn blocks(&self) -> Vec<Block> {
+        let what = format!(
+            "host wake-up latency, SCHED_FIFO {}, interval {:?}",
+            self.settings.fifo_priority,
+            Duration::from_nanos(self.settings.interval_ns)
         );
-        for r in &self.cpus {
-            let [cpu, iso, nohz, count, min, p50, p99, p999, max, over, missed] = text_cells(r);
-            let _ = writeln!(
-                out,
-                "{cpu:<4} {iso:>8} {nohz:>9} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9} {missed:>7}"
-            );
-        }
-        for r in &self.cpus {
-            // Context switches are the thread's own sleeps here; the
-            // missing-counter lines are the same for every CPU: once.
-            for l in r
-                .counter_lines
+        let mut columns = vec![
+            Column::new("cpu", 4, Align::LEFT_RIGHT),
+            Column::new("isolated", 8, Align::CENTRED),
+            Column::new("nohz_full", 9, Align::CENTRED),
+            Column::new("count", 9, Align::RIGHT),
+        ];
+        columns.extend(us_columns());
+        columns.push(Column::new("> 10 us", 9, Align::RIGHT));
+        columns.push(Column::new("missed", 7, Align::RIGHT));
+        // Context switches are the thread's own sleeps here; the
+        // missing-counter lines are the same for every CPU: once.
+        let counters = self.cpus.iter().flat_map(|r| {
+            r.counter_lines
                 .iter()
                 .filter(|l| !l.starts_with("counters missing") || r.cpu == self.cpus[0].cpu)
-            {
-                let _ = writeln!(out, "cpu {}: {l}", r.cpu);
-            }
-        }
-        if !self.warnings.is_empty() {
-            out.push('\n');
-            for w in &self.warnings {
-                let _ = writeln!(out, "warning: {w}");
-            }
-        }
-        out
+                .map(move |l| format!("cpu {}: {l}", r.cpu))
+        });
+        let mut blocks = Vec::from(head(self.version, what, &self.kernel, &self.notes));
+        blocks.extend([
+            Block::Table(Table {
+                columns,
+                unit: "[us]",
+                sep: " ",
+                rows: self.cpus.iter().map(|r| text_cells(r).to_vec()).collect(),
+            }),
+            Block::Context(counters.collect()),
+            plain(&self.warnings),
+        ]);
+        blocks
     }
 
-    fn csv(&self) -> String {
-        let mut out = String::from(
-            "cpu,isolated,nohz_full,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us,missed\n",
-        );
-        for r in &self.cpus {
-            let s = &r.summary;
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{:.1},{},{},{}",
-                r.cpu,
-                r.isolated,
-                r.nohz_full,
-                s.count,
-                s.min_ns,
-                s.p50_ns,
-                s.p99_ns,
-                s.p999_ns,
-                s.max_ns,
-                s.mean_ns,
-                s.over_10us_count,
-                s.over_10us,
-                r.missed
-            );
-        }
-        out
+    fn csv(&self) -> Option<Csv> {
+        let rows = self.cpus.iter().map(|r| {
+            let mut row = vec![
+                r.cpu.to_string(),
+                r.isolated.to_string(),
+                r.nohz_full.to_string(),
+            ];
+            row.extend(summary_csv(&r.summary));
+            row.push(r.missed.to_string());
+            row
+        });
+        Some(Csv {
+            header: "cpu,isolated,nohz_full,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us,missed".into(),
+            rows: rows.collect(),
+        })
     }
 
-    fn markdown(&self) -> String {
-        let mut out = format!("**{}**\n\n", self.headline());
-        out.push_str("| cpu | isolated | nohz_full | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us | missed |\n");
-        out.push_str("|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-        for r in &self.cpus {
-            let _ = writeln!(out, "| {} |", text_cells(r).join(" | "));
-        }
-        for w in &self.warnings {
-            let _ = writeln!(out, "\n> warning: {w}");
-        }
-        out
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(self))
     }
+}
+
+/// The CSV cells of a wake-up distribution: count, min, p50, p99, p99.9,
+/// max (ns), mean (one decimal), the count and share over 10 us.
+pub(super) fn summary_csv(s: &Summary) -> Vec<String> {
+    let mut cells: Vec<String> = [s.count, s.min_ns, s.p50_ns, s.p99_ns, s.p999_ns, s.max_ns]
+        .map(|v| v.to_string())
+        .to_vec();
+    cells.extend([
+        format!("{:.1}", s.mean_ns),
+        s.over_10us_count.to_string(),
+        s.over_10us.to_string(),
+    ]);
+    cells
 }
 
 /// One CPU's row as the table and Markdown show it (latencies in us).
@@ -313,56 +358,5 @@ fn row(c: &CpuWakeup) -> CpuRow {
             .iter()
             .flat_map(super::counters::table_lines)
             .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::host::wakeup::WakeupLength;
-    use crate::stats::LatencyHistogram;
-
-    #[test]
-    fn every_format_has_a_row_per_cpu() {
-        let mut h = LatencyHistogram::new();
-        for v in [3_000, 4_000, 50_000] {
-            h.record(v);
-        }
-        let cfg = WakeupConfig {
-            cpus: vec![0, 1],
-            priority: 80,
-            interval: Duration::from_millis(1),
-            length: WakeupLength::Count(3),
-            lock_memory: false,
-        };
-        let o = wakeup::WakeupOutcome {
-            cpus: vec![
-                CpuWakeup {
-                    cpu: 0,
-                    latency: h.clone(),
-                    missed: 0,
-                    counters: None,
-                },
-                CpuWakeup {
-                    cpu: 1,
-                    latency: h,
-                    missed: 2,
-                    counters: None,
-                },
-            ],
-            ..Default::default()
-        };
-        let r = HostReport::new(&cfg, &o);
-        let j: serde_json::Value = serde_json::from_str(&r.render(HostFormat::Json)).unwrap();
-        assert_eq!(j["schema"], SCHEMA);
-        assert_eq!(j["cpus"][1]["count"], 3);
-        assert_eq!(j["cpus"][1]["max_ns"], 50_000);
-        assert_eq!(j["cpus"][1]["over_10us_count"], 1);
-        assert_eq!(j["cpu_dma_latency_written"], false);
-        assert_eq!(r.render(HostFormat::Csv).lines().count(), 3);
-        assert!(r.render(HostFormat::Markdown).contains("| 1 |"));
-        let t = r.render(HostFormat::Table);
-        assert!(t.contains("50.000"), "{t}");
-        assert!(t.contains("2 deadlines missed"), "{t}");
     }
 }

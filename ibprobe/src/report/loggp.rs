@@ -2,14 +2,13 @@
 //! (`report/README.md`), Markdown, and an SVG of the measured gap per
 //! message against the bytes of a message with the fitted segments.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
+use super::model::{Align, Block, Column, Document, JsonDoc, Quote, ReportError, Table, Warning};
 use super::plot::save;
-use super::ReportError;
 use crate::probe::loggp_fit::{Estimate, Fit};
 use crate::spec::{ModelParams, Transport};
 use crate::transport::TransportInfo;
@@ -182,27 +181,9 @@ impl LoggpReport {
             .collect()
     }
 
-    fn rows(&self) -> Vec<[String; 4]> {
-        let truth = self.truth_ns();
-        params(&self.fit)
-            .iter()
-            .enumerate()
-            .map(|(i, (name, _, e, unit))| {
-                [
-                    format!("{name} [{unit}]"),
-                    num(e.value),
-                    format!("[{}, {}]", num(e.low), num(e.high)),
-                    truth.map(|t| num(t[i])).unwrap_or_default(),
-                ]
-            })
-            .collect()
-    }
-
-    /// The table for humans.
-    pub fn table(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
+    /// The first line of the text table: what ran, how long.
+    fn headline(&self) -> String {
+        format!(
             "loggp {} ({}), {}: n = {}, {} rounds x {} reps, {:.1} s{}",
             self.transport,
             self.info.detail,
@@ -216,154 +197,24 @@ impl LoggpReport {
             } else {
                 String::new()
             }
-        );
-        let truth = self.truth.is_some();
-        let _ = writeln!(
-            s,
-            "\n{:<12} {:>12} {:>28}{}",
-            "parameter",
-            "estimate",
-            "95% interval",
-            if truth {
-                format!(" {:>12}", "model")
-            } else {
-                String::new()
-            }
-        );
-        for r in self.rows() {
-            let _ = writeln!(
-                s,
-                "{:<12} {:>12} {:>28}{}",
-                r[0],
-                r[1],
-                r[2],
-                if truth {
-                    format!(" {:>12}", r[3])
-                } else {
-                    String::new()
-                }
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\ngap per message = g + G*b (b = bytes of a message, 16 B header included):"
-        );
-        for g in &self.fit.segments {
-            let _ = writeln!(
-                s,
-                "  {:>6}..{:<6} B  g {:>10} ns [{}, {}]  G {:>9} ns/B [{}, {}]  max residual {:.1}%",
-                g.from_size,
-                g.to_size,
-                num(g.g_ns.value),
-                num(g.g_ns.low),
-                num(g.g_ns.high),
-                num(g.big_g.value),
-                num(g.big_g.low),
-                num(g.big_g.high),
-                g.max_residual * 100.0
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\n{:>8} {:>8} {:>14} {:>12} {:>12} {:>14} {:>12}",
-            "size [B]",
-            "bytes",
-            "PRTT(1) [ns]",
-            "gap [ns]",
-            "o_s [ns]",
-            "o_s PRTT [ns]",
-            "o_r [ns]"
-        );
-        for p in &self.fit.points {
-            let _ = writeln!(
-                s,
-                "{:>8} {:>8} {:>14} {:>12} {:>12} {:>14} {:>12}",
-                p.size,
-                p.bytes,
-                num(p.prtt1_ns),
-                num(p.gap_ns),
-                num(p.os_ns),
-                num(p.os_prtt_ns),
-                num(p.or_ns)
-            );
-        }
-        self.predictions_table(&mut s);
-        for n in self.all_notes() {
-            let _ = writeln!(s, "note: {n}");
-        }
-        for w in self.all_warnings() {
-            let _ = writeln!(s, "warning: {w}");
-        }
-        s
+        )
     }
 
-    fn predictions_table(&self, s: &mut String) {
-        if self.predictions.is_empty() {
-            return;
-        }
-        let _ = writeln!(
-            s,
-            "\nstream predictions (msg/s; latency = hand-over to delivery):\n{:>6} {:>7} {:>9} {:>7} {:>13} {:>13} {:>7} {:>13} {:>13} {:>9}",
-            "batch", "window", "pipeline", "size", "predicted", "measured", "ratio", "pred lat ns", "meas p50 ns", "bound"
-        );
-        for p in &self.predictions {
-            let [pipe, meas, ratio, p50] = p.cells();
-            let _ = writeln!(
-                s,
-                "{:>6} {:>7} {pipe:>9} {:>7} {:>13.0} {meas:>13} {ratio:>7} {:>13.0} {p50:>13} {:>9}",
-                p.batch, p.window, p.size, p.predicted_msgs_per_s, p.predicted_latency_ns, p.bound
-            );
-        }
-    }
-
-    /// The table as Markdown.
-    pub fn markdown(&self) -> String {
-        let mut s = format!(
-            "### LogGP of {} ({}, {})\n\n",
-            self.transport, self.info.detail, self.mode
-        );
-        let truth = self.truth.is_some();
-        s.push_str(if truth {
-            "| parameter | estimate | 95% interval | model |\n|---|---:|---:|---:|\n"
-        } else {
-            "| parameter | estimate | 95% interval |\n|---|---:|---:|\n"
-        });
-        for r in self.rows() {
-            let _ = if truth {
-                writeln!(s, "| {} | {} | {} | {} |", r[0], r[1], r[2], r[3])
-            } else {
-                writeln!(s, "| {} | {} | {} |", r[0], r[1], r[2])
-            };
-        }
-        s.push_str("\n| sizes [B] | g [ns] | G [ns/B] |\n|---|---:|---:|\n");
-        for g in &self.fit.segments {
-            let _ = writeln!(
-                s,
-                "| {}..{} | {} | {} |",
-                g.from_size,
-                g.to_size,
-                num(g.g_ns.value),
-                num(g.big_g.value)
-            );
-        }
-        if !self.predictions.is_empty() {
-            s.push_str("\n| batch | window | pipeline | size | predicted msg/s | measured msg/s | ratio |\n|---:|---:|---:|---:|---:|---:|---:|\n");
-            for p in &self.predictions {
-                let [pipe, meas, ratio, _] = p.cells();
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {pipe} | {} | {:.0} | {meas} | {ratio} |",
-                    p.batch, p.window, p.size, p.predicted_msgs_per_s
-                );
-            }
-        }
-        for n in self.all_notes() {
-            let _ = writeln!(s, "\n*Note:* {n}");
-        }
-        for w in self.all_warnings() {
-            let _ = writeln!(s, "\n**Warning:** {w}");
-        }
-        s
+    /// The parameter table's rows: name [unit], estimate, interval, model.
+    fn rows(&self) -> Vec<Vec<String>> {
+        let truth = self.truth_ns();
+        params(&self.fit)
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _, e, unit))| {
+                vec![
+                    format!("{name} [{unit}]"),
+                    num(e.value),
+                    format!("[{}, {}]", num(e.low), num(e.high)),
+                    truth.map(|t| num(t[i])).unwrap_or_default(),
+                ]
+            })
+            .collect()
     }
 
     /// The measured gap per message and the fitted segments, as an SVG file.
@@ -440,5 +291,175 @@ impl LoggpReport {
             .map_err(|x| e(&x))?;
         root.present().map_err(|x| e(&x))?;
         Ok(())
+    }
+}
+
+/// The parameters with their intervals (and the model's truth), the
+/// gap's segments, the per-size points, the `--predict` rows; JSON
+/// `ibprobe.loggp/1`.
+impl Document for LoggpReport {
+    fn noun(&self) -> &'static str {
+        "LogGP report"
+    }
+
+    fn blocks(&self) -> Vec<Block> {
+        let right = |t: &str, w| Column::new(t, w, Align::RIGHT);
+        let mut columns = vec![
+            Column::new("parameter", 12, Align::LEFT),
+            right("estimate", 12),
+            right("95% interval", 28),
+        ];
+        if self.truth.is_some() {
+            columns.push(right("model", 12));
+        }
+        let width = columns.len();
+        let mut parameters = self.rows();
+        parameters.iter_mut().for_each(|r| r.truncate(width));
+        let mut gaps = vec![
+            String::new(),
+            "gap per message = g + G*b (b = bytes of a message, 16 B header included):".into(),
+        ];
+        gaps.extend(self.fit.segments.iter().map(|g| {
+            format!(
+                "  {:>6}..{:<6} B  g {:>10} ns [{}, {}]  G {:>9} ns/B [{}, {}]  max residual {:.1}%",
+                g.from_size,
+                g.to_size,
+                num(g.g_ns.value),
+                num(g.g_ns.low),
+                num(g.g_ns.high),
+                num(g.big_g.value),
+                num(g.big_g.low),
+                num(g.big_g.high),
+                g.max_residual * 100.0
+            )
+        }));
+        let segments = self.fit.segments.iter().map(|g| {
+            vec![
+                format!("{}..{}", g.from_size, g.to_size),
+                num(g.g_ns.value),
+                num(g.big_g.value),
+            ]
+        });
+        let points = self.fit.points.iter().map(|p| {
+            let mut row = vec![p.size.to_string(), p.bytes.to_string()];
+            row.extend([p.prtt1_ns, p.gap_ns, p.os_ns, p.os_prtt_ns, p.or_ns].map(num));
+            row
+        });
+        let points_columns = [
+            ("size [B]", 8),
+            ("bytes", 8),
+            ("PRTT(1) [ns]", 14),
+            ("gap [ns]", 12),
+            ("o_s [ns]", 12),
+            ("o_s PRTT [ns]", 14),
+            ("o_r [ns]", 12),
+        ];
+        let only_text = |b| Block::OnlyText(Box::new(b));
+        let only_markdown = |b| Block::OnlyMarkdown(Box::new(b));
+        let table = |columns: Vec<Column>, rows: Vec<Vec<String>>| {
+            Block::Table(Table {
+                columns,
+                unit: "",
+                sep: " ",
+                rows,
+            })
+        };
+        let mut blocks = vec![
+            Block::Context(vec![self.headline(), String::new()]),
+            Block::Heading(format!(
+                "LogGP of {} ({}, {})",
+                self.transport, self.info.detail, self.mode
+            )),
+            table(columns, parameters),
+            Block::Context(gaps),
+            only_markdown(table(
+                vec![
+                    Column::new("sizes [B]", 0, Align::LEFT),
+                    right("g [ns]", 0),
+                    right("G [ns/B]", 0),
+                ],
+                segments.collect(),
+            )),
+            Block::Context(vec![String::new()]),
+            only_text(table(
+                points_columns.iter().map(|&(t, w)| right(t, w)).collect(),
+                points.collect(),
+            )),
+        ];
+        if !self.predictions.is_empty() {
+            let rows = self.predictions.iter().map(|p| {
+                let [pipe, meas, ratio, p50] = p.cells();
+                vec![
+                    p.batch.to_string(),
+                    p.window.to_string(),
+                    pipe,
+                    p.size.to_string(),
+                    format!("{:.0}", p.predicted_msgs_per_s),
+                    meas,
+                    ratio,
+                    format!("{:.0}", p.predicted_latency_ns),
+                    p50,
+                    p.bound.clone(),
+                ]
+            });
+            let rows: Vec<Vec<String>> = rows.collect();
+            let text_columns = [
+                ("batch", 6),
+                ("window", 7),
+                ("pipeline", 9),
+                ("size", 7),
+                ("predicted", 13),
+                ("measured", 13),
+                ("ratio", 7),
+                ("pred lat ns", 13),
+                ("meas p50 ns", 13),
+                ("bound", 9),
+            ];
+            let markdown_columns = [
+                "batch",
+                "window",
+                "pipeline",
+                "size",
+                "predicted msg/s",
+                "measured msg/s",
+                "ratio",
+            ];
+            blocks.extend([
+                Block::Context(vec![
+                    String::new(),
+                    "stream predictions (msg/s; latency = hand-over to delivery):".into(),
+                ]),
+                only_text(table(
+                    text_columns.iter().map(|&(t, w)| right(t, w)).collect(),
+                    rows.clone(),
+                )),
+                only_markdown(table(
+                    markdown_columns.iter().map(|t| right(t, 0)).collect(),
+                    rows.into_iter()
+                        .map(|mut r| {
+                            r.truncate(markdown_columns.len());
+                            r
+                        })
+                        .collect(),
+                )),
+            ]);
+        }
+        let warnings = self
+            .all_warnings()
+            .into_iter()
+            .map(|message| Warning { code: "", message });
+        blocks.extend([
+            Block::Notes(self.all_notes()),
+            Block::Warnings {
+                list: warnings.collect(),
+                gap: false,
+                style: Quote::Paragraphs,
+            },
+        ]);
+        blocks
+    }
+
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(LoggpReport::json(self)))
     }
 }

@@ -4,9 +4,11 @@
 //! (histograms and counters); this module turns it, plus the run's
 //! context, into one [`Report`] that every output is printed from, so the
 //! table, JSON, CSV, Markdown and perftest-style outputs can never
-//! disagree. It also adds the warnings a reader needs (outliers, losses,
-//! missed steps, clock fallback), writes HDR interval logs
-//! ([`hdrlog::HdrLogWriter`]) and SVG plots ([`plot::write_svg`]).
+//! disagree. Every command's report is a [`Document`] (`model.rs`): data
+//! that the one renderer per format in [`format`] prints. It also adds
+//! the warnings a reader needs (outliers, losses, missed steps, clock
+//! fallback), writes HDR interval logs ([`hdrlog::HdrLogWriter`]) and SVG
+//! plots ([`plot::write_svg`]).
 //!
 //! The JSON schema (`"schema": "ibprobe.report/1"`) and every field of
 //! every format are documented in `report/README.md`, next to this file.
@@ -33,6 +35,7 @@ pub mod loggp;
 mod model;
 pub mod plot;
 pub mod progress;
+pub mod run;
 pub mod stream;
 pub mod stream_sweep;
 pub mod sweep;
@@ -165,7 +168,7 @@ impl Report {
 
     /// Renders one output format (every format ends with a newline).
     pub fn render(&self, format: Format) -> String {
-        format::render(self, format)
+        format::render(self, format).expect("a run report has every format")
     }
 
     fn compute_warnings(&self) -> Vec<Warning> {

@@ -185,7 +185,8 @@ pub struct Distribution {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Warning {
     /// max_outlier, warmup_max, lost, missed_steps, clock_fallback,
-    /// interrupted, few_samples, clamped, no_samples, context.
+    /// interrupted, few_samples, clamped, no_samples, context; empty in
+    /// the reports whose JSON has plain warnings (host, timerlat).
     pub code: &'static str,
     /// What happened and what to do about it.
     pub message: String,
@@ -240,4 +241,218 @@ pub struct Report {
 /// Microseconds with 3 decimals, the unit every human format uses.
 pub fn us(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1000.0)
+}
+
+// ------------------------------------------------------------ documents
+
+/// How a column lines up: in the text table (left or right, padded to
+/// its width) and in Markdown (the alignment row's cell, e.g. `---:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Align {
+    /// Left-aligned in the text table (else right).
+    pub left: bool,
+    /// Its cell of Markdown's alignment row: `---`, `---:`, `:---`, `:---:`.
+    pub markdown: &'static str,
+}
+
+impl Align {
+    /// Left in both (Markdown's default `---`).
+    pub const LEFT: Align = Align {
+        left: true,
+        markdown: "---",
+    };
+    /// Right in both.
+    pub const RIGHT: Align = Align {
+        left: false,
+        markdown: "---:",
+    };
+    /// Left in the text table, marked left (`:---`) in Markdown.
+    pub const LEFT_MARKED: Align = Align {
+        left: true,
+        markdown: ":---",
+    };
+    /// Left in the text table, right in Markdown (a number column whose
+    /// text cells start at the margin).
+    pub const LEFT_RIGHT: Align = Align {
+        left: true,
+        markdown: "---:",
+    };
+    /// Right in the text table, centred in Markdown (yes/no).
+    pub const CENTRED: Align = Align {
+        left: false,
+        markdown: ":---:",
+    };
+}
+
+/// One column of a [`Table`].
+#[derive(Clone, Debug)]
+pub struct Column {
+    /// Its title in the text table.
+    pub title: String,
+    /// Its title in Markdown (the text table may say the unit once, after
+    /// its header, instead).
+    pub markdown: String,
+    /// Width of the text table's cells (0: the column's longest cell or
+    /// title).
+    pub width: usize,
+    /// How its cells line up.
+    pub align: Align,
+}
+
+impl Column {
+    /// A column titled `title` in the text table, `markdown` in Markdown.
+    pub fn titled(title: &str, markdown: &str, width: usize, align: Align) -> Column {
+        Column {
+            title: title.into(),
+            markdown: markdown.into(),
+            width,
+            align,
+        }
+    }
+
+    /// A column titled the same in both formats.
+    pub fn new(title: &str, width: usize, align: Align) -> Column {
+        Column::titled(title, title, width, align)
+    }
+}
+
+/// A table of a report: the text table pads its cells to the columns'
+/// widths, Markdown writes a pipe table.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    /// The columns, in order.
+    pub columns: Vec<Column>,
+    /// What the text table's header says after the last title (its unit).
+    pub unit: &'static str,
+    /// What stands between two cells in the text table.
+    pub sep: &'static str,
+    /// One cell per column, per row.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// How a Markdown list is set apart from what precedes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spacing {
+    /// Right after.
+    None,
+    /// One blank line before the list.
+    Before,
+    /// A blank line before every item.
+    Each,
+}
+
+/// How Markdown sets a report's warnings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quote {
+    /// One blank line, then a `> **warning** (code): ...` line each.
+    Together,
+    /// Each a quote of its own (`> warning: ...`).
+    Apart,
+    /// Each a paragraph of its own (`**Warning:** ...`).
+    Paragraphs,
+}
+
+/// One part of a report as the text table and Markdown print it, in
+/// order. What only one of them shows says so.
+#[derive(Clone, Debug)]
+pub enum Block {
+    /// Lines the text table prints as they are (context, counters,
+    /// notes; "" is a blank line); Markdown says its context in the
+    /// [`Block::Title`] instead.
+    Context(Vec<String>),
+    /// Markdown's title paragraph: `bold` in bold, then `rest`.
+    Title {
+        /// The bold part.
+        bold: String,
+        /// What follows it on the line.
+        rest: String,
+    },
+    /// A table, in both.
+    Table(Table),
+    /// A Markdown list (the text table has these lines in its context).
+    List(Vec<String>, Spacing),
+    /// Markdown's title as a heading (`###`).
+    Heading(String),
+    /// The warnings, in both.
+    Warnings {
+        /// The warnings (with their codes where the report has them).
+        list: Vec<Warning>,
+        /// After a blank line in the text table.
+        gap: bool,
+        /// How Markdown sets them.
+        style: Quote,
+    },
+    /// Notes, in both: `note:` lines in the text table, paragraphs in
+    /// Markdown.
+    Notes(Vec<String>),
+    /// A block only the text table prints.
+    OnlyText(Box<Block>),
+    /// A block only Markdown prints.
+    OnlyMarkdown(Box<Block>),
+}
+
+/// A report's CSV: one header line and rows of cells (quoted by the
+/// renderer where RFC 4180 needs it).
+#[derive(Clone, Debug, Default)]
+pub struct Csv {
+    /// The header line.
+    pub header: String,
+    /// One cell per column, per row.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A command's JSON document: its own serde type, so that its schema
+/// (`ibprobe.report/1`, `ibprobe.host/1`, ...) is written down once, as
+/// the type, and serialized in its field order.
+pub trait JsonDoc {
+    /// Pretty JSON.
+    fn pretty(&self) -> String;
+}
+
+impl<T: Serialize> JsonDoc for T {
+    fn pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serializes: its keys are strings")
+    }
+}
+
+/// The `--fail-if` lines of the human formats after a blank line, each
+/// after `prefix` (nothing without `--fail-if`).
+pub fn fail_if_text(doc: &dyn Document, prefix: &str) -> String {
+    let Some(f) = doc.fail_if() else {
+        return String::new();
+    };
+    let mut out = String::from("\n");
+    for l in f.lines() {
+        out.push_str(prefix);
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+/// What a command's report gives the renderers (`report/format/`): the
+/// human formats' blocks, its CSV, its JSON document, its perftest row.
+/// A format the report has no data for is refused by name.
+pub trait Document {
+    /// What a refused format has no room for ("stream row").
+    fn noun(&self) -> &'static str;
+    /// The blocks of the text table and Markdown.
+    fn blocks(&self) -> Vec<Block>;
+    /// `--fail-if`, checked: every human format ends with its lines.
+    fn fail_if(&self) -> Option<&threshold::FailIf> {
+        None
+    }
+    /// The CSV (None: no CSV).
+    fn csv(&self) -> Option<Csv> {
+        None
+    }
+    /// The JSON document (None: no JSON).
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        None
+    }
+    /// perftest's result row: message size and the distribution shown
+    /// (None: no perftest output).
+    fn perftest(&self) -> Option<(u64, Option<&Distribution>)> {
+        None
+    }
 }

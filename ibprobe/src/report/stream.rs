@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::format::Format;
-use super::{us, ReportError};
+use super::model::{
+    us, Align, Block, Column, Csv, Document, JsonDoc, Quote, ReportError, Spacing, Table, Warning,
+};
 use crate::clock::Clock;
 use crate::probe::outcome::StreamOutcome;
 use crate::spec::{StreamSpec, Transport};
@@ -157,21 +159,7 @@ impl StreamReport {
 
     /// The run in `format` (perftest's one-line format has no stream row).
     pub fn render(&self, format: Format) -> Result<String, ReportError> {
-        Ok(match format {
-            Format::Table => self.table(),
-            Format::Json => {
-                let mut s = serde_json::to_string_pretty(&self.json()).unwrap_or_default();
-                s.push('\n');
-                s
-            }
-            Format::Markdown => self.markdown(),
-            Format::Csv => self.csv(),
-            Format::Perftest => {
-                return Err(ReportError::Format(
-                    "--format perftest has no stream row; use table, json, csv or markdown".into(),
-                ))
-            }
-        })
+        super::format::render(self, format)
     }
 
     fn flush_ns(&self) -> Option<u64> {
@@ -243,18 +231,6 @@ impl StreamReport {
         v
     }
 
-    /// The `--fail-if` lines of the human formats, each after `prefix`.
-    fn fail_if_lines(&self, prefix: &str) -> String {
-        let Some(f) = &self.fail_if else {
-            return String::new();
-        };
-        let mut t = String::from("\n");
-        for l in f.lines() {
-            t += &format!("{prefix}{l}\n");
-        }
-        t
-    }
-
     fn knobs_line(&self) -> String {
         format!(
             "window {} · batch {} · flush {} · pipeline {} · credit return {} (every {}) · {} slots of {} B",
@@ -300,155 +276,192 @@ impl StreamReport {
         ]
     }
 
-    fn table(&self) -> String {
+    /// The CSV cells of this run (columns of [`CSV_HEADER`]).
+    pub fn csv_cells(&self) -> Vec<String> {
         let o = &self.out;
-        let (s, r) = (&o.send, &o.recv);
-        let mut t = String::new();
-        t += &format!(
-            "ibprobe stream · {} {} · {} B messages · {}\n",
-            self.transport, self.mode, self.size, self.info.detail
+        let l = Tail::of(&o.latency);
+        let mut row = vec![
+            self.transport.to_string(),
+            self.size.to_string(),
+            self.rate_hz.unwrap_or(0.0).to_string(),
+            self.spec.window.to_string(),
+            self.spec.batch.to_string(),
+            self.flush_ns().unwrap_or(0).to_string(),
+            self.spec.pipeline.unwrap_or(0).to_string(),
+            format!("{:.1}", o.msgs_per_sec()),
+            format!("{:.6}", o.ops_per_msg()),
+            format!("{:.6}", o.ops_per_msg_total()),
+        ];
+        row.extend(
+            [
+                o.send.credit_stalls,
+                o.lost(),
+                l.count,
+                l.p50,
+                l.p99,
+                l.p999,
+                l.p9999,
+                l.max,
+                o.send.flushes[1],
+            ]
+            .map(|v| v.to_string()),
         );
-        t += &format!("{}\n", self.knobs_line());
-        t += &format!("clock: {}\n\n", self.clock);
-        t += &format!(
-            "throughput   {:.0} msg/s · {:.1} MB/s payload · {} delivered of {} ({} lost)\n",
-            o.msgs_per_sec(),
-            self.bytes_per_sec() / 1e6,
-            r.msgs,
-            s.msgs,
-            o.lost()
-        );
-        t += &format!(
-            "operations   {:.4} data posts/msg · {:.4} with credits and acks ({} data, {} credit msgs, {} acks, {} counter writes)\n",
-            o.ops_per_msg(),
-            o.ops_per_msg_total(),
-            s.data_posts,
-            r.credit_msgs,
-            r.ack_msgs,
-            r.counter_writes
-        );
-        t += &format!(
-            "flushes      fill {} · timer {} · explicit {}\n",
-            s.flushes[0], s.flushes[1], s.flushes[2]
-        );
-        t += &format!(
-            "stalls       credit {} ({} us) · ack {} ({} us) · max in flight {} · max unconsumed {} · max unacked {}\n\n",
-            s.credit_stalls,
-            us(o.credit_stall_ns),
-            s.ack_waits,
-            us(o.ack_wait_ns),
-            s.max_in_flight,
-            r.max_unconsumed,
-            s.max_unacked.max(r.max_unacked)
-        );
-        t += &format!(
-            "{:<34} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-            "distribution (us)", "count", "p50", "p99", "p99.9", "p99.99", "max"
-        );
-        for (name, d) in self.tail_rows() {
-            t += &format!(
-                "{:<34} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
-                name,
-                d.count,
-                us(d.p50),
-                us(d.p99),
-                us(d.p999),
-                us(d.p9999),
-                us(d.max)
-            );
-        }
-        for l in o.counters.iter().flat_map(super::counters::table_lines) {
-            t += &format!("{l}\n");
-        }
-        for n in &o.notes {
-            t += &format!("note: {n}\n");
-        }
-        for (_, w) in &self.warnings {
-            t += &format!("warning: {w}\n");
-        }
-        t += &self.fail_if_lines("");
-        t
+        row.extend(super::counters::csv_cells(o.counters.as_ref()));
+        row
+    }
+}
+
+impl Document for StreamReport {
+    fn noun(&self) -> &'static str {
+        "stream row"
     }
 
-    fn markdown(&self) -> String {
+    fn blocks(&self) -> Vec<Block> {
         let o = &self.out;
-        let mut t = format!(
-            "**ibprobe stream** · {} {} · {} B · {}\n\n",
-            self.transport,
-            self.mode,
-            self.size,
-            self.knobs_line()
-        );
-        t += "| msg/s | ops/msg | ops/msg (all) | credit stalls | flushes fill/timer/explicit |\n|---:|---:|---:|---:|---|\n";
-        t += &format!(
-            "| {:.0} | {:.4} | {:.4} | {} | {}/{}/{} |\n\n",
-            o.msgs_per_sec(),
-            o.ops_per_msg(),
-            o.ops_per_msg_total(),
-            o.send.credit_stalls,
-            o.send.flushes[0],
-            o.send.flushes[1],
-            o.send.flushes[2]
-        );
-        t += "| distribution (us) | count | p50 | p99 | p99.9 | p99.99 | max |\n|---|---:|---:|---:|---:|---:|---:|\n";
-        for (name, d) in self.tail_rows() {
-            t += &format!(
-                "| {name} | {} | {} | {} | {} | {} | {} |\n",
-                d.count,
-                us(d.p50),
-                us(d.p99),
-                us(d.p999),
-                us(d.p9999),
-                us(d.max)
-            );
-        }
-        for l in o.counters.iter().flat_map(super::counters::table_lines) {
-            t += &format!("- {l}\n");
-        }
-        t += &self.fail_if_lines("- ");
-        t
+        let (s, r) = (&o.send, &o.recv);
+        let context = vec![
+            format!(
+                "ibprobe stream · {} {} · {} B messages · {}",
+                self.transport, self.mode, self.size, self.info.detail
+            ),
+            self.knobs_line(),
+            format!("clock: {}", self.clock),
+            String::new(),
+            format!(
+                "throughput   {:.0} msg/s · {:.1} MB/s payload · {} delivered of {} ({} lost)",
+                o.msgs_per_sec(),
+                self.bytes_per_sec() / 1e6,
+                r.msgs,
+                s.msgs,
+                o.lost()
+            ),
+            format!(
+                "operations   {:.4} data posts/msg · {:.4} with credits and acks ({} data, {} credit msgs, {} acks, {} counter writes)",
+                o.ops_per_msg(),
+                o.ops_per_msg_total(),
+                s.data_posts,
+                r.credit_msgs,
+                r.ack_msgs,
+                r.counter_writes
+            ),
+            format!(
+                "flushes      fill {} · timer {} · explicit {}",
+                s.flushes[0], s.flushes[1], s.flushes[2]
+            ),
+            format!(
+                "stalls       credit {} ({} us) · ack {} ({} us) · max in flight {} · max unconsumed {} · max unacked {}",
+                s.credit_stalls,
+                us(o.credit_stall_ns),
+                s.ack_waits,
+                us(o.ack_wait_ns),
+                s.max_in_flight,
+                r.max_unconsumed,
+                s.max_unacked.max(r.max_unacked)
+            ),
+            String::new(),
+        ];
+        let rate = |t, a| Column::new(t, 0, a);
+        let summary = Table {
+            columns: vec![
+                rate("msg/s", Align::RIGHT),
+                rate("ops/msg", Align::RIGHT),
+                rate("ops/msg (all)", Align::RIGHT),
+                rate("credit stalls", Align::RIGHT),
+                rate("flushes fill/timer/explicit", Align::LEFT),
+            ],
+            unit: "",
+            sep: " ",
+            rows: vec![vec![
+                format!("{:.0}", o.msgs_per_sec()),
+                format!("{:.4}", o.ops_per_msg()),
+                format!("{:.4}", o.ops_per_msg_total()),
+                s.credit_stalls.to_string(),
+                format!("{}/{}/{}", s.flushes[0], s.flushes[1], s.flushes[2]),
+            ]],
+        };
+        let c = |t, w| Column::new(t, w, Align::RIGHT);
+        let tails = Table {
+            columns: vec![
+                Column::new("distribution (us)", 34, Align::LEFT),
+                c("count", 9),
+                c("p50", 10),
+                c("p99", 10),
+                c("p99.9", 10),
+                c("p99.99", 10),
+                c("max", 10),
+            ],
+            unit: "",
+            sep: " ",
+            rows: self
+                .tail_rows()
+                .into_iter()
+                .map(|(name, d)| {
+                    let mut row = vec![name.to_string(), d.count.to_string()];
+                    row.extend([d.p50, d.p99, d.p999, d.p9999, d.max].map(us));
+                    row
+                })
+                .collect(),
+        };
+        let counters: Vec<String> = o
+            .counters
+            .iter()
+            .flat_map(super::counters::table_lines)
+            .collect();
+        let warnings = self.warnings.iter().map(|(code, message)| Warning {
+            code,
+            message: message.clone(),
+        });
+        vec![
+            Block::Context(context),
+            Block::Title {
+                bold: "ibprobe stream".into(),
+                rest: format!(
+                    " · {} {} · {} B · {}",
+                    self.transport,
+                    self.mode,
+                    self.size,
+                    self.knobs_line()
+                ),
+            },
+            Block::OnlyMarkdown(Box::new(Block::Table(summary))),
+            Block::Table(tails),
+            Block::Context(
+                counters
+                    .iter()
+                    .cloned()
+                    .chain(o.notes.iter().map(|n| format!("note: {n}")))
+                    .collect(),
+            ),
+            Block::List(counters, Spacing::None),
+            Block::OnlyText(Box::new(Block::Warnings {
+                list: warnings.collect(),
+                gap: false,
+                style: Quote::Together,
+            })),
+        ]
+    }
+
+    fn fail_if(&self) -> Option<&super::threshold::FailIf> {
+        self.fail_if.as_ref()
     }
 
     /// One header line and one row (the sweep writes many rows); with
     /// --fail-if one more column, the violated expressions (`;`).
-    fn csv(&self) -> String {
-        match &self.fail_if {
-            None => format!("{}\n{}\n", CSV_HEADER, self.csv_row()),
-            Some(f) => format!(
-                "{CSV_HEADER},fail_if_violated\n{},{}\n",
-                self.csv_row(),
-                f.csv_cell()
-            ),
+    fn csv(&self) -> Option<Csv> {
+        let mut header = CSV_HEADER.to_string();
+        let mut row = self.csv_cells();
+        if let Some(f) = &self.fail_if {
+            header.push_str(",fail_if_violated");
+            row.push(f.csv_cell());
         }
+        Some(Csv {
+            header,
+            rows: vec![row],
+        })
     }
 
-    /// The CSV row of this run (columns of [`CSV_HEADER`]).
-    pub fn csv_row(&self) -> String {
-        let o = &self.out;
-        let l = Tail::of(&o.latency);
-        format!(
-            "{},{},{},{},{},{},{},{:.1},{:.6},{:.6},{},{},{},{},{},{},{},{},{},{}",
-            self.transport,
-            self.size,
-            self.rate_hz.unwrap_or(0.0),
-            self.spec.window,
-            self.spec.batch,
-            self.flush_ns().unwrap_or(0),
-            self.spec.pipeline.unwrap_or(0),
-            o.msgs_per_sec(),
-            o.ops_per_msg(),
-            o.ops_per_msg_total(),
-            o.send.credit_stalls,
-            o.lost(),
-            l.count,
-            l.p50,
-            l.p99,
-            l.p999,
-            l.p9999,
-            l.max,
-            o.send.flushes[1],
-            super::counters::csv_cells(o.counters.as_ref())
-        )
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(StreamReport::json(self)))
     }
 }
 

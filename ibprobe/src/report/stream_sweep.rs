@@ -14,8 +14,10 @@
 use serde_json::json;
 
 use super::heatmap::{Grid, Unit};
+use super::model::{
+    us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing, Table, Warning,
+};
 use super::stream::{StreamReport, CSV_HEADER};
-use super::us;
 use crate::spec::Transport;
 
 /// The JSON schema identifier of a stream sweep.
@@ -95,16 +97,6 @@ fn heading(t: Transport, cells: &[StreamReport]) -> String {
     )
 }
 
-fn warnings(cells: &[StreamReport], prefix: &str) -> String {
-    let mut out = String::new();
-    for c in cells {
-        for (_, w) in &c.warnings {
-            out += &format!("{prefix} {} B, {}: {w}\n", c.size, column_all(c));
-        }
-    }
-    out
-}
-
 fn column_all(c: &StreamReport) -> String {
     format!(
         "window {} batch {} pipeline {}",
@@ -114,81 +106,89 @@ fn column_all(c: &StreamReport) -> String {
     )
 }
 
-/// One row per cell, aligned.
-pub fn table(t: Transport, cells: &[StreamReport]) -> String {
-    let rows: Vec<[String; 11]> = cells.iter().map(row).collect();
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].len())
-            .chain([HEAD[i].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    let line = |r: &[String]| {
-        r.iter()
-            .enumerate()
-            .map(|(i, v)| format!("{v:>w$}", w = width(i)))
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let mut s = heading(t, cells) + "\n\n";
-    s += &line(&HEAD.map(String::from));
-    s += "\n";
-    for r in &rows {
-        s += &line(r);
-        s += "\n";
-    }
-    let w = warnings(cells, "warning:");
-    if !w.is_empty() {
-        s += "\n";
-        s += &w;
-    }
-    s
+/// A stream sweep's cells and its axes: the report `ibprobe sweep`
+/// prints with a stream axis.
+pub struct StreamSweepReport<'a> {
+    /// The transport.
+    pub transport: Transport,
+    /// The axes it ran over.
+    pub axes: &'a Axes,
+    /// The cells that ran, in run order.
+    pub cells: &'a [StreamReport],
+    /// Ctrl-C ended the sweep.
+    pub interrupted: bool,
 }
 
-/// The table as Markdown.
-pub fn markdown(t: Transport, cells: &[StreamReport]) -> String {
-    let mut s = format!(
-        "**{}**\n\n| {} |\n|{}\n",
-        heading(t, cells),
-        HEAD.join(" | "),
-        "---:|".repeat(HEAD.len())
-    );
-    for c in cells {
-        s += &format!("| {} |\n", row(c).join(" | "));
+impl Document for StreamSweepReport<'_> {
+    fn noun(&self) -> &'static str {
+        "grid"
     }
-    s += &warnings(cells, "-");
-    s
-}
 
-/// One CSV row per cell under the header of a single stream run.
-pub fn csv(cells: &[StreamReport]) -> String {
-    let mut s = format!("{CSV_HEADER}\n");
-    for c in cells {
-        s += &c.csv_row();
-        s += "\n";
+    /// One row per cell, aligned; each cell's warnings with the cell.
+    fn blocks(&self) -> Vec<Block> {
+        let heading = heading(self.transport, self.cells);
+        let warnings: Vec<String> = self
+            .cells
+            .iter()
+            .flat_map(|c| {
+                c.warnings
+                    .iter()
+                    .map(move |(_, w)| format!("{} B, {}: {w}", c.size, column_all(c)))
+            })
+            .collect();
+        let plain = warnings.iter().map(|m| Warning {
+            code: "",
+            message: m.clone(),
+        });
+        vec![
+            Block::Context(vec![heading.clone(), String::new()]),
+            Block::Title {
+                bold: heading,
+                rest: String::new(),
+            },
+            Block::Table(Table {
+                columns: HEAD
+                    .iter()
+                    .map(|h| Column::new(h, 0, Align::RIGHT))
+                    .collect(),
+                unit: "",
+                sep: "  ",
+                rows: self.cells.iter().map(|c| row(c).to_vec()).collect(),
+            }),
+            Block::OnlyText(Box::new(Block::Warnings {
+                list: plain.collect(),
+                gap: true,
+                style: Quote::Together,
+            })),
+            Block::List(warnings, Spacing::None),
+        ]
     }
-    s
-}
 
-/// The `ibprobe.stream-sweep/1` document.
-pub fn json(t: Transport, axes: &Axes, cells: &[StreamReport], interrupted: bool) -> String {
-    let doc = json!({
-        "schema": SCHEMA,
-        "transport": t.name(),
-        "axes": {
-            "sizes": axes.sizes,
-            "rates_hz": axes.rates,
-            "windows": axes.windows,
-            "batches": axes.batches,
-            "pipelines": axes.pipelines,
-        },
-        "interrupted": interrupted,
-        "cells": cells.iter().map(StreamReport::json).collect::<Vec<_>>(),
-    });
-    let mut s = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
-    s.push('\n');
-    s
+    /// One CSV row per cell under the header of a single stream run.
+    fn csv(&self) -> Option<Csv> {
+        Some(Csv {
+            header: CSV_HEADER.into(),
+            rows: self.cells.iter().map(StreamReport::csv_cells).collect(),
+        })
+    }
+
+    /// The `ibprobe.stream-sweep/1` document.
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        let axes = self.axes;
+        Some(Box::new(json!({
+            "schema": SCHEMA,
+            "transport": self.transport.name(),
+            "axes": {
+                "sizes": axes.sizes,
+                "rates_hz": axes.rates,
+                "windows": axes.windows,
+                "batches": axes.batches,
+                "pipelines": axes.pipelines,
+            },
+            "interrupted": self.interrupted,
+            "cells": self.cells.iter().map(StreamReport::json).collect::<Vec<_>>(),
+        })))
+    }
 }
 
 /// The heatmap: rows = sizes, columns = the other axes' combinations,

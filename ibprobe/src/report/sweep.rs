@@ -20,7 +20,10 @@
 use serde_json::json;
 
 use super::heatmap::Grid;
-use super::{us, DistKind, Distribution, Report};
+use super::model::{
+    us, Align, Block, Column, Csv, DistKind, Distribution, Document, JsonDoc, Quote, Report, Table,
+    Warning,
+};
 use crate::probe::config::Length;
 use crate::spec::Transport;
 
@@ -122,17 +125,6 @@ fn grid_warnings(cells: &[Cell]) -> Vec<String> {
     out
 }
 
-/// The grid's warnings, one line each behind `prefix`, after a blank
-/// line; nothing when there are none.
-fn warning_lines(cells: &[Cell], prefix: &str) -> String {
-    let warnings = grid_warnings(cells);
-    if warnings.is_empty() {
-        return String::new();
-    }
-    let lines: String = warnings.iter().map(|w| format!("{prefix} {w}\n")).collect();
-    format!("\n{lines}")
-}
-
 fn heading(t: Transport, length: Length, warmup: u64) -> String {
     format!(
         "ibprobe {}: sweep, one-way loopback over {}, {}, warm-up {warmup}",
@@ -142,144 +134,129 @@ fn heading(t: Transport, length: Length, warmup: u64) -> String {
     )
 }
 
-pub fn table(
-    t: Transport,
-    sizes: &[usize],
-    rates: &[f64],
-    cells: &[Cell],
-    length: Length,
-    warmup: u64,
-) -> String {
-    let mut out = heading(t, length, warmup);
-    out.push('\n');
-    if let Some(c) = cells.first() {
-        let detail = &c.report.context.transport.detail;
-        if !detail.is_empty() {
-            out.push_str(&format!("transport ({} B cell): {detail}\n", c.size));
-        }
-        out.push_str(&format!("clock: {}\n", c.report.context.clock.describe()));
-        for n in &c.report.notes {
-            out.push_str(&format!("note: {n}\n"));
-        }
+/// A sweep's grid and what it ran with: the report `ibprobe sweep`
+/// prints.
+pub struct SweepReport<'a> {
+    /// The transport.
+    pub transport: Transport,
+    /// The `--sizes` list, in order.
+    pub sizes: &'a [usize],
+    /// The `--rates` list, in order.
+    pub rates: &'a [f64],
+    /// The cells that ran, in run order.
+    pub cells: &'a [Cell],
+    /// Each cell's length.
+    pub length: Length,
+    /// Warm-up messages per cell.
+    pub warmup: u64,
+    /// Ctrl-C ended the sweep.
+    pub interrupted: bool,
+}
+
+impl Document for SweepReport<'_> {
+    fn noun(&self) -> &'static str {
+        "grid"
     }
-    out.push_str("cells: one-way p50 / p99 [us]; paced columns add the share of missed steps\n\n");
-    let mut grid: Vec<Vec<String>> = vec![std::iter::once("size [B]".to_string())
-        .chain(rates.iter().map(|&r| rate_label(r)))
-        .collect()];
-    for &s in sizes {
-        grid.push(
-            std::iter::once(s.to_string())
-                .chain(rates.iter().map(|&r| cell_text(find(cells, s, r))))
-                .collect(),
+
+    fn blocks(&self) -> Vec<Block> {
+        let heading = heading(self.transport, self.length, self.warmup);
+        let mut context = vec![heading.clone()];
+        if let Some(c) = self.cells.first() {
+            let detail = &c.report.context.transport.detail;
+            if !detail.is_empty() {
+                context.push(format!("transport ({} B cell): {detail}", c.size));
+            }
+            context.push(format!("clock: {}", c.report.context.clock.describe()));
+            context.extend(c.report.notes.iter().map(|n| format!("note: {n}")));
+        }
+        context.push(
+            "cells: one-way p50 / p99 [us]; paced columns add the share of missed steps".into(),
         );
+        context.push(String::new());
+        let mut columns = vec![Column::new("size [B]", 0, Align::RIGHT)];
+        columns.extend(
+            self.rates
+                .iter()
+                .map(|&r| Column::new(&rate_label(r), 0, Align::RIGHT)),
+        );
+        let rows = self.sizes.iter().map(|&s| {
+            std::iter::once(s.to_string())
+                .chain(
+                    self.rates
+                        .iter()
+                        .map(|&r| cell_text(find(self.cells, s, r))),
+                )
+                .collect()
+        });
+        let warnings = grid_warnings(self.cells)
+            .into_iter()
+            .map(|message| Warning { code: "", message });
+        vec![
+            Block::Context(context),
+            Block::Title {
+                bold: heading,
+                rest: "; cells: one-way p50 / p99 [us]".into(),
+            },
+            Block::Table(Table {
+                columns,
+                unit: "",
+                sep: "   ",
+                rows: rows.collect(),
+            }),
+            Block::Warnings {
+                list: warnings.collect(),
+                gap: true,
+                style: Quote::Together,
+            },
+        ]
     }
-    let widths: Vec<usize> = (0..=rates.len())
-        .map(|i| grid.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in &grid {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, &w)| format!("{c:>w$}"))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
-    out.push_str(&warning_lines(cells, "warning:"));
-    out
-}
 
-pub fn markdown(
-    t: Transport,
-    sizes: &[usize],
-    rates: &[f64],
-    cells: &[Cell],
-    length: Length,
-    warmup: u64,
-) -> String {
-    let mut out = format!(
-        "**{}**; cells: one-way p50 / p99 [us]\n\n",
-        heading(t, length, warmup)
-    );
-    out.push_str("| size [B] |");
-    for &r in rates {
-        out.push_str(&format!(" {} |", rate_label(r)));
+    fn csv(&self) -> Option<Csv> {
+        let rows = self.cells.iter().filter_map(|c| {
+            let s = &c.one_way()?.summary;
+            let r = &c.report.run;
+            let mut row = vec![
+                self.transport.name().to_string(),
+                c.size.to_string(),
+                c.rate.to_string(),
+            ];
+            row.extend(
+                [
+                    s.count, s.min_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns, s.max_ns,
+                ]
+                .map(|v| v.to_string()),
+            );
+            row.extend([format!("{:.1}", s.mean_ns), format!("{:.1}", s.stdev_ns)]);
+            row.extend([r.steps, r.missed_steps, r.sent, r.lost].map(|v| v.to_string()));
+            row.extend(super::counters::csv_cells(c.report.counters.as_ref()));
+            Some(row)
+        });
+        Some(Csv {
+            header: csv_header(),
+            rows: rows.collect(),
+        })
     }
-    out.push_str("\n|---:|");
-    out.push_str(&"---:|".repeat(rates.len()));
-    out.push('\n');
-    for &s in sizes {
-        out.push_str(&format!("| {s} |"));
-        for &r in rates {
-            out.push_str(&format!(" {} |", cell_text(find(cells, s, r))));
-        }
-        out.push('\n');
-    }
-    out.push_str(&warning_lines(cells, "> **warning**:"));
-    out
-}
 
-pub fn csv(t: Transport, cells: &[Cell]) -> String {
-    let mut out = csv_header();
-    out.push('\n');
-    for c in cells {
-        let Some(d) = c.one_way() else { continue };
-        let s = &d.summary;
-        let r = &c.report.run;
-        out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{},{},{},{},{}\n",
-            t.name(),
-            c.size,
-            c.rate,
-            s.count,
-            s.min_ns,
-            s.p50_ns,
-            s.p90_ns,
-            s.p99_ns,
-            s.p999_ns,
-            s.max_ns,
-            s.mean_ns,
-            s.stdev_ns,
-            r.steps,
-            r.missed_steps,
-            r.sent,
-            r.lost,
-            super::counters::csv_cells(c.report.counters.as_ref()),
-        ));
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        let length = match self.length {
+            Length::Count(n) => json!({ "count": n }),
+            Length::Duration(d) => json!({ "duration_ns": d.as_nanos() as u64 }),
+        };
+        Some(Box::new(json!({
+            "schema": SCHEMA,
+            "transport": self.transport.name(),
+            "sizes": self.sizes,
+            "rates_hz": self.rates,
+            "length": length,
+            "warmup": self.warmup,
+            "interrupted": self.interrupted,
+            "cells": self.cells.iter().map(|c| json!({
+                "size": c.size,
+                "rate_hz": c.rate,
+                "report": super::run::json_value(&c.report),
+            })).collect::<Vec<_>>(),
+        })))
     }
-    out
-}
-
-pub fn json(
-    t: Transport,
-    sizes: &[usize],
-    rates: &[f64],
-    cells: &[Cell],
-    length: Length,
-    warmup: u64,
-    interrupted: bool,
-) -> String {
-    let length = match length {
-        Length::Count(n) => json!({ "count": n }),
-        Length::Duration(d) => json!({ "duration_ns": d.as_nanos() as u64 }),
-    };
-    let doc = json!({
-        "schema": SCHEMA,
-        "transport": t.name(),
-        "sizes": sizes,
-        "rates_hz": rates,
-        "length": length,
-        "warmup": warmup,
-        "interrupted": interrupted,
-        "cells": cells.iter().map(|c| json!({
-            "size": c.size,
-            "rate_hz": c.rate,
-            "report": crate::report::format::json_value(&c.report),
-        })).collect::<Vec<_>>(),
-    });
-    let mut s = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
-    s.push('\n');
-    s
 }
 
 pub fn heat_grid(t: Transport, sizes: &[usize], rates: &[f64], cells: &[Cell]) -> Grid {

@@ -8,13 +8,12 @@
 //! `crate::report`; `cli/host.rs` runs [`crate::host::timerlat`] and
 //! hands the outcome here.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::host::{self, HostFormat, KernelInfo};
-use super::us;
+use super::host::{self, HostRun};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing, Table};
 use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
 use crate::stats::Summary;
@@ -42,28 +41,15 @@ pub struct TimerlatCpu {
     pub lost_events: u64,
 }
 
-/// Everything the outputs print, computed once.
+/// `ibprobe host --trace`'s settings.
 #[derive(Clone, Debug, Serialize)]
-pub struct TimerlatReport {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// This crate's version.
-    pub version: &'static str,
-    /// The kernel.
-    pub kernel: KernelInfo,
+pub struct TimerlatSettings {
     /// Timer period, ns.
     pub period_ns: u64,
-    /// Wall time, ns.
-    pub elapsed_ns: u64,
-    /// Ctrl-C ended the run early.
-    pub interrupted: bool,
-    /// One entry per CPU.
-    pub cpus: Vec<TimerlatCpu>,
-    /// How the run was set up.
-    pub notes: Vec<String>,
-    /// What a reader should know before trusting the numbers.
-    pub warnings: Vec<String>,
 }
+
+/// Everything the outputs print, computed once.
+pub type TimerlatReport = HostRun<TimerlatSettings, TimerlatCpu>;
 
 fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
     TimerlatCpu {
@@ -138,40 +124,15 @@ impl TimerlatReport {
                 o.unparsed_lines
             ));
         }
-        TimerlatReport {
-            schema: SCHEMA,
-            version: env!("CARGO_PKG_VERSION"),
-            kernel: KernelInfo::this_host(),
-            period_ns: cfg.period.as_nanos() as u64,
-            elapsed_ns: o.elapsed_ns,
-            interrupted: o.interrupted,
+        HostRun::on_this_host(
+            SCHEMA,
+            TimerlatSettings {
+                period_ns: cfg.period.as_nanos() as u64,
+            },
+            (o.elapsed_ns, o.interrupted),
             cpus,
-            notes: o.notes.clone(),
+            o.notes.clone(),
             warnings,
-        }
-    }
-
-    /// Renders one output format (each ends with a newline).
-    pub fn render(&self, f: HostFormat) -> String {
-        match f {
-            HostFormat::Table => self.table(),
-            HostFormat::Json => host::json(self),
-            HostFormat::Csv => self.csv(),
-            HostFormat::Markdown => self.markdown(),
-        }
-    }
-
-    fn headline(&self) -> String {
-        format!(
-            "ibprobe {}: timerlat IRQ and thread latency, period {:?}, kernel {}{}",
-            self.version,
-            Duration::from_nanos(self.period_ns),
-            self.kernel.release,
-            if self.kernel.realtime {
-                " (PREEMPT_RT)"
-            } else {
-                ""
-            }
         )
     }
 
@@ -182,31 +143,22 @@ impl TimerlatReport {
             .flat_map(|c| [(c.cpu, "irq", &c.irq), (c.cpu, "thread", &c.thread)])
     }
 
-    fn table(&self) -> String {
-        let mut out = self.headline();
-        out.push('\n');
-        for n in &self.notes {
-            let _ = writeln!(out, "note: {n}");
-        }
-        out.push('\n');
-        out.push_str("cpu  context     count       min       p50       p99     p99.9        max   > 10 us   [us]\n");
-        for (cpu, ctx, s) in self.rows() {
-            let [count, min, p50, p99, p999, max, over] = cells(s);
-            let _ = writeln!(
-                out,
-                "{cpu:<4} {ctx:<7} {count:>9} {min:>9} {p50:>9} {p99:>9} {p999:>9} {max:>10} {over:>9}"
-            );
-        }
+    /// Per CPU, its top interference sources and its worst wake-up with
+    /// what ran during it (the text table's lines after its table).
+    fn causes(&self) -> Vec<String> {
+        let mut out = Vec::new();
         for c in &self.cpus {
             if !c.top_sources.is_empty() {
-                let _ = writeln!(out, "\ncpu {}: top interference during the run:", c.cpu);
-                for s in &c.top_sources {
-                    let _ = writeln!(out, "  {}", source_text(s));
-                }
+                out.push(String::new());
+                out.push(format!("cpu {}: top interference during the run:", c.cpu));
+                out.extend(
+                    c.top_sources
+                        .iter()
+                        .map(|s| format!("  {}", source_text(s))),
+                );
             }
             if let Some(w) = &c.worst {
-                let _ = write!(
-                    out,
+                let head = format!(
                     "cpu {}: worst thread wake-up {} us (irq {}) at {:.6} s",
                     c.cpu,
                     us(w.thread_ns),
@@ -214,126 +166,74 @@ impl TimerlatReport {
                     w.at_ns as f64 / 1e9
                 );
                 if w.blocking.is_empty() {
-                    out.push_str("; no interference traced inside it\n");
+                    out.push(head + "; no interference traced inside it");
                 } else {
-                    out.push_str("; during it:\n");
-                    for s in &w.blocking {
-                        let _ = writeln!(
-                            out,
-                            "  {} {}: {} us",
-                            s.kind.name(),
-                            s.source,
-                            us(s.total_ns)
-                        );
-                    }
+                    out.push(head + "; during it:");
+                    out.extend(w.blocking.iter().map(|s| {
+                        format!("  {} {}: {} us", s.kind.name(), s.source, us(s.total_ns))
+                    }));
                 }
             }
-        }
-        if !self.warnings.is_empty() {
-            out.push('\n');
-            for w in &self.warnings {
-                let _ = writeln!(out, "warning: {w}");
-            }
-        }
-        out
-    }
-
-    fn csv(&self) -> String {
-        let mut out = String::from(
-            "cpu,context,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us\n",
-        );
-        for (cpu, ctx, s) in self.rows() {
-            let _ = writeln!(
-                out,
-                "{cpu},{ctx},{},{},{},{},{},{},{:.1},{},{}",
-                s.count,
-                s.min_ns,
-                s.p50_ns,
-                s.p99_ns,
-                s.p999_ns,
-                s.max_ns,
-                s.mean_ns,
-                s.over_10us_count,
-                s.over_10us
-            );
-        }
-        out
-    }
-
-    fn markdown(&self) -> String {
-        let mut out = format!("**{}**\n\n", self.headline());
-        out.push_str("| cpu | context | count | min [us] | p50 [us] | p99 [us] | p99.9 [us] | max [us] | > 10 us |\n");
-        out.push_str("|---:|:---|---:|---:|---:|---:|---:|---:|---:|\n");
-        for (cpu, ctx, s) in self.rows() {
-            let _ = writeln!(out, "| {cpu} | {ctx} | {} |", cells(s).join(" | "));
-        }
-        for c in &self.cpus {
-            for s in &c.top_sources {
-                let _ = writeln!(out, "\n- cpu {}: {}", c.cpu, source_text(s));
-            }
-        }
-        for w in &self.warnings {
-            let _ = writeln!(out, "\n> warning: {w}");
         }
         out
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::host::timerlat_trace::TimerlatAccumulator;
-    use crate::host::wakeup::WakeupLength;
+impl Document for TimerlatReport {
+    fn noun(&self) -> &'static str {
+        "timerlat report"
+    }
 
-    #[test]
-    fn every_format_has_both_contexts_per_cpu_and_the_causes() {
-        let mut acc = TimerlatAccumulator::new(&[0, 1], None, 4242);
-        for line in [
-            "  <idle>-0 [000] d.h2. 1.000130: irq_noise: local_timer:236 start 1.000100000 duration 30000 ns",
-            "  <idle>-0 [000] d.h1. 1.000200: #1 context    irq timer_latency   2000 ns",
-            "  timerlat/0-9 [000] ..... 1.000210: #1 context thread timer_latency 120000 ns",
-            "  <idle>-0 [001] d.h1. 1.000200: #1 context    irq timer_latency   1500 ns",
-            "  timerlat/1-9 [001] ..... 1.000210: #1 context thread timer_latency   3000 ns",
-            "CPU:1 [LOST 4 EVENTS]",
-        ] {
-            acc.line(line);
-        }
-        let cfg = TimerlatConfig {
-            cpus: vec![0, 1],
-            period: Duration::from_millis(1),
-            length: WakeupLength::Count(1),
-            tracefs: None,
-            interference: true,
-        };
-        let o = TimerlatOutcome {
-            cpus: acc.finish(),
-            tracefs: "/sys/kernel/tracing".into(),
-            elapsed_ns: 5_000_000,
-            interrupted: false,
-            unparsed_lines: 0,
-            notes: vec![],
-        };
-        let r = TimerlatReport::new(&cfg, &o);
-        let j: serde_json::Value = serde_json::from_str(&r.render(HostFormat::Json)).unwrap();
-        assert_eq!(j["schema"], SCHEMA);
-        assert_eq!(j["period_ns"], 1_000_000);
-        assert_eq!(j["cpus"][0]["irq"]["max_ns"], 2_000);
-        assert_eq!(j["cpus"][0]["thread"]["max_ns"], 120_000);
-        assert_eq!(j["cpus"][0]["top_sources"][0]["source"], "local_timer:236");
-        assert_eq!(j["cpus"][0]["worst"]["blocking"][0]["kind"], "irq");
-        assert_eq!(j["cpus"][1]["lost_events"], 4);
-        let csv = r.render(HostFormat::Csv);
-        assert_eq!(csv.lines().count(), 5, "{csv}");
-        assert!(csv.contains("\n0,thread,1,120000,"), "{csv}");
-        let t = r.render(HostFormat::Table);
-        assert!(
-            t.contains("worst thread wake-up 120.000 us (irq 2.000 us)"),
-            "{t}"
+    fn blocks(&self) -> Vec<Block> {
+        let what = format!(
+            "timerlat IRQ and thread latency, period {:?}",
+            Duration::from_nanos(self.settings.period_ns)
         );
-        assert!(t.contains("irq local_timer:236: 30.000 us"), "{t}");
-        assert!(t.contains("dropped 4 trace events"), "{t}");
-        assert!(r
-            .render(HostFormat::Markdown)
-            .contains("| 1 | thread | 1 |"));
+        let mut columns = vec![
+            Column::new("cpu", 4, Align::LEFT_RIGHT),
+            Column::new("context", 7, Align::LEFT_MARKED),
+            Column::new("count", 9, Align::RIGHT),
+        ];
+        columns.extend(host::us_columns());
+        columns.push(Column::new("> 10 us", 9, Align::RIGHT));
+        let rows = self.rows().map(|(cpu, ctx, s)| {
+            let mut row = vec![cpu.to_string(), ctx.to_string()];
+            row.extend(cells(s));
+            row
+        });
+        let sources = self.cpus.iter().flat_map(|c| {
+            c.top_sources
+                .iter()
+                .map(move |s| format!("cpu {}: {}", c.cpu, source_text(s)))
+        });
+        let mut blocks = Vec::from(host::head(self.version, what, &self.kernel, &self.notes));
+        blocks.extend([
+            Block::Table(Table {
+                columns,
+                unit: "[us]",
+                sep: " ",
+                rows: rows.collect(),
+            }),
+            Block::Context(self.causes()),
+            Block::List(sources.collect(), Spacing::Each),
+            host::plain(&self.warnings),
+        ]);
+        blocks
+    }
+
+    fn csv(&self) -> Option<Csv> {
+        let rows = self.rows().map(|(cpu, ctx, s)| {
+            let mut row = vec![cpu.to_string(), ctx.to_string()];
+            row.extend(host::summary_csv(s));
+            row
+        });
+        Some(Csv {
+            header: "cpu,context,count,min_ns,p50_ns,p99_ns,p999_ns,max_ns,mean_ns,over_10us_count,over_10us".into(),
+            rows: rows.collect(),
+        })
+    }
+
+    fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
+        Some(Box::new(self))
     }
 }

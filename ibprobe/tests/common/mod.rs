@@ -1,9 +1,12 @@
 //! Helpers shared by the integration tests that drive the `ibprobe`
-//! binary: run it, and check the one-line refusal contract.
+//! binary: run it, and check the one-line refusal contract; the report
+//! tests' fixed inputs (`report`).
 //!
 //! Each test file that says `mod common;` compiles its own copy and uses
 //! only some of these, hence the `dead_code` allowance.
 #![allow(dead_code)]
+
+pub mod report;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -27,6 +27,7 @@ use crate::tune::plan::Plan;
 use anyhow::{anyhow, bail, Context, Result};
 use ibhost::child::{self, Ending};
 use ibprobe::report::compare::{round_values, CompareReport, RoundValues, METRICS, ROUND_SCHEMAS};
+use ibprobe::report::format::{self as text, render};
 use ibstats::Better;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -291,6 +292,11 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
 /// Runs COMMAND once (its own process group, output bounded, stopped by
 /// `timeout` or by a stop signal to ibtune); its report's figures, or why
 /// there are none.
+/// The comparison in ibprobe's text table or Markdown (it has both).
+fn compare_text(compare: &CompareReport, format: text::Format) -> String {
+    render(compare, format).expect("a comparison has a table and Markdown")
+}
+
 fn run_command(command: &[String], timeout: Option<Duration>) -> Result<Outcome> {
     let limits = child::Limits {
         stdout_max: MAX_REPORT,
@@ -442,8 +448,12 @@ impl Report {
                 s.push('\n');
                 s
             }
-            Format::Table => self.compare.table() + &self.attribution_text(""),
-            Format::Markdown => self.compare.markdown() + &self.attribution_text("md"),
+            Format::Table => {
+                compare_text(&self.compare, text::Format::Table) + &self.attribution_text("")
+            }
+            Format::Markdown => {
+                compare_text(&self.compare, text::Format::Markdown) + &self.attribution_text("md")
+            }
         }
     }
 
