@@ -18,8 +18,10 @@
 //! - [`child`]: a measurement command run per round (`ibtune experiment`,
 //!   `ibprobe compare`): its own process group, SIGINT/SIGTERM/SIGHUP
 //!   forwarded to it, a grace and then SIGKILL, a per-run timeout, and its
-//!   output kept bounded; its signal handler is one of the two `unsafe`
-//!   places of the crate.
+//!   output kept bounded. Its stop handler is the workspace's one
+//!   stop-signal mechanism: [`child::stop_on_signals`] for a tool that
+//!   runs commands, [`child::stop_signal_flag`] for ibprobe's measurement
+//!   loops; it is one of the two `unsafe` places of the crate.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
 //!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. With
 //!   [`child::stop_on_signals`], the crate's only `unsafe`.
