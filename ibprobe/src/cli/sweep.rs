@@ -43,11 +43,8 @@ fn cell_config(
 ) -> Result<ProbeConfig, CliError> {
     let cfg = ProbeConfig {
         size,
-        length: match a.duration {
-            Some(d) => Length::Duration(d),
-            None => Length::Count(a.count.unwrap_or(DEFAULT_COUNT)),
-        },
-        warmup: a.warmup,
+        length: a.amount.length(DEFAULT_COUNT),
+        warmup: a.amount.warmup,
         rate_hz: (rate > 0.0).then_some(rate),
         cpu,
         timeout: a.timeout,
@@ -148,12 +145,20 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     let tr = t.transport;
     let length = plan.first().map(|c| c.length).unwrap_or(Length::Count(0));
     let text = match format {
-        SweepFormat::Table => formats::table(tr, &sizes, &rates, &cells, length, a.warmup),
-        SweepFormat::Markdown => formats::markdown(tr, &sizes, &rates, &cells, length, a.warmup),
-        SweepFormat::Csv => formats::csv(tr, &cells),
-        SweepFormat::Json => {
-            formats::json(tr, &sizes, &rates, &cells, length, a.warmup, interrupted)
+        SweepFormat::Table => formats::table(tr, &sizes, &rates, &cells, length, a.amount.warmup),
+        SweepFormat::Markdown => {
+            formats::markdown(tr, &sizes, &rates, &cells, length, a.amount.warmup)
         }
+        SweepFormat::Csv => formats::csv(tr, &cells),
+        SweepFormat::Json => formats::json(
+            tr,
+            &sizes,
+            &rates,
+            &cells,
+            length,
+            a.amount.warmup,
+            interrupted,
+        ),
     };
     print!("{text}");
     if let Some(path) = &a.plot {
