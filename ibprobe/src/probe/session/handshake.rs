@@ -281,20 +281,26 @@ pub fn open_server<S: Shape>(
                 spec,
                 carry: shape.carry(),
             };
-            match opens.server(ask, &hello.endpoint) {
-                Ok((end, ours)) => (S::end(end), ours),
-                Err(EndError::Malformed(what)) => {
-                    return Err(refuse(oob, malformed_line(what, &hello.endpoint)))
-                }
-                Err(EndError::Refused(m) | EndError::Setup(m)) => return Err(refuse(oob, m)),
-                Err(EndError::Failed(e)) => return Err(OpenError::from(e).into()),
-            }
+            let (end, ours) = opens
+                .server(ask, &hello.endpoint)
+                .map_err(|e| server_error(oob, hello, e))?;
+            (S::end(end), ours)
         }
         None => verbs_server(oob, hello, spec, shape)?,
     };
     oob.send(&Reply::Welcome { endpoint })
         .map_err(|e| err("protocol", e))?;
     Ok(end)
+}
+
+/// What the server says when its transport could not make its end: a
+/// refusal the client is told, or (once its end exists) a failure.
+fn server_error(oob: &mut Oob, hello: &Hello, e: EndError) -> SessionError {
+    match e {
+        EndError::Malformed(what) => refuse(oob, malformed_line(what, &hello.endpoint)),
+        EndError::Refused(m) | EndError::Setup(m) => refuse(oob, m),
+        EndError::Failed(e) => OpenError::from(e).into(),
+    }
 }
 
 /// The server's verbs end for the client's endpoint, connected, with
