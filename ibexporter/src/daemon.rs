@@ -13,9 +13,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-use crate::collect::hca::HcaCollector;
+use crate::collect;
 use crate::collect::latency::LatencyStore;
-use crate::collect::tuning::{TuningCollector, TuningConfig};
+use crate::collect::tuning::TuningConfig;
 use crate::config::{
     CardinalityConfig, Config, CpuSelection, TargetsConfig, DEFAULT_RESPONDER_PORT,
 };
@@ -187,16 +187,15 @@ pub fn start(o: &DaemonOptions) -> anyhow::Result<Daemon> {
         "ibexporter build information",
         Info::new(vec![("version".to_string(), crate::VERSION.to_string())]),
     );
-    let hca =
-        HcaCollector::new(&o.root).with_context(|| format!("host root {}", o.root.display()))?;
-    reg.register_collector(Box::new(hca));
-    if let Some(p) = &o.profile {
+    let tuning = o.profile.as_ref().map(|p| {
         let mut tc = TuningConfig::new(p);
         tc.root = o.root.clone();
         tc.state_dir = o.state_dir.clone();
         tc.min_interval = o.tuning_min_interval;
-        reg.register_collector(Box::new(TuningCollector::new(tc)));
-    }
+        tc
+    });
+    collect::register(&mut reg, &o.root, tuning)
+        .with_context(|| format!("host root {}", o.root.display()))?;
     let store = LatencyStore::new(o.window);
     reg.register_collector(Box::new(store.counter_collector()));
     let em = EngineMetrics::default();

@@ -14,16 +14,18 @@
 //!
 //! The stop signal itself is caught by [`stop_on_signals`] (a handler that
 //! records the signal's number), so the caller finishes its own clean-up
-//! (ibtune reverts the host) after the child is gone.
+//! (ibtune reverts the host) after the child is gone. The same handler,
+//! installed by [`stop_signal_flag`], is the flag ibprobe's measurement
+//! loops stop on: one stop-signal mechanism for every tool.
 
 use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{killpg, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -300,12 +302,17 @@ pub fn run(
     })
 }
 
-/// The signal that stopped this process, once [`stop_on_signals`] caught
-/// one (0: none yet).
+/// The signal that stopped this process, once a stop handler caught one
+/// (0: none yet).
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Set with [`STOP_SIGNAL`]: the flag a measurement loop reads between
+/// messages ([`stop_signal_flag`]).
+static STOPPED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(sig: libc::c_int) {
     STOP_SIGNAL.store(sig, Ordering::SeqCst);
+    STOPPED.store(true, Ordering::SeqCst);
 }
 
 /// The signal [`stop_on_signals`] caught, if any.
@@ -316,6 +323,21 @@ pub fn stop_signal() -> Option<Signal> {
     }
 }
 
+/// The one stop handler: `signals` record themselves ([`stop_signal`],
+/// [`stop_signal_flag`]'s flag) instead of killing the process, with
+/// `flags` saying how the handler behaves (restarted calls, reset after
+/// the first signal).
+fn catch_stop(signals: &[Signal], flags: SaFlags) -> io::Result<()> {
+    let action = SigAction::new(SigHandler::Handler(on_stop), flags, SigSet::empty());
+    for &sig in signals {
+        // SAFETY: the handler only stores to static atomics, which is
+        // async-signal-safe; the callers install no other handler for
+        // these signals.
+        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
 /// Turns SIGINT, SIGTERM and SIGHUP into a recorded signal ([`stop_signal`])
 /// instead of death, for as long as the process runs.
 ///
@@ -324,19 +346,24 @@ pub fn stop_signal() -> Option<Signal> {
 /// A child gets the default actions back at exec (handlers do not survive
 /// execve(2)).
 pub fn stop_on_signals() -> io::Result<()> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
-    let action = SigAction::new(
-        SigHandler::Handler(on_stop),
+    catch_stop(
+        &[Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP],
         SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores to a static atomic, which is
-        // async-signal-safe; the callers install no other handler for
-        // these signals.
-        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
-    }
-    Ok(())
+    )
+}
+
+/// Turns the first SIGINT or SIGTERM into a flag, and returns that flag.
+///
+/// Why it exists: a measurement loop (ibprobe's) checks it between
+/// messages and stops, so Ctrl-C prints the statistics collected so far;
+/// and a SIGTERM (what systemd, `kill` and test harnesses send) leaves
+/// through the same orderly path, so every owner's Drop runs (a server's
+/// shm ring file is unlinked). Blocking calls are not restarted, so a
+/// loop waiting in one sees the flag at once. The handler resets itself
+/// (SA_RESETHAND): a second signal kills the process as usual.
+pub fn stop_signal_flag() -> io::Result<&'static AtomicBool> {
+    catch_stop(&[Signal::SIGINT, Signal::SIGTERM], SaFlags::SA_RESETHAND)?;
+    Ok(&STOPPED)
 }
 
 #[cfg(test)]

@@ -20,8 +20,10 @@
 //! - [`child`]: a measurement command run per round (`ibtune experiment`,
 //!   `ibprobe compare`): its own process group, SIGINT/SIGTERM/SIGHUP
 //!   forwarded to it, a grace and then SIGKILL, a per-run timeout, and its
-//!   output kept bounded; its signal handler is one of the two `unsafe`
-//!   places of the crate.
+//!   output kept bounded. Its stop handler is the workspace's one
+//!   stop-signal mechanism: [`child::stop_on_signals`] for a tool that
+//!   runs commands, [`child::stop_signal_flag`] for ibprobe's measurement
+//!   loops; it is one of the two `unsafe` places of the crate.
 //! - [`renamed`]: old spellings of renamed options and commands, still
 //!   accepted, answered with one warning naming the new one.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,

@@ -7,10 +7,12 @@
 //! `tests/lab/lab run -- target/debug/examples/verbs_loopback --transport rc --op send`.
 //! Exit status: 0 ok, 2 refused configuration, 1 other failure.
 
+mod common;
+
 use clap::Parser;
-use ibprobe::cli::args::VerbsArgs;
+use common::VerbsChannel;
 use ibprobe::clock::Clock;
-use ibprobe::spec::{ChannelSpec, Poll, Transport};
+use ibprobe::spec::Poll;
 use ibprobe::stats::{LatencyHistogram, Summary};
 use ibprobe::transport::Channel;
 use ibprobe::verbs::{loopback, VerbsConfig};
@@ -18,15 +20,8 @@ use ibprobe::verbs::{loopback, VerbsConfig};
 /// Flags: the library's verbs options plus transport, size and count.
 #[derive(Parser, Debug)]
 struct Cli {
-    /// rc | uc | ud
-    #[arg(long, default_value = "rc")]
-    transport: String,
-    /// Message size in bytes.
-    #[arg(long, default_value_t = 32)]
-    size: u32,
-    /// Messages to send.
-    #[arg(long, default_value_t = 1000)]
-    count: u64,
+    #[command(flatten)]
+    channel: VerbsChannel,
     /// Per-message wait before counting it lost, ms.
     #[arg(long, default_value_t = 1000)]
     timeout_ms: u64,
@@ -38,8 +33,6 @@ struct Cli {
     /// Print one line of key=value only (for scripts).
     #[arg(long)]
     brief: bool,
-    #[command(flatten)]
-    verbs: VerbsArgs,
 }
 
 fn us(ns: u64) -> f64 {
@@ -60,20 +53,7 @@ fn line(name: &str, s: &Summary) -> String {
 
 fn main() {
     let cli = Cli::parse();
-    let transport = match cli.transport.parse::<Transport>() {
-        Ok(t) if t.is_verbs() => t,
-        _ => {
-            eprintln!("error: --transport {}: rc | uc | ud", cli.transport);
-            std::process::exit(2);
-        }
-    };
-    let spec = ChannelSpec {
-        transport,
-        size: cli.size as usize,
-        poll: cli.verbs.poll,
-        verbs: cli.verbs.knobs(),
-        model: None,
-    };
+    let spec = cli.channel.spec();
     let cfg = match VerbsConfig::new(&spec) {
         Ok(c) => c,
         Err(e) => {
@@ -101,7 +81,7 @@ fn run(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let clock = Clock::calibrate();
     let info = ch.info();
-    let n = cli.count as usize;
+    let n = cli.channel.count as usize;
     let mut t_sub = vec![0u64; n];
     let mut got = vec![false; n];
     let mut one_way = LatencyHistogram::new();
@@ -116,7 +96,7 @@ fn run(
     };
     let mut done = vec![false; n];
     if cli.burst {
-        for seq in 0..cli.count {
+        for seq in 0..cli.channel.count {
             if ch.is_signaled(seq) {
                 signaled += 1;
             }
@@ -138,7 +118,9 @@ fn run(
             }
         }
         let t0 = clock.now();
-        while received < cli.count && clock.ticks_to_ns(clock.now().wrapping_sub(t0)) < timeout {
+        while received < cli.channel.count
+            && clock.ticks_to_ns(clock.now().wrapping_sub(t0)) < timeout
+        {
             if let Some(s) = ch.poll_recv()? {
                 let now = clock.now();
                 if (s as usize) < n && !got[s as usize] {
@@ -149,7 +131,7 @@ fn run(
             }
         }
     }
-    for seq in 0..if cli.burst { 0 } else { cli.count } {
+    for seq in 0..if cli.burst { 0 } else { cli.channel.count } {
         let want_done = ch.is_signaled(seq);
         if want_done {
             signaled += 1;
@@ -209,9 +191,9 @@ fn run(
     if cli.brief {
         println!(
             "sent={} received={} lost={} signaled={} send_done={} ow_p50_us={:.2} ow_max_us={:.2} sd_p50_us={:.2} detail=\"{}\"",
-            cli.count,
+            cli.channel.count,
             received,
-            cli.count - received,
+            cli.channel.count - received,
             signaled,
             sd.count,
             us(ow.p50_ns),
@@ -223,9 +205,9 @@ fn run(
         println!("{}", info.detail);
         println!(
             "sent {} received {} lost {}",
-            cli.count,
+            cli.channel.count,
             received,
-            cli.count - received
+            cli.channel.count - received
         );
         println!("{}", line("one-way", &ow));
         println!("{}", line("send-completion", &sd));

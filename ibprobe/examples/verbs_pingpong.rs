@@ -7,10 +7,12 @@
 //! Why it exists: proves the `prepare -> Endpoint -> connect` path the
 //! client/server commands build on, on a real verbs stack (the lab).
 
+mod common;
+
 use clap::Parser;
-use ibprobe::cli::args::VerbsArgs;
+use common::VerbsChannel;
 use ibprobe::clock::Clock;
-use ibprobe::spec::{ChannelSpec, Transport};
+use ibprobe::spec::ChannelSpec;
 use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::Channel;
 use ibprobe::verbs::{prepare, Endpoint, VerbsConfig};
@@ -18,43 +20,21 @@ use ibprobe::verbs::{prepare, Endpoint, VerbsConfig};
 /// Flags: the library's verbs options plus transport, size and count.
 #[derive(Parser, Debug)]
 struct Cli {
-    /// rc | uc | ud
-    #[arg(long, default_value = "rc")]
-    transport: String,
-    /// Message size in bytes.
-    #[arg(long, default_value_t = 32)]
-    size: u32,
-    /// Round trips.
-    #[arg(long, default_value_t = 1000)]
-    count: u64,
     #[command(flatten)]
-    verbs: VerbsArgs,
+    channel: VerbsChannel,
 }
 
 fn main() {
     let cli = Cli::parse();
-    let transport = match cli.transport.parse::<Transport>() {
-        Ok(t) if t.is_verbs() => t,
-        _ => {
-            eprintln!("error: --transport {}: rc | uc | ud", cli.transport);
-            std::process::exit(2)
-        }
-    };
-    if let Err(e) = run(&cli, transport) {
+    let spec = cli.channel.spec();
+    if let Err(e) = run(&cli, &spec) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }
 }
 
-fn run(cli: &Cli, transport: Transport) -> Result<(), Box<dyn std::error::Error>> {
-    let spec = ChannelSpec {
-        transport,
-        size: cli.size as usize,
-        poll: cli.verbs.poll,
-        verbs: cli.verbs.knobs(),
-        model: None,
-    };
-    let cfg = VerbsConfig::new(&spec)?;
+fn run(cli: &Cli, spec: &ChannelSpec) -> Result<(), Box<dyn std::error::Error>> {
+    let cfg = VerbsConfig::new(spec)?;
     let (client_prep, client_ep) = prepare(&cfg)?;
     let (server_prep, server_ep) = prepare(&cfg)?;
     let client_json = serde_json::to_string(&client_ep)?;
@@ -69,7 +49,7 @@ fn run(cli: &Cli, transport: Transport) -> Result<(), Box<dyn std::error::Error>
     let timeout = 1_000_000_000;
     let mut rtt = LatencyHistogram::new();
     let mut lost = 0u64;
-    for seq in 0..cli.count {
+    for seq in 0..cli.channel.count {
         let t0 = clock.now();
         client.post(seq)?;
         match server.wait_recv(&clock, timeout)? {

@@ -3,22 +3,17 @@
 //! with a clear error (exit 3) within the timeout, never a hang; Ctrl-C
 //! prints the statistics so far and exits 130; --help teaches by example.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
 
+mod common;
+
 fn ibprobe(args: &[&str]) -> (i32, String, String) {
-    let out = assert_cmd::Command::new(cargo_bin("ibprobe"))
-        .args(args)
-        .timeout(Duration::from_secs(30))
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    common::run_within(
+        Command::new(cargo_bin("ibprobe")).args(args),
+        Duration::from_secs(30),
     )
 }
 
@@ -260,45 +255,28 @@ fn start_server(transport: &str) -> (std::process::Child, String) {
 }
 
 fn start_server_with(transport: &str, extra: &[&str]) -> (std::process::Child, String) {
-    let mut child = Command::new(cargo_bin("ibprobe"))
-        .args(["server", "--transport", transport, "--bind", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .to_string();
+    let (child, addr, mut stderr) = common::spawn_server(transport, extra);
     // Keep reading, so the server never writes to a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     (child, addr)
 }
 
+/// A client of `transport` to `addr` set to measure for a minute (with
+/// `extra`), its stdout and stderr made by `out`: a peer dies long before.
+fn minute_client(addr: &str, transport: &str, extra: &[&str], out: fn() -> Stdio) -> Child {
+    Command::new(cargo_bin("ibprobe"))
+        .args(["client", addr, "--transport", transport])
+        .args(["--duration", "60s", "--no-mlock"])
+        .args(extra)
+        .stdout(out())
+        .stderr(out())
+        .spawn()
+        .unwrap()
+}
+
 fn server_dies_mid_run(transport: &str) {
     let (mut server, addr) = start_server(transport);
-    let client = Command::new(cargo_bin("ibprobe"))
-        .args([
-            "client",
-            &addr,
-            "--transport",
-            transport,
-            "--duration",
-            "60s",
-            "--timeout",
-            "500ms",
-            "--no-mlock",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let client = minute_client(&addr, transport, &["--timeout", "500ms"], Stdio::piped);
     std::thread::sleep(Duration::from_millis(800));
     server.kill().unwrap();
     server.wait().unwrap();
@@ -390,20 +368,7 @@ fn ctrl_c_prints_the_statistics_so_far_and_exits_130() {
 fn server_reports_a_client_that_dies_mid_run() {
     for transport in ["udp", "shm"] {
         let (mut server, addr) = start_server(transport);
-        let mut client = Command::new(cargo_bin("ibprobe"))
-            .args([
-                "client",
-                &addr,
-                "--transport",
-                transport,
-                "--duration",
-                "60s",
-                "--no-mlock",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut client = minute_client(&addr, transport, &[], Stdio::null);
         std::thread::sleep(Duration::from_millis(800));
         client.kill().unwrap();
         client.wait().unwrap();

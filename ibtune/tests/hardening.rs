@@ -634,16 +634,15 @@ fn a_held_lock_gives_exit_5_and_changes_nothing() {
     .unwrap();
     let st = s.tmp.path().join("state");
     let t = Instant::now();
-    let r = run(&[
-        "--root",
-        root.to_str().unwrap(),
-        "--state-dir",
-        st.to_str().unwrap(),
-        "--lock-wait",
-        "300ms",
-        "apply",
-        profile("thesis-2hca").to_str().unwrap(),
-    ]);
+    // ibtune on this root and state dir, waiting `wait` for the lock.
+    let waiting = |wait: &str, command: &[&str]| {
+        let mut args = vec!["--root", root.to_str().unwrap()];
+        args.extend(["--state-dir", st.to_str().unwrap(), "--lock-wait", wait]);
+        args.extend(command);
+        run(&args)
+    };
+    let thesis = profile("thesis-2hca");
+    let r = waiting("300ms", &["apply", thesis.to_str().unwrap()]);
     assert_eq!(r.code, 5, "{}{}", r.out, r.err);
     assert!(t.elapsed() >= Duration::from_millis(300), "it waited");
     assert!(
@@ -652,15 +651,7 @@ fn a_held_lock_gives_exit_5_and_changes_nothing() {
         r.err
     );
     assert_same_tree(&pristine, &snapshot(&root), "apply while locked");
-    let r = run(&[
-        "--root",
-        root.to_str().unwrap(),
-        "--state-dir",
-        st.to_str().unwrap(),
-        "--lock-wait",
-        "0s",
-        "revert",
-    ]);
+    let r = waiting("0s", &["revert"]);
     assert_eq!(r.code, 5, "{}{}", r.out, r.err);
     drop(held);
     let r = run(&["--lock-wait", "soon", "show"]);

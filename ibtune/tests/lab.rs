@@ -16,42 +16,51 @@ const IBTUNE: &str = env!("CARGO_BIN_EXE_ibtune");
 const STATE: &str = "--state-dir /run/ibtune";
 const CG: &str = "/sys/fs/cgroup/ibtune-rt";
 
-/// A profile for the 2-vCPU guest: CPU 1 as an isolated partition.
-const PROFILE: &str = r#"[profile]
-name = "lab-partition"
-description = "lab: CPU 1 as an isolated cgroup v2 partition"
-
+/// The cpuset both lab profiles make: CPU 1 of the 2-vCPU guest as an
+/// isolated partition named `rt` (a macro, so `concat!` can take it).
+macro_rules! rt_cpuset {
+    () => {
+        r#"
 [[cpuset]]
 name = "rt"
 cpus = "1"
 mems = "0"
 exclusive = true
 isolated = true
+"#
+    };
+}
 
+/// A profile for the 2-vCPU guest: CPU 1 as an isolated partition.
+const PROFILE: &str = concat!(
+    r#"[profile]
+name = "lab-partition"
+description = "lab: CPU 1 as an isolated cgroup v2 partition"
+"#,
+    rt_cpuset!(),
+    r#"
 [numa]
 policy = "bind"
-"#;
+"#
+);
 
 /// The experiment's profile: the three knobs a 2-vCPU guest with rxe0 can
 /// have. rxe is software and has no IRQs (ibtune refuses an `[[irq]]` for
 /// it, saying so), so IRQ affinity cannot be part of it here.
-const EXPERIMENT_PROFILE: &str = r#"[profile]
+const EXPERIMENT_PROFILE: &str = concat!(
+    r#"[profile]
 name = "lab-rt"
 description = "lab: CPU 1 an isolated partition, cpu_dma_latency held at 0, vmstat timer slowed"
-
-[[cpuset]]
-name = "rt"
-cpus = "1"
-mems = "0"
-exclusive = true
-isolated = true
-
+"#,
+    rt_cpuset!(),
+    r#"
 [sysctl]
 "vm.stat_interval" = 120
 
 [dma_latency]
 us = 0
-"#;
+"#
+);
 
 /// The measurement: the application joins the real-time cpuset when the
 /// profile made it (as a real one would), then probes rxe0.

@@ -275,6 +275,14 @@ fn failures() -> Group {
         })
 }
 
+/// Asserts that the lab script exited with `code` and said exactly `line`
+/// on stderr.
+fn exits_saying(out: &std::process::Output, code: i32, line: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert_eq!(stderr.trim(), line);
+}
+
 /// The script's own checks, which need no guest: these run under plain `cargo test`.
 fn script_checks() -> Group {
     Group::offline("lab_script")
@@ -284,11 +292,10 @@ fn script_checks() -> Group {
                 .env("IBLAB_CACHE", "/proc/iblab-cache")
                 .output()
                 .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(3), "{stderr}");
-            assert_eq!(
-                stderr.trim(),
-                "iblab: error: cannot create the lab cache /proc/iblab-cache (set IBLAB_CACHE to a writable folder)"
+            exits_saying(
+                &out,
+                3,
+                "iblab: error: cannot create the lab cache /proc/iblab-cache (set IBLAB_CACHE to a writable folder)",
             );
         })
         .check("missing_package_is_named_in_one_line", || {
@@ -310,18 +317,15 @@ fn script_checks() -> Group {
                 .env("PATH", &bin)
                 .output()
                 .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(3), "{stderr}");
-            assert_eq!(
-                stderr.trim(),
-                "iblab: error: missing prerequisite package(s): qemu-system-x86 (setup --check installs nothing; run tests/lab/lab setup as root)"
+            exits_saying(
+                &out,
+                3,
+                "iblab: error: missing prerequisite package(s): qemu-system-x86 (setup --check installs nothing; run tests/lab/lab setup as root)",
             );
         })
         .check("bad_option_is_a_usage_error", || {
             let out = Command::new(script()).args(["start", "--topology", "ring"]).output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{stderr}");
-            assert_eq!(stderr.trim(), "iblab: error: unknown topology 'ring' (loopback|pair)");
+            exits_saying(&out, 2, "iblab: error: unknown topology 'ring' (loopback|pair)");
         })
 }
 

@@ -586,7 +586,7 @@ impl HcaCollector {
     }
 }
 
-use super::{counters, gauges, Labels};
+use super::encode::{counters, gauges, Labels};
 
 fn dev_port(dev: &str, port: u32) -> Labels {
     vec![("device", dev.to_string()), ("port", port.to_string())]

@@ -2,63 +2,32 @@
 //!
 //! Each collector reads its source when Prometheus scrapes (or, for the
 //! probes, publishes what the probe loop measured) and encodes through
-//! prometheus-client, so a source that fails loses only its own metrics.
+//! prometheus-client (`encode.rs`), so a source that fails loses only its
+//! own metrics. A new collector of the host is its file, its `mod` line
+//! and its line in [`register`].
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
-use prometheus_client::registry::Unit;
+use std::path::Path;
 
+use prometheus_client::registry::Registry;
+
+pub mod encode;
 pub mod hca;
 pub mod hw_split;
 pub mod latency;
 pub mod tuning;
 
-/// Labels of one sample, in order.
-pub(crate) type Labels = Vec<(&'static str, String)>;
-
-/// Encodes one gauge family from read-at-scrape values (skipped when it
-/// has no samples; a sample without labels is written `name value`).
-pub(crate) fn gauges<V: EncodeGaugeValue + Copy + std::fmt::Debug + Send + Sync>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    samples: &[(Labels, V)],
-) -> Result<(), std::fmt::Error>
-where
-    ConstGauge<V>: EncodeMetric,
-{
-    if samples.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (labels, v) in samples {
-        if labels.is_empty() {
-            m.encode_gauge(v)?;
-        } else {
-            ConstGauge::new(*v).encode(m.encode_family(labels)?)?;
-        }
-    }
-    Ok(())
-}
-
-/// Encodes one counter family from read-at-scrape values (skipped when it
-/// has no samples).
-pub(crate) fn counters(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    samples: &[(Labels, u64)],
-) -> Result<(), std::fmt::Error> {
-    if samples.is_empty() {
-        return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, unit, MetricType::Counter)?;
-    for (labels, v) in samples {
-        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+/// Registers the collectors that read the host at scrape time: the HCAs
+/// under `root`, and the tuning state when a profile is watched. The one
+/// place such a collector is registered (the probes' store is registered
+/// with the probe loop that fills it, in `daemon.rs`).
+pub fn register(
+    reg: &mut Registry,
+    root: &Path,
+    tuning: Option<tuning::TuningConfig>,
+) -> std::io::Result<()> {
+    reg.register_collector(Box::new(hca::HcaCollector::new(root)?));
+    if let Some(tc) = tuning {
+        reg.register_collector(Box::new(tuning::TuningCollector::new(tc)));
     }
     Ok(())
 }

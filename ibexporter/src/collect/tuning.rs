@@ -326,7 +326,7 @@ impl TuningCollector {
     }
 }
 
-use super::{gauges, Labels};
+use super::encode::{gauges, Labels};
 
 impl Collector for TuningCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {

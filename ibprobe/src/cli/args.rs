@@ -362,21 +362,42 @@ pub struct VerbsArgs {
     pub hugepages: bool,
 }
 
+/// How much to measure and the warm-up before it, as `loopback`,
+/// `client` (per run) and `sweep` (per cell) take it. The flags' help is
+/// each command's own (its `mut_arg`s), since it says per what.
+#[derive(Args, Debug, Clone)]
+pub struct Amount {
+    #[arg(long, short = 'n', conflicts_with = "duration")]
+    pub count: Option<u64>,
+    #[arg(long, short = 'D', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+}
+
+impl Amount {
+    /// The measured part: `--duration` if given, else `--count`
+    /// (`default_count` when neither is).
+    pub fn length(&self, default_count: u64) -> Length {
+        match self.duration {
+            Some(d) => Length::Duration(d),
+            None => Length::Count(self.count.unwrap_or(default_count)),
+        }
+    }
+}
+
 /// Options of a measurement (loopback and client).
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("count", |a| a.help("Measured messages [default: 10000, unless --duration]")))]
+#[command(mut_arg("duration", |a| a.help("Measure for this long instead of a count, e.g. 10s, 500ms, 1h")))]
+#[command(mut_arg("warmup", |a| a.help("Warm-up messages before the measured part (excluded, their max is reported)")))]
 pub struct MeasureArgs {
     /// Message size in bytes (udp: at least 8, it carries the sequence number).
     #[arg(long, short = 's', default_value_t = 32)]
     pub size: usize,
-    /// Measured messages [default: 10000, unless --duration].
-    #[arg(long, short = 'n', conflicts_with = "duration")]
-    pub count: Option<u64>,
-    /// Measure for this long instead of a count, e.g. 10s, 500ms, 1h.
-    #[arg(long, short = 'D', value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Warm-up messages before the measured part (excluded, their max is reported).
-    #[arg(long, default_value_t = 100)]
-    pub warmup: u64,
+    // --count, --duration, --warmup, with the help above.
+    #[command(flatten)]
+    pub amount: Amount,
     /// Messages per second, paced on the probe's clock; missed steps are counted.
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
@@ -822,6 +843,9 @@ const SWEEP_FORMATS: &[(Format, &str)] = &[
 /// `ibprobe sweep`: the loopback options that make sense once per grid
 /// (transport, verbs knobs, length, warm-up) plus the two lists.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("count", |a| a.help("Measured messages per cell [default: 1000, unless --duration]")))]
+#[command(mut_arg("duration", |a| a.help("Measure each cell for this long instead of a count, e.g. 1s, 200ms")))]
+#[command(mut_arg("warmup", |a| a.help("Warm-up messages before each cell's measured part (excluded)")))]
 pub struct SweepArgs {
     /// Transport and placement.
     #[command(flatten)]
@@ -837,15 +861,9 @@ pub struct SweepArgs {
         allow_hyphen_values = true
     )]
     pub rates: String,
-    /// Measured messages per cell [default: 1000, unless --duration].
-    #[arg(long, short = 'n', conflicts_with = "duration")]
-    pub count: Option<u64>,
-    /// Measure each cell for this long instead of a count, e.g. 1s, 200ms.
-    #[arg(long, short = 'D', value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Warm-up messages before each cell's measured part (excluded).
-    #[arg(long, default_value_t = 100)]
-    pub warmup: u64,
+    // --count, --duration, --warmup, with the help above.
+    #[command(flatten)]
+    pub amount: Amount,
     /// A message without an answer after this long is lost; 3 in a row end the sweep.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub timeout: Duration,
@@ -1043,11 +1061,8 @@ impl MeasureArgs {
     ) -> Result<ProbeConfig, CliError> {
         let cfg = ProbeConfig {
             size: self.size,
-            length: match self.duration {
-                Some(d) => Length::Duration(d),
-                None => Length::Count(self.count.unwrap_or(10_000)),
-            },
-            warmup: self.warmup,
+            length: self.amount.length(10_000),
+            warmup: self.amount.warmup,
             rate_hz: self.rate,
             burst: self.burst,
             pause: self.pause,

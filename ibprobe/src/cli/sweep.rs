@@ -44,11 +44,8 @@ fn cell_config(
 ) -> Result<ProbeConfig, CliError> {
     let cfg = ProbeConfig {
         size,
-        length: match a.duration {
-            Some(d) => Length::Duration(d),
-            None => Length::Count(a.count.unwrap_or(DEFAULT_COUNT)),
-        },
-        warmup: a.warmup,
+        length: a.amount.length(DEFAULT_COUNT),
+        warmup: a.amount.warmup,
         rate_hz: (rate > 0.0).then_some(rate),
         cpu,
         timeout: a.timeout,
@@ -154,7 +151,7 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
         rates: &rates,
         cells: &cells,
         length,
-        warmup: a.warmup,
+        warmup: a.amount.warmup,
         interrupted,
     };
     common::print_report(&report, format)?;

@@ -6,24 +6,25 @@
 //! get it from [`loopback`] (one-way: one thread posts and polls) or
 //! [`echo_pair`] (round trip through an echo thread). Channels whose far
 //! end is another process are opened by the handshake in
-//! `probe/session/`. A new transport is a new arm in each of these
-//! functions and in the handshake, and nothing else outside its file.
+//! `probe/session/`. Both ask the transport how it opens
+//! (`transport::opener`), so a new transport is not named here; verbs
+//! opens through `crate::verbs`. The in-process echo is the reference
+//! transports' only (shm, udp).
 //!
 //! The spec is checked first ([`ChannelSpec::check`]), so a refusal is
 //! an [`OpenError`] of kind [`OpenErrorKind::Refused`] before anything
 //! is created.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use super::config::Receiver;
 use super::executor::EchoThread;
 use crate::clock::Clock;
-use crate::spec::{ChannelSpec, ModelParams, Poll, SpecError, StreamSpec, Transport};
-use crate::transport::model::{ModelChannel, ModelSlots};
-use crate::transport::shm::{ShmChannel, ShmSlots};
-use crate::transport::stream::SlotEnd;
-use crate::transport::udp::{UdpChannel, UdpSlots};
-use crate::transport::{Channel, TransportError};
+use crate::spec::{ChannelSpec, SpecError, StreamSpec, Transport};
+pub use crate::transport::open::StreamEnds;
+use crate::transport::shm::ShmChannel;
+use crate::transport::udp::UdpChannel;
+use crate::transport::{self, Channel, TransportError};
 use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
 
 /// What kind of failure an [`OpenError`] is.
@@ -105,55 +106,15 @@ impl From<TransportError> for OpenError {
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
-/// A UDP socket bound to `ip` (any port) for messages of `spec.size`,
-/// polling as the spec says; connect it to its peer next.
-pub fn udp_bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, OpenError> {
-    let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
-    u.set_event_poll(spec.poll == Poll::Event);
-    Ok(u)
-}
-
 /// One-way loopback: one process owns both ends (`post` sends on one,
 /// `poll_recv` sees the arrival on the other), one clock.
 pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
     spec.check()?;
-    Ok(match spec.transport {
-        Transport::Shm => Box::new(ShmChannel::loopback(spec.size)?),
-        Transport::Udp => {
-            let mut u = UdpChannel::loopback(LOCALHOST, spec.size)?;
-            u.set_event_poll(spec.poll == Poll::Event);
-            Box::new(u)
-        }
-        Transport::Model => Box::new(ModelChannel::loopback(
-            model_params(spec)?,
-            spec.size,
-            model_clock(),
-        )),
-        Transport::Rc | Transport::Uc | Transport::Ud => {
-            Box::new(verbs::loopback(&VerbsConfig::new(spec)?)?)
-        }
+    Ok(match transport::opener(spec.transport) {
+        Some(t) => t.loopback(spec)?,
+        None => Box::new(verbs::loopback(&VerbsConfig::new(spec)?)?),
     })
 }
-
-/// The parameters of a model spec (checked: present).
-fn model_params(spec: &ChannelSpec) -> Result<ModelParams, OpenError> {
-    spec.model.ok_or_else(|| {
-        OpenError::refused(
-            "--transport model needs --model (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns)",
-        )
-    })
-}
-
-/// The clock the real-time model busy-waits on: the calibrated TSC where
-/// there is one (a read costs a few ns; clock_gettime costs tens), once
-/// per process.
-pub fn model_clock() -> Clock {
-    static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
-    *CLOCK.get_or_init(Clock::calibrate)
-}
-
-/// The two ends of a loopback stream: (sender, receiver).
-pub type StreamEnds = (Box<dyn SlotEnd>, Box<dyn SlotEnd>);
 
 /// A stream in one process (`ibprobe stream` in loopback): the sending
 /// end and the receiving end of a slot pool of `stream`'s shape, each to
@@ -161,25 +122,9 @@ pub type StreamEnds = (Box<dyn SlotEnd>, Box<dyn SlotEnd>);
 pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds, OpenError> {
     spec.check()?;
     stream.check(spec)?;
-    Ok(match spec.transport {
-        Transport::Shm => {
-            let (a, b) = ShmSlots::pair(stream.shm_ring_slots(), stream.slot_size)?;
-            (Box::new(a), Box::new(b))
-        }
-        Transport::Udp => {
-            let (a, b) = UdpSlots::pair(LOCALHOST, stream.slot_size)?;
-            (Box::new(a), Box::new(b))
-        }
-        Transport::Model => {
-            let (a, b) = ModelSlots::pair(
-                model_params(spec)?,
-                stream.slots,
-                stream.slot_size,
-                model_clock(),
-            )?;
-            (Box::new(a), Box::new(b))
-        }
-        Transport::Rc | Transport::Uc | Transport::Ud => {
+    Ok(match transport::opener(spec.transport) {
+        Some(t) => t.stream_pair(spec, stream)?,
+        None => {
             let cfg = VerbsConfig::new(spec)?;
             let (a, b) = verbs::stream_pair(&cfg, stream.slots, stream.slot_size)?;
             (Box::new(a), Box::new(b))
@@ -204,8 +149,8 @@ pub fn echo_pair(
             Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, receiver)))
         }
         Transport::Udp => {
-            let mut c = udp_bound(LOCALHOST, spec)?;
-            let mut s = udp_bound(LOCALHOST, spec)?;
+            let mut c = UdpChannel::bound(LOCALHOST, spec)?;
+            let mut s = UdpChannel::bound(LOCALHOST, spec)?;
             c.connect(s.local_addr()?)?;
             s.connect(c.local_addr()?)?;
             Ok((Box::new(c), EchoThread::spawn(s, clock, echo_cpu, receiver)))

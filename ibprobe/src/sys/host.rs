@@ -1,18 +1,19 @@
 //! Host placement and shared memory for the probe: CPU pinning, mlockall
-//! (both from `ibhost`), pre-faulting, the stop flag (SIGINT, SIGTERM)
-//! and shared mappings for the shm transport.
+//! (both from `ibhost`), pre-faulting, the stop flag (SIGINT, SIGTERM,
+//! also from `ibhost`) and shared mappings for the shm transport.
 //!
 //! Why it exists: the thesis measured maxima over 700 us from untouched
 //! pages and saw migrations between cores in the tail, so the runner pins,
 //! locks and pre-faults before the first message; and the shm transport
 //! needs memory shared between two threads or two processes. The `unsafe`
-//! these need lives here (pinning's and mlockall's in `ibhost::rt`).
+//! these need lives here (pinning's and mlockall's in `ibhost::rt`, the stop
+//! handler's in `ibhost::child`).
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Pinning (`pin_to_cpu`), the CPUs this process may use (`allowed_cpus`,
 /// which `--cpu` is checked against) and `mlockall` (`lock_memory`; needs
@@ -33,34 +34,12 @@ pub fn prefault_stack(bytes: usize) {
     }
 }
 
-static STOP_SEEN: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    STOP_SEEN.store(true, Ordering::Relaxed);
-}
-
-/// Installs a SIGINT and SIGTERM handler that only sets a flag, and
-/// returns that flag. The measurement loop checks it between messages
-/// and stops, so Ctrl-C prints the statistics collected so far; and a
-/// SIGTERM (what systemd, `kill` and test harnesses send) leaves through
-/// the same orderly path, so every owner's Drop runs (a server's shm ring
-/// file is unlinked). The handler resets itself (SA_RESETHAND): a second
-/// signal kills the process as usual.
-pub fn stop_signal_flag() -> io::Result<&'static AtomicBool> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(
-        SigHandler::Handler(on_stop_signal),
-        SaFlags::SA_RESETHAND,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to a static atomic, which is
-        // async-signal-safe; no other handler for these signals is
-        // relied upon.
-        unsafe { sigaction(sig, &action) }.map_err(io::Error::from)?;
-    }
-    Ok(&STOP_SEEN)
-}
+/// The stop flag (SIGINT, SIGTERM): the measurement loop checks it
+/// between messages and leaves through the orderly path, so Ctrl-C prints
+/// what was collected and every owner's Drop runs. It is ibhost's one
+/// stop-signal handler (`ibhost::child`), which `ibprobe compare` and
+/// `ibtune experiment` install too.
+pub use ibhost::child::stop_signal_flag;
 
 /// A memory mapping shared between threads or processes, seen as 64-bit
 /// atomic words: the shm transport's rings live in one.

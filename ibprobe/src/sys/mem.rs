@@ -123,8 +123,10 @@ pub enum MemError {
 /// An anonymous private mapping placed as a [`Placement`] asked, every
 /// page touched. Unmapped on drop (or handed over with [`Region::into_raw`]).
 pub struct Region {
-    ptr: NonNull<u8>,
-    len: usize,
+    // Seen by `sys::verbs::PinnedBuf`, whose volatile accessors address
+    // the mapping directly.
+    pub(super) ptr: NonNull<u8>,
+    pub(super) len: usize,
     page: usize,
     huge: bool,
     locked: bool,
@@ -350,14 +352,6 @@ impl Region {
     /// mincore: after [`Region::new`], all of them.
     pub fn resident_pages(&self) -> io::Result<usize> {
         resident(self.ptr, self.len)
-    }
-
-    /// Gives up ownership without unmapping: the caller must `munmap`
-    /// exactly (ptr, len) (e.g. `crate::sys::verbs::PinnedBuf`, which
-    /// registers the memory with the HCA).
-    pub fn into_raw(self) -> (NonNull<u8>, usize) {
-        let me = std::mem::ManuallyDrop::new(self);
-        (me.ptr, me.len)
     }
 }
 

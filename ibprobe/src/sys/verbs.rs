@@ -30,8 +30,8 @@ use sideway::ibverbs::AccessFlags;
 /// HCA once registered. Reads and writes go through methods because the
 /// HCA changes it behind the compiler's back.
 pub struct PinnedBuf {
-    ptr: NonNull<u8>,
-    len: usize,
+    /// The mapping; it is unmapped when the buffer drops.
+    region: Region,
 }
 
 impl PinnedBuf {
@@ -49,51 +49,50 @@ impl PinnedBuf {
 
     /// Takes over a placed, pre-faulted [`crate::sys::mem::Region`] (huge
     /// pages, a NUMA node): the buffer unmaps it on drop.
-    pub fn from_region(r: Region) -> PinnedBuf {
-        let (ptr, len) = r.into_raw();
-        PinnedBuf { ptr, len }
+    pub fn from_region(region: Region) -> PinnedBuf {
+        PinnedBuf { region }
     }
 
     /// Start address, for SGEs and the peer's remote address.
     pub fn addr(&self) -> u64 {
-        self.ptr.as_ptr() as u64
+        self.region.addr()
     }
 
     /// Mapped length in bytes (a whole number of pages).
     pub fn len(&self) -> usize {
-        self.len
+        self.region.len
     }
 
     /// Never true (a mapping has at least one page); for clippy's len rule.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.region.is_empty()
     }
 
     /// Writes one byte at `off` (volatile: the HCA reads it).
     #[inline(always)]
     pub fn write_u8(&self, off: usize, v: u8) {
-        assert!(off < self.len);
+        assert!(off < self.region.len);
         // SAFETY: off < len, inside the mapping owned by self.
-        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off), v) }
+        unsafe { std::ptr::write_volatile(self.region.ptr.as_ptr().add(off), v) }
     }
 
     /// Reads one byte at `off` (volatile: the HCA writes it, e.g. the last
     /// byte of an RDMA write target).
     #[inline(always)]
     pub fn read_u8(&self, off: usize) -> u8 {
-        assert!(off < self.len);
+        assert!(off < self.region.len);
         // SAFETY: off < len, inside the mapping owned by self.
-        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off)) }
+        unsafe { std::ptr::read_volatile(self.region.ptr.as_ptr().add(off)) }
     }
 
     /// Writes the low `n` (<= 8) bytes of `v`, little-endian, at `off`.
     #[inline(always)]
     pub fn write_le(&self, off: usize, v: u64, n: usize) {
-        assert!(n <= 8 && off + n <= self.len);
+        assert!(n <= 8 && off + n <= self.region.len);
         let b = v.to_le_bytes();
         for (i, byte) in b.iter().take(n).enumerate() {
             // SAFETY: off + i < off + n <= len, inside the mapping.
-            unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off + i), *byte) }
+            unsafe { std::ptr::write_volatile(self.region.ptr.as_ptr().add(off + i), *byte) }
         }
     }
 
@@ -101,11 +100,11 @@ impl PinnedBuf {
     /// a u64.
     #[inline(always)]
     pub fn read_le(&self, off: usize, n: usize) -> u64 {
-        assert!(n <= 8 && off + n <= self.len);
+        assert!(n <= 8 && off + n <= self.region.len);
         let mut b = [0u8; 8];
         for (i, byte) in b.iter_mut().take(n).enumerate() {
             // SAFETY: off + i < off + n <= len, inside the mapping.
-            *byte = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off + i)) };
+            *byte = unsafe { std::ptr::read_volatile(self.region.ptr.as_ptr().add(off + i)) };
         }
         u64::from_le_bytes(b)
     }
@@ -113,11 +112,15 @@ impl PinnedBuf {
     /// Copies `src` to `off` (a send slot the HCA reads after the post).
     #[inline(always)]
     pub fn write_bytes(&self, off: usize, src: &[u8]) {
-        assert!(off <= self.len && src.len() <= self.len - off);
+        assert!(off <= self.region.len && src.len() <= self.region.len - off);
         // SAFETY: [off, off + src.len()) is inside the mapping owned by
         // self; src is a distinct Rust slice, so the ranges do not overlap.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.region.ptr.as_ptr().add(off),
+                src.len(),
+            )
         }
     }
 
@@ -125,11 +128,15 @@ impl PinnedBuf {
     /// HCA wrote before its completion was polled; the caller fences).
     #[inline(always)]
     pub fn read_bytes(&self, off: usize, into: &mut [u8]) {
-        assert!(off <= self.len && into.len() <= self.len - off);
+        assert!(off <= self.region.len && into.len() <= self.region.len - off);
         // SAFETY: [off, off + into.len()) is inside the mapping owned by
         // self; into is a distinct, exclusively borrowed Rust slice.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), into.as_mut_ptr(), into.len())
+            std::ptr::copy_nonoverlapping(
+                self.region.ptr.as_ptr().add(off),
+                into.as_mut_ptr(),
+                into.len(),
+            )
         }
     }
 
@@ -137,20 +144,20 @@ impl PinnedBuf {
     /// reads it, e.g. the source of a counter write).
     #[inline(always)]
     pub fn write_u64(&self, off: usize, v: u64) {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        assert!(off.is_multiple_of(8) && off + 8 <= self.region.len);
         // SAFETY: off is 8-aligned (the mapping is page-aligned) and
         // off + 8 <= len, inside the mapping owned by self.
-        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off) as *mut u64, v) }
+        unsafe { std::ptr::write_volatile(self.region.ptr.as_ptr().add(off) as *mut u64, v) }
     }
 
     /// Reads the aligned u64 at `off` in one load (volatile: the peer's
     /// HCA writes it, e.g. a counter word), never torn.
     #[inline(always)]
     pub fn read_u64(&self, off: usize) -> u64 {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        assert!(off.is_multiple_of(8) && off + 8 <= self.region.len);
         // SAFETY: off is 8-aligned (the mapping is page-aligned) and
         // off + 8 <= len, inside the mapping owned by self.
-        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off) as *const u64) }
+        unsafe { std::ptr::read_volatile(self.region.ptr.as_ptr().add(off) as *const u64) }
     }
 }
 
@@ -186,21 +193,13 @@ impl StampWord {
 impl PinnedBuf {
     /// The aligned word at `off` as a [`StampWord`] for another thread.
     pub fn stamp_word(&self, off: usize) -> StampWord {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        assert!(off.is_multiple_of(8) && off + 8 <= self.region.len);
         // SAFETY: off + 8 <= len: the pointer is inside the mapping, and
         // non-null because the mapping's base is.
-        let p = unsafe { self.ptr.as_ptr().add(off) } as *mut u64;
+        let p = unsafe { self.region.ptr.as_ptr().add(off) } as *mut u64;
         StampWord {
             word: NonNull::new(p).unwrap_or(NonNull::dangling()),
         }
-    }
-}
-
-impl Drop for PinnedBuf {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len are exactly what mmap returned; no reference into
-        // the mapping outlives self (the MR owning struct drops first).
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
     }
 }
 

@@ -26,12 +26,15 @@
 
 use std::collections::VecDeque;
 
+use serde_json::Value;
+
+use super::channel::{Channel, TransportError, TransportInfo};
+use super::open::{Ask, End, EndError, Opened, Opens, Pending, StreamEnds};
 use super::shm::ShmSlots;
 use super::stream::SlotEnd;
-use super::udp::{UdpChannel, UdpSlots};
-use super::{Channel, TransportError, TransportInfo};
+use super::udp::{self, UdpChannel, UdpSlots};
 use crate::clock::Clock;
-use crate::spec::ModelParams;
+use crate::spec::{ChannelSpec, ModelParams, StreamSpec};
 
 /// One direction of a LogGP link: the event times of the model, on any
 /// clock (ns as f64).
@@ -460,6 +463,65 @@ impl SlotEnd for ModelUdpSlots {
     fn info(&self) -> TransportInfo {
         over_carrier(&self.params, &self.carrier.info())
     }
+}
+
+/// How the model opens ([`Opens`]): in one process over the shm ring, or
+/// between processes riding a UDP socket, which the handshake exchanges
+/// as udp's own.
+pub struct Opener;
+
+impl Opens for Opener {
+    fn loopback(&self, spec: &ChannelSpec) -> Opened<Box<dyn Channel>> {
+        let m = params(spec)?;
+        Ok(Box::new(ModelChannel::loopback(
+            m,
+            spec.size,
+            model_clock(),
+        )))
+    }
+
+    fn stream_pair(&self, spec: &ChannelSpec, st: &StreamSpec) -> Opened<StreamEnds> {
+        let m = params(spec)?;
+        let (a, b) = ModelSlots::pair(m, st.slots, st.slot_size, model_clock())?;
+        Ok((Box::new(a), Box::new(b)))
+    }
+
+    fn client<'a>(&self, ask: Ask<'a>) -> Result<(Pending<'a>, Value), EndError> {
+        let m = params(ask.spec)?;
+        udp::client(ask, move |u| over_udp(m, u, ask.spec.size))
+    }
+
+    fn server(&self, ask: Ask, theirs: &Value) -> Result<(End, Value), EndError> {
+        let m = params(ask.spec)?;
+        udp::server(ask, theirs, |u| over_udp(m, u, ask.spec.size))
+    }
+}
+
+/// The parameters of a model spec (checked: present).
+fn params(spec: &ChannelSpec) -> Result<ModelParams, TransportError> {
+    spec.model.ok_or_else(|| {
+        TransportError::Unsupported(
+            "--transport model needs --model (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns)".into(),
+        )
+    })
+}
+
+/// The model's end riding a connected UDP socket.
+fn over_udp(m: ModelParams, socket: udp::Socket, size: usize) -> End {
+    match socket {
+        udp::Socket::Messages(u) => {
+            End::Messages(Box::new(ModelUdpChannel::new(m, u, size, model_clock())))
+        }
+        udp::Socket::Slots(u) => End::Slots(Box::new(ModelUdpSlots::new(m, u, model_clock()))),
+    }
+}
+
+/// The clock the real-time model busy-waits on: the calibrated TSC where
+/// there is one (a read costs a few ns; clock_gettime costs tens), once
+/// per process.
+pub fn model_clock() -> Clock {
+    static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+    *CLOCK.get_or_init(Clock::calibrate)
 }
 
 #[cfg(test)]

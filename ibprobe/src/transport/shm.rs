@@ -32,8 +32,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::Arc;
 
+use serde_json::{json, Value};
+
+use super::channel::{Channel, TransportError, TransportInfo};
+use super::open::{Ask, Carry, End, EndError, Opened, Opens, Pending, StreamEnds};
 use super::stream::SlotEnd;
-use super::{Channel, TransportError, TransportInfo};
+use crate::spec::{ChannelSpec, StreamSpec};
 use crate::sys::host::{round_to_page, SharedMap};
 use crate::sys::mem::{self, FsSpace};
 
@@ -702,6 +706,69 @@ pub fn default_path() -> PathBuf {
         path = name();
     }
     path
+}
+
+/// How shm opens ([`Opens`]): an anonymous mapping in one process, or the
+/// server's ring file, whose path the handshake hands the client (both
+/// processes on one host).
+pub struct Opener;
+
+impl Opens for Opener {
+    fn loopback(&self, spec: &ChannelSpec) -> Opened<Box<dyn Channel>> {
+        Ok(Box::new(ShmChannel::loopback(spec.size)?))
+    }
+
+    fn stream_pair(&self, _: &ChannelSpec, st: &StreamSpec) -> Opened<StreamEnds> {
+        let (a, b) = ShmSlots::pair(st.shm_ring_slots(), st.slot_size)?;
+        Ok((Box::new(a), Box::new(b)))
+    }
+
+    fn client<'a>(&self, ask: Ask<'a>) -> Result<(Pending<'a>, Value), EndError> {
+        let finish = move |theirs: &Value| {
+            let path = theirs
+                .get("path")
+                .and_then(|p| p.as_str())
+                .map(Path::new)
+                .ok_or(EndError::Malformed("shm"))?;
+            ring_end(path, ask, Side::Client).map_err(|e| {
+                EndError::Setup(format!(
+                    "{e}; the shm transport needs client and server on the same host (server {}), use --transport udp or verbs across hosts",
+                    ask.peer
+                ))
+            })
+        };
+        Ok((Box::new(finish), Value::Null))
+    }
+
+    fn server(&self, ask: Ask, _: &Value) -> Result<(End, Value), EndError> {
+        let path = default_path();
+        match ring_end(&path, ask, Side::Server) {
+            Ok(end) => Ok((end, json!({ "path": path.display().to_string() }))),
+            Err(e) => Err(EndError::Refused(e.to_string())),
+        }
+    }
+}
+
+/// A session's end over the ring file at `path`: the server creates it,
+/// the client opens it.
+fn ring_end(path: &Path, ask: Ask, side: Side) -> Result<End, TransportError> {
+    let size = ask.spec.size;
+    Ok(match (ask.carry, side) {
+        (Carry::Messages, Side::Server) => {
+            End::Messages(Box::new(ShmChannel::create(path, size, side)?))
+        }
+        (Carry::Messages, Side::Client) => {
+            End::Messages(Box::new(ShmChannel::open(path, size, side)?))
+        }
+        (Carry::Slots(st), Side::Server) => {
+            let (n, slot) = (st.shm_ring_slots(), st.slot_size);
+            End::Slots(Box::new(ShmSlots::create(path, n, slot, side)?))
+        }
+        (Carry::Slots(st), Side::Client) => {
+            let (n, slot) = (st.shm_ring_slots(), st.slot_size);
+            End::Slots(Box::new(ShmSlots::open(path, n, slot, side)?))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The streaming layer: one end of a duplex pool of slots.
 //!
-//! Why it exists: a [`super::Channel`] carries one message at a time and
+//! Why it exists: a [`super::channel::Channel`] carries one message at a time and
 //! knows only its sequence number; a stream
 //! (`docs/stream-design.md`) keeps many slots in flight, packs several
 //! messages into one slot, and needs a return path for credits and acks.
@@ -22,7 +22,7 @@
 //! and `read_counter` allocate nothing, take no lock and make no syscall
 //! beyond the transport's own data path.
 
-use super::{TransportError, TransportInfo};
+use super::channel::{TransportError, TransportInfo};
 
 /// One end of a streaming connection: it sends slots to the peer and
 /// receives the peer's slots. In loopback the two ends live on two threads

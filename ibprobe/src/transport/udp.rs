@@ -12,10 +12,14 @@
 //! peer's socket is gone) surfaces as ECONNREFUSED, reported as a lost peer.
 
 use std::io::ErrorKind;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
+use serde_json::{json, Value};
+
+use super::channel::{Channel, TransportError, TransportInfo};
+use super::open::{Ask, Carry, End, EndError, Opened, Opens, Pending, StreamEnds};
 use super::stream::SlotEnd;
-use super::{Channel, TransportError, TransportInfo};
+use crate::spec::{ChannelSpec, Poll, StreamSpec};
 
 /// Smallest message: the 8-byte sequence number.
 pub const MIN_SIZE: usize = crate::spec::UDP_MIN_SIZE;
@@ -119,36 +123,32 @@ fn lost_peer(e: &std::io::Error) -> bool {
     )
 }
 
-/// A send that failed for good (not "try again"): the peer gone, or an
-/// I/O error. Shared by the probe's channel and the stream's slots.
-#[cold]
-fn send_failed(e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
-    if lost_peer(&e) {
-        TransportError::PeerLost(format!(
-            "udp send to {}: {e} (nothing listens there any more)",
-            fmt_peer(peer)
-        ))
-    } else {
-        TransportError::Io {
-            what: "udp send",
-            source: e,
-        }
-    }
+/// This socket's address and its peer's, as the report prints them.
+fn addresses(sock: &UdpSocket, peer: Option<SocketAddr>) -> (String, String) {
+    let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    (local, fmt_peer(peer))
 }
 
-/// A receive that failed for good, as [`send_failed`].
+/// Which way a datagram failed to go.
+#[derive(Clone, Copy)]
+enum Way {
+    Send,
+    Recv,
+}
+
+/// A send or receive that failed for good (not "try again"): the peer
+/// gone, or an I/O error. Shared by the probe's channel and the stream's
+/// slots.
 #[cold]
-fn recv_failed(e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
+fn failed(way: Way, e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
+    let (what, towards, why) = match way {
+        Way::Send => ("udp send", "send to", "nothing listens there any more"),
+        Way::Recv => ("udp recv", "receive from", "the peer's socket is gone"),
+    };
     if lost_peer(&e) {
-        TransportError::PeerLost(format!(
-            "udp receive from {}: {e} (the peer's socket is gone)",
-            fmt_peer(peer)
-        ))
+        TransportError::PeerLost(format!("udp {towards} {}: {e} ({why})", fmt_peer(peer)))
     } else {
-        TransportError::Io {
-            what: "udp recv",
-            source: e,
-        }
+        TransportError::Io { what, source: e }
     }
 }
 
@@ -161,7 +161,7 @@ impl Channel for UdpChannel {
             // The socket buffer is full: the datagram is dropped, as the
             // network would; the probe counts it lost.
             Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(()),
-            Err(e) => Err(send_failed(e, self.peer)),
+            Err(e) => Err(failed(Way::Send, e, self.peer)),
         }
     }
 
@@ -179,7 +179,7 @@ impl Channel for UdpChannel {
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(recv_failed(e, self.peer)),
+                Err(e) => return Err(failed(Way::Recv, e, self.peer)),
             }
         }
     }
@@ -191,7 +191,7 @@ impl Channel for UdpChannel {
         clock: &crate::clock::Clock,
         timeout_ns: u64,
     ) -> Result<Option<u64>, TransportError> {
-        super::wait_recv_with(self, clock, timeout_ns, |me, left_ns| {
+        super::channel::wait_recv_with(self, clock, timeout_ns, |me, left_ns| {
             let left_ms = left_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
             let sock = me.rx.as_ref().unwrap_or(&me.tx);
             crate::sys::host::wait_readable(sock, left_ms).map_err(io("poll udp socket"))?;
@@ -200,12 +200,7 @@ impl Channel for UdpChannel {
     }
 
     fn info(&self) -> TransportInfo {
-        let local = self
-            .tx
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let peer = fmt_peer(self.peer);
+        let (local, peer) = addresses(&self.tx, self.peer);
         TransportInfo {
             name: "udp".into(),
             detail: format!(
@@ -292,7 +287,7 @@ impl SlotEnd for UdpSlots {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(false),
             Err(e) if e.kind() == ErrorKind::Interrupted => Ok(false),
-            Err(e) => Err(send_failed(e, self.peer)),
+            Err(e) => Err(failed(Way::Send, e, self.peer)),
         }
     }
 
@@ -303,7 +298,7 @@ impl SlotEnd for UdpSlots {
                 Ok(n) => return Ok(Some(n)),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(recv_failed(e, self.peer)),
+                Err(e) => return Err(failed(Way::Recv, e, self.peer)),
             }
         }
     }
@@ -313,12 +308,7 @@ impl SlotEnd for UdpSlots {
     }
 
     fn info(&self) -> TransportInfo {
-        let local = self
-            .sock
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let peer = fmt_peer(self.peer);
+        let (local, peer) = addresses(&self.sock, self.peer);
         TransportInfo {
             name: "udp".into(),
             detail: format!(
@@ -333,6 +323,130 @@ impl SlotEnd for UdpSlots {
 fn fmt_peer(p: Option<SocketAddr>) -> String {
     p.map(|a| a.to_string())
         .unwrap_or_else(|| "(not connected)".into())
+}
+
+/// How UDP opens ([`Opens`]): both ends on the loopback address in one
+/// process, or a socket per host whose ports the handshake exchanges.
+pub struct Opener;
+
+/// Where one process's two ends meet.
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+impl Opens for Opener {
+    fn loopback(&self, spec: &ChannelSpec) -> Opened<Box<dyn Channel>> {
+        let mut u = UdpChannel::loopback(LOCALHOST, spec.size)?;
+        u.set_event_poll(spec.poll == Poll::Event);
+        Ok(Box::new(u))
+    }
+
+    fn stream_pair(&self, _: &ChannelSpec, st: &StreamSpec) -> Opened<StreamEnds> {
+        let (a, b) = UdpSlots::pair(LOCALHOST, st.slot_size)?;
+        Ok((Box::new(a), Box::new(b)))
+    }
+
+    fn client<'a>(&self, ask: Ask<'a>) -> Result<(Pending<'a>, Value), EndError> {
+        client(ask, Socket::into_end)
+    }
+
+    fn server(&self, ask: Ask, theirs: &Value) -> Result<(End, Value), EndError> {
+        server(ask, theirs, Socket::into_end)
+    }
+}
+
+impl UdpChannel {
+    /// A socket bound to `ip` (any port) for messages of `spec.size`,
+    /// polling as the spec says; connect it to its peer next.
+    pub fn bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, TransportError> {
+        let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
+        u.set_event_poll(spec.poll == Poll::Event);
+        Ok(u)
+    }
+}
+
+/// A session's UDP socket, for what it carries: the end the handshake
+/// binds, tells the peer about and connects (the model transport rides
+/// on it too).
+pub enum Socket {
+    /// For [`Carry::Messages`].
+    Messages(UdpChannel),
+    /// For [`Carry::Slots`].
+    Slots(UdpSlots),
+}
+
+impl Socket {
+    /// Bound to the local address (any port) for what `ask` carries.
+    fn bind(ask: Ask) -> Result<Socket, TransportError> {
+        let ip = ask.local;
+        Ok(match ask.carry {
+            Carry::Messages => Socket::Messages(UdpChannel::bound(ip, ask.spec)?),
+            Carry::Slots(s) => Socket::Slots(UdpSlots::bind(SocketAddr::new(ip, 0), s.slot_size)?),
+        })
+    }
+
+    /// The endpoint to send the peer: the port this socket receives on.
+    fn endpoint(&self) -> Result<Value, TransportError> {
+        let port = match self {
+            Socket::Messages(u) => u.local_addr()?,
+            Socket::Slots(u) => u.local_addr()?,
+        }
+        .port();
+        Ok(json!({ "port": port }))
+    }
+
+    /// Connects to the peer's `ip` at the port its `endpoint` names.
+    fn connect(&mut self, ip: IpAddr, port: u16) -> Result<(), TransportError> {
+        let peer = SocketAddr::new(ip, port);
+        match self {
+            Socket::Messages(u) => u.connect(peer),
+            Socket::Slots(u) => u.connect(peer),
+        }
+    }
+
+    /// The session's end: the socket itself.
+    pub fn into_end(self) -> End {
+        match self {
+            Socket::Messages(u) => End::Messages(Box::new(u)),
+            Socket::Slots(u) => End::Slots(Box::new(u)),
+        }
+    }
+}
+
+/// The port in a peer's UDP endpoint.
+fn port_of(endpoint: &Value) -> Result<u16, EndError> {
+    endpoint
+        .get("port")
+        .and_then(|p| p.as_u64())
+        .and_then(|p| u16::try_from(p).ok())
+        .ok_or(EndError::Malformed("udp"))
+}
+
+/// The client's UDP end: bound before the Hello (which carries its port),
+/// connected to the server's port, made into the session's end by `end`.
+pub fn client<'a>(
+    ask: Ask,
+    end: impl FnOnce(Socket) -> End + 'a,
+) -> Result<(Pending<'a>, Value), EndError> {
+    let mut socket = Socket::bind(ask)?;
+    let ours = socket.endpoint()?;
+    let finish = move |theirs: &Value| {
+        socket.connect(ask.peer, port_of(theirs)?)?;
+        Ok(end(socket))
+    };
+    Ok((Box::new(finish), ours))
+}
+
+/// The server's UDP end for the client's port: bound (or refused),
+/// connected, made into the session's end by `end`, with its own port.
+pub fn server(
+    ask: Ask,
+    theirs: &Value,
+    end: impl FnOnce(Socket) -> End,
+) -> Result<(End, Value), EndError> {
+    let port = port_of(theirs)?;
+    let mut socket = Socket::bind(ask).map_err(|e| EndError::Refused(e.to_string()))?;
+    socket.connect(ask.peer, port)?;
+    let ours = socket.endpoint()?;
+    Ok((end(socket), ours))
 }
 
 #[cfg(test)]

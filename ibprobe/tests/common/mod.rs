@@ -16,8 +16,13 @@ use assert_cmd::cargo::cargo_bin;
 
 /// Runs `cmd` (with a 60 s limit): exit code (-1 when killed), stdout, stderr.
 pub fn run(cmd: &mut Command) -> (i32, String, String) {
+    run_within(cmd, Duration::from_secs(60))
+}
+
+/// Runs `cmd`, killed after `limit`, as [`run`].
+pub fn run_within(cmd: &mut Command, limit: Duration) -> (i32, String, String) {
     let out = assert_cmd::Command::from_std(std::mem::replace(cmd, Command::new("true")))
-        .timeout(Duration::from_secs(60))
+        .timeout(limit)
         .output()
         .expect("runs");
     (
@@ -46,6 +51,32 @@ pub fn one_line_exit_2(code: i32, out: &str, err: &str, parts: &[&str]) {
     }
 }
 
+/// Starts `ibprobe server` of `transport` (with `extra`) on a free local
+/// port: the process, the address it listens on (its first line on
+/// stderr) and the rest of its stderr.
+pub fn spawn_server(
+    transport: &str,
+    extra: &[&str],
+) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let mut child = Command::new(cargo_bin("ibprobe"))
+        .args(["server", "--transport", transport, "--bind", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("server starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (child, addr, stderr)
+}
+
 /// A server process killed on drop, with the address it listens on.
 pub struct Server {
     pub child: Child,
@@ -55,22 +86,7 @@ pub struct Server {
 
 impl Server {
     pub fn start(transport: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(cargo_bin("ibprobe"))
-            .args(["server", "--transport", transport, "--bind", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("server starts");
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        stderr.read_line(&mut line).unwrap();
-        let addr = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_string();
+        let (child, addr, stderr) = spawn_server(transport, extra);
         Server {
             child,
             addr,

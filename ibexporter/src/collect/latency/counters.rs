@@ -31,7 +31,7 @@ use ibprobe::counters::{Counter, Counts, N};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::super::{counters, Labels};
+use super::super::encode::{counters, Labels};
 use super::families::SeriesKey;
 
 /// The family name of `c` as Prometheus shows it (with `_total`).

@@ -1,12 +1,12 @@
 //! The handshake itself: one client opener ([`open_client`]) and one
 //! server opener ([`open_server`]), whatever the session runs on its
-//! channel. The transport skeleton (udp or model, shm, verbs) stands
-//! here once per side; what differs between a one-message channel and a
-//! stream of slots (the ends each transport makes, what the Hello adds)
-//! is a [`Shape`]: [`OneMessage`] or [`StreamHello`].
+//! channel. How each end is made is the transport's
+//! (`transport::opener`, its `Opens`; verbs here beside it, through
+//! `crate::verbs`); what differs between a one-message channel and a
+//! stream of slots (what each end carries, what the Hello adds) is a
+//! [`Shape`]: [`OneMessage`] or [`StreamHello`].
 
-use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::net::IpAddr;
 
 use serde_json::{json, Map, Value};
 
@@ -14,24 +14,20 @@ use super::error::{err, oob_err, refuse, SessionError};
 use super::hello::{model_of, with_hello_model, StreamHello};
 use crate::clock::hwts::REPORT_VERSION;
 use crate::probe::config::Receiver;
-use crate::probe::open::{model_clock, udp_bound, OpenError};
+use crate::probe::open::OpenError;
 use crate::probe::session::oob::{Hello, Oob, Reply};
-use crate::spec::{ChannelSpec, ModelParams, SpecError, Transport};
-use crate::transport::model::{ModelUdpChannel, ModelUdpSlots};
-use crate::transport::shm::{self, ShmChannel, ShmSlots, Side};
+use crate::spec::{ChannelSpec, SpecError};
+use crate::transport::open::{Ask, Carry, End, EndError};
 use crate::transport::stream::SlotEnd;
-use crate::transport::udp::{UdpChannel, UdpSlots};
-use crate::transport::{Channel, TransportError};
+use crate::transport::{self, Channel};
 use crate::verbs::{self, VerbsConfig, VerbsError};
 
 /// What a session runs on its channel, as far as the handshake cares:
-/// the end each transport makes for it and what its Hello adds. The
-/// server learns the shape from the Hello (`params.stream`).
+/// what its ends carry and what its Hello adds. The server learns the
+/// shape from the Hello (`params.stream`).
 pub trait Shape {
     /// This end of the channel, as its user drives it.
     type End;
-    /// A UDP end before it is connected.
-    type Udp: UdpEnd;
     /// A verbs end prepared (QP, registered buffers), waiting for its peer.
     type Verbs: PreparedEnd<End = Self::End>;
 
@@ -42,24 +38,12 @@ pub trait Shape {
     /// What the client's Hello params carry beside the channel's op,
     /// poll, model and `hw_timestamps` (which [`open_client`] puts over them).
     fn ask(&self, spec: &ChannelSpec) -> Map<String, Value>;
-    /// A UDP socket bound to `ip` (any port) for this shape.
-    fn udp(&self, ip: IpAddr, spec: &ChannelSpec) -> Result<Self::Udp, OpenError>;
-    /// The end over a connected UDP socket: the socket itself, or the
-    /// `model` riding on it.
-    fn over_udp(&self, u: Self::Udp, model: Option<ModelParams>, spec: &ChannelSpec) -> Self::End;
-    /// The shared-memory ring at `path`: the server creates it, the client opens it.
-    fn shm(&self, path: &Path, spec: &ChannelSpec, side: Side)
-        -> Result<Self::End, TransportError>;
+    /// What this shape's ends carry, for the transport that makes them.
+    fn carry(&self) -> Carry<'_>;
+    /// This shape's end, from what a transport made for [`Shape::carry`].
+    fn end(end: End) -> Self::End;
     /// This end's verbs resources and the endpoint to hand to the peer.
     fn verbs(&self, cfg: &VerbsConfig) -> Result<(Self::Verbs, verbs::Endpoint), VerbsError>;
-}
-
-/// A UDP end of either shape: bound, then connected to the peer's port.
-pub trait UdpEnd {
-    /// The address this end receives on.
-    fn local_addr(&self) -> Result<SocketAddr, TransportError>;
-    /// Connects to the peer: only its datagrams are received from now on.
-    fn connect(&mut self, peer: SocketAddr) -> Result<(), TransportError>;
 }
 
 /// A verbs end of either shape, prepared and waiting for its peer.
@@ -81,7 +65,6 @@ pub struct OneMessage {
 
 impl Shape for OneMessage {
     type End = Box<dyn Channel>;
-    type Udp = UdpChannel;
     type Verbs = verbs::Prepared;
 
     fn check(&self, _: &ChannelSpec) -> Result<(), SpecError> {
@@ -103,25 +86,15 @@ impl Shape for OneMessage {
         });
         params
     }
-    fn udp(&self, ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, OpenError> {
-        udp_bound(ip, spec)
+    fn carry(&self) -> Carry<'_> {
+        Carry::Messages
     }
-    fn over_udp(&self, u: UdpChannel, model: Option<ModelParams>, spec: &ChannelSpec) -> Self::End {
-        match model {
-            Some(m) => Box::new(ModelUdpChannel::new(m, u, spec.size, model_clock())),
-            None => Box::new(u),
+    fn end(end: End) -> Self::End {
+        match end {
+            End::Messages(ch) => ch,
+            // Every `Opens` answers a carry with its own kind of end.
+            End::Slots(_) => unreachable!("a transport made slots for one-message ends"),
         }
-    }
-    fn shm(
-        &self,
-        path: &Path,
-        spec: &ChannelSpec,
-        side: Side,
-    ) -> Result<Self::End, TransportError> {
-        Ok(Box::new(match side {
-            Side::Server => ShmChannel::create(path, spec.size, side)?,
-            Side::Client => ShmChannel::open(path, spec.size, side)?,
-        }))
     }
     fn verbs(&self, cfg: &VerbsConfig) -> Result<(verbs::Prepared, verbs::Endpoint), VerbsError> {
         verbs::prepare(cfg)
@@ -130,7 +103,6 @@ impl Shape for OneMessage {
 
 impl Shape for StreamHello {
     type End = Box<dyn SlotEnd>;
-    type Udp = UdpSlots;
     type Verbs = verbs::PreparedSlots;
 
     fn check(&self, spec: &ChannelSpec) -> Result<(), SpecError> {
@@ -142,45 +114,21 @@ impl Shape for StreamHello {
     fn ask(&self, _: &ChannelSpec) -> Map<String, Value> {
         Map::from_iter([("stream".to_string(), json!(self))])
     }
-    fn udp(&self, ip: IpAddr, _: &ChannelSpec) -> Result<UdpSlots, OpenError> {
-        Ok(UdpSlots::bind(SocketAddr::new(ip, 0), self.spec.slot_size)?)
+    fn carry(&self) -> Carry<'_> {
+        Carry::Slots(&self.spec)
     }
-    fn over_udp(&self, u: UdpSlots, model: Option<ModelParams>, _: &ChannelSpec) -> Self::End {
-        match model {
-            Some(m) => Box::new(ModelUdpSlots::new(m, u, model_clock())),
-            None => Box::new(u),
+    fn end(end: End) -> Self::End {
+        match end {
+            End::Slots(slots) => slots,
+            // Every `Opens` answers a carry with its own kind of end.
+            End::Messages(_) => unreachable!("a transport made a channel for a stream"),
         }
-    }
-    fn shm(&self, path: &Path, _: &ChannelSpec, side: Side) -> Result<Self::End, TransportError> {
-        let (slots, slot_size) = (self.spec.shm_ring_slots(), self.spec.slot_size);
-        Ok(Box::new(match side {
-            Side::Server => ShmSlots::create(path, slots, slot_size, side)?,
-            Side::Client => ShmSlots::open(path, slots, slot_size, side)?,
-        }))
     }
     fn verbs(
         &self,
         cfg: &VerbsConfig,
     ) -> Result<(verbs::PreparedSlots, verbs::Endpoint), VerbsError> {
         verbs::prepare_slots(cfg, self.spec.slots, self.spec.slot_size)
-    }
-}
-
-impl UdpEnd for UdpChannel {
-    fn local_addr(&self) -> Result<SocketAddr, TransportError> {
-        UdpChannel::local_addr(self)
-    }
-    fn connect(&mut self, peer: SocketAddr) -> Result<(), TransportError> {
-        UdpChannel::connect(self, peer)
-    }
-}
-
-impl UdpEnd for UdpSlots {
-    fn local_addr(&self) -> Result<SocketAddr, TransportError> {
-        UdpSlots::local_addr(self)
-    }
-    fn connect(&mut self, peer: SocketAddr) -> Result<(), TransportError> {
-        UdpSlots::connect(self, peer)
     }
 }
 
@@ -209,42 +157,56 @@ pub fn open_client<S: Shape>(
     spec.check()
         .and_then(|()| shape.check(spec))
         .map_err(OpenError::from)?;
-    let local_ip = oob.local_addr().map_err(|e| err("connect", e))?.ip();
-    let server_ip = oob.peer_addr().ip();
+    let ask = Ask {
+        local: oob.local_addr().map_err(|e| err("connect", e))?.ip(),
+        peer: oob.peer_addr().ip(),
+        spec,
+        carry: shape.carry(),
+    };
     let params = hello_params(spec, shape);
     let mut handshake = |endpoint| send_hello(oob, spec, &params, endpoint);
-    Ok(match spec.transport {
-        Transport::Udp | Transport::Model => {
-            let mut u = shape.udp(local_ip, spec)?;
-            let port = u.local_addr().map_err(OpenError::from)?.port();
-            let ep = handshake(json!({ "port": port }))?;
-            let sport = udp_port(&ep).ok_or_else(|| malformed("udp", &ep))?;
-            u.connect(SocketAddr::new(server_ip, sport))
-                .map_err(OpenError::from)?;
-            shape.over_udp(u, model_of(spec), spec)
-        }
-        Transport::Shm => {
-            let ep = handshake(Value::Null)?;
-            let path = server_shm_path(&ep)?;
-            shape
-                .shm(path, spec, Side::Client)
-                .map_err(|e| shm_elsewhere(e, server_ip))?
-        }
-        Transport::Rc | Transport::Uc | Transport::Ud => {
-            let (prepared, ep) = VerbsConfig::new(spec)
-                .and_then(|v| shape.verbs(&v))
-                .map_err(OpenError::from)?;
-            let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
-            if shape.stamps(spec) && theirs.get("hw_report") != Some(&json!(REPORT_VERSION)) {
-                return Err(err(
-                    "refused",
-                    format!("server {server_ip} does not report hardware completion timestamps (version {REPORT_VERSION}); run the same ibprobe version on both ends, or run without --hw-timestamps"),
-                ));
-            }
-            let theirs = server_verbs_endpoint(&theirs)?;
-            prepared.connect(&theirs).map_err(OpenError::from)?
-        }
-    })
+    let Some(opens) = transport::opener(spec.transport) else {
+        return verbs_client(spec, shape, ask.peer, handshake);
+    };
+    let (finish, ours) = opens
+        .client(ask)
+        .map_err(|e| client_error(e, &Value::Null))?;
+    let theirs = handshake(ours)?;
+    let end = finish(&theirs).map_err(|e| client_error(e, &theirs))?;
+    Ok(S::end(end))
+}
+
+/// The client's verbs end: prepared, its endpoint sent with the Hello,
+/// connected to the server's.
+fn verbs_client<S: Shape>(
+    spec: &ChannelSpec,
+    shape: &S,
+    server_ip: IpAddr,
+    mut handshake: impl FnMut(Value) -> Result<Value, SessionError>,
+) -> Result<S::End, SessionError> {
+    let (prepared, ep) = VerbsConfig::new(spec)
+        .and_then(|v| shape.verbs(&v))
+        .map_err(OpenError::from)?;
+    let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
+    if shape.stamps(spec) && theirs.get("hw_report") != Some(&json!(REPORT_VERSION)) {
+        return Err(err(
+            "refused",
+            format!("server {server_ip} does not report hardware completion timestamps (version {REPORT_VERSION}); run the same ibprobe version on both ends, or run without --hw-timestamps"),
+        ));
+    }
+    let theirs = serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+    Ok(prepared.connect(&theirs).map_err(OpenError::from)?)
+}
+
+/// What the client says when its transport could not make its end; `ep`
+/// is the server's endpoint, once it came.
+fn client_error(e: EndError, ep: &Value) -> SessionError {
+    match e {
+        EndError::Malformed(what) => malformed(what, ep),
+        EndError::Refused(m) => OpenError::refused(m).into(),
+        EndError::Setup(m) => err("setup", m),
+        EndError::Failed(e) => OpenError::from(e).into(),
+    }
 }
 
 /// The Hello's params: what `shape` asks for, with the channel's op and
@@ -280,66 +242,13 @@ fn send_hello(
     .map_err(oob_err)
 }
 
-fn udp_port(ep: &Value) -> Option<u16> {
-    ep.get("port")
-        .and_then(|p| p.as_u64())
-        .and_then(|p| u16::try_from(p).ok())
+/// The line for a peer's endpoint that is not what `what` holds.
+fn malformed_line(what: &str, ep: &Value) -> String {
+    format!("malformed {what} endpoint {ep}; run the same ibprobe version on both ends")
 }
 
 fn malformed(what: &str, ep: &Value) -> SessionError {
-    err(
-        "protocol",
-        format!("malformed {what} endpoint {ep}; run the same ibprobe version on both ends"),
-    )
-}
-
-/// The shm path in the server's endpoint.
-fn server_shm_path(ep: &Value) -> Result<&Path, SessionError> {
-    ep.get("path")
-        .and_then(|p| p.as_str())
-        .map(Path::new)
-        .ok_or_else(|| malformed("shm", ep))
-}
-
-/// The server's shm file could not be opened here: most likely the
-/// server runs on another host.
-fn shm_elsewhere(e: impl std::fmt::Display, server_ip: IpAddr) -> SessionError {
-    err(
-        "setup",
-        format!(
-            "{e}; the shm transport needs client and server on the same host (server {server_ip}), use --transport udp or verbs across hosts"
-        ),
-    )
-}
-
-/// The verbs endpoint in the server's Welcome.
-fn server_verbs_endpoint(ep: &Value) -> Result<verbs::Endpoint, SessionError> {
-    serde_json::from_value(ep.clone()).map_err(|_| malformed("verbs", ep))
-}
-
-/// The client's UDP port from its Hello, or a refusal saying the
-/// endpoint is malformed.
-fn client_udp_port(oob: &mut Oob, hello: &Hello) -> Result<u16, SessionError> {
-    udp_port(&hello.endpoint).ok_or_else(|| {
-        refuse(
-            oob,
-            format!(
-                "malformed udp endpoint {}; run the same ibprobe version on both ends",
-                hello.endpoint
-            ),
-        )
-    })
-}
-
-/// The client's verbs endpoint from its Hello, or a refusal saying it is
-/// malformed.
-fn client_verbs_endpoint(oob: &mut Oob, hello: &Hello) -> Result<verbs::Endpoint, SessionError> {
-    serde_json::from_value(hello.endpoint.clone()).map_err(|e| {
-        refuse(
-            oob,
-            format!("malformed verbs endpoint ({e}); run the same ibprobe version on both ends"),
-        )
-    })
+    err("protocol", malformed_line(what, ep))
 }
 
 /// The server end of the handshake: opens this end of the channel
@@ -352,8 +261,10 @@ pub fn open_server<S: Shape>(
     spec: &ChannelSpec,
     shape: &S,
 ) -> Result<S::End, SessionError> {
-    let peer = oob.peer_addr();
-    let local_ip = oob.local_addr().map_err(|e| err("protocol", e))?.ip();
+    let (local, peer) = (
+        oob.local_addr().map_err(|e| err("protocol", e))?.ip(),
+        oob.peer_addr().ip(),
+    );
     let with_model = match with_hello_model(spec, hello) {
         Ok(s) => s,
         Err(e) => return Err(refuse(oob, e)),
@@ -362,54 +273,73 @@ pub fn open_server<S: Shape>(
     if let Err(e) = spec.check().and_then(|()| shape.check(spec)) {
         return Err(refuse(oob, e.0));
     }
-    let (end, endpoint) = match spec.transport {
-        Transport::Udp | Transport::Model => {
-            let cport = client_udp_port(oob, hello)?;
-            let mut u = match shape.udp(local_ip, spec) {
-                Ok(u) => u,
-                Err(e) => return Err(refuse(oob, e.message)),
+    let (end, endpoint) = match transport::opener(spec.transport) {
+        Some(opens) => {
+            let ask = Ask {
+                local,
+                peer,
+                spec,
+                carry: shape.carry(),
             };
-            u.connect(SocketAddr::new(peer.ip(), cport))
-                .map_err(OpenError::from)?;
-            let port = u.local_addr().map_err(OpenError::from)?.port();
-            (
-                shape.over_udp(u, model_of(spec), spec),
-                json!({ "port": port }),
-            )
+            let (end, ours) = opens
+                .server(ask, &hello.endpoint)
+                .map_err(|e| server_error(oob, hello, e))?;
+            (S::end(end), ours)
         }
-        Transport::Shm => {
-            let path = shm::default_path();
-            match shape.shm(&path, spec, Side::Server) {
-                Ok(s) => (s, json!({ "path": path.display().to_string() })),
-                Err(e) => return Err(refuse(oob, e.to_string())),
-            }
-        }
-        Transport::Rc | Transport::Uc | Transport::Ud => {
-            let theirs = client_verbs_endpoint(oob, hello)?;
-            let prepared = VerbsConfig::new(spec).and_then(|v| shape.verbs(&v));
-            let (prepared, ours) = match prepared {
-                Ok(p) => p,
-                Err(e) => return Err(refuse(oob, e.message)),
-            };
-            let end = prepared.connect(&theirs).map_err(OpenError::from)?;
-            let mut ours = serde_json::to_value(&ours).unwrap_or_default();
-            if shape.stamps(spec) {
-                // The client checks this: an older server would ignore
-                // its ask and never send the report.
-                ours["hw_report"] = json!(REPORT_VERSION);
-            }
-            (end, ours)
-        }
+        None => verbs_server(oob, hello, spec, shape)?,
     };
     oob.send(&Reply::Welcome { endpoint })
         .map_err(|e| err("protocol", e))?;
     Ok(end)
 }
 
+/// What the server says when its transport could not make its end: a
+/// refusal the client is told, or (once its end exists) a failure.
+fn server_error(oob: &mut Oob, hello: &Hello, e: EndError) -> SessionError {
+    match e {
+        EndError::Malformed(what) => refuse(oob, malformed_line(what, &hello.endpoint)),
+        EndError::Refused(m) | EndError::Setup(m) => refuse(oob, m),
+        EndError::Failed(e) => OpenError::from(e).into(),
+    }
+}
+
+/// The server's verbs end for the client's endpoint, connected, with
+/// the endpoint its Welcome carries.
+fn verbs_server<S: Shape>(
+    oob: &mut Oob,
+    hello: &Hello,
+    spec: &ChannelSpec,
+    shape: &S,
+) -> Result<(S::End, Value), SessionError> {
+    let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
+        Ok(ep) => ep,
+        Err(e) => {
+            return Err(refuse(
+                oob,
+                format!(
+                    "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
+                ),
+            ))
+        }
+    };
+    let (prepared, ours) = match VerbsConfig::new(spec).and_then(|v| shape.verbs(&v)) {
+        Ok(p) => p,
+        Err(e) => return Err(refuse(oob, e.message)),
+    };
+    let end = prepared.connect(&theirs).map_err(OpenError::from)?;
+    let mut ours = serde_json::to_value(&ours).unwrap_or_default();
+    if shape.stamps(spec) {
+        // The client checks this: an older server would ignore its ask
+        // and never send the report.
+        ours["hw_report"] = json!(REPORT_VERSION);
+    }
+    Ok((end, ours))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::StreamSpec;
+    use crate::spec::{StreamSpec, Transport};
     use std::time::Duration;
 
     /// The Hello's params per shape, the fields a server reads (the wire

@@ -41,7 +41,7 @@ mod serve;
 
 pub use client::ClientSession;
 pub use error::{refuse, SessionError};
-pub use handshake::{open_client, open_server, OneMessage, PreparedEnd, Shape, UdpEnd};
+pub use handshake::{open_client, open_server, OneMessage, PreparedEnd, Shape};
 pub use hello::{admit, receiver, requested, stream_hello, Admitted, MemoryCap, StreamHello};
 pub use responder::{respond, Liveness, ResponderOptions, RESPONDER_MEMORY_KEY};
 pub use serve::{hw_finish, serve, ServeEnd, Served};
