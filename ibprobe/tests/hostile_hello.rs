@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::{ibprobe, Server};
 use serde_json::{json, Value};
 
-/// The out-of-band frame of `body` (`probe/session/oob.rs`).
+/// The out-of-band frame of `body` (`probe/session/oob/`).
 fn frame(body: &Value) -> Vec<u8> {
     let body = serde_json::to_vec(body).unwrap();
     let mut f = b"IBPROBE\0".to_vec();

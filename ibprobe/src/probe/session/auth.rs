@@ -9,7 +9,7 @@
 //! nonce), which the server checks in constant time before it opens
 //! anything. Both ends prove the key, the labels keep one side's proof from
 //! being replayed as the other's, and fresh nonces keep an old exchange
-//! from being replayed at all. The key never travels. (`probe/session/oob.rs`
+//! from being replayed at all. The key never travels. (`probe/session/oob/`
 //! carries the frames; this file holds the key and the arithmetic.)
 //!
 //! The HMAC and the random nonces come from `ring` (already in the

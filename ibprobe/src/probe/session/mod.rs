@@ -9,7 +9,7 @@
 //! library calls: no printing, no process exit codes, every failure a
 //! [`SessionError`] with a short reason for metrics.
 //!
-//! The protocol (`probe/session/oob.rs` frames it):
+//! The protocol (`probe/session/oob/` frames it):
 //! 1. the client sends a [`Hello`](oob::Hello): transport, size, `params` (the verbs
 //!    knobs the server must mirror, `op` and `poll`, beside whatever the
 //!    client adds, e.g. its probe configuration for the server's log) and

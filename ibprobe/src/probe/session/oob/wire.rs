@@ -1,0 +1,176 @@
+//! What travels on the out-of-band connection: the frame's constants, the
+//! messages (their JSON bodies) and [`OobError`], why an exchange failed.
+//! The framing itself (connect, accept, read and write under deadlines) is
+//! `oob/mod.rs`.
+
+use serde::{Deserialize, Serialize};
+
+/// First bytes of every frame.
+pub const MAGIC: [u8; 8] = *b"IBPROBE\0";
+/// Version of this protocol; both ends must speak the same one.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest body accepted (a verbs endpoint is well under this).
+pub const MAX_BODY: u32 = 1 << 20;
+/// The default TCP port (perftest's, so firewall rules carry over).
+pub const DEFAULT_PORT: u16 = 18515;
+
+/// Why the out-of-band exchange failed. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OobError {
+    /// No TCP connection could be made.
+    #[error("cannot connect to ibprobe server at {addr}: {source}; is `ibprobe server` running there and the port open?")]
+    Connect {
+        /// Where.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The address did not resolve.
+    #[error("cannot resolve {addr}: {detail}; pass HOST or HOST:PORT")]
+    Resolve {
+        /// What was given.
+        addr: String,
+        /// Why.
+        detail: String,
+    },
+    /// The peer did not answer in time.
+    #[error("{peer} sent nothing for {secs} s while {what}; is it still running?")]
+    Timeout {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+        /// How long.
+        secs: u64,
+    },
+    /// The peer closed the connection.
+    #[error("{peer} closed the connection while {what}")]
+    Closed {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+    },
+    /// The peer is not an ibprobe (wrong magic).
+    #[error("{peer} is not an ibprobe peer (bad magic); check the host and port")]
+    BadMagic {
+        /// The peer.
+        peer: String,
+    },
+    /// The peer speaks another protocol version.
+    #[error("{peer} speaks ibprobe protocol v{theirs}, this ibprobe speaks v{ours}; run the same ibprobe version on both ends")]
+    Version {
+        /// The peer.
+        peer: String,
+        /// Our version.
+        ours: u32,
+        /// Theirs.
+        theirs: u32,
+    },
+    /// A body that is not the expected JSON, or too long.
+    #[error("{peer} sent a malformed message while {what}: {detail}")]
+    Malformed {
+        /// The peer.
+        peer: String,
+        /// What it should have been.
+        what: &'static str,
+        /// Why it is not.
+        detail: String,
+    },
+    /// The handshake as a whole took longer than its deadline
+    /// ([`Oob::start_deadline`]): a peer trickling bytes is cut off too.
+    #[error("{peer} did not finish the handshake within {secs} s (while {what}); a client has the server's --handshake-timeout in all")]
+    Deadline {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+        /// The whole handshake's allowance.
+        secs: f64,
+    },
+    /// The stop flag (SIGINT/SIGTERM) was set while waiting.
+    #[error("interrupted while {what} from {peer}")]
+    Interrupted {
+        /// The peer.
+        peer: String,
+        /// What we waited for.
+        what: &'static str,
+    },
+    /// The server refused the client's parameters.
+    #[error("server refused: {0}")]
+    Refused(String),
+    /// The mesh secret was missing or wrong, on either end.
+    #[error("mesh secret: {0}")]
+    Auth(String),
+    /// Another socket error.
+    #[error("{what} with {peer}: {source}")]
+    Io {
+        /// The peer.
+        peer: String,
+        /// The operation.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// The client's opening: what it wants to run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Hello {
+    /// "shm", "udp", "rc", "uc", "ud".
+    pub transport: String,
+    /// Message size in bytes.
+    pub size: usize,
+    /// The probe parameters, for the server's log and checks.
+    pub params: serde_json::Value,
+    /// The client's transport endpoint (UDP port, verbs `Endpoint`, ...).
+    pub endpoint: serde_json::Value,
+}
+
+/// The server's answer to a [`Hello`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// Accepted: the server's endpoint; the run may start.
+    Welcome {
+        /// The server's transport endpoint.
+        endpoint: serde_json::Value,
+    },
+    /// Refused, with the reason and what to change.
+    Refuse {
+        /// One line.
+        reason: String,
+    },
+    /// The server holds a mesh secret: its nonce and its proof; the
+    /// client answers [`Proof`], then gets Welcome or Refuse.
+    Challenge {
+        /// The server's nonce (base64).
+        nonce: String,
+        /// HMAC of both nonces by the server (base64).
+        proof: String,
+    },
+}
+
+/// The client's answer to a [`Reply::Challenge`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Proof {
+    /// HMAC of both nonces by the client (base64).
+    pub proof: String,
+}
+
+/// The client's closing message: the run is over.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Done {
+    /// Messages the client posted (warm-up included).
+    pub sent: u64,
+    /// Ctrl-C ended it.
+    pub interrupted: bool,
+}
+
+/// The server's last word on a stream (after the client's FIN): what its
+/// receiving loop counted.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct StreamTally {
+    /// The receiver's counters.
+    pub tally: crate::probe::workload::stream::RecvTally,
+}
