@@ -8,17 +8,9 @@ use std::process::Command;
 
 /// The keys `--check-config` expects where `bogus` stands in `text`.
 fn expected(text: &str) -> BTreeSet<String> {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("c.toml");
-    std::fs::write(&p, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .arg("--check-config")
-        .arg(&p)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{text}: {err}");
-    ibtools_tests::doc_table::refused_key_list(&err)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibexporter"));
+    cmd.arg("--check-config");
+    ibtools_tests::doc_table::keys_expected_by(cmd, text)
 }
 
 /// Each section of the page (`Top level`, `[local]`, `[[targets.static]]`,

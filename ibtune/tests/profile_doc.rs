@@ -10,19 +10,9 @@ use ibtools_tests::fixture;
 
 /// The keys the parser expects at the place of `bogus` in `text`.
 fn expected(text: &str) -> BTreeSet<String> {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("p.toml");
-    std::fs::write(&p, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ibtune"))
-        .arg("--root")
-        .arg(fixture("thesis-2s-mlx5"))
-        .arg("plan")
-        .arg(&p)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{text}: {err}");
-    ibtools_tests::doc_table::refused_key_list(&err)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibtune"));
+    cmd.arg("--root").arg(fixture("thesis-2s-mlx5")).arg("plan");
+    ibtools_tests::doc_table::keys_expected_by(cmd, text)
 }
 
 /// The doc's sections (`### \`[name]\`` or `[[name]]`) and, per section,

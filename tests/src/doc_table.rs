@@ -68,10 +68,25 @@ pub fn missing_test(root: &Path, t: &str) -> Option<String> {
     }
 }
 
-/// The keys a parser listed when it refused the unknown key `bogus`
-/// (`unknown field \`bogus\`, expected one of \`a\`, \`b\``, serde's words):
-/// what a doc's table of keys is checked against. Panics naming `stderr`
-/// when it holds no such list.
+/// The keys a tool expects where `bogus` stands in the TOML `text`: the
+/// text is written to a file, `cmd` runs with that file as its last
+/// argument, must refuse it (exit 2), and its refusal lists the keys
+/// (`unknown field \`bogus\`, expected one of \`a\`, \`b\``, serde's
+/// words). What a doc's table of keys is checked against.
+pub fn keys_expected_by(
+    mut cmd: std::process::Command,
+    text: &str,
+) -> std::collections::BTreeSet<String> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("doc-check.toml");
+    std::fs::write(&file, text).expect("write the TOML");
+    let out = cmd.arg(&file).output().expect("run the tool");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+    refused_key_list(&err)
+}
+
+/// The keys listed in a refusal of the unknown key `bogus`.
 pub fn refused_key_list(stderr: &str) -> std::collections::BTreeSet<String> {
     let list = stderr
         .split("unknown field `bogus`, expected ")
