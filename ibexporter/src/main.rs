@@ -58,7 +58,7 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
     /// Watch this ibtune profile and export its drift.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "PROFILE")]
     profile: Option<PathBuf>,
     /// Read /sys, /proc and /dev under DIR (a captured snapshot, for tests).
     #[arg(long, value_name = "DIR")]
@@ -70,10 +70,10 @@ struct Args {
     #[arg(long = "count", short = 'n', alias = "probes", value_name = "N")]
     probes: Option<u64>,
     /// Message sizes of the local probes, comma separated [default: 32].
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(long, value_name = "SIZES", value_delimiter = ',')]
     sizes: Option<Vec<usize>>,
     /// busy | event: how probes wait for an answer (event costs far less CPU) [default: event].
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "POLL")]
     poll: Option<String>,
     /// Overhead budget: probing CPU as a share of one core [default: 0.01].
     #[arg(long, value_name = "FRACTION")]
@@ -196,7 +196,7 @@ struct PlanArgs {
     #[arg(long, value_name = "N", default_value_t = 1000)]
     trials: usize,
     /// Seed of the simulation (same seed, same numbers).
-    #[arg(long, value_name = "SEED", default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
     /// Output format: table, or json.
     #[arg(short = 'f', long, value_enum, default_value_t = MeshFormat::Table)]

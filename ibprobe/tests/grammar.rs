@@ -19,7 +19,7 @@ fn a_bare_number_is_not_a_duration() {
             "3",
         ),
         (&["stream", "-t", "shm", "--flush", "10"], "10"),
-        (&["host", "--interval", "1"], "1"),
+        (&["host", "--period", "1"], "1"),
         (&["server", "-t", "udp", "--handshake-timeout", "2"], "2"),
     ] {
         let (code, out, err) = ibprobe(args);
@@ -57,4 +57,30 @@ fn help_ends_with_the_one_exit_code_table() {
         out.trim_end().ends_with(&ibhost::exit::help()),
         "--help does not end with the exit code table:\n{out}"
     );
+}
+
+/// `host --interval` is now `--period` (ibexporter's `--interval` is the
+/// round period): the old spelling still runs and says the new name once.
+#[test]
+fn host_interval_is_now_period() {
+    let (code, _, err) = ibprobe(&[
+        "host",
+        "--cpus",
+        "0",
+        "-n",
+        "5",
+        "--interval",
+        "1ms",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        err.contains("`ibprobe host --interval` is now `ibprobe host --period`"),
+        "{err}"
+    );
+    let (code2, _, err2) = ibprobe(&[
+        "host", "--cpus", "0", "-n", "5", "--period", "1ms", "--format", "json",
+    ]);
+    assert_eq!(code, code2, "{err} / {err2}");
+    assert!(!err2.contains("is now"), "{err2}");
 }

@@ -68,22 +68,14 @@ fn every_format_prints_a_row_per_cpu() {
         return;
     }
     let (code, out, err) = ibprobe(&[
-        "host",
-        "--cpus",
-        "0",
-        "-n",
-        "20",
-        "--interval",
-        "200us",
-        "--format",
-        "csv",
+        "host", "--cpus", "0", "-n", "20", "--period", "200us", "--format", "csv",
     ]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     assert!(lines[0].starts_with("cpu,isolated,nohz_full,count,min_ns"));
     assert!(lines[1].starts_with("0,"), "{out}");
-    let (code, out, _) = ibprobe(&["host", "--cpus", "0", "-n", "20", "--interval", "200us"]);
+    let (code, out, _) = ibprobe(&["host", "--cpus", "0", "-n", "20", "--period", "200us"]);
     assert_eq!(code, 0);
     assert!(
         out.contains("SCHED_FIFO 80") && out.contains("/dev/cpu_dma_latency not written"),
@@ -195,8 +187,8 @@ fn trace_runs_or_says_what_is_missing() {
 
 #[test]
 fn trace_options_are_checked_before_tracefs() {
-    let (code, out, err) = ibprobe(&["host", "--trace", "--interval", "50us"]);
-    one_line_exit_2(code, &out, &err, &["--interval", "100us to 1s"]);
+    let (code, out, err) = ibprobe(&["host", "--trace", "--period", "50us"]);
+    one_line_exit_2(code, &out, &err, &["--period", "100us to 1s"]);
     // --fifo and --no-mlock are for ibprobe's own threads.
     let (code, _, err) = ibprobe(&["host", "--trace", "--fifo", "50"]);
     assert_eq!(code, 2, "{err}");

@@ -81,7 +81,7 @@ fn rt_kernel() -> Group {
             // of its CPU, and the guest's shell must not wait behind it.
             let o = lab.sh(&format!(
                 "{MOUNT}; cd /sys/kernel/tracing; echo 0 > osnoise/cpus; echo 1500 > osnoise/timerlat_period_us; \
-                 taskset -c 0 {IBPROBE} host --trace --cpus 1 --interval 500us -n 1000 --json > /run/lab/results/t.json; echo rc=$?; \
+                 taskset -c 0 {IBPROBE} host --trace --cpus 1 --period 500us -n 1000 --json > /run/lab/results/t.json; echo rc=$?; \
                  cat osnoise/cpus osnoise/timerlat_period_us; ls instances | wc -l; cat instances/*/current_tracer 2>/dev/null; \
                  echo 0-1 > osnoise/cpus; echo 1000 > osnoise/timerlat_period_us"
             ));

@@ -153,7 +153,7 @@ const COMPARE_FORMATS: &[(Format, &str)] = &[
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// Rounds: each runs every value once (at least 2; 6 or more for a verdict).
-    #[arg(long, short = 'r', default_value_t = 10)]
+    #[arg(long, value_name = "N", short = 'r', default_value_t = 10)]
     pub rounds: u32,
     /// Two saved reports (`--json` output of loopback, client or stream)
     /// to compare instead of running rounds: the first is the baseline.
@@ -165,7 +165,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "OPTION=V1,V2")]
     pub vary: Option<String>,
     /// Seed of the round order (printed in the report, to repeat an order).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Output format.
     #[arg(long, short = 'f', value_parser = formats(COMPARE_FORMATS), default_value = "table")]
@@ -240,7 +240,7 @@ Examples:
   ibprobe host                                  every CPU, 10000 wake-ups each
   ibprobe host --cpus 2-3 --duration 60s        the cores ibtune isolated, for a minute
   ibprobe host --cpus 0,2 --count 500 --format json
-  ibprobe host --interval 200us --fifo 95 --format markdown";
+  ibprobe host --period 200us --fifo 95 --format markdown";
 
 /// clap's view of a `crate::words` list: its values with their help
 /// (the doc line without its final period, as clap shows doc comments).
@@ -367,9 +367,9 @@ pub struct VerbsArgs {
 /// each command's own (its `mut_arg`s), since it says per what.
 #[derive(Args, Debug, Clone)]
 pub struct Amount {
-    #[arg(long, short = 'n', conflicts_with = "duration")]
+    #[arg(long, value_name = "N", short = 'n', conflicts_with = "duration")]
     pub count: Option<u64>,
-    #[arg(long, short = 'D', value_parser = parse_duration)]
+    #[arg(long, short = 'D', value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
@@ -405,14 +405,14 @@ pub struct MeasureArgs {
     #[arg(long, requires = "pause")]
     pub burst: Option<u64>,
     /// Pause after each burst (or after each message without --burst), e.g. 100us.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub pause: Option<Duration>,
     /// A message without an answer after this long is lost; 3 in a row end the run.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     pub timeout: Duration,
     /// The receiver spends this long on each message (a slow consumer), e.g. 20us:
     /// after each arrival in one-way loopback, before each echo in a round trip.
-    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
     pub consume_delay: Duration,
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
@@ -459,7 +459,7 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
     /// Interval of --hdr-log.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     pub log_interval: Duration,
     /// Draw the latency histogram with median and percentile markers as SVG.
     #[arg(long, value_name = "FILE.svg")]
@@ -531,7 +531,7 @@ pub struct StreamKnobArgs {
     pub batch: u32,
     /// Post a partial batch this long after its first message, e.g. 150us
     /// (default: only when full, or at the end of a burst or of the run).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub flush: Option<Duration>,
     /// Every slot needs the receiver's ack; at most D unacknowledged (1: stop-and-wait).
     #[arg(long, value_name = "D")]
@@ -599,7 +599,7 @@ pub struct StreamArgs {
     /// stream in the handshake.
     pub host: Option<String>,
     /// With HOST: give up connecting (and on each handshake read) after this long.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
     /// Transport and placement (--cpu pins the sender).
     #[command(flatten)]
@@ -656,7 +656,7 @@ pub struct ServerArgs {
     pub forever: bool,
     /// Give up on a client whose whole handshake (hello, mesh secret proof)
     /// takes longer than this.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub handshake_timeout: Duration,
     /// Refuse a client whose session would take more memory than this here
     /// (stream slots x slot size, the receiving queue, the shm ring or verbs
@@ -680,7 +680,7 @@ pub struct ClientArgs {
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// Give up connecting (and on each handshake read) after this long.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
     /// The mesh secret the server must share.
     #[command(flatten)]
@@ -755,14 +755,14 @@ pub struct LoggpArgs {
     pub rx_cpu: Option<usize>,
     /// Payload sizes in bytes (a list and/or doubling ranges, as sweep's)
     /// [default: 8,64,512,4096,16384; ud: 8,64,256,1000].
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SIZES", allow_hyphen_values = true)]
     pub sizes: Option<String>,
     /// Messages per burst (n of PRTT(n, d, s)), 2..=1024.
     #[arg(long, default_value_t = 16)]
     pub burst: u16,
     /// Rounds: each gives one estimate of every parameter (the interval
     /// comes from their spread), 3..=1000.
-    #[arg(long, default_value_t = 15)]
+    #[arg(long, value_name = "N", default_value_t = 15)]
     pub rounds: usize,
     /// Repetitions of each round trip within a round (their median counts).
     #[arg(long, default_value_t = 21)]
@@ -771,10 +771,10 @@ pub struct LoggpArgs {
     #[arg(long)]
     pub simulate: bool,
     /// An answer later than this counts as lost (the burst is repeated; 5 in a row end the run).
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     pub timeout: Duration,
     /// How long to wait for `ibprobe server` to accept (with HOST).
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
     /// Output format.
     #[arg(long, short = 'f', value_parser = formats(LOGGP_FORMATS), default_value = "table")]
@@ -811,7 +811,7 @@ pub struct LoggpArgs {
     #[arg(long, default_value_t = 32)]
     pub predict_size: usize,
     /// --predict: how long each measured stream runs.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     pub predict_duration: Duration,
 }
 
@@ -852,7 +852,12 @@ pub struct SweepArgs {
     pub transport: TransportArgs,
     /// Message sizes in bytes: a list (8,64,512) and/or doubling ranges between
     /// powers of two (2..4096 = 2,4,8,...,4096), e.g. 8,100,1024..8192.
-    #[arg(long, default_value = "8..4096", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "SIZES",
+        default_value = "8..4096",
+        allow_hyphen_values = true
+    )]
     pub sizes: String,
     /// Message rates per second, 0 = back to back; k and M suffixes, e.g. 0,1k,10k,100k.
     #[arg(
@@ -865,7 +870,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub amount: Amount,
     /// A message without an answer after this long is lost; 3 in a row end the sweep.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
     pub timeout: Duration,
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
@@ -974,14 +979,14 @@ pub struct HostArgs {
     #[arg(long, value_name = "PRIO", default_value_t = 80,
           value_parser = clap::value_parser!(i32).range(1..=99))]
     pub fifo: i32,
-    /// Time between wake-up deadlines, e.g. 1ms, 200us.
-    #[arg(long, value_parser = parse_duration, default_value = "1ms")]
+    /// Time between wake-up deadlines (the timer's period), e.g. 1ms, 200us.
+    #[arg(long = "period", alias = "interval", value_name = "DURATION", value_parser = parse_duration, default_value = "1ms")]
     pub interval: Duration,
     /// Wake-ups per CPU [default: 10000, unless --duration].
-    #[arg(long, short = 'n', conflicts_with = "duration")]
+    #[arg(long, value_name = "N", short = 'n', conflicts_with = "duration")]
     pub count: Option<u64>,
     /// Measure for this long instead of a count, e.g. 10s, 5m.
-    #[arg(long, short = 'D', value_parser = parse_duration)]
+    #[arg(long, short = 'D', value_name = "DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
@@ -989,7 +994,7 @@ pub struct HostArgs {
     /// Use the kernel's timerlat tracer instead of ibprobe's own threads: IRQ latency and thread
     /// latency per CPU as two distributions, the top interference sources (interrupts, softirqs,
     /// threads, NMIs) and what ran during the worst wake-up. Needs root, tracefs mounted and a
-    /// kernel with CONFIG_TIMERLAT_TRACER (Debian's PREEMPT_RT kernels); --interval is the timer
+    /// kernel with CONFIG_TIMERLAT_TRACER (Debian's PREEMPT_RT kernels); --period is the timer
     /// period (100us-1s).
     #[arg(long, conflicts_with_all = ["fifo", "no_mlock"])]
     pub trace: bool,

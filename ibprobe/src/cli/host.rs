@@ -101,7 +101,7 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
     };
     if a.interval < Duration::from_micros(1) {
         return Err(CliError::input(format!(
-            "--interval {:?}: too short for a timer; use at least 1us (cyclictest's default is 1ms)",
+            "--period {:?}: too short for a timer; use at least 1us (cyclictest's default is 1ms)",
             a.interval
         )));
     }
@@ -147,7 +147,7 @@ fn print_report(report: &dyn Document, a: &HostArgs) -> Result<(), CliError> {
 fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<u8, CliError> {
     if !(timerlat::MIN_PERIOD..=timerlat::MAX_PERIOD).contains(&a.interval) {
         return Err(CliError::input(format!(
-            "--interval {:?} with --trace: timerlat's period is 100us to 1s; pick one in that range",
+            "--period {:?} with --trace: timerlat's period is 100us to 1s; pick one in that range",
             a.interval
         )));
     }

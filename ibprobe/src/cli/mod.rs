@@ -64,12 +64,20 @@ fn one_line(e: &clap::Error) -> String {
     }
 }
 
+/// Old spellings still accepted, with a warning (`ibhost::renamed`).
+const RENAMED: &[ibhost::renamed::Renamed] = &[ibhost::renamed::Renamed {
+    old: "--interval",
+    new: "--period",
+    command: "ibprobe host",
+}];
+
 /// Entry point of the `ibprobe` binary.
 pub fn main() -> ExitCode {
     // `ibprobe --generate-docs DIR`: man pages and completions (scripts/package).
     if let Some(dir) = ibdoc::requested() {
         return ExitCode::from(ibdoc::run(<Cli as clap::CommandFactory>::command(), &dir));
     }
+    ibhost::renamed::warn(RENAMED);
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -99,7 +99,7 @@ impl TimerlatReport {
         for c in &cpus {
             if c.lost_events > 0 {
                 warnings.push(format!(
-                    "cpu {}: the kernel dropped {} trace events (its buffer filled before ibprobe read it): counts are low and a dropped sample may be the worst; use a longer --interval",
+                    "cpu {}: the kernel dropped {} trace events (its buffer filled before ibprobe read it): counts are low and a dropped sample may be the worst; use a longer --period",
                     c.cpu, c.lost_events
                 ));
             }

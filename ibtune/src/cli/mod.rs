@@ -214,7 +214,7 @@ pub enum Cmd {
         profile: PathBuf,
         /// Rounds per variant (blocks); 6 or more for a verdict, 10 or
         /// more recommended.
-        #[arg(long, default_value_t = 10, value_name = "R")]
+        #[arg(long, default_value_t = 10, value_name = "N")]
         rounds: usize,
         /// Also each knob alone and the profile without each knob (knobs:
         /// cpusets, irq, sysctl, cpu, thp, tuned, dma_latency).
