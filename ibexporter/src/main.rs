@@ -69,9 +69,9 @@ struct Args {
     /// Messages per probe round [default: 100].
     #[arg(long = "count", short = 'n', alias = "probes", value_name = "N")]
     probes: Option<u64>,
-    /// Message sizes of the local probes, comma separated [default: 32].
-    #[arg(long, value_name = "SIZES", value_delimiter = ',')]
-    sizes: Option<Vec<usize>>,
+    /// Message sizes of the local probes: a list (32,4096) and/or doubling ranges between powers of two (8..64), as ibprobe's [default: 32].
+    #[arg(long, value_name = "SIZES")]
+    sizes: Option<String>,
     /// busy | event: how probes wait for an answer (event costs far less CPU) [default: event].
     #[arg(long, value_name = "POLL")]
     poll: Option<String>,
@@ -329,11 +329,9 @@ fn options(a: &Args) -> Result<DaemonOptions, String> {
         }
         o.engine.max_core_fraction = b;
     }
-    if let Some(sizes) = &a.sizes {
+    if let Some(text) = &a.sizes {
+        let sizes = &ibhost::list::parse_sizes(text)?;
         // The local probes include the udp reference: udp's limits bind.
-        if sizes.is_empty() {
-            return Err("--sizes: give at least one size in bytes, e.g. 32".into());
-        }
         for &s in sizes {
             check_size(Transport::Udp, i64::try_from(s).unwrap_or(i64::MAX))
                 .map_err(|e| format!("--sizes {sizes:?}: {e}"))?;

@@ -91,3 +91,17 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> std::process
     }
     child.wait_with_output().unwrap()
 }
+
+/// `--sizes` reads ranges as ibprobe's `--sizes` does (one parser,
+/// `ibhost::list`): a bad range is refused with the same words.
+#[test]
+fn sizes_take_ranges_as_ibprobe_does() {
+    let out = ibexporter().args(["--sizes", "3..100"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(Exit::Input.status()), "{err}");
+    assert!(
+        err.contains(&ibhost::list::parse_sizes("3..100").unwrap_err()),
+        "{err}"
+    );
+    assert_eq!(ibhost::list::parse_sizes("8..32").unwrap(), [8, 16, 32]);
+}

@@ -24,6 +24,8 @@
 //!   stop-signal mechanism: [`child::stop_on_signals`] for a tool that
 //!   runs commands, [`child::stop_signal_flag`] for ibprobe's measurement
 //!   loops; it is one of the two `unsafe` places of the crate.
+//! - [`list`]: comma-separated lists: message sizes with doubling ranges
+//!   (`8,64,512`, `2..4096`), the same in ibprobe and ibexporter.
 //! - [`renamed`]: old spellings of renamed options and commands, still
 //!   accepted, answered with one warning naming the new one.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
@@ -40,6 +42,7 @@ pub mod cpulist;
 pub mod duration;
 pub mod exit;
 pub mod file;
+pub mod list;
 pub mod renamed;
 pub mod rt;
 
