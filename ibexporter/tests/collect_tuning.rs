@@ -7,7 +7,7 @@
 //! - perturbing one setting makes exactly that item drift;
 //! - results are cached for `min_interval`, and concurrent scrapes share one
 //!   verification;
-//! - a profile that cannot be verified gives `verify_ok 0`, logged once.
+//! - a profile that cannot be verified gives `verify_ran 0`, logged once.
 
 mod common;
 
