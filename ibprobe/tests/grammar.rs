@@ -84,3 +84,25 @@ fn host_interval_is_now_period() {
     assert_eq!(code, code2, "{err} / {err2}");
     assert!(!err2.contains("is now"), "{err2}");
 }
+
+/// The stream's header agrees with itself: with a window of 8 the shm
+/// ring holds 16 slots, and the knobs line says so beside `--slots 64`;
+/// the row of the wait before a post names both of its causes.
+#[test]
+fn the_stream_header_agrees_with_the_transport_line() {
+    let (code, out, err) = ibprobe(&["stream", "-t", "shm", "-n", "200", "--window", "8"]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines = out.lines();
+    let transport = lines.next().unwrap();
+    let knobs = lines.next().unwrap();
+    assert!(
+        transport.contains("16 slots of 64 B per direction"),
+        "{out}"
+    );
+    assert!(
+        knobs.contains("64 slots of 64 B (the shm ring holds 16"),
+        "{out}"
+    );
+    assert!(out.contains("hand-over -> post (batch, credits)"), "{out}");
+    assert!(!out.contains("time in batch"), "{out}");
+}

@@ -232,8 +232,16 @@ impl StreamReport {
     }
 
     fn knobs_line(&self) -> String {
+        // shm's ring holds only what can be in flight (`shm_ring_slots`):
+        // say so beside --slots, so the line agrees with the transport's.
+        let ring = self.spec.shm_ring_slots();
+        let ring = if self.transport == Transport::Shm && ring < self.spec.slots {
+            format!(" (the shm ring holds {ring}: twice what can be in flight)")
+        } else {
+            String::new()
+        };
         format!(
-            "window {} · batch {} · flush {} · pipeline {} · credit return {} (every {}) · {} slots of {} B",
+            "window {} · batch {} · flush {} · pipeline {} · credit return {} (every {}) · {} slots of {} B{ring}",
             self.spec.window,
             self.spec.batch,
             self.spec
@@ -268,7 +276,10 @@ impl StreamReport {
         };
         [
             (latency, Tail::of(&self.out.latency)),
-            ("time in batch", Tail::of(&self.out.send_histos.in_batch)),
+            (
+                "hand-over -> post (batch, credits)",
+                Tail::of(&self.out.send_histos.in_batch),
+            ),
             (
                 "credit/ack wait per slot",
                 Tail::of(&self.out.send_histos.credit_wait),
