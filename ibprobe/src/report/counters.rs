@@ -80,12 +80,16 @@ pub fn table_lines(r: &CounterReport) -> Vec<String> {
             }
         ));
     }
-    for m in &r.missing {
-        out.push(format!(
-            "counters missing: {}: {}",
-            m.counters.join(", "),
-            m.why
-        ));
+    // One line for every missing counter, each group with its reason:
+    // the same groups go missing on every run of a host, so they are said
+    // once, not once per source.
+    if !r.missing.is_empty() {
+        let groups: Vec<String> = r
+            .missing
+            .iter()
+            .map(|m| format!("{}: {}", m.counters.join(", "), m.why))
+            .collect();
+        out.push(format!("counters missing: {}", groups.join("; ")));
     }
     if let Some(a) = &r.attribution {
         for c in &a.causes {
@@ -275,6 +279,23 @@ mod tests {
         assert!(l.contains("n/a migrations"), "{l}");
         assert!(l.contains("interrupts on cpu 3: 1,204 (LOC 1,204)"), "{l}");
         assert!(l.contains("counters missing: cycles: no CPU PMU"), "{l}");
+    }
+
+    /// Every missing group is said on one line, each with its reason.
+    #[test]
+    fn missing_counters_are_one_line() {
+        let mut r = report();
+        r.missing.push(Missing {
+            counters: vec!["smis"],
+            why: "no msr module".into(),
+        });
+        let l = table_lines(&r);
+        let missing: Vec<&String> = l.iter().filter(|x| x.contains("missing")).collect();
+        assert_eq!(
+            missing,
+            ["counters missing: cycles: no CPU PMU; smis: no msr module"],
+            "{l:?}"
+        );
     }
 
     #[test]
