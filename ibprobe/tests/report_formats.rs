@@ -14,9 +14,9 @@ use ibprobe::report::{Format, Mode, Report, ReportContext};
 use ibprobe::transport::TransportInfo;
 
 /// The table's column header (after the context lines).
-const TABLE_HEADER: &str = "latency [us]         count       min       p50       p90       p99     p99.9    p99.99        max      mean ± stdev     > 10 us";
+const TABLE_HEADER: &str = "latency [us]         count       min       p50       p90       p99     p99.9    p99.99        max      mean ± stdev   % > 10 us";
 /// The Markdown table's header row.
-const MARKDOWN_HEADER: &str = "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | > 10 us |";
+const MARKDOWN_HEADER: &str = "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | % > 10 us |";
 /// The Markdown table's alignment row.
 const MARKDOWN_ALIGN: &str = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
 
@@ -140,7 +140,7 @@ fn markdown_header_and_rows() {
         .expect("markdown header row");
     assert_eq!(
         lines[h],
-        "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | > 10 us |"
+        "| latency [us] | count | min | p50 | p90 | p99 | p99.9 | p99.99 | max | mean ± stdev | % > 10 us |"
     );
     assert_eq!(lines[h + 1], MARKDOWN_ALIGN);
     assert_eq!(

@@ -259,7 +259,7 @@ impl Document for HostReport {
             Column::new("count", 9, Align::RIGHT),
         ];
         columns.extend(us_columns());
-        columns.push(Column::new("> 10 us", 9, Align::RIGHT));
+        columns.push(Column::new("n > 10 us", 9, Align::RIGHT));
         columns.push(Column::new("missed", 7, Align::RIGHT));
         // Context switches are the thread's own sleeps here; the
         // missing-counter lines are the same for every CPU: once.

@@ -38,7 +38,7 @@ fn columns() -> Vec<Column> {
         r("mean ± stdev", 17),
         // The text header has always stood one space right of its cells
         // (11 wide: it is wider than the column).
-        Column::titled("    > 10 us", "> 10 us", 10, Align::RIGHT),
+        Column::titled("  % > 10 us", "% > 10 us", 10, Align::RIGHT),
     ]
 }
 

@@ -195,7 +195,7 @@ impl Document for TimerlatReport {
             Column::new("count", 9, Align::RIGHT),
         ];
         columns.extend(host::us_columns());
-        columns.push(Column::new("> 10 us", 9, Align::RIGHT));
+        columns.push(Column::new("n > 10 us", 9, Align::RIGHT));
         let rows = self.rows().map(|(cpu, ctx, s)| {
             let mut row = vec![cpu.to_string(), ctx.to_string()];
             row.extend(cells(s));
