@@ -363,24 +363,40 @@ fn stream_modes(lab: &Lab) {
 /// (here: rxe's) read of the send buffer into two distributions whose
 /// medians add up to about the one-way median; inline is refused.
 fn stamp_thread(lab: &Lab) {
+    let c = |x: &serde_json::Value| x["count"].as_u64().unwrap();
+    let p50 = |x: &serde_json::Value| x["p50_ns"].as_u64().unwrap() as f64;
     for qp in ["rc", "uc", "ud"] {
-        let o = lab
-            .sh(&format!(
-                "{IBPROBE} loopback --transport {qp} --inline off --size 64 --stamp-thread --count 2000 --warmup 100 --json"
-            ))
-            .success();
-        let v: serde_json::Value =
-            serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{qp}: {e}: {o}"));
-        let d = |n: &str| distribution(&v, n).unwrap_or_else(|| panic!("{qp}: no {n}: {o}"));
-        let (ow, before, after) = (d("one_way"), d("before_hca_read"), d("after_hca_read"));
-        let c = |x: &serde_json::Value| x["count"].as_u64().unwrap();
-        let p50 = |x: &serde_json::Value| x["p50_ns"].as_u64().unwrap() as f64;
-        assert_eq!(c(ow), 2000, "{qp}: {o}");
         // Messages carry a stamp from inside their flight when the
         // stamping thread ran then: under TCG it shares 2 vCPUs with the
         // loop and rxe's kernel threads, so 95% on a quiet host and 30%
         // beside a busy one were seen; a stale stamp is left out, and a
-        // tenth is the floor of "the split was measured".
+        // tenth is the floor of "the split was measured". Once a run was
+        // starved (28 of 2000 stamped, 2,003 involuntary context switches
+        // of the loop): such a run is said and run again, once; the floor
+        // holds for the second.
+        let run = || {
+            let o = lab
+                .sh(&format!(
+                    "{IBPROBE} loopback --transport {qp} --inline off --size 64 --stamp-thread --count 2000 --warmup 100 --json"
+                ))
+                .success();
+            let v: serde_json::Value =
+                serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{qp}: {e}: {o}"));
+            (o, v)
+        };
+        let (mut o, mut v) = run();
+        let stamped = |v: &serde_json::Value| distribution(v, "before_hca_read").map_or(0, c);
+        if stamped(&v) < 200 {
+            println!(
+                "stamp thread {qp}: starved run ({} of 2000 stamped, {} involuntary context switches); once more",
+                stamped(&v),
+                v["counters"]["involuntary_context_switches"]
+            );
+            (o, v) = run();
+        }
+        let d = |n: &str| distribution(&v, n).unwrap_or_else(|| panic!("{qp}: no {n}: {o}"));
+        let (ow, before, after) = (d("one_way"), d("before_hca_read"), d("after_hca_read"));
+        assert_eq!(c(ow), 2000, "{qp}: {o}");
         assert!(c(before) >= 200 && c(before) == c(after), "{qp}: {o}");
         assert!(p50(before) > 0.0 && p50(after) > 0.0, "{qp}: {o}");
         let sum = p50(before) + p50(after);
