@@ -46,23 +46,11 @@ fn rack_of(i: usize) -> String {
 
 /// `promtool query instant` inside Prometheus' namespace: the result vector.
 fn query(mesh: &NetnsMesh, prom: usize, expr: &str) -> Result<Vec<serde_json::Value>, String> {
-    let out = mesh
-        .command(prom, "promtool")
-        .args([
-            "query",
-            "instant",
-            "-o",
-            "json",
-            &format!("http://{}:9090", mesh.ip(prom)),
-            expr,
-        ])
-        .output()
-        .map_err(|e| format!("promtool: {e}"))?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
-        .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    ibtools_tests::prom::promtool_query(
+        mesh.command(prom, "promtool"),
+        &format!("http://{}:9090", mesh.ip(prom)),
+        expr,
+    )
 }
 
 fn wait_query(
@@ -72,20 +60,13 @@ fn wait_query(
     secs: u64,
     ok: impl Fn(&[serde_json::Value]) -> bool,
 ) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let r = query(mesh, prom, expr);
-        if let Ok(v) = &r {
-            if ok(v) {
-                return v.clone();
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{expr}: never held in {secs}s; last {r:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    ibtools_tests::prom::promtool_wait(
+        || mesh.command(prom, "promtool"),
+        &format!("http://{}:9090", mesh.ip(prom)),
+        expr,
+        secs,
+        ok,
+    )
 }
 
 fn label<'a>(v: &'a serde_json::Value, l: &str) -> &'a str {

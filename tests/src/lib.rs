@@ -7,9 +7,11 @@
 //! comparisons honest (symlinks, empty dirs and file bytes all count).
 
 pub mod doc_table;
+pub mod grafana;
 pub mod lab;
 pub mod netns;
 pub mod prom;
+pub mod recipe;
 pub mod systemd;
 
 use std::collections::BTreeMap;

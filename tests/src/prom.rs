@@ -386,6 +386,55 @@ fn promtool_rules(
     crate::quiet_success(&format!("promtool {verb} rules"), &out, expected).map(|()| said)
 }
 
+/// `promtool query instant -o json SERVER EXPR`, run as `promtool` (a
+/// command naming it, e.g. inside a network namespace:
+/// `NetnsMesh::command(i, "promtool")`): the result vector, or what
+/// promtool said.
+///
+/// Why it exists: a Prometheus inside a network namespace is reached
+/// from inside it; the mesh tests and the recipes query it this way.
+pub fn promtool_query(
+    mut promtool: Command,
+    server: &str,
+    expr: &str,
+) -> Result<Vec<serde_json::Value>, String> {
+    let out = promtool
+        .args(["query", "instant", "-o", "json", server, expr])
+        .output()
+        .map_err(|e| format!("promtool: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
+        .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Repeats [`promtool_query`] (with a fresh `promtool()` command each
+/// time) every 500 ms until `ok` holds for its result, and returns it;
+/// panics after `secs` seconds with the last answer.
+pub fn promtool_wait(
+    promtool: impl Fn() -> Command,
+    server: &str,
+    expr: &str,
+    secs: u64,
+    ok: impl Fn(&[serde_json::Value]) -> bool,
+) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let r = promtool_query(promtool(), server, expr);
+        if let Ok(v) = &r {
+            if ok(v) {
+                return v.clone();
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{expr}: never held in {secs}s; last {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Percent-encodes a query parameter value (RFC 3986 unreserved kept).
 pub fn url_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3);
