@@ -4,11 +4,18 @@
 //! real cgroup v2 partition, verify clean, run a command inside it, report
 //! drift, and revert to exactly what was there.
 //!
+//! The same guest runs the recipe `docs/recipes/tune-before-runs.md` from
+//! its own text (`ibtools_tests::recipe`): show, plan, apply and verify,
+//! run, revert, and the boot unit's start and stop, through a printed
+//! mapping (the lab's profile for `busy-poll-1hca`, `rxe0` for `mlx5_0`,
+//! the unit's commands for `systemctl`).
+//!
 //! Runs with `--include-ignored` (scripts/test-all does); see
 //! `ibtools_tests::lab::harness`.
 
 use ibtools_tests::lab::harness::{self, Group};
 use ibtools_tests::lab::{Lab, LabConfig, Node};
+use ibtools_tests::recipe::{self, Mapping};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -84,6 +91,138 @@ fn root_cgroup_state(lab: &Lab) -> String {
     lab.sh("cd /sys/fs/cgroup && for f in cgroup.subtree_control cpuset.cpus.effective cpuset.mems.effective; do echo \"$f=$(cat $f)\"; done; ls -d */ 2>/dev/null || true")
         .success()
         .stdout
+}
+
+/// The mapping of the tune-before-runs recipe onto the guest: the boot
+/// unit's commands (from the unit file) for `systemctl`, the lab's
+/// profile for the shipped one, rxe0 for the HCA.
+fn tune_recipe_mapping(guest_profile: &str) -> Mapping {
+    let unit =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/ibtune-profile@.service");
+    let exec = |key: &str| {
+        let args = ibtools_tests::systemd::exec_args(&unit, key, "ibtune", "busy-poll-1hca")
+            .unwrap_or_else(|e| panic!("{e}"));
+        format!("ibtune {}", args.join(" "))
+    };
+    Mapping::new()
+        .row(
+            "systemctl enable --now ibtune-profile@busy-poll-1hca",
+            &exec("ExecStart"),
+            "the guest runs no systemd: the unit's ExecStart with %i = busy-poll-1hca \
+             (the unit itself passes systemd-analyze verify on the host)",
+        )
+        .row(
+            "systemctl disable --now ibtune-profile@busy-poll-1hca",
+            &exec("ExecStop"),
+            "the unit's ExecStop",
+        )
+        .row(
+            "busy-poll-1hca",
+            guest_profile,
+            "the lab's profile: the 2-vCPU guest's CPU 1 as the isolated cpuset `rt`, memory \
+             bound; busy-poll-1hca's IRQ pinning, tuned, C-states and boot line do not apply \
+             to rxe0 (software, no IRQs) in a guest without tuned",
+        )
+        .row("mlx5_0", "rxe0", "the HCA is the lab's Soft-RoCE device")
+        .note(
+            "ibtune, ibprobe installed",
+            &format!(
+                "{} and {} first on PATH; ibtune keeps its journal in /run/ibtune \
+                 (`--state-dir`, a shell function)",
+                IBTUNE,
+                ibtools_tests::workspace_bin("ibprobe").display()
+            ),
+            "the binaries under test; the guest's /var/lib is the host's, read-only",
+        )
+}
+
+/// Runs `docs/recipes/tune-before-runs.md` in the guest, block by block,
+/// checking the kernel's view after each step.
+fn tune_recipe(lab: &Lab) {
+    let name = "tune-before-runs";
+    let text = recipe::text(name);
+    let blocks = recipe::blocks(&text);
+    assert_eq!(
+        blocks.len(),
+        7,
+        "{name}: show, plan, apply+verify, run, revert, enable+verify, disable; \
+         its blocks changed: update this test"
+    );
+    let map = tune_recipe_mapping(profile(lab));
+    eprintln!("{}", map.table(name));
+    let texts: Vec<&str> = blocks.iter().map(|b| b.code.as_str()).collect();
+    map.assert_each_row_used(name, &texts);
+    let bin_dir = |p: &std::path::Path| p.parent().expect("a bin dir").display().to_string();
+    let prelude = format!(
+        "export PATH={}:{}:$PATH\nibtune() {{ command ibtune {STATE} \"$@\"; }}\n",
+        bin_dir(std::path::Path::new(IBTUNE)),
+        bin_dir(&ibtools_tests::workspace_bin("ibprobe"))
+    );
+    let run = |i: usize| {
+        let o = lab.sh(&format!("{prelude}{}", map.script(&blocks[i])));
+        eprintln!("-- line {}:\n{}{}", blocks[i].line, o.stdout, o.stderr);
+        o.success()
+    };
+    let partition = || {
+        lab.sh(&format!(
+            "cat {CG}/cpuset.cpus.partition 2>/dev/null || echo none"
+        ))
+        .success()
+        .stdout
+    };
+
+    let before = root_cgroup_state(lab);
+    assert!(
+        !before.contains("ibtune-rt/"),
+        "left over from an earlier run: {before}"
+    );
+    let show = run(0);
+    assert!(show.stdout.contains("rxe0"), "{show}");
+    let plan = run(1);
+    assert!(plan.stdout.contains("cpuset.cpus.partition"), "{plan}");
+    assert_eq!(root_cgroup_state(lab), before, "plan changed the host");
+    run(2); // apply, then verify: `set -e` fails the block unless verify exits 0
+    assert_eq!(partition(), "isolated\n");
+    let probe = run(3);
+    assert!(
+        probe.stdout.contains("latency [us]") && probe.stdout.contains("10000    "),
+        "no latency table of 10000 probes: {probe}"
+    );
+    run(4);
+    assert_eq!(partition(), "none\n", "revert left {CG}");
+    assert_eq!(
+        root_cgroup_state(lab),
+        before,
+        "revert did not restore the root cgroup"
+    );
+    run(5); // the unit's start (apply), then verify
+    assert_eq!(partition(), "isolated\n");
+    run(6);
+    assert_eq!(partition(), "none\n", "the unit's stop left {CG}");
+    assert_eq!(
+        root_cgroup_state(lab),
+        before,
+        "the unit's stop did not restore the root cgroup"
+    );
+
+    // The unit as systemd reads it, with the recipe's instance and the
+    // man pages it names (generated: this tool is not installed).
+    let unit =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/ibtune-profile@.service");
+    let man = tempfile::tempdir().unwrap();
+    ibtools_tests::run_ok(
+        "ibtune --generate-docs",
+        std::process::Command::new(IBTUNE)
+            .arg("--generate-docs")
+            .arg(man.path()),
+    );
+    ibtools_tests::systemd::verify_unit_with_man(
+        &unit,
+        &[("ibtune", std::path::Path::new(IBTUNE))],
+        "busy-poll-1hca",
+        man.path(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 fn guest() -> Group {
@@ -228,4 +367,6 @@ fn guest() -> Group {
                     .join(" ")
             );
         })
+        // Last: it applies and reverts the same cpuset as the tests above.
+        .test("recipe_tune_before_runs_from_its_text", tune_recipe)
 }

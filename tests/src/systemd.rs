@@ -18,6 +18,27 @@ use std::process::Command;
 /// Ok only when systemd-analyze exits 0 and prints nothing: it exits 0
 /// for settings it ignores, and says so on stderr.
 pub fn verify_unit(unit: &Path, binaries: &[(&str, &Path)], instance: &str) -> Result<(), String> {
+    verify(unit, binaries, instance, None)
+}
+
+/// [`verify_unit`] with `man_dir` as `MANPATH`: verify runs `man` on the
+/// unit's `Documentation=man:...` pages, which a built tool has only as
+/// `TOOL --generate-docs DIR` output until it is installed.
+pub fn verify_unit_with_man(
+    unit: &Path,
+    binaries: &[(&str, &Path)],
+    instance: &str,
+    man_dir: &Path,
+) -> Result<(), String> {
+    verify(unit, binaries, instance, Some(man_dir))
+}
+
+fn verify(
+    unit: &Path,
+    binaries: &[(&str, &Path)],
+    instance: &str,
+    man_dir: Option<&Path>,
+) -> Result<(), String> {
     let name = unit
         .file_name()
         .and_then(|n| n.to_str())
@@ -36,7 +57,11 @@ pub fn verify_unit(unit: &Path, binaries: &[(&str, &Path)], instance: &str) -> R
         Some((stem, kind)) => format!("{stem}@{instance}.{kind}"),
         None => name.to_string(),
     };
-    let out = Command::new("systemd-analyze")
+    let mut cmd = Command::new("systemd-analyze");
+    if let Some(m) = man_dir {
+        cmd.env("MANPATH", m);
+    }
+    let out = cmd
         .arg("verify")
         .arg(dir.path().join(&target))
         .output()
