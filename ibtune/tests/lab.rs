@@ -97,24 +97,14 @@ fn root_cgroup_state(lab: &Lab) -> String {
 /// unit's commands (from the unit file) for `systemctl`, the lab's
 /// profile for the shipped one, rxe0 for the HCA.
 fn tune_recipe_mapping(guest_profile: &str) -> Mapping {
-    let unit =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/ibtune-profile@.service");
-    let exec = |key: &str| {
-        let args = ibtools_tests::systemd::exec_args(&unit, key, "ibtune", "busy-poll-1hca")
-            .unwrap_or_else(|e| panic!("{e}"));
-        format!("ibtune {}", args.join(" "))
-    };
     Mapping::new()
-        .row(
+        .unit(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("systemd/ibtune-profile@.service"),
+            "ibtune",
+            "busy-poll-1hca",
             "systemctl enable --now ibtune-profile@busy-poll-1hca",
-            &exec("ExecStart"),
-            "the guest runs no systemd: the unit's ExecStart with %i = busy-poll-1hca \
-             (the unit itself passes systemd-analyze verify on the host)",
-        )
-        .row(
             "systemctl disable --now ibtune-profile@busy-poll-1hca",
-            &exec("ExecStop"),
-            "the unit's ExecStop",
         )
         .row(
             "busy-poll-1hca",

@@ -134,6 +134,28 @@ impl Mapping {
         self
     }
 
+    /// Two rows for a oneshot unit run by hand: `start` (`systemctl
+    /// enable --now UNIT@INSTANCE`) becomes the unit's `ExecStart` and
+    /// `stop` its `ExecStop`, read from the unit file (`bin` is the
+    /// program they name under /usr/local/bin), `%i` as `instance`.
+    pub fn unit(self, unit: &Path, bin: &str, instance: &str, start: &str, stop: &str) -> Mapping {
+        let exec = |key: &str| {
+            let args = crate::systemd::exec_args(unit, key, bin, instance)
+                .unwrap_or_else(|e| panic!("{e}"));
+            format!("{bin} {}", args.join(" "))
+        };
+        let name = unit
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        self.row(
+            start,
+            &exec("ExecStart"),
+            &format!("no systemd here: {name}'s ExecStart with %i = {instance}"),
+        )
+        .row(stop, &exec("ExecStop"), &format!("{name}'s ExecStop"))
+    }
+
     /// The text with every row applied, in order.
     pub fn apply(&self, text: &str) -> String {
         self.rows
