@@ -226,7 +226,10 @@ pub fn root_or_skip(test: &str) -> bool {
         std::env::var("CI").as_deref() != Ok("true"),
         "unexpected skip under CI=true: {test} {why}"
     );
-    eprintln!("SKIPPED {test}: {why}");
+    // Straight to the stream: libtest captures eprintln! of passing tests,
+    // and a skip must show.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
     false
 }
 
