@@ -743,14 +743,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn conversion_round_trip() {
-        let cal = Calibration {
-            hz: 2_994_345_678.0,
+    /// A calibration of `hz` (5 windows of 20 ms, 3 ppm apart).
+    fn tsc_of(hz: f64) -> Calibration {
+        Calibration {
+            hz,
             windows: 5,
             window_ns: 20_000_000,
             spread_ppm: 3.0,
-        };
+        }
+    }
+
+    #[test]
+    fn conversion_round_trip() {
+        let cal = tsc_of(2_994_345_678.0);
         let c = Clock::tsc_with(cal);
         for ns in [
             0u64,
@@ -782,13 +787,7 @@ mod tests {
     #[test]
     fn resolution_is_a_step_in_ns_and_near_means_within_ten() {
         // A 2.5 GHz TSC: one tick is 0.4 ns, 25 ticks 10 ns.
-        let cal = Calibration {
-            hz: 2.5e9,
-            windows: 5,
-            window_ns: 20_000_000,
-            spread_ppm: 1.0,
-        };
-        let tsc = Clock::tsc_with(cal);
+        let tsc = Clock::tsc_with(tsc_of(2.5e9));
         assert!((tsc.resolution_ns() - 0.4).abs() < 1e-9);
         let tsc = tsc.with_resolution_ticks(25);
         assert!((tsc.resolution_ns() - 10.0).abs() < 1e-9);
