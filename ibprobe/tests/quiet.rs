@@ -1,6 +1,7 @@
 //! `-q/--quiet` on the commands that measure (loopback, client, stream,
-//! host) and the run's clock resolution, through the binary: stderr holds
-//! no progress bar when it is not a terminal, with or without `-q`;
+//! host) and the run's clock resolution, through the binary: a terminal
+//! (given by util-linux `script`) shows the progress bar unless `-q`;
+//! stderr holds no bar when it is not a terminal, with or without `-q`;
 //! `-q` keeps warnings; a run's median at the clock's resolution is
 //! warned about exactly when the JSON's figures say it is.
 
@@ -120,4 +121,41 @@ fn a_median_at_the_clock_resolution_is_warned_about_exactly_then() {
             warned.is_some()
         );
     }
+}
+
+/// What `ibprobe ARGS` writes to a terminal (util-linux `script` gives it
+/// one; stdout goes to /dev/null), or `None` without `script`.
+fn on_a_terminal(args: &str) -> Option<String> {
+    let bin = assert_cmd::cargo::cargo_bin("ibprobe");
+    let dir = tempfile::tempdir().unwrap();
+    let typescript = dir.path().join("typescript");
+    let st = std::process::Command::new("script")
+        .arg("-qec")
+        .arg(format!("{} {args} > /dev/null", bin.display()))
+        .arg(&typescript)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    assert!(st.success(), "script -c 'ibprobe {args}': {st}");
+    Some(String::from_utf8_lossy(&std::fs::read(&typescript).unwrap()).into_owned())
+}
+
+#[test]
+fn a_terminal_sees_the_bar_unless_quiet() {
+    let args = "loopback -t shm -n 2000 --cpu 0";
+    let Some(shown) = on_a_terminal(args) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no `script` (util-linux) here, and CI=true"
+        );
+        eprintln!("skipped: no `script` to give ibprobe a terminal");
+        return;
+    };
+    assert!(
+        shown.contains("/2000 messages") && shown.contains("warm-up: 100 messages"),
+        "{shown:?}"
+    );
+    let quiet = on_a_terminal(&format!("{args} -q")).unwrap();
+    assert!(!quiet.contains("messages"), "{quiet:?}");
 }
