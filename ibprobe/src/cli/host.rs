@@ -122,7 +122,10 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
     let bar = progress_bar(
         a.quiet,
         match length {
-            WakeupLength::Count(n) => (a.interval * n.min(u32::MAX as u64) as u32).as_millis(),
+            WakeupLength::Count(n) => a
+                .interval
+                .saturating_mul(n.min(u32::MAX as u64) as u32)
+                .as_millis(),
             WakeupLength::Duration(d) => d.as_millis(),
         } as u64,
         "ms",
