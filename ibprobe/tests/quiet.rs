@@ -32,6 +32,16 @@ fn no_bar_off_a_terminal_and_none_with_quiet() {
 }
 
 #[test]
+fn client_is_quiet_too() {
+    let server = common::Server::start("udp", &["--forever"]);
+    for q in [&[][..], &["-q"][..]] {
+        let mut a = vec!["client", &server.addr, "-t", "udp", "-n", "500", "--json"];
+        a.extend(q);
+        runs_with_stderr(&a, "");
+    }
+}
+
+#[test]
 fn quiet_keeps_warnings() {
     // A model parameter below 1 us is warned about on stderr, -q or not.
     let (code, _, err) = ibprobe(&[
