@@ -389,8 +389,9 @@ impl CompareReport {
     /// changes). A latency median within 10 steps of it is listed in the
     /// variant's `at_clock_resolution`, every effect on that metric
     /// against or of it is marked (the table prints "at clock resolution"
-    /// instead of its ratio, and the detectable-effect line leaves it
-    /// out), and one warning per variant says so.
+    /// beside such a median, and no ratio against it: "(baseline at clock
+    /// resolution)" where only the baseline's is; the detectable-effect
+    /// line leaves it out), and one warning per variant says so.
     pub fn mark_clock_resolution(&mut self, resolution: &[Option<f64>]) {
         for (v, r) in self.variants.iter_mut().zip(resolution) {
             v.clock_resolution_ns = *r;
@@ -425,7 +426,7 @@ impl CompareReport {
                     })
                     .collect();
                 warnings.push(format!(
-                    "{}: {} within {} steps of the clock's {:.3} us resolution: a ratio against it compares clock steps, not the path, and is marked \"at clock resolution\"; compare the tail (p99 and up) or measure a longer path (a larger --size, --round-trip)",
+                    "{}: {} within {} steps of the clock's {:.3} us resolution: a ratio against it compares clock steps, not the path, and is not printed (\"at clock resolution\"); compare the tail (p99 and up) or measure a longer path (a larger --size, --round-trip)",
                     v.value,
                     figures.join(", "),
                     crate::clock::RESOLUTION_TICKS,
@@ -476,18 +477,23 @@ impl CompareReport {
                         None => "-".to_string(),
                         Some(x) => {
                             let mut c = fmt_value(m, x);
-                            if let Some((_, e)) =
-                                v.effects.iter().find(|(k, _)| k == METRICS[m].name)
-                            {
-                                if e.at_clock_resolution {
-                                    c.push_str(" at clock resolution");
-                                } else {
+                            let name = METRICS[m].name;
+                            // This value's own median at the resolution,
+                            // or only the baseline's: say which.
+                            let own = v.at_clock_resolution.iter().any(|k| k == name);
+                            match v.effects.iter().find(|(k, _)| k == name) {
+                                Some((_, e)) if e.at_clock_resolution && !own => {
+                                    c.push_str(" (baseline at clock resolution)")
+                                }
+                                Some((_, e)) if !e.at_clock_resolution => {
                                     let _ = write!(c, " x{:.2}", e.ratio);
                                     if e.ci.iter().all(|x| x.is_finite()) {
                                         let _ = write!(c, " [{:.2}, {:.2}]", e.ci[0], e.ci[1]);
                                     }
                                     let _ = write!(c, " {}", short_verdict(e.verdict));
                                 }
+                                _ if own => c.push_str(" at clock resolution"),
+                                _ => {}
                             }
                             c
                         }
@@ -699,7 +705,8 @@ mod tests {
         r.mark_clock_resolution(&[Some(10.0), Some(10.0)]);
         let t = render(&r, Format::Table).unwrap();
         assert!(!t.contains("x298"), "{t}");
-        assert!(t.contains("2.98 us at clock resolution"), "{t}");
+        assert!(t.contains("0.01 us at clock resolution"), "{t}");
+        assert!(t.contains("2.98 us (baseline at clock resolution)"), "{t}");
         assert!(t.contains("x1.80"), "p99 keeps its ratio: {t}");
         assert!(
             t.contains(
