@@ -320,3 +320,64 @@ fn clock_fallback_and_interruption_are_reported() {
         "{table}"
     );
 }
+
+/// The warnings of a run whose samples are `values` on `clock`, by code,
+/// and its table.
+fn run_on(clock: Clock, values: std::ops::Range<u64>) -> (serde_json::Value, String) {
+    let n = values.end - values.start;
+    let outcome = Outcome {
+        one_way: Some(hist(values)),
+        sent: n,
+        elapsed_ns: 1_000_000,
+        ..Outcome::default()
+    };
+    let r = Report::new(
+        &outcome,
+        ReportContext::new(Mode::Loopback, transport(), clock, 8),
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.render(Format::Json)).unwrap();
+    (v, r.render(Format::Table))
+}
+
+fn has_code(v: &serde_json::Value, code: &str) -> bool {
+    v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == code)
+}
+
+#[test]
+fn a_median_at_the_clock_resolution_is_warned_about() {
+    // clock_gettime with 10 ns steps, shm-like samples 0..=199 ns: min 0,
+    // p50 100 ns (10 steps); p90 180 ns and p99 198 ns are not.
+    let coarse = Clock::monotonic().with_resolution_ticks(10);
+    let (v, table) = run_on(coarse, 0..200);
+    assert_eq!(v["clock"]["resolution_ns"], 10.0);
+    assert!(has_code(&v, "clock_resolution"), "{}", v["warnings"]);
+    assert!(
+        table.contains("warning: one-way: min 0.000 us, p50 0.099 us within 10 steps of the clock's 0.010 us resolution")
+            && table.contains("use --clock tsc"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("p90 0.1"),
+        "p90 is not at resolution: {table}"
+    );
+
+    // The same samples on a 2 GHz TSC (0.5 ns steps): min 0 is, and no
+    // advice to switch clocks.
+    let (v, table) = run_on(clock(), 0..200);
+    assert!(has_code(&v, "clock_resolution"));
+    assert!(
+        table.contains("min 0.000 us within 10 steps of the clock's 0.001 us resolution"),
+        "{table}"
+    );
+    assert!(!table.contains("--clock tsc"), "{table}");
+
+    // Far from either resolution: no warning.
+    let (v, _) = run_on(Clock::monotonic().with_resolution_ticks(10), 1000..3000);
+    assert!(!has_code(&v, "clock_resolution"), "{}", v["warnings"]);
+    let (v, _) = run_on(clock(), 100..300);
+    assert!(!has_code(&v, "clock_resolution"), "{}", v["warnings"]);
+}

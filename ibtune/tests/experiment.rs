@@ -23,14 +23,15 @@ const IBTUNE: &str = env!("CARGO_BIN_EXE_ibtune");
 /// and 3000 ns otherwise, with a jitter from its run count; it counts its
 /// runs in `$D/n`, fails on run `$FAIL_AT` and sends SIGINT to ibtune (as
 /// Ctrl-C in a terminal does; ibtune forwards it to the bench) on run
-/// `$INT_AT`.
+/// `$INT_AT`. With `$RES` its report says its clock's resolution (ns).
 const BENCH: &str = r#"#!/bin/sh
 n=$(( $(cat "$D/n" 2>/dev/null || echo 0) + 1 )); echo $n > "$D/n"
 if [ "$n" = "${FAIL_AT:-0}" ]; then echo "bench: injected failure" >&2; exit 1; fi
 if [ "$n" = "${INT_AT:-0}" ]; then kill -INT $PPID; sleep 1; fi
 j=$(( (n * 37) % 50 ))
 if [ "$(cat "$ROOT/proc/irq/41/smp_affinity_list")" = "16" ]; then p99=$((2000 + j)); else p99=$((3000 + j)); fi
-echo "{\"schema\":\"ibprobe.report/1\",\"distributions\":[{\"p50_ns\":$((1000 + j)),\"p99_ns\":$p99,\"p999_ns\":$((p99 * 2)),\"max_ns\":9000}]}"
+clk=""; if [ -n "${RES:-}" ]; then clk=",\"clock\":{\"resolution_ns\":$RES}"; fi
+echo "{\"schema\":\"ibprobe.report/1\"$clk,\"distributions\":[{\"p50_ns\":$((1000 + j)),\"p99_ns\":$p99,\"p999_ns\":$((p99 * 2)),\"max_ns\":9000}]}"
 "#;
 
 struct Setup {
@@ -213,6 +214,42 @@ fn each_knob_attributes_the_effect_to_the_knob_that_has_it() {
         .unwrap();
     assert!(irq_line.contains("faster"), "{irq_line}");
     assert!(text.contains("host: left as found"), "{text}");
+}
+
+#[test]
+fn figures_at_the_clock_resolution_get_no_ratio_and_no_claim() {
+    // 150 ns steps: the bench's p50 (1000-1049 ns) is within 10 of them,
+    // its p99 (2000 or 3000 ns) is not.
+    let s = setup();
+    let o = s.run(
+        &["--rounds", "6", "--seed", "3", "--json"],
+        &[("RES", "150")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let j = json(&o);
+    let v1 = &j["variants"][1];
+    assert_eq!(j["variants"][0]["at_clock_resolution"][0], "p50", "{j}");
+    assert_eq!(v1["effects"]["p50"]["at_clock_resolution"], true, "{v1}");
+    assert!(
+        v1["effects"]["p99"].get("at_clock_resolution").is_none(),
+        "{v1}"
+    );
+    let warned = j["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .is_some_and(|w| w.contains("within 10 steps of the clock's 0.150 us resolution"))
+    });
+    assert!(warned, "{}", j["warnings"]);
+    // The table: no ratio for p50, p99's kept.
+    let s2 = setup();
+    let t = s2.run(&["--rounds", "6", "--seed", "3"], &[("RES", "150")]);
+    let text = String::from_utf8_lossy(&t.stdout);
+    let row = text.lines().find(|l| l.starts_with("thesis-2hca")).unwrap();
+    assert!(row.contains("us at clock resolution"), "{row}");
+    assert_eq!(
+        row.matches(" x").count(),
+        3,
+        "p99, p999, max keep a ratio: {row}"
+    );
 }
 
 #[test]

@@ -465,6 +465,9 @@ pub struct MeasureArgs {
     /// Draw the latency histogram with median and percentile markers as SVG.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `ibprobe loopback`.
@@ -1012,6 +1015,9 @@ pub struct HostArgs {
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// Parses "10s", "500ms", "200us", "100ns", "2m", "1h", "1m30s" or plain

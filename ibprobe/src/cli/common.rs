@@ -19,6 +19,7 @@ use crate::probe::Outcome;
 use crate::report::counters as report_counters;
 use crate::report::format::{render, Format};
 use crate::report::hdrlog::HdrLogWriter;
+use crate::report::progress::{phase_message, run_bar};
 use crate::report::threshold::{FailIf, Threshold};
 use crate::report::{Document, Report, ReportContext, ReportError};
 use crate::sys::host;
@@ -182,6 +183,40 @@ impl Sink for HdrSink {
     }
 }
 
+/// What a measured run's intervals and phases feed: the `--hdr-log`
+/// sink, if any, and the progress bar, if shown (a hidden one is not
+/// touched: no lock at an interval's end for nothing).
+struct RunSink<'a> {
+    hdr: Option<&'a mut HdrSink>,
+    bar: Option<&'a indicatif::ProgressBar>,
+    /// The bar counts ms of a `--duration` (else messages).
+    by_time: bool,
+    /// Messages of the intervals so far.
+    sent: u64,
+}
+
+impl Sink for RunSink<'_> {
+    fn interval(&mut self, iv: &Interval<'_>) {
+        if let Some(h) = self.hdr.as_deref_mut() {
+            h.interval(iv);
+        }
+        self.sent += iv.sent;
+        if let Some(b) = self.bar {
+            b.set_position(if self.by_time {
+                iv.end_ns / 1_000_000
+            } else {
+                self.sent
+            });
+        }
+    }
+
+    fn measuring(&mut self) {
+        if let Some(b) = self.bar {
+            b.set_message(phase_message(None));
+        }
+    }
+}
+
 pub fn hdr_sink(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<HdrSink>, CliError> {
     let Some(path) = &m.hdr_log else {
         return Ok(None);
@@ -271,13 +306,15 @@ pub fn measure_and_print(
 ) -> Result<(Outcome, u8), CliError> {
     let info = ch.info();
     let mut sink = hdr_sink(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
-    let result = executor::run(
-        cfg,
-        ch,
-        &clock,
-        stop,
-        sink.as_mut().map(|s| s as &mut dyn Sink),
-    );
+    let (bar, by_time) = run_bar(m.quiet, cfg.length, cfg.warmup);
+    let mut run_sink = RunSink {
+        hdr: sink.as_mut(),
+        bar: (!bar.is_hidden()).then_some(&bar),
+        by_time,
+        sent: 0,
+    };
+    let result = executor::run(cfg, ch, &clock, stop, Some(&mut run_sink));
+    bar.finish_and_clear();
     let mut outcome =
         result.map_err(|e| CliError::run(format!("{} probe failed: {e}", t.transport.name())))?;
     if let Some(f) = after_run {

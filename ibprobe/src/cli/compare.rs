@@ -31,7 +31,8 @@ use clap::CommandFactory as _;
 use super::args::{Cli, CompareArgs};
 use super::error::{CliError, EXIT_INPUT, EXIT_INTERRUPTED};
 use crate::report::compare::{
-    round_values, CompareReport, RoundValues, SamplingIntervals, METRICS, ROUND_SCHEMAS,
+    coarser, round_resolution, round_values, CompareReport, RoundValues, SamplingIntervals,
+    METRICS, ROUND_SCHEMAS,
 };
 use crate::report::progress::progress_bar;
 use crate::report::{effects_plot, hdrlog};
@@ -169,7 +170,8 @@ const ROUND_STDERR_KEEP: usize = 4096;
 
 /// What one round of the command gave.
 enum Round {
-    Values(RoundValues),
+    /// Its figures, and its clock's resolution (ns) when it says.
+    Values(RoundValues, Option<f64>),
     /// The command failed (exit 3 or a crash): the round is left out.
     Failed(String),
     /// Ctrl-C reached the command.
@@ -225,7 +227,7 @@ fn run_round(a: &CompareArgs, var: &Varied, value: &str) -> Result<Round, CliErr
         .all()
         .and_then(|b| serde_json::from_slice(b).ok());
     match doc.as_ref().and_then(round_values) {
-        Some(v) => Ok(Round::Values(v)),
+        Some(v) => Ok(Round::Values(v, doc.as_ref().and_then(round_resolution))),
         None => Err(CliError::input(format!(
             "ibprobe {} printed no {ROUND_SCHEMAS} JSON ({} bytes); its first line: {:?}",
             a.command[0],
@@ -261,6 +263,7 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
     let order = ibstats::schedule(n, a.rounds as usize, seed);
     let bar = progress_bar(a.quiet, (n * order.len()) as u64, "runs");
     let mut values: Vec<Vec<RoundValues>> = vec![Vec::new(); n];
+    let mut resolution: Vec<Option<f64>> = vec![None; n];
     let mut failures: Vec<String> = Vec::new();
     let mut done_blocks = 0;
     let mut interrupted = false;
@@ -269,7 +272,10 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
         for &v in block {
             bar.set_message(format!("--{} {}", var.long, var.values[v]));
             match run_round(a, &var, &var.values[v])? {
-                Round::Values(x) => this[v] = Some(x),
+                Round::Values(x, r) => {
+                    this[v] = Some(x);
+                    resolution[v] = coarser(resolution[v], r);
+                }
                 Round::Failed(why) => {
                     failures.push(format!("{}={}: {why}", var.long, var.values[v]))
                 }
@@ -298,6 +304,7 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
         &var.values,
         &values,
     );
+    report.mark_clock_resolution(&resolution);
     report.warnings.extend(
         failures
             .iter()
@@ -333,7 +340,9 @@ const MAX_REPORT: u64 = 8 << 20;
 
 /// One saved report's metrics and, per metric, its 95% sampling interval
 /// inside the run (order statistics of the histogram it carries).
-fn load_saved(path: &std::path::Path) -> Result<(RoundValues, SamplingIntervals), CliError> {
+fn load_saved(
+    path: &std::path::Path,
+) -> Result<(RoundValues, SamplingIntervals, Option<f64>), CliError> {
     let name = path.display();
     let text = ibhost::file::read_small_text(path, MAX_REPORT)
         .map_err(|e| CliError::input(format!("{e} (a report saved with --json)")))?;
@@ -371,6 +380,7 @@ fn load_saved(path: &std::path::Path) -> Result<(RoundValues, SamplingIntervals)
     Ok((
         values,
         [interval(0.5), interval(0.99), interval(0.999), None, None],
+        round_resolution(&doc),
     ))
 }
 
@@ -386,13 +396,16 @@ fn saved(a: &CompareArgs) -> Result<u8, CliError> {
     let mut labels = Vec::new();
     let mut values = Vec::new();
     let mut sampling = Vec::new();
+    let mut resolution = Vec::new();
     for p in &a.reports {
-        let (v, s) = load_saved(p)?;
+        let (v, s, r) = load_saved(p)?;
         labels.push(p.display().to_string());
         values.push(v);
         sampling.push(s);
+        resolution.push(r);
     }
-    let report = CompareReport::saved(&labels, &values, &sampling);
+    let mut report = CompareReport::saved(&labels, &values, &sampling);
+    report.mark_clock_resolution(&resolution);
     print_report(a, &report)?;
     Ok(0)
 }

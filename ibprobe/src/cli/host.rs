@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use indicatif::ProgressBar;
+
 use ibhost::cpulist::CpuSet;
 
 use super::args::HostArgs;
@@ -19,6 +21,7 @@ use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::format::Format;
 use crate::report::host::HostReport;
+use crate::report::progress::progress_bar;
 use crate::report::timerlat::TimerlatReport;
 use crate::report::Document;
 use crate::sys::host;
@@ -114,9 +117,36 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         (Some(d), _) => WakeupLength::Duration(d),
         (None, n) => WakeupLength::Count(n.unwrap_or(DEFAULT_COUNT)),
     };
-    if a.trace {
-        return run_timerlat(a, cpus, length);
-    }
+    // Drawn at the start and cleared at the end: the measuring threads
+    // run on the CPUs measured, and a redraw would run beside them.
+    let bar = progress_bar(
+        a.quiet,
+        match length {
+            WakeupLength::Count(n) => a
+                .interval
+                .saturating_mul(n.min(u32::MAX as u64) as u32)
+                .as_millis(),
+            WakeupLength::Duration(d) => d.as_millis(),
+        } as u64,
+        "ms",
+    );
+    bar.set_message(format!("measuring {} CPUs", cpus.len()));
+    let r = if a.trace {
+        run_timerlat(a, cpus, length, &bar)
+    } else {
+        run_wakeup(a, cpus, length, &bar)
+    };
+    bar.finish_and_clear();
+    r
+}
+
+/// `ibprobe host` with its own SCHED_FIFO threads.
+fn run_wakeup(
+    a: &HostArgs,
+    cpus: Vec<usize>,
+    length: WakeupLength,
+    bar: &ProgressBar,
+) -> Result<u8, CliError> {
     let cfg = WakeupConfig {
         cpus,
         priority: a.fifo,
@@ -125,7 +155,9 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
         lock_memory: !a.no_mlock,
     };
     let stop = stop_flag()?;
-    let outcome = wakeup::run(&cfg, stop).map_err(|e| match e {
+    let outcome = wakeup::run(&cfg, stop);
+    bar.finish_and_clear(); // before the report: a terminal shows both
+    let outcome = outcome.map_err(|e| match e {
         WakeupError::Fifo { .. } | WakeupError::Pin { .. } => CliError::input(e.to_string()),
         _ => CliError::run(e.to_string()),
     })?;
@@ -144,7 +176,12 @@ fn print_report(report: &dyn Document, a: &HostArgs) -> Result<(), CliError> {
 }
 
 /// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.
-fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<u8, CliError> {
+fn run_timerlat(
+    a: &HostArgs,
+    cpus: Vec<usize>,
+    length: WakeupLength,
+    bar: &ProgressBar,
+) -> Result<u8, CliError> {
     if !(timerlat::MIN_PERIOD..=timerlat::MAX_PERIOD).contains(&a.interval) {
         return Err(CliError::input(format!(
             "--period {:?} with --trace: timerlat's period is 100us to 1s; pick one in that range",
@@ -159,7 +196,9 @@ fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Result<
         interference: !a.no_interference,
     };
     let stop = stop_flag()?;
-    let outcome = timerlat::run(&cfg, stop).map_err(|e| match e {
+    let outcome = timerlat::run(&cfg, stop);
+    bar.finish_and_clear();
+    let outcome = outcome.map_err(|e| match e {
         TimerlatError::Io { .. } | TimerlatError::NoSamples { .. } => CliError::run(e.to_string()),
         _ => CliError::input(e.to_string()),
     })?;

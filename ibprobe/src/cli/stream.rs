@@ -15,6 +15,7 @@ use crate::probe::outcome::StreamOutcome;
 use crate::probe::session::oob::{Oob, StreamTally, DEFAULT_PORT};
 use crate::probe::session::{self, StreamHello};
 use crate::report::hdrlog::HdrLogWriter;
+use crate::report::progress::{phase_message, run_bar};
 use crate::report::stream::StreamReport;
 use crate::report::threshold::FailIf;
 use crate::report::Format;
@@ -48,6 +49,15 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let failed = |e| CliError::run(format!("{} stream failed: {e}", t.transport.name()));
+    // The stream's warm-up ends inside its loop: the bar shows the run's
+    // two phases at once, drawn at its start and cleared at its end.
+    let (bar, _) = run_bar(a.measure.quiet, cfg.length, cfg.warmup);
+    if cfg.warmup > 0 {
+        bar.set_message(format!(
+            "{}, then measuring",
+            phase_message(Some(cfg.warmup))
+        ));
+    }
     let (info, out, mode) = match &a.host {
         None => {
             let (mut tx, mut rx) = open::stream_pair(&spec, &stream).map_err(open_err)?;
@@ -72,6 +82,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             (info, out, "client")
         }
     };
+    bar.finish_and_clear();
     let interrupted = out.send.interrupted || out.recv.interrupted;
     let mut report = StreamReport::new(t.transport, info, mode, cfg.size, &stream, &clock, out);
     report.rate_hz = cfg.rate_hz;

@@ -24,6 +24,13 @@
 //!
 //! Conversions are fixed point: `ns = ticks * mult >> 32` (one 64x64->128
 //! multiply and a shift, no division in the hot path).
+//!
+//! Every clock a run uses also knows its resolution ([`Clock::resolution_ns`]):
+//! the smallest non-zero step two back-to-back reads show, measured when the
+//! clock is chosen ([`RESOLUTION_READS`] reads). A latency within
+//! [`RESOLUTION_TICKS`] such steps is barely resolved (a ratio of two of
+//! them says more about the clock than about the path), so the reports
+//! warn there ([`Clock::near_resolution`]).
 
 pub mod hca;
 pub mod hwts;
@@ -38,6 +45,13 @@ pub const CALIBRATION_WINDOW_MS: u64 = 20;
 /// Largest spread (max - min over median) of the per-window frequencies
 /// accepted, in parts per million (1000 ppm = 0.1%).
 pub const CALIBRATION_MAX_SPREAD_PPM: f64 = 1000.0;
+
+/// Back-to-back reads that measure a clock's resolution (about 20 us with
+/// the TSC, a few ms where clock_gettime is a system call).
+pub const RESOLUTION_READS: usize = 1000;
+/// A latency at most this many resolution steps is "at the clock's
+/// resolution": its last step alone is 10% of it or more.
+pub const RESOLUTION_TICKS: f64 = 10.0;
 
 /// Fixed-point shift of the tick/ns conversion factors.
 const SHIFT: u32 = 32;
@@ -240,6 +254,9 @@ pub struct Clock {
     costs: Option<ReadCosts>,
     /// Why `auto` chose the TSC against the flags.
     auto_reason: Option<AutoReason>,
+    /// The smallest non-zero step between two reads, ns (one tick until
+    /// measured by [`Clock::choose`] or [`Clock::calibrate`]).
+    resolution_ns: f64,
 }
 
 crate::words::vocabulary! {
@@ -264,10 +281,61 @@ impl Clock {
     pub fn choose(choice: ClockChoice) -> Clock {
         match choice {
             ClockChoice::Auto => Clock::calibrate(),
-            ClockChoice::Monotonic => Clock::monotonic(),
-            ClockChoice::Tsc if !tsc::TSC_AVAILABLE => Clock::monotonic_because(Fallback::NoTsc),
-            ClockChoice::Tsc => Clock::calibrated_tsc(),
+            ClockChoice::Monotonic => Clock::monotonic().with_measured_resolution(),
+            ClockChoice::Tsc if !tsc::TSC_AVAILABLE => {
+                Clock::monotonic_because(Fallback::NoTsc).with_measured_resolution()
+            }
+            ClockChoice::Tsc => Clock::calibrated_tsc().with_measured_resolution(),
         }
+    }
+
+    /// This clock with its resolution measured: the smallest positive
+    /// difference of [`RESOLUTION_READS`] back-to-back reads, in ns (for
+    /// the TSC its read cost in ticks; for clock_gettime whatever the
+    /// kernel's clocksource and vDSO show).
+    pub fn with_measured_resolution(self) -> Clock {
+        let mut prev = self.now();
+        let mut step = u64::MAX;
+        for _ in 0..RESOLUTION_READS {
+            let t = self.now();
+            let d = t.wrapping_sub(prev);
+            if d > 0 && d < step {
+                step = d;
+            }
+            prev = t;
+        }
+        if step == u64::MAX {
+            return self; // Never moved: keep the nominal tick.
+        }
+        self.with_resolution_ticks(step)
+    }
+
+    /// This clock with a resolution of `ticks` ticks (tests and replays:
+    /// a known step instead of a measured one).
+    pub fn with_resolution_ticks(self, ticks: u64) -> Clock {
+        Clock {
+            resolution_ns: self.ticks_as_ns_f64(ticks),
+            ..self
+        }
+    }
+
+    /// `ticks` in ns, unrounded (one TSC tick is a fraction of a ns).
+    fn ticks_as_ns_f64(&self, ticks: u64) -> f64 {
+        match self.kind {
+            ClockKind::Tsc { hz } if hz > 0.0 => ticks as f64 * 1e9 / hz,
+            _ => ticks as f64,
+        }
+    }
+
+    /// The smallest non-zero step between two reads of this clock, ns.
+    pub fn resolution_ns(&self) -> f64 {
+        self.resolution_ns
+    }
+
+    /// Whether a latency of `ns` is within [`RESOLUTION_TICKS`] steps of
+    /// this clock's resolution (see [`near_resolution`]).
+    pub fn near_resolution(&self, ns: f64) -> bool {
+        near_resolution(ns, self.resolution_ns)
     }
 
     /// The TSC if its calibration is stable, else CLOCK_MONOTONIC_RAW.
@@ -290,9 +358,12 @@ impl Clock {
     /// Takes about 0.1 s.
     pub fn calibrate() -> Clock {
         let costs = ReadCosts::measure();
-        let with_costs = |c: Clock| Clock {
-            costs: Some(costs),
-            ..c
+        let with_costs = |c: Clock| {
+            Clock {
+                costs: Some(costs),
+                ..c
+            }
+            .with_measured_resolution()
         };
         if !tsc::TSC_AVAILABLE {
             return with_costs(Clock::monotonic_because(Fallback::NoTsc));
@@ -339,6 +410,7 @@ impl Clock {
             fallback: None,
             costs: None,
             auto_reason: None,
+            resolution_ns: 1.0,
         }
     }
 
@@ -365,6 +437,7 @@ impl Clock {
             fallback: None,
             costs: None,
             auto_reason: None,
+            resolution_ns: 1e9 / cal.hz.max(1.0),
         }
     }
 
@@ -456,6 +529,13 @@ impl Clock {
             core::hint::spin_loop();
         }
     }
+}
+
+/// Whether a latency of `ns` is within [`RESOLUTION_TICKS`] steps of a
+/// clock whose resolution is `resolution_ns` (pure: reports of saved runs
+/// ask it with the resolution their JSON carries).
+pub fn near_resolution(ns: f64, resolution_ns: f64) -> bool {
+    resolution_ns > 0.0 && ns <= RESOLUTION_TICKS * resolution_ns
 }
 
 #[inline(always)]
@@ -663,14 +743,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn conversion_round_trip() {
-        let cal = Calibration {
-            hz: 2_994_345_678.0,
+    /// A calibration of `hz` (5 windows of 20 ms, 3 ppm apart).
+    fn tsc_of(hz: f64) -> Calibration {
+        Calibration {
+            hz,
             windows: 5,
             window_ns: 20_000_000,
             spread_ppm: 3.0,
-        };
+        }
+    }
+
+    #[test]
+    fn conversion_round_trip() {
+        let cal = tsc_of(2_994_345_678.0);
         let c = Clock::tsc_with(cal);
         for ns in [
             0u64,
@@ -697,6 +782,35 @@ mod tests {
         let slow = Clock::tsc_with(Calibration { hz: 1e8, ..cal });
         assert_eq!(slow.ticks_to_ns(u64::MAX), u64::MAX);
         assert_eq!(slow.ticks_to_ns(1_000), 10_000);
+    }
+
+    #[test]
+    fn resolution_is_a_step_in_ns_and_near_means_within_ten() {
+        // A 2.5 GHz TSC: one tick is 0.4 ns, 25 ticks 10 ns.
+        let tsc = Clock::tsc_with(tsc_of(2.5e9));
+        assert!((tsc.resolution_ns() - 0.4).abs() < 1e-9);
+        let tsc = tsc.with_resolution_ticks(25);
+        assert!((tsc.resolution_ns() - 10.0).abs() < 1e-9);
+        assert!(tsc.near_resolution(0.0) && tsc.near_resolution(100.0));
+        assert!(!tsc.near_resolution(100.5));
+        // clock_gettime: a tick is a ns.
+        let m = Clock::monotonic().with_resolution_ticks(30);
+        assert_eq!(m.resolution_ns(), 30.0);
+        assert!(m.near_resolution(300.0) && !m.near_resolution(301.0));
+        // No resolution known: never near.
+        assert!(!near_resolution(0.0, 0.0));
+    }
+
+    #[test]
+    fn measured_resolution_is_a_positive_step_below_a_millisecond() {
+        for c in [
+            Clock::choose(ClockChoice::Auto),
+            Clock::choose(ClockChoice::Monotonic),
+            Clock::choose(ClockChoice::Tsc),
+        ] {
+            let r = c.resolution_ns();
+            assert!(r > 0.0 && r < 1e6, "{}: resolution {r} ns", c.describe());
+        }
     }
 
     #[test]

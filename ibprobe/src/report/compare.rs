@@ -80,6 +80,26 @@ pub fn round_values(doc: &serde_json::Value) -> Option<RoundValues> {
     }
 }
 
+/// The clock resolution (ns) an `ibprobe.report/1` (`clock.resolution_ns`)
+/// or `ibprobe.stream/1` (`clock_resolution_ns`) document reports; `None`
+/// for a document from before the field (its comparisons stay unmarked).
+pub fn round_resolution(doc: &serde_json::Value) -> Option<f64> {
+    match doc.get("schema")?.as_str()? {
+        "ibprobe.report/1" => doc.get("clock")?.get("resolution_ns")?.as_f64(),
+        "ibprobe.stream/1" => doc.get("clock_resolution_ns")?.as_f64(),
+        _ => None,
+    }
+    .filter(|r| *r > 0.0)
+}
+
+/// The coarser of two resolutions a variant's rounds reported.
+pub fn coarser(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
 /// Per metric, a 95% interval inside one run (a saved report's sampling
 /// noise), `None` where there is none.
 pub type SamplingIntervals = [Option<(f64, f64)>; METRICS.len()];
@@ -109,6 +129,12 @@ pub struct VariantReport {
     pub effects: Vec<(String, EffectReport)>,
     /// Every round's values, in run order of this variant.
     pub per_round: Vec<RoundValues>,
+    /// The clock resolution its rounds reported (the coarsest, ns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_resolution_ns: Option<f64>,
+    /// Latency metrics whose median is within 10 steps of that resolution.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at_clock_resolution: Vec<String>,
 }
 
 /// An effect as printed: [`Effect`] with its verdict as a word.
@@ -130,6 +156,10 @@ pub struct EffectReport {
     pub detectable: f64,
     /// Blocks with a value on both sides.
     pub pairs: usize,
+    /// This value or the baseline's is at the clock's resolution: the
+    /// ratio compares clock steps, not the path (the table prints no ratio).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub at_clock_resolution: bool,
 }
 
 impl From<Effect> for EffectReport {
@@ -143,6 +173,7 @@ impl From<Effect> for EffectReport {
             p_adjusted: e.p_adjusted,
             detectable: e.detectable,
             pairs: e.pairs,
+            at_clock_resolution: false,
         }
     }
 }
@@ -221,6 +252,8 @@ impl CompareReport {
                 msgs_per_sec: med(v, 4),
                 effects: Vec::new(),
                 per_round: values[v].clone(),
+                clock_resolution_ns: None,
+                at_clock_resolution: Vec::new(),
             })
             .collect();
         for (m, metric) in METRICS.iter().enumerate() {
@@ -303,6 +336,8 @@ impl CompareReport {
                 msgs_per_sec: x[4],
                 effects: Vec::new(),
                 per_round: vec![*x],
+                clock_resolution_ns: None,
+                at_clock_resolution: Vec::new(),
             })
             .collect();
         for v in 1..variants.len() {
@@ -328,6 +363,7 @@ impl CompareReport {
                         p_adjusted: f64::NAN,
                         detectable: f64::NAN,
                         pairs: 1,
+                        at_clock_resolution: false,
                     },
                 ));
             }
@@ -345,6 +381,60 @@ impl CompareReport {
             title: None,
             column: None,
         }
+    }
+
+    /// Marks what was measured at the clock's resolution: `resolution[v]`
+    /// is the (coarsest) resolution variant `v`'s reports gave (`None`:
+    /// they carry none, e.g. saved before the field existed: nothing
+    /// changes). A latency median within 10 steps of it is listed in the
+    /// variant's `at_clock_resolution`, every effect on that metric
+    /// against or of it is marked (the table prints "at clock resolution"
+    /// beside such a median, and no ratio against it: "(baseline at clock
+    /// resolution)" where only the baseline's is; the detectable-effect
+    /// line leaves it out), and one warning per variant says so.
+    pub fn mark_clock_resolution(&mut self, resolution: &[Option<f64>]) {
+        for (v, r) in self.variants.iter_mut().zip(resolution) {
+            v.clock_resolution_ns = *r;
+            let Some(r) = *r else { continue };
+            v.at_clock_resolution = METRICS
+                .iter()
+                .enumerate()
+                .filter(|(m, metric)| {
+                    metric.better == Better::Lower
+                        && value_of(v, *m).is_some_and(|x| crate::clock::near_resolution(x, r))
+                })
+                .map(|(_, metric)| metric.name.to_string())
+                .collect();
+        }
+        let base: Vec<String> = self
+            .variants
+            .first()
+            .map(|b| b.at_clock_resolution.clone())
+            .unwrap_or_default();
+        let mut warnings = Vec::new();
+        for v in &mut self.variants {
+            for (k, e) in &mut v.effects {
+                e.at_clock_resolution = base.contains(k) || v.at_clock_resolution.contains(k);
+            }
+            if let (Some(r), false) = (v.clock_resolution_ns, v.at_clock_resolution.is_empty()) {
+                let figures: Vec<String> = v
+                    .at_clock_resolution
+                    .iter()
+                    .filter_map(|k| {
+                        let m = METRICS.iter().position(|x| x.name == k)?;
+                        Some(format!("{k} {}", fmt_value(m, value_of(v, m)?)))
+                    })
+                    .collect();
+                warnings.push(format!(
+                    "{}: {} within {} steps of the clock's {:.3} us resolution: a ratio against it compares clock steps, not the path, and is not printed (\"at clock resolution\"); compare the tail (p99 and up) or measure a longer path (a larger --size, --round-trip)",
+                    v.value,
+                    figures.join(", "),
+                    crate::clock::RESOLUTION_TICKS,
+                    r / 1000.0
+                ));
+            }
+        }
+        self.warnings.extend(warnings);
     }
 
     /// The JSON document as a value, for callers that add their own
@@ -387,14 +477,23 @@ impl CompareReport {
                         None => "-".to_string(),
                         Some(x) => {
                             let mut c = fmt_value(m, x);
-                            if let Some((_, e)) =
-                                v.effects.iter().find(|(k, _)| k == METRICS[m].name)
-                            {
-                                let _ = write!(c, " x{:.2}", e.ratio);
-                                if e.ci.iter().all(|x| x.is_finite()) {
-                                    let _ = write!(c, " [{:.2}, {:.2}]", e.ci[0], e.ci[1]);
+                            let name = METRICS[m].name;
+                            // This value's own median at the resolution,
+                            // or only the baseline's: say which.
+                            let own = v.at_clock_resolution.iter().any(|k| k == name);
+                            match v.effects.iter().find(|(k, _)| k == name) {
+                                Some((_, e)) if e.at_clock_resolution && !own => {
+                                    c.push_str(" (baseline at clock resolution)")
                                 }
-                                let _ = write!(c, " {}", short_verdict(e.verdict));
+                                Some((_, e)) if !e.at_clock_resolution => {
+                                    let _ = write!(c, " x{:.2}", e.ratio);
+                                    if e.ci.iter().all(|x| x.is_finite()) {
+                                        let _ = write!(c, " [{:.2}, {:.2}]", e.ci[0], e.ci[1]);
+                                    }
+                                    let _ = write!(c, " {}", short_verdict(e.verdict));
+                                }
+                                _ if own => c.push_str(" at clock resolution"),
+                                _ => {}
                             }
                             c
                         }
@@ -440,7 +539,7 @@ impl CompareReport {
             .variants
             .iter()
             .flat_map(|v| v.effects.iter())
-            .filter(|(k, _)| k == "p99")
+            .filter(|(k, e)| k == "p99" && !e.at_clock_resolution)
             .map(|(_, e)| e.detectable)
             .fold(f64::NAN, f64::min);
         if smallest.is_finite() {
@@ -576,5 +675,76 @@ mod tests {
         );
         assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
         assert!(r.warnings[0].contains("use --rounds 7"), "{:?}", r.warnings);
+    }
+
+    /// The issue's case: shm at 10 ns (one clock step) against 2980 ns.
+    fn at_step() -> CompareReport {
+        let base: Vec<RoundValues> = (0..8).map(|_| round(10.0, 5000.0)).collect();
+        let slow: Vec<RoundValues> = (0..8).map(|i| round(2980.0 + i as f64, 9000.0)).collect();
+        CompareReport::new(
+            vec!["loopback".into()],
+            "transport".into(),
+            1,
+            ibstats::schedule(2, 8, 1),
+            &["shm".into(), "udp".into()],
+            &[base, slow],
+        )
+    }
+
+    #[test]
+    fn a_ratio_against_a_value_at_the_clock_resolution_is_not_printed() {
+        // Reports without a resolution: nothing changes (x298 stays).
+        let mut old = at_step();
+        old.mark_clock_resolution(&[None, None]);
+        let t = render(&old, Format::Table).unwrap();
+        assert!(t.contains("x298") && !t.contains("clock resolution"), "{t}");
+
+        // 10 ns resolution: shm's p50 is one step, so udp's p50 effect is
+        // marked; p99 (5000 ns) is far from it and keeps its ratio.
+        let mut r = at_step();
+        r.mark_clock_resolution(&[Some(10.0), Some(10.0)]);
+        let t = render(&r, Format::Table).unwrap();
+        assert!(!t.contains("x298"), "{t}");
+        assert!(t.contains("0.01 us at clock resolution"), "{t}");
+        assert!(t.contains("2.98 us (baseline at clock resolution)"), "{t}");
+        assert!(t.contains("x1.80"), "p99 keeps its ratio: {t}");
+        assert!(
+            t.contains(
+                "warning: shm: p50 0.01 us within 10 steps of the clock's 0.010 us resolution"
+            ),
+            "{t}"
+        );
+        let j: serde_json::Value =
+            serde_json::from_str(&render(&r, Format::Json).unwrap()).unwrap();
+        assert_eq!(j["variants"][0]["at_clock_resolution"][0], "p50");
+        assert_eq!(j["variants"][0]["clock_resolution_ns"], 10.0);
+        assert_eq!(
+            j["variants"][1]["effects"]["p50"]["at_clock_resolution"],
+            true
+        );
+        assert!(j["variants"][1]["effects"]["p99"]
+            .get("at_clock_resolution")
+            .is_none());
+
+        // A coarse clock (1 us steps): the p99s too; then no "+-N%" line
+        // claims what the run could tell.
+        let mut c = at_step();
+        c.mark_clock_resolution(&[Some(1000.0), Some(1000.0)]);
+        let t = render(&c, Format::Table).unwrap();
+        assert!(!t.contains("could tell p99"), "{t}");
+    }
+
+    #[test]
+    fn resolution_is_read_from_both_schemas() {
+        let run =
+            serde_json::json!({"schema": "ibprobe.report/1", "clock": {"resolution_ns": 12.5}});
+        let stream = serde_json::json!({"schema": "ibprobe.stream/1", "clock_resolution_ns": 20.0});
+        let old = serde_json::json!({"schema": "ibprobe.report/1", "clock": {"kind": "tsc"}});
+        assert_eq!(round_resolution(&run), Some(12.5));
+        assert_eq!(round_resolution(&stream), Some(20.0));
+        assert_eq!(round_resolution(&old), None);
+        assert_eq!(coarser(Some(3.0), Some(5.0)), Some(5.0));
+        assert_eq!(coarser(None, Some(5.0)), Some(5.0));
+        assert_eq!(coarser(None, None), None);
     }
 }

@@ -44,7 +44,11 @@ fn render(r: &CompareReport) -> Result<String, String> {
         .skip(1)
         .flat_map(|(v, vr)| {
             let metrics = &metrics;
+            // A ratio at the clock's resolution compares clock steps: not drawn.
             vr.effects.iter().filter_map(move |(k, ef)| {
+                if ef.at_clock_resolution {
+                    return None;
+                }
                 let m = metrics.iter().position(|x| x == k)?;
                 Some((v, m, ef.ratio, ef.ci[0], ef.ci[1]))
             })
@@ -98,6 +102,9 @@ fn render(r: &CompareReport) -> Result<String, String> {
                 BLACK.stroke_width(1),
             )))
             .map_err(|x| e(&x))?;
+        // Each value's legend entry comes with its first point drawn (its
+        // p50 may be left out, at the clock's resolution).
+        let mut labelled = vec![false; r.variants.len()];
         for &(v, m, ratio, a, b) in &points {
             let colour = COLOURS[(v - 1) % COLOURS.len()];
             let x = m as f64 + (v as f64 - 0.5) / per * 0.6 + 0.2;
@@ -110,7 +117,7 @@ fn render(r: &CompareReport) -> Result<String, String> {
             let series = chart
                 .draw_series(std::iter::once(Circle::new((x, ratio), 4, colour.filled())))
                 .map_err(|x| e(&x))?;
-            if m == 0 {
+            if !std::mem::replace(&mut labelled[v], true) {
                 let label = r.variants[v].value.clone();
                 series
                     .label(label)
@@ -155,9 +162,13 @@ mod tests {
         assert!(svg.contains(Y_DESC));
         assert!(svg.contains("256") && svg.contains("1024"));
         assert!(svg.contains("p99") && svg.contains("max"));
-        assert!(
-            svg.matches("<circle").count() >= 8,
-            "4 metrics x 2 values + legend"
-        );
+        let all = svg.matches("<circle").count();
+        assert!(all >= 8, "4 metrics x 2 values + legend");
+        // 15 ns steps: the baseline's p50 (100-107 ns) is at the clock's
+        // resolution, its p99 (200-214 ns) is not: the two p50 points go.
+        let mut marked = r.clone();
+        marked.mark_clock_resolution(&[Some(15.0), Some(15.0), Some(15.0)]);
+        let svg = render(&marked).unwrap();
+        assert_eq!(svg.matches("<circle").count(), all - 2);
     }
 }

@@ -275,6 +275,18 @@ impl Report {
                     ),
                 });
             }
+            let q = [
+                ("min", s.min_ns),
+                ("p50", s.p50_ns),
+                ("p90", s.p90_ns),
+                ("p99", s.p99_ns),
+            ];
+            if let Some(m) = clock_resolution_warning(d.kind.label(), &q, &self.context.clock) {
+                w.push(Warning {
+                    code: "clock_resolution",
+                    message: m,
+                });
+            }
             if d.clamped > 0 {
                 w.push(Warning {
                     code: "clamped",

@@ -185,7 +185,7 @@ pub struct Distribution {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Warning {
     /// max_outlier, warmup_max, lost, missed_steps, clock_fallback,
-    /// interrupted, few_samples, clamped, no_samples, context; empty in
+    /// clock_resolution, interrupted, few_samples, clamped, no_samples, context; empty in
     /// the reports whose JSON has plain warnings (host, timerlat).
     pub code: &'static str,
     /// What happened and what to do about it.
@@ -241,6 +241,44 @@ pub struct Report {
 /// Microseconds with 3 decimals, the unit every human format uses.
 pub fn us(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1000.0)
+}
+
+/// The `clock_resolution` warning of one distribution: `None` unless its
+/// min or p50 is within [`crate::clock::RESOLUTION_TICKS`] steps of the
+/// clock's resolution; the message names every quantile of `quantiles`
+/// (name, ns; in order, p99 at most) that is, the resolution, and what to
+/// do. Without it `compare` printed ratios such as x298 between two values
+/// of one or two clock steps.
+pub fn clock_resolution_warning(
+    label: &str,
+    quantiles: &[(&str, u64)],
+    clock: &Clock,
+) -> Option<String> {
+    let near: Vec<String> = quantiles
+        .iter()
+        .filter(|(_, ns)| clock.near_resolution(*ns as f64))
+        .map(|(q, ns)| format!("{q} {} us", us(*ns)))
+        .collect();
+    let low = |q: &str| {
+        quantiles
+            .iter()
+            .any(|(n, ns)| *n == q && clock.near_resolution(*ns as f64))
+    };
+    if !(low("min") || low("p50")) {
+        return None;
+    }
+    let res = clock.resolution_ns();
+    let what = match clock.kind() {
+        crate::clock::ClockKind::Tsc { .. } => "",
+        crate::clock::ClockKind::MonotonicRaw => "use --clock tsc where the TSC calibrates, ",
+    };
+    Some(format!(
+        "{label}: {} within {} steps of the clock's {:.3} us resolution (the smallest step between two reads): differences below about {:.3} us are not measured, so ratios of these figures say little; {what}compare the tail (p99 and up) or measure a longer path (a larger --size, --round-trip)",
+        near.join(", "),
+        crate::clock::RESOLUTION_TICKS,
+        res / 1000.0,
+        crate::clock::RESOLUTION_TICKS * res / 1000.0
+    ))
 }
 
 // ------------------------------------------------------------ documents

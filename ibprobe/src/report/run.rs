@@ -217,6 +217,8 @@ struct JClock {
     auto_reason: Option<String>,
     /// What one read of each clock costs here (auto only).
     read_cost: Option<crate::clock::ReadCosts>,
+    /// The smallest non-zero step between two reads, ns.
+    resolution_ns: f64,
 }
 
 #[derive(Serialize)]
@@ -335,6 +337,7 @@ fn jreport(r: &Report) -> JReport<'_> {
             fallback: c.clock.fallback().map(|f| f.explain()),
             auto_reason: c.clock.auto_reason().map(|r| r.explain()),
             read_cost: c.clock.read_costs(),
+            resolution_ns: c.clock.resolution_ns(),
         },
         message_size: c.message_size,
         config: Pairs(&c.config),

@@ -71,6 +71,8 @@ pub struct StreamReport {
     pub spec: StreamSpec,
     /// The clock's name.
     pub clock: String,
+    /// The clock's resolution (smallest step between two reads), ns.
+    pub clock_resolution_ns: f64,
     /// The measured outcome.
     pub out: StreamOutcome,
     /// Warnings (code, sentence).
@@ -138,6 +140,18 @@ impl StreamReport {
                 "Ctrl-C ended the run early; the statistics cover what ran".into(),
             ));
         }
+        let l = out.latency.summary();
+        if l.count > 0 {
+            let q = [
+                ("min", l.min_ns),
+                ("p50", l.p50_ns),
+                ("p90", l.p90_ns),
+                ("p99", l.p99_ns),
+            ];
+            if let Some(m) = super::model::clock_resolution_warning("latency", &q, clock) {
+                warnings.push(("clock_resolution", m));
+            }
+        }
         StreamReport {
             transport,
             info,
@@ -145,6 +159,7 @@ impl StreamReport {
             size,
             spec: spec.clone(),
             clock: clock.describe(),
+            clock_resolution_ns: clock.resolution_ns(),
             out,
             warnings,
             rate_hz: None,
@@ -217,6 +232,7 @@ impl StreamReport {
             "time_in_batch": Tail::of(&o.send_histos.in_batch),
             "credit_wait": Tail::of(&o.send_histos.credit_wait),
             "clock": self.clock,
+            "clock_resolution_ns": self.clock_resolution_ns,
             "transport_detail": self.info.detail,
             "notes": o.notes,
             "counters": o.counters.as_ref().map(super::counters::json),

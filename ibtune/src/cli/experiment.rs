@@ -26,7 +26,9 @@ use crate::tune::journal::{revert_command, Journal};
 use crate::tune::plan::Plan;
 use anyhow::{anyhow, bail, Context, Result};
 use ibhost::child::{self, Ending};
-use ibprobe::report::compare::{round_values, CompareReport, RoundValues, METRICS, ROUND_SCHEMAS};
+use ibprobe::report::compare::{
+    coarser, round_resolution, round_values, CompareReport, RoundValues, METRICS, ROUND_SCHEMAS,
+};
 use ibprobe::report::format::{self as text, render};
 use ibstats::Better;
 use serde::Serialize;
@@ -86,7 +88,8 @@ const STDERR_KEEP: usize = 4096;
 
 /// What one run of COMMAND gave.
 enum Outcome {
-    Values(RoundValues),
+    /// Its figures, and its clock's resolution (ns) when its report says.
+    Values(RoundValues, Option<f64>),
     /// Non-zero exit, or stopped by --round-timeout: the round is left out.
     Failed(String),
     /// Exit 0 but no report: the COMMAND is wrong for an experiment (why).
@@ -155,6 +158,7 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
         "rounds",
     );
     let mut values: Vec<Vec<RoundValues>> = vec![Vec::new(); variants.len()];
+    let mut resolution: Vec<Option<f64>> = vec![None; variants.len()];
     let mut failures: Vec<String> = Vec::new();
     let mut done = 0;
     let mut stopped: Option<(i32, String)> = None;
@@ -170,7 +174,10 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
                 run_command(&s.command, s.timeout)
             });
             match r {
-                Ok(Ok(Outcome::Values(x))) => this[v] = Some(x),
+                Ok(Ok(Outcome::Values(x, r))) => {
+                    this[v] = Some(x);
+                    resolution[v] = coarser(resolution[v], r);
+                }
                 Ok(Ok(Outcome::Failed(why))) => {
                     failures.push(format!("{}: {why}", variants[v].label))
                 }
@@ -236,6 +243,7 @@ pub fn run(s: &Settings, root: &HostRoot, state_dir: &Path) -> Result<i32> {
         },
     );
     let mut report = report;
+    report.compare.mark_clock_resolution(&resolution);
     report.compare.warnings.extend(
         failures
             .iter()
@@ -338,18 +346,19 @@ fn run_command(command: &[String], timeout: Option<Duration>) -> Result<Outcome>
     let stdout = String::from_utf8_lossy(bytes);
     // The whole stdout, else its last line that is a report (a user's
     // benchmark may print other lines first).
+    let figures = |d: Value| Some((round_values(&d)?, round_resolution(&d)));
     let doc = serde_json::from_str::<Value>(&stdout)
         .ok()
-        .and_then(|d| round_values(&d))
+        .and_then(figures)
         .or_else(|| {
             stdout
                 .lines()
                 .rev()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .find_map(|d| round_values(&d))
+                .find_map(figures)
         });
     Ok(match doc {
-        Some(v) => Outcome::Values(v),
+        Some((v, r)) => Outcome::Values(v, r),
         None => Outcome::NoReport(format!("its first line: {:?}", out.stdout.first_line())),
     })
 }
@@ -509,11 +518,19 @@ impl Report {
             } else {
                 "\nknob by knob (p99): alone = only this knob vs the host as found; in profile = profile / profile without it\n"
             };
+            // A p99 at the clock's resolution in any variant: its ratios
+            // compare clock steps (the comparison's warning says so).
+            let at_resolution = self
+                .compare
+                .variants
+                .iter()
+                .any(|v| v.at_clock_resolution.iter().any(|m| m == "p99"));
             for (k, per) in &self.attribution {
                 let Some((_, e)) = per.iter().find(|(n, _)| *n == "p99") else {
                     continue;
                 };
                 let cell = |x: &Option<ibprobe::report::compare::EffectReport>| match x {
+                    Some(_) if at_resolution => "at clock resolution".into(),
                     Some(e) => format!(
                         "x{:.2} [{:.2}, {:.2}] {}",
                         e.ratio,

@@ -85,7 +85,7 @@ fn run_workload<W: Workload>(
     ch: &mut dyn Channel,
     clock: &Clock,
     stop: &AtomicBool,
-    sink: Option<&mut dyn Sink>,
+    mut sink: Option<&mut dyn Sink>,
 ) -> Result<Outcome, RunError> {
     let fail = |error, outcome| RunError {
         error,
@@ -121,6 +121,9 @@ fn run_workload<W: Workload>(
         .max_ns
         .max(warm.send_done.summary().max_ns);
 
+    if let (Some(s), false) = (sink.as_mut(), w.interrupted) {
+        s.measuring();
+    }
     let mut plan = Plan::measured(cfg, clock);
     // --hw-timestamps: room for the prober's stamps, and (HCA, host)
     // clock pairs around the measured part for the rate.

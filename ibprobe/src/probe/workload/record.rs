@@ -113,6 +113,10 @@ pub struct Interval<'a> {
 pub trait Sink {
     /// One interval has ended.
     fn interval(&mut self, iv: &Interval<'_>);
+
+    /// The warm-up is over and the measured part begins (once, before its
+    /// first message; a progress bar's phase boundary). Default: nothing.
+    fn measuring(&mut self) {}
 }
 
 /// Counters of one loop.
