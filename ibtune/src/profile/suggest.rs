@@ -468,6 +468,11 @@ fn one_line(s: &str) -> String {
         .collect()
 }
 
+/// `1 core`, `2 cores`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn entry(key: &str, value: impl Into<Value>, why: impl Into<String>) -> Entry {
     Entry {
         key: key.into(),
@@ -542,7 +547,8 @@ pub fn suggest(host: &Host, intent: &Intent) -> Result<Suggestion, SuggestError>
         },
         match intent.isolate {
             Isolate::Auto => format!(
-                "--isolate auto ({AUTO_CORES} cores per HCA, fewer where a node cannot spare them; here {})",
+                "--isolate auto ({AUTO_CORES} cores{}, fewer where a node cannot spare them; here {})",
+                if intent.hcas == HcaChoice::None { "" } else { " per HCA" },
                 l.per_node
                     .iter()
                     .map(|(n, c)| format!("{c} on node {n}"))
@@ -612,13 +618,17 @@ pub fn suggest(host: &Host, intent: &Intent) -> Result<Suggestion, SuggestError>
             })
             .collect();
         let why_cpus = format!(
-            "{} whole core(s) {} on node {}{}: every SMT sibling comes with its core{}",
-            g.cores.len(),
-            core_list.join(" "),
+            "{} on node {}{}: {}{}",
+            plural(g.cores.len(), "whole core", "whole cores") + " " + &core_list.join(" "),
             g.node,
             g.hca
                 .as_deref()
                 .map_or(String::new(), |h| format!(", local to {h}")),
+            if threads > 1 {
+                "every SMT sibling comes with its core"
+            } else {
+                "no SMT here, one CPU per core"
+            },
             if g.cpus.intersects(&host.cpus.isolated) {
                 format!("; the kernel already isolates {}", host.cpus.isolated)
             } else {
@@ -912,5 +922,506 @@ impl Suggestion {
             "notes": self.notes,
             "layout": self.layout,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::model::*;
+    use crate::host::HostRoot;
+    use crate::profile::{resolve, Profile};
+    use proptest::prelude::*;
+
+    /// A synthetic host: `nodes` nodes (one package each) of `cores` cores
+    /// with `smt` threads, numbered as Linux does (every core's first
+    /// thread, then every core's second); one HCA per entry of `hcas` on
+    /// that node (`None`: the kernel does not know), with 4 completion IRQs
+    /// and an async one.
+    fn host(nodes: u32, cores: u32, smt: u32, hcas: &[Option<u32>]) -> Host {
+        let per_thread = nodes * cores;
+        let mut list = Vec::new();
+        for t in 0..smt {
+            for n in 0..nodes {
+                for c in 0..cores {
+                    let id = t * per_thread + n * cores + c;
+                    list.push(Cpu {
+                        id,
+                        package: n,
+                        core: c,
+                        siblings: (0..smt).map(|s| s * per_thread + n * cores + c).collect(),
+                        node: n,
+                        governor: None,
+                        cstates: vec![CState {
+                            index: 0,
+                            name: "C6".into(),
+                            latency_us: 133,
+                            disabled: false,
+                        }],
+                    });
+                }
+            }
+        }
+        list.sort_by_key(|c| c.id);
+        let online: CpuSet = list.iter().map(|c| c.id).collect();
+        let numa_nodes = (0..nodes)
+            .map(|n| NumaNode {
+                id: n,
+                cpus: list.iter().filter(|c| c.node == n).map(|c| c.id).collect(),
+                mem_total_kb: None,
+            })
+            .collect();
+        let irq = |n: u32, is_async| Irq {
+            irq: n,
+            name: Some(if is_async {
+                format!("mlx5_async{n}")
+            } else {
+                format!("mlx5_comp{n}")
+            }),
+            source: "msi_irqs".into(),
+            affinity: None,
+            effective_affinity: None,
+            is_async,
+        };
+        let rdma_devices = hcas
+            .iter()
+            .enumerate()
+            .map(|(i, node)| RdmaDevice {
+                name: format!("mlx5_{i}"),
+                hca_type: None,
+                fw_ver: None,
+                node_guid: None,
+                pci_addr: Some(format!("0000:{i:02x}:00.0")),
+                numa_node: *node,
+                local_cpus: None,
+                pcie: None,
+                ports: vec![],
+                netdevs: vec![],
+                irqs: (0..5)
+                    .map(|k| irq(100 + 10 * i as u32 + k, k == 0))
+                    .collect(),
+            })
+            .collect();
+        Host {
+            root: "/synthetic".into(),
+            kernel_release: Some("6.8.0".into()),
+            topology_source: "sysfs".into(),
+            cpus: Cpus {
+                online,
+                isolated: CpuSet::new(),
+                list,
+            },
+            numa_nodes,
+            rdma_devices,
+            cmdline: KernelCmdline::default(),
+            cgroup: CgroupInfo {
+                mode: CgroupMode::V2,
+                v2_mount: Some("/sys/fs/cgroup".into()),
+                v2_controllers: vec!["cpuset".into()],
+                v1_cpuset_mount: None,
+                v1_noprefix: false,
+                v2_has_exclusive: true,
+            },
+            irqbalance: IrqBalance {
+                running: false,
+                config_file: None,
+                banned_cpus: None,
+            },
+            tuned: Tuned {
+                installed: false,
+                active_profile: None,
+                force_latency_active: false,
+            },
+            cpu_dma_latency_us: None,
+            thp: Some("madvise".into()),
+            sysctls: BTreeMap::new(),
+            read_problems: vec![],
+        }
+    }
+
+    fn set(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn intent(hcas: HcaChoice, isolate: Isolate, reserve: &str) -> Intent {
+        Intent {
+            hcas,
+            isolate,
+            reserve: set(reserve),
+            hugepages: None,
+        }
+    }
+
+    /// Every rule the layout promises, on any host; `Err` names the broken one.
+    fn check_rules(h: &Host, i: &Intent, l: &Layout) -> Result<(), String> {
+        let iso = l.isolated();
+        for c in &h.cpus.list {
+            let half = c.siblings.intersection(&h.cpus.online);
+            if half.intersects(&iso) && !half.is_subset(&iso) {
+                return Err(format!("half of core {half} isolated ({iso})"));
+            }
+        }
+        for n in &h.numa_nodes {
+            if !n.cpus.is_empty() && n.cpus.is_subset(&iso) {
+                return Err(format!("node {} keeps no housekeeping CPU", n.id));
+            }
+        }
+        if iso.contains(h.cpus.online.first().unwrap()) {
+            return Err("the first CPU's core is isolated".into());
+        }
+        if iso.intersects(&i.reserve) {
+            return Err(format!(
+                "reserved CPUs isolated: {}",
+                iso.intersection(&i.reserve)
+            ));
+        }
+        for g in &l.groups {
+            let node_cpus = &h.numa_nodes.iter().find(|n| n.id == g.node).unwrap().cpus;
+            if !g.cpus.is_subset(node_cpus) {
+                return Err(format!("{:?}: CPUs {} off node {}", g.hca, g.cpus, g.node));
+            }
+            if let Some(d) = g.hca.as_deref().and_then(|n| h.device(n)) {
+                if d.numa_node.is_some_and(|n| n != g.node) {
+                    return Err(format!(
+                        "{} on node {:?}, cores on {}",
+                        d.name, d.numa_node, g.node
+                    ));
+                }
+                if g.irq_cpus.is_empty()
+                    || !g.irq_cpus.is_subset(node_cpus)
+                    || g.irq_cpus.intersects(&iso)
+                {
+                    return Err(format!(
+                        "{}: IRQ CPUs {} not local housekeeping",
+                        d.name, g.irq_cpus
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The suggestion as text parses as a profile, resolves against the
+    /// host, and its IRQ placement raises no warning.
+    fn plans_clean(h: &Host, s: &Suggestion) -> Result<(), String> {
+        let text = s.to_toml();
+        let p = Profile::parse(std::path::Path::new("suggested.toml"), &text)
+            .map_err(|e| format!("{e}\n{text}"))?;
+        let dir = tempfile::tempdir().unwrap();
+        let r = resolve(&p, h, &HostRoot::new(dir.path()).unwrap()).map_err(|e| e.to_string())?;
+        let placements: Vec<(&str, &CpuSet)> = r
+            .irqs
+            .iter()
+            .map(|i| (i.device.as_str(), &i.targets))
+            .collect();
+        let w = crate::host::warnings::irq_placement_warnings(h, &placements);
+        if !w.is_empty() {
+            return Err(format!("{w:?}"));
+        }
+        if r.cpuset_cpus() != s.layout.isolated() {
+            return Err(format!(
+                "resolved {} != layout {}",
+                r.cpuset_cpus(),
+                s.layout.isolated()
+            ));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn smt_two_nodes_whole_cores_on_each_hca_node() {
+        // 2 nodes x 4 cores x 2 threads: node 0 cores {0,8} {1,9} {2,10} {3,11}.
+        let h = host(2, 4, 2, &[Some(0), Some(1)]);
+        let i = Intent::default();
+        let s = suggest(&h, &i).unwrap();
+        let l = &s.layout;
+        assert_eq!(l.groups[0].cpus, set("2-3,10-11"));
+        assert_eq!(l.groups[1].cpus, set("6-7,14-15"));
+        assert_eq!(l.groups[0].irq_cpus, set("0-1,8-9"));
+        assert_eq!(l.groups[1].irq_cpus, set("4-5,12-13"));
+        assert_eq!(l.groups[0].irqs, 4, "the async vector is not placed");
+        check_rules(&h, &i, l).unwrap();
+        plans_clean(&h, &s).unwrap();
+        let t = s.to_toml();
+        assert!(
+            t.contains("# 2 whole cores {2,10} {3,11} on node 0, local to mlx5_0"),
+            "{t}"
+        );
+    }
+
+    /// The rule check itself fails on a layout that breaks each rule.
+    #[test]
+    fn the_rule_check_catches_each_broken_rule() {
+        let h = host(2, 4, 2, &[Some(0), Some(1)]);
+        let i = Intent::default();
+        let good = layout(&h, &i).unwrap();
+        let mut half = good.clone();
+        half.groups[0].cpus = set("3,11,2");
+        half.groups[0].cpus = half.groups[0].cpus.difference(&set("10"));
+        assert!(check_rules(&h, &i, &half)
+            .unwrap_err()
+            .contains("half of core"));
+        let mut remote = good.clone();
+        remote.groups[0].irq_cpus = set("4");
+        assert!(check_rules(&h, &i, &remote)
+            .unwrap_err()
+            .contains("not local"));
+        let mut on_iso = good.clone();
+        on_iso.groups[0].irq_cpus = set("2");
+        assert!(check_rules(&h, &i, &on_iso)
+            .unwrap_err()
+            .contains("not local"));
+        let mut all = good.clone();
+        all.groups[0].cpus = set("0-3,8-11");
+        assert!(check_rules(&h, &i, &all).is_err());
+        let mut wrong_node = good;
+        wrong_node.groups[0].cpus = set("6,14");
+        assert!(check_rules(&h, &i, &wrong_node)
+            .unwrap_err()
+            .contains("off node"));
+    }
+
+    #[test]
+    fn smt_off_one_node() {
+        let h = host(1, 4, 1, &[Some(0)]);
+        let s = suggest(&h, &Intent::default()).unwrap();
+        assert_eq!(s.layout.groups[0].cpus, set("2-3"));
+        assert_eq!(s.layout.groups[0].irq_cpus, set("0-1"));
+        assert!(s.to_toml().contains("no SMT here"), "{}", s.to_toml());
+        plans_clean(&h, &s).unwrap();
+    }
+
+    #[test]
+    fn four_nodes_hca_on_node_1() {
+        let h = host(4, 4, 2, &[Some(1)]);
+        let i = intent(HcaChoice::Every, Isolate::Cores(3), "");
+        let s = suggest(&h, &i).unwrap();
+        let g = &s.layout.groups[0];
+        assert_eq!(g.node, 1);
+        // Node 1: cores {4,20} .. {7,23}; the lowest stays housekeeping.
+        assert_eq!(g.cpus, set("5-7,21-23"));
+        assert_eq!(g.irq_cpus, set("4,20"));
+        assert_eq!(s.layout.housekeeping, h.cpus.online.difference(&g.cpus));
+        check_rules(&h, &i, &s.layout).unwrap();
+        plans_clean(&h, &s).unwrap();
+    }
+
+    #[test]
+    fn two_hcas_on_one_node_share_it() {
+        let h = host(2, 4, 1, &[Some(1), Some(1)]);
+        let s = suggest(&h, &Intent::default()).unwrap();
+        // Node 1 has 3 cores to spare: auto gives each HCA one.
+        assert_eq!(s.layout.per_node[&1], 1);
+        assert_eq!(s.layout.groups[0].cpus, set("7"));
+        assert_eq!(s.layout.groups[1].cpus, set("6"));
+        plans_clean(&h, &s).unwrap();
+        let e = suggest(&h, &intent(HcaChoice::Every, Isolate::Cores(2), "")).unwrap_err();
+        assert!(
+            matches!(&e, SuggestError::CannotTune(m) if m.contains("node 1") && m.contains("Ask for fewer: --isolate 1")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn one_cpu_gets_a_reason() {
+        let h = host(1, 1, 1, &[Some(0)]);
+        let e = suggest(&h, &Intent::default()).unwrap_err();
+        assert!(
+            matches!(&e, SuggestError::CannotTune(m) if m.contains("1 online CPU")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn one_core_with_smt_gets_a_reason() {
+        let h = host(1, 1, 2, &[Some(0)]);
+        let e = suggest(&h, &Intent::default()).unwrap_err();
+        assert!(
+            matches!(&e, SuggestError::CannotTune(m) if m.contains("0 core(s) to spare")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_hca_gets_a_reason_unless_none() {
+        let h = host(2, 4, 2, &[]);
+        let e = suggest(&h, &Intent::default()).unwrap_err();
+        assert!(
+            matches!(&e, SuggestError::CannotTune(m) if m.contains("--hca none")),
+            "{e}"
+        );
+        let i = intent(HcaChoice::None, Isolate::Auto, "");
+        let s = suggest(&h, &i).unwrap();
+        assert_eq!(s.layout.groups.len(), 1);
+        assert_eq!(s.layout.groups[0].hca, None);
+        assert_eq!(s.layout.groups[0].cpus.len(), 4);
+        assert!(!s.to_toml().contains("[[irq]]"));
+        check_rules(&h, &i, &s.layout).unwrap();
+        plans_clean(&h, &s).unwrap();
+    }
+
+    #[test]
+    fn a_reserved_cpu_keeps_its_whole_core() {
+        let h = host(1, 4, 2, &[Some(0)]);
+        let i = intent(HcaChoice::Every, Isolate::Auto, "3");
+        let s = suggest(&h, &i).unwrap();
+        // Core {3,7} is reserved: cores {1,5} {2,6} isolated.
+        assert_eq!(s.layout.groups[0].cpus, set("1-2,5-6"));
+        check_rules(&h, &i, &s.layout).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_node_on_a_multi_node_host_gets_a_reason() {
+        let h = host(2, 4, 1, &[None]);
+        let e = suggest(&h, &Intent::default()).unwrap_err();
+        assert!(
+            matches!(&e, SuggestError::CannotTune(m) if m.contains("mlx5_0") && m.contains("NUMA node")),
+            "{e}"
+        );
+        // One node: the only one.
+        let h = host(1, 4, 1, &[None]);
+        assert_eq!(
+            suggest(&h, &Intent::default()).unwrap().layout.groups[0].node,
+            0
+        );
+    }
+
+    #[test]
+    fn bad_intent_is_input() {
+        let h = host(1, 4, 1, &[Some(0)]);
+        let named = intent(HcaChoice::Named(vec!["mlx5_9".into()]), Isolate::Auto, "");
+        assert!(
+            matches!(suggest(&h, &named), Err(SuggestError::Input(m)) if m.contains("devices: mlx5_0"))
+        );
+        let offline = intent(HcaChoice::Every, Isolate::Auto, "9");
+        assert!(
+            matches!(suggest(&h, &offline), Err(SuggestError::Input(m)) if m.contains("not online"))
+        );
+        let huge = Intent {
+            hugepages: Some(HugePages {
+                size_kb: 1 << 20,
+                count: 8,
+            }),
+            ..Intent::default()
+        };
+        assert!(
+            matches!(suggest(&h, &huge), Err(SuggestError::Input(m)) if m.contains("no huge page setting"))
+        );
+    }
+
+    #[test]
+    fn no_cpuset_controller_gets_a_reason() {
+        let mut h = host(1, 4, 1, &[Some(0)]);
+        h.cgroup.mode = CgroupMode::None;
+        assert!(
+            matches!(suggest(&h, &Intent::default()), Err(SuggestError::CannotTune(m)) if m.contains("cpuset"))
+        );
+    }
+
+    #[test]
+    fn host_facts_never_break_a_comment() {
+        let mut h = host(1, 4, 1, &[Some(0)]);
+        h.tuned.installed = true;
+        h.tuned.active_profile = Some("evil\n[profile]\nname = \"x\"".into());
+        h.thp = Some("always\nbogus = 1".into());
+        let s = suggest(&h, &Intent::default()).unwrap();
+        plans_clean(&h, &s).unwrap();
+        let t = s.to_toml();
+        assert!(t.lines().all(|l| !l.starts_with("bogus")), "{t}");
+    }
+
+    #[test]
+    fn json_is_the_toml_as_data() {
+        let h = host(2, 4, 2, &[Some(0), Some(1)]);
+        let s = suggest(&h, &Intent::default()).unwrap();
+        let parsed: toml::Table = toml::from_str(&s.to_toml()).unwrap();
+        let j = s.to_json();
+        assert_eq!(j["profile"], serde_json::to_value(&parsed).unwrap());
+        let keys: usize = s.sections.iter().map(|x| x.entries.len()).sum();
+        assert_eq!(
+            j["why"].as_object().unwrap().len(),
+            keys,
+            "one reason per key"
+        );
+        assert!(j["why"]["cpuset[1].cpus"]
+            .as_str()
+            .unwrap()
+            .contains("mlx5_1"));
+    }
+
+    #[test]
+    fn preempt_rt_from_the_release() {
+        for r in [
+            "6.1.0-18-rt-amd64",
+            "6.6.15-rt22",
+            "5.14.0-362.el9.x86_64+rt",
+        ] {
+            assert!(is_preempt_rt(r), "{r}");
+        }
+        for r in [
+            "6.8.9-300.fc40.x86_64",
+            "6.1.0-27-amd64",
+            "6.2.0-rtx",
+            "6.1-art",
+        ] {
+            assert!(!is_preempt_rt(r), "{r}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// On any topology, whatever the intent: whole cores, housekeeping
+        /// on every node, IRQs local and not isolated, and the profile
+        /// resolves with no placement warning; a host with room for
+        /// the default intent always gets a profile.
+        #[test]
+        fn rules_hold_on_any_topology(
+            nodes in 1u32..=4,
+            cores in 1u32..=6,
+            smt in 1u32..=2,
+            hca_nodes in proptest::collection::vec(0u32..4, 0..=3),
+            unknown in any::<bool>(),
+            none in any::<bool>(),
+            isolate in prop_oneof![Just(Isolate::Auto), (1usize..=3).prop_map(Isolate::Cores)],
+            reserve in proptest::collection::vec(0u32..48, 0..=2),
+        ) {
+            let hcas: Vec<Option<u32>> = hca_nodes
+                .iter()
+                .map(|n| if unknown && nodes == 1 { None } else { Some(n % nodes) })
+                .collect();
+            let h = host(nodes, cores, smt, &hcas);
+            let reserve: CpuSet = reserve.into_iter().filter(|c| h.cpus.online.contains(*c)).collect();
+            let i = Intent {
+                hcas: if none { HcaChoice::None } else { HcaChoice::Every },
+                isolate,
+                reserve,
+                hugepages: None,
+            };
+            match suggest(&h, &i) {
+                Ok(s) => {
+                    prop_assert_eq!(check_rules(&h, &i, &s.layout), Ok(()));
+                    prop_assert_eq!(plans_clean(&h, &s), Ok(()));
+                }
+                Err(e) => {
+                    prop_assert!(!e.to_string().is_empty());
+                    // Room for the default: each HCA node (or node 0) has a
+                    // housekeeping core and one more per HCA.
+                    let mut need: BTreeMap<u32, u32> = BTreeMap::new();
+                    if none {
+                        need.insert(0, 1);
+                    } else {
+                        for n in hcas.iter().map(|n| n.unwrap_or(0)) {
+                            *need.entry(n).or_default() += 1;
+                        }
+                    }
+                    let roomy = (none || !hcas.is_empty())
+                        && i.reserve.is_empty()
+                        && i.isolate == Isolate::Auto
+                        && need.values().all(|&k| cores > k);
+                    prop_assert!(!roomy, "refused a roomy host: {}", e);
+                }
+            }
+        }
     }
 }
