@@ -11,6 +11,7 @@ mod common;
 use common::ibtune;
 use ibtools_tests::{assert_same_tree, fixture, fixture_copy, scratch_dir, snapshot, FIXTURES};
 use ibtune::profile::Profile;
+use std::path::Path;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -170,5 +171,31 @@ fn intent_the_host_or_profile_cannot_take_exits_2() {
             "{args:?}: {}",
             text(&o.stderr)
         );
+    }
+}
+
+/// On the machine the tests run on (a host no fixture describes): a
+/// profile of isolated cores that plans with no warning of its own (the
+/// host's own read problems, if any, are printed by both alike), or the
+/// reason this host cannot be tuned.
+#[test]
+fn on_this_machine_a_profile_that_plans_clean_or_a_reason() {
+    let state = scratch_dir();
+    let live = Path::new("/");
+    let o = ibtune(live, state.path(), &["suggest", "--hca", "none"]);
+    match o.status.code() {
+        Some(0) => {
+            let file = state.path().join("suggested.toml");
+            std::fs::write(&file, &o.stdout).unwrap();
+            let plan = ibtune(live, state.path(), &["plan", file.to_str().unwrap()]);
+            assert_eq!(plan.status.code(), Some(0), "{plan:?}");
+            assert_eq!(text(&plan.stderr), text(&o.stderr), "plan warned");
+        }
+        Some(3) => {
+            let e = text(&o.stderr);
+            eprintln!("this machine cannot be tuned: {e}");
+            assert!(e.contains("no profile for this host: "), "{e}");
+        }
+        _ => panic!("suggest on this machine: {o:?}"),
     }
 }

@@ -211,8 +211,8 @@ fn cpuset_name(hca: Option<&str>, i: usize) -> String {
 pub fn layout(host: &Host, intent: &Intent) -> Result<Layout, SuggestError> {
     if let Some(h) = intent.hugepages {
         return Err(SuggestError::Input(format!(
-            "a huge page pool ({} x {} KiB) cannot be put in a profile yet: profiles have no huge page setting. Leave the option out and reserve the pages with the kernel's hugepages= boot parameter or /sys/devices/system/node/nodeN/hugepages",
-            h.count, h.size_kb
+            "--hugepage-pool ({} pages of {} KiB): profiles have no huge page setting yet, so a pool cannot be part of a suggested profile. Leave the option out, and reserve the pages with the hugepages= boot parameter or in /sys/devices/system/node/nodeN/hugepages/hugepages-{}kB/nr_hugepages",
+            h.count, h.size_kb, h.size_kb
         )));
     }
     if let Isolate::Cores(0) = intent.isolate {
@@ -329,6 +329,7 @@ pub fn layout(host: &Host, intent: &Intent) -> Result<Layout, SuggestError> {
     for node in wanted.iter().map(|w| w.1) {
         *per_node.entry(node).or_default() += 1;
     }
+    let none = intent.hcas == HcaChoice::None;
     let mut per_node_cores = BTreeMap::new();
     for (&node, &hcas) in &per_node {
         let free = spare.get(&node).map_or(0, Vec::len);
@@ -354,15 +355,33 @@ pub fn layout(host: &Host, intent: &Intent) -> Result<Layout, SuggestError> {
         };
         if n == 0 || n * hcas > free {
             return Err(SuggestError::CannotTune(format!(
-                "node {node} (CPUs {node_cpus}) has {free} core(s) to spare for {serving}: {} stay housekeeping{}, and {} core(s) per HCA for {hcas} HCA(s) need {}. {}",
-                if kept.is_empty() { "its lowest core must".to_string() } else { format!("CPUs {kept}") },
-                if intent.reserve.is_empty() { String::new() } else { format!(" (--reserve {})", intent.reserve) },
-                n.max(1),
-                n.max(1) * hcas,
+                "node {node} (CPUs {node_cpus}) can spare {} for {serving}, keeping {} for housekeeping; {} needs {}. {}",
+                plural(free, "core", "cores"),
+                if kept.is_empty() {
+                    "one core".to_string()
+                } else {
+                    format!(
+                        "CPU{} {kept}{}",
+                        if kept.len() == 1 { "" } else { "s" },
+                        if intent.reserve.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (with --reserve {})", intent.reserve)
+                        }
+                    )
+                },
+                match (intent.isolate, none) {
+                    (Isolate::Cores(n), true) => format!("--isolate {n}"),
+                    (Isolate::Cores(n), false) => format!("--isolate {n} for {}", plural(hcas, "HCA", "HCAs")),
+                    (Isolate::Auto, true) => "isolating anything".to_string(),
+                    (Isolate::Auto, false) => format!("one core for each of {}", plural(hcas, "HCA", "HCAs")),
+                },
+                plural(n.max(1) * hcas, "core", "cores"),
                 match intent.isolate {
                     Isolate::Cores(_) if free >= hcas => format!("Ask for fewer: --isolate {}", free / hcas),
-                    _ if !intent.reserve.is_empty() => "Reserve fewer CPUs, or serve fewer HCAs with --hca".to_string(),
-                    _ => "Serve fewer HCAs on this node with --hca, or tune a host with more cores".to_string(),
+                    _ if !intent.reserve.is_empty() => "Reserve fewer CPUs, or tune a host with more cores".to_string(),
+                    _ if !none => "Serve fewer HCAs on this node with --hca, or tune a host with more cores".to_string(),
+                    _ => "Tune a host with more cores".to_string(),
                 }
             )));
         }
@@ -1222,24 +1241,16 @@ mod tests {
         );
     }
 
+    /// One CPU, or one core with its SMT sibling: nothing to isolate.
     #[test]
-    fn one_cpu_gets_a_reason() {
-        let h = host(1, 1, 1, &[Some(0)]);
-        let e = suggest(&h, &Intent::default()).unwrap_err();
-        assert!(
-            matches!(&e, SuggestError::CannotTune(m) if m.contains("1 online CPU")),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn one_core_with_smt_gets_a_reason() {
-        let h = host(1, 1, 2, &[Some(0)]);
-        let e = suggest(&h, &Intent::default()).unwrap_err();
-        assert!(
-            matches!(&e, SuggestError::CannotTune(m) if m.contains("0 core(s) to spare")),
-            "{e}"
-        );
+    fn a_host_without_a_spare_core_gets_a_reason() {
+        for (smt, says) in [(1, "1 online CPU"), (2, "can spare 0 cores")] {
+            let e = suggest(&host(1, 1, smt, &[Some(0)]), &Intent::default()).unwrap_err();
+            assert!(
+                matches!(&e, SuggestError::CannotTune(m) if m.contains(says)),
+                "{e}"
+            );
+        }
     }
 
     #[test]
