@@ -207,6 +207,7 @@ pub enum Cmd {
     /// Save it, check it with `plan`, then `apply` it. A host that cannot be
     /// tuned as asked (one CPU, no HCA unless --hca none, no cpuset
     /// controller, a node without cores to spare) gets the reason and exit 3.
+    #[command(after_help = suggest::SUGGEST_HELP)]
     Suggest(suggest::SuggestArgs),
     /// Restore every journalled value, newest first (also after a crash in apply).
     Revert {

@@ -13,6 +13,20 @@ use crate::profile::suggest::{self, HcaChoice, HugePages, Intent, Isolate, Sugge
 use anyhow::Result;
 use clap::Args;
 
+/// `suggest --help`'s epilogue: examples and its exit codes.
+pub const SUGGEST_HELP: &str = "\
+Examples:
+  ibtune suggest > my.toml && ibtune plan my.toml
+  ibtune suggest --hca mlx5_0 --isolate 4 --reserve 0-1
+  ibtune suggest --hca none --isolate 2        (no HCA: isolated cores alone)
+  ibtune --root tests/fixtures/amd-4node suggest --json
+
+Exit codes: 0 the profile is printed; 2 bad input (an HCA that is not
+there, an offline --reserve CPU, --hugepage-pool); 3 the host cannot be
+tuned as asked, and the reason is printed instead of a profile (one CPU, no
+HCA without --hca none, no cpuset controller, a node without the cores
+asked for).";
+
 /// What `suggest` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SuggestFormat {
