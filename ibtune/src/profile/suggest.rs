@@ -393,18 +393,17 @@ pub fn layout(host: &Host, intent: &Intent) -> Result<Layout, SuggestError> {
     for (i, (dev, node)) in wanted.iter().enumerate() {
         let n = per_node_cores[node];
         let at = taken.entry(*node).or_default();
-        let picked: Vec<usize> = spare[node][*at..*at + n].to_vec();
+        let mut picked: Vec<usize> = spare[node][*at..*at + n].to_vec();
         *at += n;
-        let mut picked_sorted = picked.clone();
-        picked_sorted.sort_unstable();
-        let cpus = picked_sorted
+        picked.sort_unstable();
+        let cpus = picked
             .iter()
             .fold(CpuSet::new(), |a, &c| a.union(&cores[c].cpus));
         groups.push(Group {
             hca: dev.map(|d| d.name.clone()),
             cpuset: cpuset_name(dev.map(|d| d.name.as_str()), i),
             node: *node,
-            cores: picked_sorted,
+            cores: picked,
             cpus,
             irq_cpus: CpuSet::new(),
             irqs: dev.map_or(0, |d| d.irqs.iter().filter(|q| !q.is_async).count()),
