@@ -8,6 +8,7 @@
 pub mod exit;
 pub mod experiment;
 pub mod output;
+pub mod suggest;
 
 use crate::host::{self, HostRoot};
 use crate::profile::{self, Profile};
@@ -199,6 +200,15 @@ pub enum Cmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Print a starting profile for this host: isolated whole cores on each
+    /// HCA's NUMA node, its IRQs on that node's housekeeping CPUs, and the
+    /// busy-poll settings, with a comment on every choice. Changes nothing.
+    ///
+    /// Save it, check it with `plan`, then `apply` it. A host that cannot be
+    /// tuned as asked (one CPU, no HCA unless --hca none, no cpuset
+    /// controller, a node without cores to spare) gets the reason and exit 3.
+    #[command(after_help = suggest::SUGGEST_HELP)]
+    Suggest(suggest::SuggestArgs),
     /// Restore every journalled value, newest first (also after a crash in apply).
     Revert {
         #[command(flatten)]
@@ -503,6 +513,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             };
             experiment::run(&settings, &root, &state_dir)
         }
+        Cmd::Suggest(args) => suggest::run(&args, &root),
         Cmd::Hold { us, pidfile } => {
             hold::hold(&root, us, pidfile.as_deref())?;
             Ok(exit::OK)
