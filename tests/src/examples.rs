@@ -74,6 +74,7 @@ pub enum Class {
 /// (the lab's examples run against a server on the same guest).
 pub const LAB_SUBSTITUTIONS: &[(&str, &str)] = &[
     ("mlx5_0", "rxe0"),
+    ("mlx5_1", "rxe0"),
     ("hostA", "10.77.0.1"),
     ("hostB", "10.77.0.1"),
     ("node2", "10.77.0.1"),
@@ -100,6 +101,19 @@ pub const NOT_RUNNABLE: &[(&str, &str)] = &[
     ("ibtune plan ./my.toml", "needs the profile's HCAs"),
     ("ibtune --root node7 plan", "needs the profile's HCAs"),
     ("tests/lab/", "boots the lab"),
+    ("/path/to/target/", "boots the lab"),
+    (
+        "sudo taskset -c 0 ibprobe host --trace",
+        "a kernel with the timerlat tracer",
+    ),
+    (
+        "ibprobe server --dev mlx5_0",
+        "needs an HCA that stamps completions",
+    ),
+    (
+        "ibprobe client node2 --dev mlx5_0 --hw-timestamps",
+        "needs an HCA that stamps completions",
+    ),
     ("LAB=$(tests/lab/lab", "boots the lab"),
     ("curl -s localhost:9427", "asks a running exporter"),
 ];
@@ -227,9 +241,11 @@ fn block_mark_of(line: &str) -> &str {
         .map_or("", str::trim)
 }
 
-/// Whether a Markdown file has a fenced block that is not tagged as a
-/// shell but holds a `$ ` prompt: an example the test would not see.
-pub fn untagged_prompts(text: &str) -> Vec<usize> {
+/// The fenced blocks of a Markdown file that are not tagged at all but
+/// hold a command a reader would copy (a `$ ` prompt, or a line that
+/// starts with a tool's name or `sudo`): examples the test would not see.
+/// A usage synopsis is tagged `text`.
+pub fn untagged_examples(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
     let mut open: Option<(usize, bool)> = None;
     for (i, line) in text.lines().enumerate() {
@@ -239,7 +255,11 @@ pub fn untagged_prompts(text: &str) -> Vec<usize> {
                 Some(_) => None,
             };
         } else if let Some((at, true)) = open {
-            if line.starts_with("$ ") && out.last() != Some(&at) {
+            let command = line.starts_with("$ ")
+                || ["ibprobe ", "ibtune ", "ibexporter ", "sudo "]
+                    .iter()
+                    .any(|t| line.starts_with(t));
+            if command && out.last() != Some(&at) {
                 out.push(at);
             }
         }
@@ -468,14 +488,14 @@ mod tests {
     }
 
     #[test]
-    fn other_blocks_are_not_examples_and_untagged_prompts_are_found() {
-        let md = "```toml\n[a]\n```\n```\n$ ibprobe devices\nout\n```\n<!-- examples: runs in the lab -->\n```sh\nls # here\n```\n";
+    fn other_blocks_are_not_examples_and_untagged_ones_are_found() {
+        let md = "```toml\n[a]\n```\n```\n$ ibprobe devices\nout\n```\n```\nibtune show\n```\n```text\nibtune <COMMAND>\n```\n<!-- examples: runs in the lab -->\n```sh\nls # here\n```\n";
         let b = markdown("R.md", md);
         assert_eq!(b.len(), 1);
-        assert_eq!(b[0].at, "R.md:9");
+        assert_eq!(b[0].at, "R.md:15");
         assert_eq!(b[0].examples, vec![ex("ls", "here (runs in the lab)")]);
         assert_eq!(b[0].examples[0].class(), Class::Lab);
-        assert_eq!(untagged_prompts(md), vec![4]);
+        assert_eq!(untagged_examples(md), vec![4, 8]);
     }
 
     #[test]

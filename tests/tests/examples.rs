@@ -1,16 +1,20 @@
 //! Every example of a Markdown doc and of a `--help` runs as written
 //! (`ibtools_tests::examples`: what an example is, and its marks).
 //!
-//! How: each block runs in a scratch folder that links the repository's
-//! top-level entries (so `tests/fixtures/...` and `profiles/...` resolve,
-//! and what an example writes stays there), with the three tools built in
-//! this target folder first on `PATH`, each command through `bash -c`. A
-//! block with a background example (`runs until stopped`) runs alone (the
-//! examples' ports are fixed); the others run side by side. Examples in the
-//! lab are listed with their lab spelling; `tests/tests/lab.rs`
-//! (`standard_loopback`, `examples_in_the_lab`) runs them. Examples that
-//! cannot run by design are [`examples::NOT_RUNNABLE`], each with the reason its
-//! comment gives the reader.
+//! How: the blocks of one Markdown file run in order in one scratch folder
+//! (with the files the doc shows, as a reader following it has them), each
+//! `--help` example in its own. The folder links the repository's
+//! top-level entries, so `tests/fixtures/...` and `profiles/...` resolve
+//! and what an example writes stays in the folder (an example copies a
+//! fixture before it changes it). The three tools built in this target
+//! folder come first on `PATH`; each command runs through `bash -c`, a
+//! leading `sudo` dropped (root examples run only as root). Files run side
+//! by side; a block with a background example (`runs until stopped`) runs
+//! while no other such block does (their ports are fixed). Examples in
+//! the lab are listed with their lab spelling; `tests/tests/lab.rs`
+//! (`standard_loopback::examples_in_the_lab`) runs them. Examples that
+//! cannot run by design are [`examples::NOT_RUNNABLE`], each with the
+//! reason its comment gives the reader.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,6 +23,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ibtools_tests::examples::{self, Block, Class, Example};
+
+/// Held by a block with a background example while it runs: the
+/// examples' servers listen on fixed ports (18515, 9427 ...).
+static PORTS: Mutex<()> = Mutex::new(());
 
 /// How long one command may run (debug binaries on a loaded 2-core host).
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,9 +42,8 @@ struct Session {
     files: Vec<(String, String)>,
 }
 
-/// The example sessions of the Markdown docs, one per file; fails on a
-/// fenced block with a `$ ` prompt that is not tagged as a shell (the test
-/// would miss it).
+/// The example sessions of the Markdown docs, one per file; fails on an
+/// untagged fenced block that holds commands (the test would miss them).
 fn doc_sessions() -> Vec<Session> {
     let mut sessions = Vec::new();
     let mut untagged = Vec::new();
@@ -44,7 +51,7 @@ fn doc_sessions() -> Vec<Session> {
         let rel = f.strip_prefix(root()).unwrap().display().to_string();
         let text = std::fs::read_to_string(&f).unwrap();
         untagged.extend(
-            examples::untagged_prompts(&text)
+            examples::untagged_examples(&text)
                 .into_iter()
                 .map(|l| format!("{rel}:{l}")),
         );
@@ -55,7 +62,7 @@ fn doc_sessions() -> Vec<Session> {
     }
     assert!(
         untagged.is_empty(),
-        "fenced blocks with a `$ ` prompt but no ```console tag: {untagged:?}"
+        "fenced blocks holding commands but no tag (```sh or ```console for examples, ```text for a synopsis): {untagged:?}"
     );
     sessions
 }
@@ -133,6 +140,11 @@ fn run_session(
 /// Runs one block's examples in order in `dir`; a failure as one line
 /// with the command's own output.
 fn run_block(b: &Block, dir: &Path, bin: &Path, root_ok: bool) -> Result<Vec<String>, String> {
+    let _ports = b
+        .examples
+        .iter()
+        .any(|e| e.class() == Class::UntilStopped && e.not_runnable().is_none())
+        .then(|| PORTS.lock().unwrap_or_else(|p| p.into_inner()));
     let mut background: Vec<(String, Child, PathBuf)> = Vec::new();
     let mut said = Vec::new();
     let result = (|| {
@@ -267,29 +279,18 @@ fn every_example_of_a_doc_or_a_help_runs_as_written() {
     }
     eprintln!("lab substitutions: {:?}", examples::LAB_SUBSTITUTIONS);
 
-    // Sessions with a background example run one at a time (fixed ports);
-    // the others side by side.
+    // Sessions side by side, one lane per core (the measuring examples
+    // busy-wait: a third loop on two cores made each several times
+    // slower), the longest first; a block with a background example holds
+    // `PORTS` while it runs (`run_block`).
     let root_ok = is_root();
-    let (serial, parallel): (Vec<&Session>, Vec<&Session>) = sessions.iter().partition(|s| {
-        s.blocks
-            .iter()
-            .flat_map(|b| &b.examples)
-            .any(|e| e.class() == Class::UntilStopped && e.not_runnable().is_none())
-    });
-    let queue = Mutex::new(parallel);
+    let mut queue: Vec<&Session> = sessions.iter().collect();
+    queue.sort_by_key(|s| s.blocks.iter().map(|b| b.examples.len()).sum::<usize>());
+    let queue = Mutex::new(queue);
     let results = Mutex::new(Vec::new());
-    // One lane per core, the serial one included: the measuring examples
-    // busy-wait, and a third loop on two cores made each several times slower.
-    let lanes =
-        std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1));
+    let lanes = std::thread::available_parallelism().map_or(2, |n| n.get());
     let start = Instant::now();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            for session in &serial {
-                let r = run_session(session, &bin, root_ok);
-                results.lock().unwrap().extend(r);
-            }
-        });
         for _ in 0..lanes {
             s.spawn(|| loop {
                 let Some(session) = queue.lock().unwrap().pop() else {

@@ -190,6 +190,7 @@ fn examples_in_the_lab(lab: &Lab) {
     );
     for (i, (_, e)) in examples.iter().enumerate() {
         let cmd = e.in_lab();
+        let cmd = cmd.strip_prefix("sudo ").unwrap_or(&cmd).to_string();
         let words: Vec<&str> = cmd.split_whitespace().collect();
         let t = words
             .windows(2)
