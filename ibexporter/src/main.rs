@@ -490,7 +490,12 @@ fn main() -> ExitCode {
             return Exit::Failed.into();
         }
     };
-    match rt.block_on(daemon::run(o, ibexporter::shutdown_signal())) {
+    // Listening for SIGTERM from here, before anything is served.
+    let shutdown = {
+        let _in_runtime = rt.enter();
+        ibexporter::shutdown_signal()
+    };
+    match rt.block_on(daemon::run(o, shutdown)) {
         Ok(()) => {
             tracing::info!("shut down");
             ExitCode::SUCCESS
