@@ -39,14 +39,20 @@ fn host_lock(root: &HostRoot, wait: Duration) -> Result<host::HostLock, i32> {
 
 const AFTER_HELP: &str = "\
 Workflow:
-  ibtune show                         what the host is, with warnings
-  ibtune plan thesis-2hca             what would change (no root needed)
-  sudo ibtune apply thesis-2hca       journal originals, then change
-  ibtune verify thesis-2hca           exit 0 = matches, 1 = drift, 2 = error
+  ibtune show                     # what the host is, with warnings
+  ibtune plan thesis-2hca         # what would change (no root needed)
+      # needs the profile's HCAs
+  sudo ibtune apply thesis-2hca   # journal originals, then change
+      # changes this host
+  ibtune verify thesis-2hca       # exit 0 = matches, 1 = drift, 2 = error
+      # needs the profile's HCAs
   sudo ibtune run thesis-2hca --cpuset real-time-0 -- ./my-rt-app
-  sudo ibtune revert                  restore every journalled value
-  sudo ibtune experiment thesis-2hca --rounds 10 --each-knob -- \
-       ibprobe loopback -t rc --json  did the profile, or each knob, help?
+      # your program on the isolated CPUs (changes this host)
+  sudo ibtune revert              # restore every journalled value
+      # changes this host
+  sudo ibtune experiment thesis-2hca --rounds 10 --each-knob -- \\
+       ibprobe loopback -t rc --json
+      # did the profile, or each knob, help? (changes this host)
 
 PROFILE is a file, or a name from ./profiles, /etc/ibtune/profiles or
 /usr/share/ibtune/profiles (the Debian package installs the shipped ones there).
@@ -86,11 +92,15 @@ after any apply.
 Examples:
   sudo ibtune experiment thesis-2hca --rounds 10 -- \\
        ibprobe loopback -t rc --dev mlx5_0 --json
+      # changes this host
   sudo ibtune experiment thesis-2hca --each-knob --format markdown -- \\
        ibprobe stream -t rc --batch 16 --count 100000 --json
+      # changes this host
+  cp -a tests/fixtures/thesis-2s-mlx5 fixture-copy && \\
   ibtune experiment --root fixture-copy --state-dir exp-state \\
        profiles/thesis-2hca.toml --rounds 6 --json -- \\
-       ibprobe loopback -t shm --count 5000 --json
+       ibprobe loopback -t shm --count 2000 --json
+      # on a copy of a captured host, from a checkout
 
 Exit codes (the toolkit's table, `ibtune --help`): 0 done; 2 bad input
 (nothing changed); 3 an apply failed and was rolled back; 4 the host could
