@@ -208,7 +208,8 @@ fn examples_in_the_lab(lab: &Lab) {
             cmd.clone()
         };
         script.push_str(&format!(
-            "( {run} ) > $LAB_RESULTS/example-{i}.log 2>&1 </dev/null; echo \"example {i} exit $?\"\n"
+            "t=$(date +%s%N); ( {run} ) > $LAB_RESULTS/example-{i}.log 2>&1 </dev/null; \
+             echo \"example {i} exit $? in $((($(date +%s%N) - t) / 1000000)) ms\"\n"
         ));
     }
     std::fs::write(lab.results(Node::A).join("examples.sh"), &script).unwrap();
@@ -221,15 +222,21 @@ fn examples_in_the_lab(lab: &Lab) {
         .unwrap_or_else(|e| std::panic::panic_any(e));
     let mut failed = Vec::new();
     for (i, (at, e)) in examples.iter().enumerate() {
-        let code = o
+        let line = o
             .stdout
             .lines()
-            .find_map(|l| l.strip_prefix(&format!("example {i} exit ")))
-            .and_then(|c| c.trim().parse::<i32>().ok());
+            .find_map(|l| l.strip_prefix(&format!("example {i} exit ")));
+        let ms = line
+            .and_then(|l| l.split_once(" in "))
+            .map(|(_, t)| t.trim());
+        let code = line
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|c| c.parse::<i32>().ok());
         let ok = code == Some(0) || (code == Some(1) && e.command.contains("--fail-if"));
         eprintln!(
-            "{} in the lab: exit {code:?}: {} ({at})",
+            "{} in the lab: exit {code:?} in {}: {} ({at})",
             if ok { "ok" } else { "FAILED" },
+            ms.unwrap_or("?"),
             e.in_lab()
         );
         if !ok {

@@ -17,8 +17,13 @@ use clap::Args;
 pub const SUGGEST_HELP: &str = "\
 Examples:
   ibtune suggest > my.toml && ibtune plan my.toml
-  ibtune suggest --hca mlx5_0 --isolate 4 --reserve 0-1
-  ibtune suggest --hca none --isolate 2        (no HCA: isolated cores alone)
+      # this host's starting profile, then what it would change
+      # (needs an RDMA device: runs in the lab)
+  ibtune --root tests/fixtures/thesis-2s-mlx5 suggest --isolate 4 \\
+       --hca mlx5_0 --reserve 0-1
+      # a snapshot of a host: 4 cores for mlx5_0, CPUs 0-1 kept
+  ibtune --root tests/fixtures/thesis-2s-mlx5 suggest --hca none
+      # no HCA: isolated cores alone
   ibtune --root tests/fixtures/amd-4node suggest --json
 
 Exit codes: 0 the profile is printed; 2 bad input (an HCA that is not
