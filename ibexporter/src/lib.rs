@@ -37,27 +37,32 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:9427";
 /// This crate's version, as reported in `ibexporter_build_info`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+/// Completes on Ctrl-C (SIGINT) or SIGTERM, listening from the moment it
+/// is called (inside a Tokio runtime).
 ///
 /// Why it exists: systemd stops services with SIGTERM, terminals with
-/// Ctrl-C; both must shut the server down cleanly.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        // If the handler cannot be installed, only SIGTERM stops us.
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
+/// Ctrl-C; both must shut the server down cleanly. Why it listens at the
+/// call: an `async fn` registers nothing until it is first polled, and the
+/// server first polls it once it serves, after it has said so; a SIGTERM in
+/// between (a unit stopped right after it started) killed the process by
+/// the signal's default action instead of stopping it with exit 0.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+    // If a handler cannot be installed, only the other signal stops us.
+    let interrupt = signal(SignalKind::interrupt()).ok();
+    let terminate = signal(SignalKind::terminate()).ok();
+    async fn received(s: Option<Signal>) {
+        match s {
+            Some(mut s) => {
                 s.recv().await;
             }
-            Err(_) => std::future::pending::<()>().await,
+            None => std::future::pending::<()>().await,
         }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    }
+    async move {
+        tokio::select! {
+            _ = received(interrupt) => {},
+            _ = received(terminate) => {},
+        }
     }
 }

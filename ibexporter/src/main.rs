@@ -13,7 +13,24 @@ use ibexporter::daemon::{self, DaemonOptions};
 /// The top-level `--help` epilogue: examples, then the toolkit's exit code
 /// table (`ibhost::exit`).
 fn after_help() -> String {
-    let examples = "Examples:\n  ibexporter                                   probe this host, serve :9427\n  ibexporter --config /etc/ibexporter/ibexporter.toml\n  ibexporter --check-config ibexporter.toml   validate only (exit 0 or 2)\n  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml\n                                               also export drift from an ibtune profile\n  ibexporter --interval 1s --sizes 32,4096     probe faster, two message sizes\n  ibexporter mesh --simulate --hosts 10000 --racks 333\n                                               a cluster's probe plan and failure simulation\n  curl -s localhost:9427/metrics | grep ibprobe_latency_window\n\nOptions given on the command line override the config file.";
+    let examples = "\
+Examples:
+  ibexporter               # probe this host, serve :9427 (runs until stopped)
+  ibexporter --check-config ibexporter/examples/ibexporter.toml
+      # validate only: exit 0, or 2 naming the line
+  ibexporter --config ibexporter/examples/ibexporter.toml
+      # runs until stopped
+  ibexporter --listen 127.0.0.1:9427 --profile profiles/thesis-2hca.toml
+      # also export drift from an ibtune profile (runs until stopped)
+  ibexporter --interval 1s --sizes 32,4096
+      # probe faster, two message sizes (runs until stopped)
+  ibexporter mesh --simulate --hosts 1000 --racks 25
+      # a cluster's probe plan and failure simulation
+  curl -s localhost:9427/metrics | grep ibprobe_latency_window
+      # what it serves (asks a running exporter)
+
+Options given on the command line override the config file (installed:
+/etc/ibexporter/ibexporter.toml, from ibexporter/examples/ibexporter.toml).";
     format!("{examples}\n\n{}", ibhost::exit::help())
 }
 
@@ -136,7 +153,7 @@ const RENAMED: &[ibhost::renamed::Renamed] = &[
 /// the same plan; this prints it without probing anything.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Examples:\n  ibexporter mesh --simulate --hosts 10000 --racks 333     figures and detection times\n  ibexporter mesh --file-sd pinglist.json --node 10.0.0.7:18515\n                                          that member's round now\n  ibexporter mesh --file-sd pinglist.json --all --epoch 5 --json\n                                          every member's round in epoch 5\n\nExit codes: 0 printed, 2 bad options or list."
+    after_help = "Examples:\n  ibexporter mesh --simulate --hosts 1000 --racks 25  # figures and detection times\n  ibexporter mesh --file-sd deploy/prometheus/pinglist.json --node rdma-node-03.example.org\n      # that member's round now\n  ibexporter mesh --file-sd deploy/prometheus/pinglist.json --all --epoch 5 --json\n      # every member's round in epoch 5\n\nExit codes: 0 printed, 2 bad options or list."
 )]
 struct PlanArgs {
     /// The cluster: a Prometheus file_sd JSON pinglist naming every member.
@@ -473,7 +490,12 @@ fn main() -> ExitCode {
             return Exit::Failed.into();
         }
     };
-    match rt.block_on(daemon::run(o, ibexporter::shutdown_signal())) {
+    // Listening for SIGTERM from here, before anything is served.
+    let shutdown = {
+        let _in_runtime = rt.enter();
+        ibexporter::shutdown_signal()
+    };
+    match rt.block_on(daemon::run(o, shutdown)) {
         Ok(()) => {
             tracing::info!("shut down");
             ExitCode::SUCCESS

@@ -3,7 +3,8 @@
 //!
 //! The library is a map of the program:
 //! - [`host`]: discovery of the host through a root (`/` or a snapshot);
-//! - [`profile`]: profile files, parsed with spans and resolved against a host;
+//! - [`profile`]: profile files, parsed with spans and resolved against a host,
+//!   and `profile::suggest`, which derives a starting one from a host;
 //! - [`tune`]: the plan of changes, the journal, apply / verify / revert;
 //! - [`sys`]: the few raw syscalls (memory policy, scheduling), the crate's
 //!   only `unsafe`.

@@ -357,6 +357,34 @@ fn guest() -> Group {
                     .join(" ")
             );
         })
+        .test("suggest_for_rxe0_plans_clean_applies_verifies_and_reverts", |lab| {
+            // A host no fixture describes: the guest's real kernel, cgroup
+            // v2, sysctls and THP, and rxe0 (no IRQs, no NUMA node).
+            let toml = "/run/lab/results/suggested.toml";
+            let o = lab.sh(&format!("{IBTUNE} suggest --hca rxe0 > {toml}"));
+            assert_eq!(o.status, 0, "{o}");
+            assert!(o.stderr.is_empty(), "suggest warned: {o}");
+            // CPU 0's core stays housekeeping; the other vCPU is isolated.
+            let t = lab.sh(&format!("grep -A1 'whole core' {toml}")).success();
+            assert!(t.stdout.contains("cpus = \"1\""), "{t}");
+            let before = lab
+                .sh("cat /sys/fs/cgroup/cgroup.subtree_control; ls /sys/fs/cgroup; sysctl -n kernel.sched_rt_runtime_us kernel.timer_migration vm.stat_interval; cat /sys/kernel/mm/transparent_hugepage/enabled")
+                .success()
+                .stdout;
+            for step in [format!("plan {toml}"), format!("apply {toml}"), format!("verify {toml}"), "revert".to_string()] {
+                let o = lab.sh(&format!("{IBTUNE} {STATE} {step}"));
+                assert_eq!(o.status, 0, "{step}: {o}");
+                assert!(o.stderr.is_empty(), "{step} warned: {o}");
+                if step.starts_with("apply") {
+                    assert!(o.stdout.contains("applied profile suggested: "), "{o}");
+                }
+            }
+            let after = lab
+                .sh("cat /sys/fs/cgroup/cgroup.subtree_control; ls /sys/fs/cgroup; sysctl -n kernel.sched_rt_runtime_us kernel.timer_migration vm.stat_interval; cat /sys/kernel/mm/transparent_hugepage/enabled")
+                .success()
+                .stdout;
+            assert_eq!(before, after, "guest not as found");
+        })
         // Last: it applies and reverts the same cpuset as the tests above.
         .test("recipe_tune_before_runs_from_its_text", tune_recipe)
 }

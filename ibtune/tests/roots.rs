@@ -5,26 +5,15 @@
 //! Two fixture copies sharing one `--state-dir` stand for the live host and
 //! a snapshot sharing `/var/lib/ibtune`: the check is the same.
 
+mod common;
+
 use assert_cmd::Command;
+use common::ibtune;
 use ibtools_tests::{assert_same_tree, fixture_copy, profile, snapshot, FixtureCopy};
 use std::path::Path;
 use std::time::Duration;
 
 const THESIS: &str = "thesis-2s-mlx5";
-
-/// `ibtune --root ROOT --state-dir STATE ARGS`, bounded in time.
-fn ibtune(root: &Path, state: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("ibtune")
-        .unwrap()
-        .arg("--root")
-        .arg(root)
-        .arg("--state-dir")
-        .arg(state)
-        .args(args)
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap()
-}
 
 fn apply(fx: &FixtureCopy, state: &Path) {
     let p = profile("thesis-2hca");

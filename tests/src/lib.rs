@@ -7,6 +7,7 @@
 //! comparisons honest (symlinks, empty dirs and file bytes all count).
 
 pub mod doc_table;
+pub mod examples;
 pub mod grafana;
 pub mod lab;
 pub mod netns;
@@ -169,6 +170,27 @@ pub fn workspace_bin(name: &str) -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// The three tools (ibprobe, ibtune, ibexporter), built (or found up to
+/// date) in the running test's target folder, and that folder.
+///
+/// Why it builds: a `cargo test -p ibtools-tests` run does not build other
+/// packages' binaries, and the tests that run the tools as a user does
+/// (their options, their examples) need the ones of this checkout.
+pub fn build_tools() -> PathBuf {
+    let st = std::process::Command::new(env!("CARGO"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args(["build", "-q", "--bins"])
+        .args(examples::TOOLS.iter().flat_map(|t| ["-p", t]))
+        .status()
+        .expect("cargo build");
+    assert!(st.success(), "building the three tools failed");
+    let exe = std::env::current_exe().expect("test executable");
+    exe.ancestors()
+        .nth(2)
+        .expect("target/<profile>/deps/<test>")
+        .to_path_buf()
 }
 
 /// Polls `cond` every 10 ms until it holds; fails naming `what` after 10 s.

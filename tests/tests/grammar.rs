@@ -19,27 +19,7 @@ fn root() -> PathBuf {
 
 /// The three binaries, built (or found up to date) in this target folder.
 fn binaries() -> PathBuf {
-    let st = Command::new(env!("CARGO"))
-        .current_dir(root())
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "ibtune",
-            "-p",
-            "ibprobe",
-            "-p",
-            "ibexporter",
-            "--bins",
-        ])
-        .status()
-        .expect("cargo build");
-    assert!(st.success(), "building the three tools failed");
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors()
-        .nth(2)
-        .expect("target/<profile>/deps/<test>")
-        .to_path_buf()
+    ibtools_tests::build_tools()
 }
 
 /// Every option of every command: (long name, value name, command path).

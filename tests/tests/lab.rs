@@ -116,6 +116,7 @@ fn standard_loopback() -> Group {
             let got = std::fs::read_to_string(lab.results(Node::A).join("hello.txt")).unwrap();
             assert_eq!(got, "from iblab-a\n");
         })
+        .test("examples_in_the_lab", examples_in_the_lab)
         .test("guest_timeout_kills_a_hung_command", |lab| {
             let t0 = Instant::now();
             let o = lab
@@ -160,6 +161,94 @@ fn standard_loopback() -> Group {
             assert!(qemu_processes(&dir).is_empty(), "QEMU still running after the hard timeout");
             assert!(!Path::new(&dir).exists(), "lab folder left behind");
         })
+}
+
+/// Every example of a doc or `--help` marked `runs in the lab`
+/// (`ibtools_tests::examples`), run on rxe0 as one script after the lab's
+/// substitutions. An example that names a peer runs against `ibprobe
+/// server -t T --forever` on this guest (T: the example's transport); an
+/// `ibprobe server` example answers one `ibprobe client`. Each must exit
+/// 0; one with `--fail-if` may exit 1 (its threshold's verdict on an
+/// emulated HCA), never anything else.
+fn examples_in_the_lab(lab: &Lab) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = ibtools_tests::workspace_bin("ibprobe");
+    let bin = bin.parent().expect("the target folder");
+    let examples = ibtools_tests::examples::lab_examples(&root, bin);
+    assert!(
+        !examples.is_empty(),
+        "no example is marked `runs in the lab`"
+    );
+    eprintln!(
+        "lab substitutions: {:?}",
+        ibtools_tests::examples::LAB_SUBSTITUTIONS
+    );
+    let mut script = format!(
+        "export PATH={}:$PATH\nmkdir -p /run/examples && cd /run/examples\n\
+         up() {{ for i in $(seq 100); do ss -ltn | grep -q ':18515 ' && return; sleep 0.1; done; }}\n",
+        bin.display()
+    );
+    for (i, (_, e)) in examples.iter().enumerate() {
+        let cmd = e.in_lab();
+        let cmd = cmd.strip_prefix("sudo ").unwrap_or(&cmd).to_string();
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        let t = words
+            .windows(2)
+            .find(|w| w[0] == "-t" || w[0] == "--transport")
+            .map_or("rc", |w| w[1]);
+        let run = if cmd.starts_with("ibprobe server") {
+            format!(
+                "{cmd} & s=$!; up; ibprobe client 127.0.0.1 -t {t} --count 100 >/dev/null; wait $s"
+            )
+        } else if cmd.contains("10.77.0.1") {
+            format!(
+                "ibprobe server -t {t} --forever >/dev/null 2>&1 & s=$!; up; {cmd}; rc=$?; kill $s; wait $s; exit $rc"
+            )
+        } else {
+            cmd.clone()
+        };
+        script.push_str(&format!(
+            "( {run} ) > $LAB_RESULTS/example-{i}.log 2>&1 </dev/null; echo \"example {i} exit $?\"\n"
+        ));
+    }
+    std::fs::write(lab.results(Node::A).join("examples.sh"), &script).unwrap();
+    let o = lab
+        .exec(
+            Node::A,
+            "sh $LAB_RESULTS/examples.sh",
+            Duration::from_secs(900),
+        )
+        .unwrap_or_else(|e| std::panic::panic_any(e));
+    let mut failed = Vec::new();
+    for (i, (at, e)) in examples.iter().enumerate() {
+        let code = o
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("example {i} exit ")))
+            .and_then(|c| c.trim().parse::<i32>().ok());
+        let ok = code == Some(0) || (code == Some(1) && e.command.contains("--fail-if"));
+        eprintln!(
+            "{} in the lab: exit {code:?}: {} ({at})",
+            if ok { "ok" } else { "FAILED" },
+            e.in_lab()
+        );
+        if !ok {
+            let log =
+                std::fs::read_to_string(lab.results(Node::A).join(format!("example-{i}.log")))
+                    .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(8).collect();
+            failed.push(format!(
+                "{at}: `{}` exited {code:?}:\n{}",
+                e.in_lab(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "lab examples that fail:\n{}\n{o}",
+        failed.join("\n\n")
+    );
 }
 
 /// The lab directories of `retried`'s first test: the guest it froze,

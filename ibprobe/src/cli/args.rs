@@ -32,18 +32,29 @@ pub use ibhost::list::{parse_list, parse_sizes};
 
 pub const AFTER_HELP: &str = "\
 Examples:
-  ibprobe devices                                   RDMA devices, ports, GIDs, NUMA node
-  ibprobe loopback --transport shm --count 100000   the zero-latency reference (shared memory)
-  ibprobe loopback --transport udp --size 64        kernel UDP one-way latency in one process
-  ibprobe loopback --transport uc --inline auto --signal auto --cpu 2
-                                                    the thesis's best case: UC, inline, unsignaled
-  ibprobe server --transport rc                     on host A (listens on TCP 18515)
-  ibprobe client hostA --transport rc --duration 10s --format perftest
-                                                    on host B: round trip, perftest's columns
-  ibprobe client hostA --transport udp --rate 10000 --json > run.json
-  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,10k --plot grid.svg
-                                                    one-way p50 / p99 over a size x rate grid
-  ibprobe host --cpus 2-3 --duration 60s            SCHED_FIFO wake-up latency of CPUs 2 and 3";
+  ibprobe loopback --transport shm --count 100000
+      # the zero-latency reference (shared memory)
+  ibprobe loopback --transport udp --size 64
+      # kernel UDP one-way latency in one process
+  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,10k --count 500 \\
+       --plot grid.svg
+      # one-way p50 / p99 over a size x rate grid, and its heatmap
+  ibprobe host --cpus 1 --duration 2s
+      # SCHED_FIFO wake-up latency of CPU 1 (needs root)
+  ibprobe devices           # RDMA devices, ports, GIDs, NUMA node
+  ibprobe loopback --transport uc --inline auto --signal auto --cpu 1
+      # the thesis's best case: UC, inline, unsignaled
+      # (needs an RDMA device: runs in the lab)
+  ibprobe server --transport rc
+      # on host A: listens on TCP 18515 for one client
+      # (needs an RDMA device: runs in the lab)
+  ibprobe client hostA --transport rc --duration 2s --format perftest
+      # on host B: round trip, perftest's columns
+      # (needs a peer: runs in the lab)
+  ibprobe client hostA --transport udp --rate 10000 --count 5000 --json \\
+       > run.json
+      # the same over UDP, saved for `ibprobe compare`
+      # (needs a peer: runs in the lab)";
 
 /// The top-level `--help` epilogue: the examples, then the toolkit's exit
 /// code table (`ibhost::exit`).
@@ -66,7 +77,7 @@ pub struct Cli {
 pub enum Command {
     /// List RDMA devices: ports, state, link layer, GIDs, NUMA node, local CPUs.
     #[command(
-        after_help = "Examples:\n  ibprobe devices\n  ibprobe devices --json | jq '.[].name'"
+        after_help = "Examples:\n  ibprobe devices         # a table, or what to do when there is none\n  ibprobe devices --json  # a JSON list (empty when there is none)"
     )]
     Devices {
         /// Print JSON instead of a table.
@@ -76,17 +87,17 @@ pub enum Command {
     /// One process owns both ends: one-way latency (t_recv - t_subm) and
     /// send-completion latency on one clock.
     #[command(
-        after_help = "Examples:\n  ibprobe loopback --transport shm\n  ibprobe loopback --transport udp --count 100000 --format csv\n  ibprobe loopback --transport rc --dev rxe0 --op write-imm --inline off\n  ibprobe loopback --transport udp --round-trip     (RTT through an echo thread)"
+        after_help = "Examples:\n  ibprobe loopback --transport shm\n  ibprobe loopback --transport udp --count 100000 --format csv\n  ibprobe loopback --transport udp --round-trip --count 5000\n      # RTT through an echo thread\n  ibprobe loopback --transport rc --dev rxe0 --op write-imm --inline off\n      # needs an RDMA device: runs in the lab"
     )]
     Loopback(LoopbackArgs),
     /// Echo side of a round trip: waits for a client over TCP, echoes its messages.
     #[command(
-        after_help = "Examples:\n  ibprobe server --transport rc\n  ibprobe server --transport udp --bind 10.0.0.1:18515 --forever"
+        after_help = "Examples:\n  ibprobe server --transport udp --bind 127.0.0.1:18515 --forever\n      # runs until stopped\n  ibprobe server --transport rc\n      # one client, then exits; needs an RDMA device: runs in the lab"
     )]
     Server(ServerArgs),
     /// Measuring side of a round trip against `ibprobe server` (RTT and RTT/2).
     #[command(
-        after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n  ibprobe client 10.0.0.1:18515 --transport udp --duration 30s --rate 1000 --json"
+        after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n      # against `ibprobe server -t rc` on hostA (needs a peer: runs in the lab)\n  ibprobe client hostA:18515 --transport udp --duration 2s --rate 1000 --json\n      # 2000 round trips at 1000/s (needs a peer: runs in the lab)"
     )]
     Client(ClientArgs),
     /// Messages streaming through a credit window, batches with a flush timer,
@@ -95,7 +106,7 @@ pub enum Command {
     Stream(StreamArgs),
     /// One-way loopback over a grid of sizes x rates: table/CSV/JSON and an SVG heatmap.
     #[command(
-        after_help = "Examples:\n  ibprobe sweep --transport shm --sizes 8..4096 --rates 0,1000,10000\n  ibprobe sweep --transport udp --sizes 8,64,512 --rates 0,10k --count 2000 --format csv\n  ibprobe sweep --transport rc --dev rxe0 --sizes 8,64,512 --rates 0,1000 --plot grid.svg"
+        after_help = "Examples:\n  ibprobe sweep --transport shm --sizes 8..512 --rates 0,1000,10000 --count 200\n  ibprobe sweep --transport udp --sizes 8,64,512 --rates 0,10k --count 2000 --format csv\n  ibprobe sweep --transport rc --dev rxe0 --sizes 8,64,512 --rates 0,1000 \\\n       --count 500 --plot grid.svg\n      # needs an RDMA device: runs in the lab"
     )]
     Sweep(SweepArgs),
     /// Wake-up latency of a SCHED_FIFO thread per CPU (cyclictest's method), per-CPU percentiles.
@@ -129,11 +140,19 @@ or SIGHUP (forwarded to the round running, which is killed if it has not
 ended 5 s later; the rounds so far are compared).
 
 Examples:
-  ibprobe compare --rounds 8 --vary transport=shm,udp -- loopback --count 5000
-  ibprobe compare --rounds 10 --vary inline=auto,off -- loopback -t rc --dev rxe0 --size 32
-  ibprobe compare --rounds 12 --vary batch=1,4,16 --plot batch.svg -- stream -t shm --count 100000
-  ibprobe compare --vary warmup=100,101 --json -- loopback -t shm --count 5000   (a null check)
-  ibprobe compare before.json after.json      (two saved --json reports: no verdict, see above)
+  ibprobe compare --rounds 6 --vary transport=shm,udp -- loopback --count 2000
+  ibprobe compare --rounds 6 --vary batch=1,16 --plot batch.svg -- \\
+       stream -t shm --count 20000
+  ibprobe compare --rounds 6 --vary warmup=100,101 --json -- \\
+       loopback -t shm --count 2000
+      # a null check: no significant difference expected
+  ibprobe loopback -t shm --count 2000 --json > before.json && \\
+  ibprobe loopback -t shm --count 2000 --json > after.json && \\
+  ibprobe compare before.json after.json
+      # two saved --json reports: no verdict (see above)
+  ibprobe compare --rounds 10 --vary inline=auto,off -- \\
+       loopback -t rc --dev rxe0 --size 32
+      # needs an RDMA device: runs in the lab
 
 Two saved reports are compared quantile by quantile from the histograms
 they carry; the intervals then cover only the sampling noise inside each
@@ -217,12 +236,16 @@ says otherwise (a send buffer is free again once a later signaled send
 completed): signaling every send cost rc on rxe 2.5% of its message rate.
 
 Examples:
-  ibprobe stream -t shm --batch 8 --count 200000 --json
-  ibprobe stream -t udp --window 4 --consume-delay 20us --count 20000 --json
-  ibprobe stream -t shm --pipeline 2 --count 100000 --format table
-  ibprobe stream -t rc --dev rxe0 --batch 16 --flush 150us --rate 100k
-  ibprobe stream 10.0.0.2 -t rc --window 16 --pipeline 2    (against `ibprobe server -t rc`)
-  ibprobe sweep -t shm --batches 1,4,16 --sizes 32,256 --json
+  ibprobe stream -t shm --batch 8 --count 50000 --json
+  ibprobe stream -t udp --window 4 --consume-delay 20us --count 2000 --json
+  ibprobe stream -t shm --pipeline 2 --count 20000 --format table
+  ibprobe sweep -t shm --batches 1,16 --sizes 32,256 --count 500 --json
+      # messages/s and latency per batch and size
+  ibprobe stream -t rc --dev rxe0 --batch 16 --flush 150us --rate 100k \\
+       --count 100000
+      # needs an RDMA device: runs in the lab
+  ibprobe stream 10.0.0.2 -t rc --window 16 --pipeline 2
+      # against `ibprobe server -t rc` on 10.0.0.2 (needs a peer: runs in the lab)
 
 Exit codes: 0 ok, 2 bad input, 3 run failed (the receiver stopped
 returning credits within --timeout, peer lost), 130 interrupted.";
@@ -238,10 +261,13 @@ host really has (e.g. ibtune's) is what gets measured.
 Needs SCHED_FIFO: root or CAP_SYS_NICE (exit 2 otherwise).
 
 Examples:
-  ibprobe host                                  every CPU, 10000 wake-ups each
-  ibprobe host --cpus 2-3 --duration 60s        the cores ibtune isolated, for a minute
-  ibprobe host --cpus 0,2 --count 500 --format json
-  ibprobe host --period 200us --fifo 95 --format markdown";
+  ibprobe host --count 2000              # every CPU, 2000 wake-ups each
+      # needs root
+  ibprobe host --cpus 1 --duration 2s    # the core ibtune isolated, 2 s
+      # needs root
+  ibprobe host --cpus 0,1 --count 500 --format json      # needs root
+  ibprobe host --period 200us --fifo 95 --count 2000 --format markdown
+      # needs root";
 
 /// clap's view of a `crate::words` list: its values with their help
 /// (the doc line without its final period, as clap shows doc comments).
@@ -728,12 +754,16 @@ and shows predicted, measured and their ratio.
 carrier whose own costs add to the model's).
 
 Examples:
-  ibprobe loggp -t shm --json
-  ibprobe loggp -t model --model L=5us,os=1us,or=1.5us,g=2us,G=1ns --json
-  ibprobe loggp -t udp --sizes 8,64,512,4096 --format table
+  ibprobe loggp -t shm --sizes 8,512,4096 --rounds 3 --reps 5 --json
+      # a quick estimate (default: 5 sizes, 15 rounds of 21 repetitions)
+  ibprobe loggp -t model --model L=5us,os=1us,or=1.5us,g=2us,G=1ns \\
+       --sizes 8,4096 --rounds 3 --reps 5 --json
+  ibprobe loggp -t udp --sizes 8,64,4096 --rounds 3 --reps 5 --format table
   ibprobe loggp -t model --model spin --simulate
-  ibprobe loggp -t udp --predict --batches 1,16 --plot loggp.svg
-  ibprobe loggp hostB -t rc --dev mlx5_0     (against `ibprobe server -t rc`)";
+  ibprobe loggp -t udp --rounds 3 --reps 5 --predict --batches 1,16 \\
+       --plot loggp.svg
+  ibprobe loggp hostB -t rc --dev mlx5_0 --rounds 3 --reps 5
+      # against `ibprobe server -t rc` on hostB (needs a peer: runs in the lab)";
 
 /// `ibprobe loggp`'s output formats.
 const LOGGP_FORMATS: &[(Format, &str)] = &[

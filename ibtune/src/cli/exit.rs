@@ -12,6 +12,10 @@ pub const DRIFT: i32 = Exit::Check.status();
 pub const ERROR: i32 = Exit::Input.status();
 /// `apply` failed part way and rolled back everything it had changed.
 pub const ROLLED_BACK: i32 = Exit::Failed.status();
+/// `suggest`: the host cannot be tuned as asked (one CPU, no HCA, no
+/// cpuset controller, a node without cores to spare); the reason is printed,
+/// nothing was changed.
+pub const CANNOT_TUNE: i32 = Exit::Failed.status();
 /// `apply` or `revert` failed and could not restore everything; the
 /// journal is kept: fix the cause the message names and run the revert
 /// command it gives.

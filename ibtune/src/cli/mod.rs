@@ -8,6 +8,7 @@
 pub mod exit;
 pub mod experiment;
 pub mod output;
+pub mod suggest;
 
 use crate::host::{self, HostRoot};
 use crate::profile::{self, Profile};
@@ -39,14 +40,20 @@ fn host_lock(root: &HostRoot, wait: Duration) -> Result<host::HostLock, i32> {
 
 const AFTER_HELP: &str = "\
 Workflow:
-  ibtune show                         what the host is, with warnings
-  ibtune plan thesis-2hca             what would change (no root needed)
-  sudo ibtune apply thesis-2hca       journal originals, then change
-  ibtune verify thesis-2hca           exit 0 = matches, 1 = drift, 2 = error
+  ibtune show                     # what the host is, with warnings
+  ibtune plan thesis-2hca         # what would change (no root needed)
+      # needs the profile's HCAs
+  sudo ibtune apply thesis-2hca   # journal originals, then change
+      # changes this host
+  ibtune verify thesis-2hca       # exit 0 = matches, 1 = drift, 2 = error
+      # needs the profile's HCAs
   sudo ibtune run thesis-2hca --cpuset real-time-0 -- ./my-rt-app
-  sudo ibtune revert                  restore every journalled value
-  sudo ibtune experiment thesis-2hca --rounds 10 --each-knob -- \
-       ibprobe loopback -t rc --json  did the profile, or each knob, help?
+      # your program on the isolated CPUs (changes this host)
+  sudo ibtune revert              # restore every journalled value
+      # changes this host
+  sudo ibtune experiment thesis-2hca --rounds 10 --each-knob -- \\
+       ibprobe loopback -t rc --json
+      # did the profile, or each knob, help? (changes this host)
 
 PROFILE is a file, or a name from ./profiles, /etc/ibtune/profiles or
 /usr/share/ibtune/profiles (the Debian package installs the shipped ones there).
@@ -86,11 +93,15 @@ after any apply.
 Examples:
   sudo ibtune experiment thesis-2hca --rounds 10 -- \\
        ibprobe loopback -t rc --dev mlx5_0 --json
+      # changes this host
   sudo ibtune experiment thesis-2hca --each-knob --format markdown -- \\
        ibprobe stream -t rc --batch 16 --count 100000 --json
+      # changes this host
+  cp -a tests/fixtures/thesis-2s-mlx5 fixture-copy && \\
   ibtune experiment --root fixture-copy --state-dir exp-state \\
        profiles/thesis-2hca.toml --rounds 6 --json -- \\
-       ibprobe loopback -t shm --count 5000 --json
+       ibprobe loopback -t shm --count 2000 --json
+      # on a copy of a captured host, from a checkout
 
 Exit codes (the toolkit's table, `ibtune --help`): 0 done; 2 bad input
 (nothing changed); 3 an apply failed and was rolled back; 4 the host could
@@ -213,6 +224,15 @@ pub enum Cmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Print a starting profile for this host: isolated whole cores on each
+    /// HCA's NUMA node, its IRQs on that node's housekeeping CPUs, and the
+    /// busy-poll settings, with a comment on every choice. Changes nothing.
+    ///
+    /// Save it, check it with `plan`, then `apply` it. A host that cannot be
+    /// tuned as asked (one CPU, no HCA unless --hca none, no cpuset
+    /// controller, a node without cores to spare) gets the reason and exit 3.
+    #[command(after_help = suggest::SUGGEST_HELP)]
+    Suggest(suggest::SuggestArgs),
     /// Restore every journalled value, newest first (also after a crash in apply).
     Revert {
         #[command(flatten)]
@@ -564,6 +584,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             };
             experiment::run(&settings, &root, &state_dir)
         }
+        Cmd::Suggest(args) => suggest::run(&args, &root),
         Cmd::Hold { us, pidfile } => {
             hold::hold(&root, us, pidfile.as_deref())?;
             Ok(exit::OK)

@@ -63,6 +63,7 @@ mod error;
 pub mod resolve;
 pub mod rules;
 mod schema;
+pub mod suggest;
 
 pub use error::{ProfileError, SourcePos};
 pub use resolve::{resolve, Resolved, ResolvedCpuset, ResolvedHugepages, ResolvedIrq};
