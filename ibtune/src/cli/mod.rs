@@ -442,7 +442,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                         r.name
                     );
                 };
-                plan.push(f.file_item(path), &root);
+                plan.push(f.file_item(path, &root), &root);
             }
             let journal = Journal::open(&state_dir)?;
             let opts = ApplyOptions {

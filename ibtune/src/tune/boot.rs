@@ -10,6 +10,7 @@
 //! and never runs update-grub.
 
 use super::item::{Action, Cmp, Item};
+use crate::host::HostRoot;
 use crate::profile::resolve::BootParam;
 use crate::profile::Resolved;
 use serde::Serialize;
@@ -57,8 +58,19 @@ impl BootFragment {
         )
     }
 
-    /// The journalled item that writes [`Self::file_text`] at host path `path`.
-    pub fn file_item(&self, path: &str) -> Item {
+    /// The journalled item that writes [`Self::file_text`] at host path
+    /// `path` of `root`; blocked for a relative path or a missing folder.
+    pub fn file_item(&self, path: &str, root: &HostRoot) -> Item {
+        let folder = path.rsplit_once('/').map_or("", |(d, _)| d);
+        let blocked = if !path.starts_with('/') {
+            Some(format!("--boot-file {path:?} is not an absolute path"))
+        } else if !folder.is_empty() && !root.is_dir(folder) {
+            Some(format!(
+                "--boot-file {path}: the folder {folder} does not exist; create it (GRUB on Debian reads /etc/default/grub.d/*.cfg) or name a file in an existing one"
+            ))
+        } else {
+            None
+        };
         Item {
             key: "boot/file".into(),
             what: format!("boot loader fragment {path}"),
@@ -67,8 +79,7 @@ impl BootFragment {
                 value: self.file_text(),
                 cmp: Cmp::Text,
             },
-            blocked: (!path.starts_with('/'))
-                .then(|| format!("--boot-file {path:?} is not an absolute path")),
+            blocked,
         }
     }
 }
@@ -102,10 +113,16 @@ mod tests {
             "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX isolcpus=managed_irq,domain,2-3 nohz_full=2-3\""
         );
         assert!(f.file_text().ends_with(&format!("\n{}\n", f.fragment)));
-        assert!(f.file_item("etc/x.cfg").blocked.is_some());
-        assert!(f
-            .file_item("/etc/default/grub.d/ibtune.cfg")
-            .blocked
-            .is_none());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc/default/grub.d")).unwrap();
+        let root = HostRoot::new(dir.path()).unwrap();
+        let blocked = |p: &str| f.file_item(p, &root).blocked;
+        assert!(blocked("etc/x.cfg")
+            .unwrap()
+            .contains("not an absolute path"));
+        assert!(blocked("/etc/grub.d/ibtune.cfg")
+            .unwrap()
+            .contains("the folder /etc/grub.d does not exist"));
+        assert_eq!(blocked("/etc/default/grub.d/ibtune.cfg"), None);
     }
 }
