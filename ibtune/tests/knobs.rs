@@ -138,6 +138,8 @@ fn the_kernel_granting_fewer_pages_is_reported_by_apply_and_verify() {
     assert_eq!(code, 1);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["plan"]["summary"]["short"], 3, "{out}");
+    assert_eq!(v["drifted"][0]["status"], "short", "{out}");
+    assert_eq!(v["drifted"][0]["current"], "300", "{out}");
     // Apply writes the count again; revert restores the first original.
     let (code, out, err) = ibtune(&fc, &["apply", &p]);
     assert_eq!(code, 0, "{out}{err}");

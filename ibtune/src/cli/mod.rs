@@ -389,7 +389,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             if json.is_json() {
                 output::json(&serde_json::json!({
                     "matches": !drift,
-                    "drifted": plan.items.iter().filter(|i| i.observed.status == crate::tune::item::Status::Change).collect::<Vec<_>>(),
+                    "drifted": plan.items.iter().filter(|i| matches!(i.observed.status, crate::tune::item::Status::Change | crate::tune::item::Status::Short)).collect::<Vec<_>>(),
                     "plan": plan,
                     "activity": activity,
                 }))?;
@@ -490,11 +490,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                         }
                     }
                     // Not a silent success: the host holds less than the profile asks.
-                    Ok(if rep.short.is_empty() {
-                        exit::OK
-                    } else {
-                        exit::DRIFT
-                    })
+                    Ok(exit::of_apply(&rep))
                 }
                 Err(e) => {
                     eprintln!("ibtune apply: {e}");
