@@ -53,7 +53,7 @@ fn the_schema_page_lists_exactly_the_keys_the_parser_takes() {
             "profile" => "[profile]\nname = \"x\"\nbogus = 1\n".to_string(),
             // Free-form tables: any sysctl name is a key.
             "sysctl" => continue,
-            s if ["cpuset", "irq"].contains(&s) => {
+            s if ["cpuset", "irq", "hugepages"].contains(&s) => {
                 format!("[profile]\nname = \"x\"\n[[{s}]]\nbogus = 1\n")
             }
             s => format!("[profile]\nname = \"x\"\n[{s}]\nbogus = 1\n"),

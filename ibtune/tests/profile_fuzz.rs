@@ -213,6 +213,14 @@ const BOOL: Pool = Pool {
     good: &["true", "false"],
     bad: NO_BAD,
 };
+const PAGE_SIZE: Pool = Pool {
+    good: &["\"2M\"", "\"1G\""],
+    bad: &["\"4M\"", "\"2m\"", "\"\"", "2"],
+};
+const PAGE_COUNT: Pool = Pool {
+    good: &["0", "8", "512"],
+    bad: &["-1", "18446744073709551615", "\"8\""],
+};
 const DEVICE: Pool = Pool {
     good: &["\"mlx5_0\"", "\"mlx5_1\""],
     bad: &["\"mlx5_9\"", "\"\"", "\"rxe0\""],
@@ -406,7 +414,17 @@ fn structured_profile() -> impl Strategy<Value = String> {
             ("isolcpus", &BOOL, 0.6),
             ("nohz_full", &BOOL, 0.6),
             ("rcu_nocbs", &BOOL, 0.6),
+            ("irqaffinity", &BOOL, 0.4),
+            ("max_cstate", &BOOL, 0.4),
             ("required", &BOOL, 0.6),
+        ],
+    );
+    let hugepages = table(
+        "[[hugepages]]",
+        &[
+            ("size", &PAGE_SIZE, 0.99),
+            ("count", &PAGE_COUNT, 0.99),
+            ("nodes", &MEMS, 0.5),
         ],
     );
     (
@@ -419,12 +437,14 @@ fn structured_profile() -> impl Strategy<Value = String> {
         optional(0.3, sysctl),
         optional(0.3, cpu),
         optional(0.3, boot),
+        prop::collection::vec(hugepages, 0..3),
     )
         .prop_map(
-            |(meta, cpusets, irqs, numa, tuned, dma, sysctl, cpu, boot)| {
+            |(meta, cpusets, irqs, numa, tuned, dma, sysctl, cpu, boot, hugepages)| {
                 let mut s = meta;
                 s.push_str(&cpusets.concat());
                 s.push_str(&irqs.concat());
+                s.push_str(&hugepages.concat());
                 for t in [numa, tuned, dma, sysctl, cpu, boot] {
                     s.push_str(&t);
                 }

@@ -236,3 +236,112 @@ fn live_irq_affinity_apply_revert() {
         "IRQ {irq} not restored"
     );
 }
+
+const NODE0_2M: &str = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages";
+
+/// 4 MiB mapped on node 0 as `ibprobe --hugepages` maps its message
+/// buffers (`verbs/setup.rs::placed_buffers`: MAP_HUGETLB, bound to the
+/// HCA's node): the flag is the verbs transports', and this host has no
+/// RDMA device, so the mapping is made through ibprobe's library.
+fn ibprobe_hugepage_buffer() -> Result<(), String> {
+    use ibprobe::sys::mem::{Placement, Region};
+    let p = Placement {
+        hugepages: true,
+        node: Some(0),
+        ..Placement::default()
+    };
+    let r = Region::new(4 << 20, &p).map_err(|e| e.to_string())?;
+    assert!(r.is_huge(), "{}", r.describe());
+    Ok(())
+}
+
+/// 8 pages of 2 MiB on node 0 through the per-node nr_hugepages: applied,
+/// read back, verified, used by ibprobe's `--hugepages` buffers (which
+/// fail before: their MAP_HUGETLB mapping draws from the default-size pool
+/// the node's pages belong to), reverted to exactly the count found.
+#[test]
+#[ignore = "needs root: reserves 16 MiB of huge pages on NUMA node 0 of this host"]
+fn live_hugepages_per_node_apply_verify_ibprobe_revert() {
+    require_root();
+    assert!(
+        Path::new(NODE0_2M).exists(),
+        "{NODE0_2M} missing: this kernel has no 2M huge pages on node 0"
+    );
+    let before = std::fs::read_to_string(NODE0_2M).unwrap();
+    let global = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap();
+    assert_eq!(
+        global.trim(),
+        "0",
+        "this test wants no huge pages reserved on the host before it (found {global})"
+    );
+    let err = ibprobe_hugepage_buffer().expect_err("huge pages mapped with none reserved");
+    assert!(err.contains("huge pages (--hugepages)"), "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("huge.toml");
+    std::fs::write(
+        &profile,
+        "[profile]\nname = \"livehuge\"\n[[hugepages]]\nsize = \"2M\"\ncount = 8\nnodes = [0]\n",
+    )
+    .unwrap();
+    let state = tmp.path().join("state");
+    let _guard = RevertOnDrop(state.clone());
+    let with_state = |args: &[&str]| {
+        let mut c = ibtune();
+        c.arg("--state-dir").arg(&state).args(args);
+        c.output().unwrap()
+    };
+    let p = profile.to_str().unwrap();
+    let out = with_state(&["apply", p]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(NODE0_2M).unwrap(), "8\n");
+    let out = with_state(&["verify", p, "--watch", "0"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    if let Err(e) = ibprobe_hugepage_buffer() {
+        panic!("ibprobe's --hugepages buffer after apply: {e}");
+    }
+
+    let out = with_state(&["revert"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(NODE0_2M).unwrap(), before);
+}
+
+/// The real /proc/cmdline lacks what a required [boot] asks for: verify
+/// says "reboot needed" with the parameters, exits 1, and changes nothing.
+#[test]
+#[ignore = "needs root: reads this host's /proc/cmdline and cpuset tree like apply would (changes nothing)"]
+fn live_boot_parameters_verify_reboot_needed_and_changes_nothing() {
+    require_root();
+    let root = HostRoot::live();
+    let host = discover(&root).unwrap();
+    let last = host.cpus.online.iter().next_back().unwrap();
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap();
+    assert!(
+        ibtune::host::kernel::cmdline_param(&cmdline, "nohz_full").is_none(),
+        "this host already boots with nohz_full: {cmdline}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("boot.toml");
+    std::fs::write(
+        &profile,
+        format!("[profile]\nname = \"liveboot\"\n[[cpuset]]\nname = \"rt\"\ncpus = [{last}]\nexclusive = true\nisolated = true\n[boot]\nnohz_full = true\nrequired = true\n"),
+    )
+    .unwrap();
+    let state = tmp.path().join("state");
+    let out = ibtune()
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["verify", profile.to_str().unwrap(), "--watch", "0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "reboot needed: the kernel command line must have: nohz_full={last} "
+        )),
+        "{stdout}"
+    );
+    assert!(!state.exists(), "verify created its state folder");
+    assert_eq!(std::fs::read_to_string("/proc/cmdline").unwrap(), cmdline);
+}

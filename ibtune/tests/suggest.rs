@@ -157,8 +157,8 @@ fn intent_the_host_or_profile_cannot_take_exits_2() {
         (&["suggest", "--reserve", "99"], "not online"),
         (&["suggest", "--isolate", "0"], "--isolate auto"),
         (
-            &["suggest", "--hugepage-pool", "1G:8"],
-            "profiles have no huge page setting",
+            &["suggest", "--hugepage-pool", "4M:8"],
+            "use 2M:COUNT or 1G:COUNT",
         ),
         (&["suggest", "--hugepage-pool", "8"], "SIZE:COUNT"),
         (&["suggest", "-f", "table"], "possible values: toml, json"),
@@ -198,4 +198,51 @@ fn on_this_machine_a_profile_that_plans_clean_or_a_reason() {
         }
         _ => panic!("suggest on this machine: {o:?}"),
     }
+}
+
+/// `--hugepage-pool 2M:64` on the two-node thesis host: a `[[hugepages]]`
+/// section on the isolated cores' nodes, which applies (64 pages on each
+/// of them), verifies and reverts byte-identical.
+#[test]
+fn a_hugepage_pool_becomes_hugepages_on_the_isolated_nodes() {
+    let fc = fixture_copy("thesis-2s-mlx5");
+    let pristine = snapshot(&fc.root);
+    let o = ibtune(
+        &fc.root,
+        &fc.state,
+        &["suggest", "--hugepage-pool", "2M:64"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let toml = text(&o.stdout);
+    assert!(
+        toml.contains("[[hugepages]]\n")
+            && toml.contains("size = \"2M\"")
+            && toml.contains("count = 64")
+            && toml.contains("nodes = \"local\""),
+        "{toml}"
+    );
+    let dir = scratch_dir();
+    let file = dir.path().join("suggested.toml");
+    std::fs::write(&file, &toml).unwrap();
+    let f = file.to_str().unwrap();
+    for args in [&["apply", f][..], &["verify", f], &["revert"]] {
+        let o = ibtune(&fc.root, &fc.state, args);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        if args[0] == "apply" {
+            for node in [0, 1] {
+                let n = std::fs::read_to_string(fc.root.join(format!(
+                    "sys/devices/system/node/node{node}/hugepages/hugepages-2048kB/nr_hugepages"
+                )))
+                .unwrap();
+                assert_eq!(n, "64\n", "node {node}");
+            }
+        }
+    }
+    assert_same_tree(&pristine, &snapshot(&fc.root), "thesis-2s-mlx5");
 }

@@ -5,7 +5,8 @@ use ibhost::exit::Exit;
 
 /// Success; for `verify`, the host matches the profile.
 pub const OK: i32 = Exit::Ok.status();
-/// `verify`: the host drifted from the profile.
+/// `verify`: the host drifted from the profile; `apply`: done, but the
+/// kernel granted fewer huge pages than asked.
 pub const DRIFT: i32 = Exit::Check.status();
 /// Error: bad arguments or profile, missing privileges, unreadable host.
 /// Nothing was changed.
@@ -28,3 +29,34 @@ pub const LOCKED: i32 = Exit::Busy.status();
 pub const COMMAND_FAILED: i32 = Exit::CommandFailed.status();
 /// Stopped by SIGINT, SIGTERM or SIGHUP (host restored).
 pub const INTERRUPTED: i32 = Exit::Interrupted.status();
+
+/// The exit code of an apply that went through: [`DRIFT`] when reading the
+/// huge page counts back found fewer than written (the kernel does that
+/// silently), else [`OK`].
+pub fn of_apply(rep: &crate::tune::engine::ApplyReport) -> i32 {
+    if rep.short.is_empty() {
+        OK
+    } else {
+        DRIFT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_apply_the_kernel_granted_in_part_exits_1() {
+        let mut rep = crate::tune::engine::ApplyReport {
+            changed: vec!["hugepages/node0/2M".into()],
+            unchanged: 0,
+            advice: 0,
+            short: Vec::new(),
+            journal: "j".into(),
+        };
+        assert_eq!(of_apply(&rep), 0);
+        rep.short
+            .push("node 0: 2M hugepages: 300 of 512 allocated: ...".into());
+        assert_eq!(of_apply(&rep), 1);
+    }
+}

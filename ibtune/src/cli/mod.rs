@@ -12,6 +12,7 @@ pub mod suggest;
 
 use crate::host::{self, HostRoot};
 use crate::profile::{self, Profile};
+use crate::tune::boot::BootFragment;
 use crate::tune::engine::{self, ApplyError, ApplyOptions};
 use crate::tune::journal::{self, revert_command, Journal};
 use crate::tune::plan::{self, Plan};
@@ -183,14 +184,27 @@ pub enum Cmd {
     Plan {
         /// Profile file or name.
         profile: PathBuf,
+        /// Print only the kernel parameters of the profile's [boot] section,
+        /// as a line for /etc/default/grub or a file in /etc/default/grub.d/:
+        /// GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX ...".
+        #[arg(long)]
+        boot_fragment: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
     /// Apply PROFILE: journal each original value durably, then change it.
-    /// On any failure, roll back what this run did. Idempotent.
+    /// On any failure, roll back what this run did. Idempotent. Exit 1 when
+    /// the kernel granted fewer huge pages than asked (each node says how
+    /// many, and what to do).
     Apply {
         /// Profile file or name.
         profile: PathBuf,
+        /// Also write the [boot] kernel parameters as a GRUB fragment to
+        /// FILE (e.g. /etc/default/grub.d/ibtune.cfg), journalled: revert
+        /// removes a file it created and restores one it changed. ibtune
+        /// touches the boot loader only here, and never runs update-grub.
+        #[arg(long, value_name = "FILE")]
+        boot_file: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -237,7 +251,7 @@ pub enum Cmd {
         #[arg(long, default_value_t = 10, value_name = "N")]
         rounds: usize,
         /// Also each knob alone and the profile without each knob (knobs:
-        /// cpusets, irq, sysctl, cpu, thp, tuned, dma_latency).
+        /// cpusets, irq, sysctl, cpu, thp, tuned, dma_latency, hugepages).
         #[arg(long)]
         each_knob: bool,
         /// Seed of the run order (printed in the report), to repeat one.
@@ -326,7 +340,26 @@ fn dispatch(cli: Cli) -> Result<i32> {
             }
             Ok(exit::OK)
         }
-        Cmd::Plan { profile, json } => {
+        Cmd::Plan {
+            profile,
+            boot_fragment: true,
+            json,
+        } => {
+            let (r, _) = plan_for(&profile, &root)?;
+            let Some(f) = BootFragment::of(&r) else {
+                bail!(
+                    "profile {} asks for no kernel parameter: its [boot] section is missing, or it has no isolated cpuset for isolcpus, nohz_full, rcu_nocbs and irqaffinity (see profiles/README.md)",
+                    r.name
+                );
+            };
+            if json.is_json() {
+                output::json(&f)?;
+            } else {
+                println!("{}", f.fragment);
+            }
+            Ok(exit::OK)
+        }
+        Cmd::Plan { profile, json, .. } => {
             let (_, plan) = plan_for(&profile, &root)?;
             if json.is_json() {
                 output::json(&plan)?;
@@ -340,8 +373,11 @@ fn dispatch(cli: Cli) -> Result<i32> {
             window,
             json,
         } => {
-            let (resolved, plan) = plan_for(&profile, &root)?;
-            let drift = plan.summary.change > 0;
+            let (resolved, mut plan) = plan_for(&profile, &root)?;
+            // What an apply set and the kernel granted in part is told apart
+            // from what was never applied: the open journal names the former.
+            plan.mark_short(&Journal::applied_keys(&state_dir, &root));
+            let drift = plan.summary.change + plan.summary.short > 0;
             let window = window.unwrap_or(if root.is_live() {
                 std::time::Duration::from_secs(1)
             } else {
@@ -353,7 +389,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             if json.is_json() {
                 output::json(&serde_json::json!({
                     "matches": !drift,
-                    "drifted": plan.items.iter().filter(|i| i.observed.status == crate::tune::item::Status::Change).collect::<Vec<_>>(),
+                    "drifted": plan.items.iter().filter(|i| matches!(i.observed.status, crate::tune::item::Status::Change | crate::tune::item::Status::Short)).collect::<Vec<_>>(),
                     "plan": plan,
                     "activity": activity,
                 }))?;
@@ -367,10 +403,14 @@ fn dispatch(cli: Cli) -> Result<i32> {
                         println!("note: {n}");
                     }
                 }
+                for m in plan.short() {
+                    println!("short: {m}");
+                }
                 if drift {
                     println!(
                         "drift: {} setting(s) differ from profile {}",
-                        plan.summary.change, plan.profile
+                        plan.summary.change + plan.summary.short,
+                        plan.profile
                     );
                 } else {
                     println!("ok: host matches profile {}", plan.profile);
@@ -378,7 +418,11 @@ fn dispatch(cli: Cli) -> Result<i32> {
             }
             Ok(if drift { exit::DRIFT } else { exit::OK })
         }
-        Cmd::Apply { profile, json } => {
+        Cmd::Apply {
+            profile,
+            boot_file,
+            json,
+        } => {
             need_root(
                 &root,
                 "apply",
@@ -390,7 +434,16 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 Ok(l) => l,
                 Err(code) => return Ok(code),
             };
-            let (_, plan) = plan_for(&profile, &root)?;
+            let (r, mut plan) = plan_for(&profile, &root)?;
+            if let Some(path) = &boot_file {
+                let Some(f) = BootFragment::of(&r) else {
+                    bail!(
+                        "--boot-file {path}: profile {} asks for no kernel parameter, so there is nothing to write; nothing was changed",
+                        r.name
+                    );
+                };
+                plan.push(f.file_item(path, &root), &root);
+            }
             let journal = Journal::open(&state_dir)?;
             let opts = ApplyOptions {
                 exe: std::env::current_exe().context("cannot find the ibtune executable")?,
@@ -432,8 +485,12 @@ fn dispatch(cli: Cli) -> Result<i32> {
                                 rep.journal
                             );
                         }
+                        for m in &rep.short {
+                            eprintln!("ibtune apply: short: {m}");
+                        }
                     }
-                    Ok(exit::OK)
+                    // Not a silent success: the host holds less than the profile asks.
+                    Ok(exit::of_apply(&rep))
                 }
                 Err(e) => {
                     eprintln!("ibtune apply: {e}");

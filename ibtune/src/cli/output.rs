@@ -56,6 +56,7 @@ pub fn plan_text(p: &Plan, verb: &str) -> String {
             }
             Status::Blocked => "x",
             Status::Advice => "?",
+            Status::Short => "<",
         };
         let _ = writeln!(
             s,
@@ -73,7 +74,7 @@ pub fn plan_text(p: &Plan, verb: &str) -> String {
     let sm = &p.summary;
     let _ = writeln!(
         s,
-        "{} as wanted, {} {}, {} blocked, {} boot advice",
+        "{} as wanted, {} {}, {} blocked, {} boot advice{}",
         sm.ok,
         sm.change,
         if verb == "verify" {
@@ -82,7 +83,12 @@ pub fn plan_text(p: &Plan, verb: &str) -> String {
             "to change"
         },
         sm.blocked,
-        sm.advice
+        sm.advice,
+        if sm.short > 0 {
+            format!(", {} short (the kernel granted fewer huge pages)", sm.short)
+        } else {
+            String::new()
+        }
     );
     let advice: Vec<String> = p
         .items
@@ -96,18 +102,20 @@ pub fn plan_text(p: &Plan, verb: &str) -> String {
     if !advice.is_empty() {
         let _ = writeln!(
             s,
-            "boot: add to the kernel command line (then reboot): {}",
-            advice.join(" ")
+            "reboot needed: the kernel command line must have: {} (`ibtune plan {} --boot-fragment` prints it as a GRUB line)",
+            advice.join(" "),
+            p.profile_path
         );
     }
     let _ = writeln!(
         s,
-        "legend: = as wanted, {} , x blocked, ? boot advice",
+        "legend: = as wanted, {} , x blocked, ? boot advice{}",
         if verb == "verify" {
             "! drifted"
         } else {
             "~ will change"
-        }
+        },
+        if sm.short > 0 { ", < short" } else { "" }
     );
     s
 }

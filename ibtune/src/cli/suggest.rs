@@ -27,7 +27,8 @@ Examples:
   ibtune --root tests/fixtures/amd-4node suggest --json
 
 Exit codes: 0 the profile is printed; 2 bad input (an HCA that is not
-there, an offline --reserve CPU, --hugepage-pool); 3 the host cannot be
+there, an offline --reserve CPU, a --hugepage-pool size other than 2M or
+1G); 3 the host cannot be
 tuned as asked, and the reason is printed instead of a profile (one CPU, no
 HCA without --hca none, no cpuset controller, a node without the cores
 asked for).";
@@ -58,8 +59,8 @@ pub struct SuggestArgs {
     /// their whole cores stay with them.
     #[arg(long, value_name = "LIST", value_parser = parse_reserve)]
     pub reserve: Option<CpuSet>,
-    /// A huge page pool as SIZE:COUNT (e.g. 1G:8, 2M:1024): refused for
-    /// now, as profiles have no huge page setting.
+    /// Huge pages as SIZE:COUNT (2M or 1G, e.g. 1G:8, 2M:1024): COUNT
+    /// pages on each NUMA node of the isolated cores ([[hugepages]]).
     #[arg(long, value_name = "SIZE:COUNT", value_parser = parse_hugepages)]
     pub hugepage_pool: Option<HugePages>,
     /// Output format: toml (a profile with a comment on every choice), or

@@ -75,6 +75,28 @@ pub fn parse_cmdline(text: &str) -> KernelCmdline {
     c
 }
 
+/// The value of kernel parameter `name` on a command line (the last
+/// occurrence wins, as in the kernel; quotes removed); `Some("")` for a
+/// bare flag; `None` when absent. Words after a lone `--` go to init and
+/// are not kernel parameters.
+///
+/// Why it exists: `verify` compares every boot parameter a profile asks
+/// for, not only the ones discovery reports.
+pub fn cmdline_param(text: &str, name: &str) -> Option<String> {
+    let mut found = None;
+    for param in split_params(text) {
+        if param == "--" {
+            break;
+        }
+        let unq: String = param.chars().filter(|&ch| ch != '"').collect();
+        let (key, value) = unq.split_once('=').unwrap_or((unq.as_str(), ""));
+        if key == name {
+            found = Some(value.to_string());
+        }
+    }
+    found
+}
+
 /// Reads and parses `/proc/cmdline`; an empty line when it is unreadable.
 ///
 /// Why it exists: discovery's entry point for the boot parameters.
@@ -225,6 +247,16 @@ pub fn parse_release(release: &str) -> Option<(u32, u32)> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn one_parameter_of_a_command_line() {
+        let line = "BOOT_IMAGE=/vmlinuz quiet isolcpus=1 \"nohz_full=2-3\" isolcpus=domain,4 nosmt -- isolcpus=9";
+        assert_eq!(cmdline_param(line, "isolcpus").as_deref(), Some("domain,4"));
+        assert_eq!(cmdline_param(line, "nohz_full").as_deref(), Some("2-3"));
+        assert_eq!(cmdline_param(line, "nosmt").as_deref(), Some(""));
+        assert_eq!(cmdline_param(line, "rcu_nocbs"), None);
+        assert_eq!(cmdline_param("", "isolcpus"), None);
+    }
 
     #[test]
     fn cmdline_params() {

@@ -45,10 +45,17 @@
 //! max_cstate_latency_us = 10        # disable deeper idle states on cpuset CPUs
 //! thp = "never"
 //!
+//! [[hugepages]]                     # per NUMA node, through nodeN/.../nr_hugepages
+//! size = "2M"                       # or "1G"
+//! count = 512                       # pages on each node
+//! nodes = "local"                   # the cpusets' memory nodes (default), or [0] or "0-1"
+//!
 //! [boot]
-//! isolcpus = true                   # advise isolcpus/nohz_full/rcu_nocbs for isolated cpusets
+//! isolcpus = true                   # isolcpus/nohz_full/rcu_nocbs for isolated cpusets
 //! nohz_full = true
 //! rcu_nocbs = true
+//! irqaffinity = true                # irqaffinity=<the other online CPUs>
+//! max_cstate = true                 # [cpu] max_cstate_latency_us at boot, every CPU
 //! required = false                  # true: a missing parameter counts as drift
 //! ```
 
@@ -59,7 +66,7 @@ mod schema;
 pub mod suggest;
 
 pub use error::{ProfileError, SourcePos};
-pub use resolve::{resolve, Resolved, ResolvedCpuset, ResolvedIrq};
+pub use resolve::{resolve, Resolved, ResolvedCpuset, ResolvedHugepages, ResolvedIrq};
 pub use schema::*;
 
 use std::path::{Path, PathBuf};

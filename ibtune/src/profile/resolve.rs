@@ -44,9 +44,27 @@ pub struct Resolved {
     pub max_cstate_latency_us: Option<u64>,
     /// Transparent huge pages mode.
     pub thp: Option<String>,
+    /// Huge pages per node and size, in file order.
+    pub hugepages: Vec<ResolvedHugepages>,
     /// Kernel command line parameters to advise.
     pub boot: Vec<BootParam>,
 }
+
+/// Huge pages of one size on one NUMA node, concrete.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedHugepages {
+    /// NUMA node.
+    pub node: u32,
+    /// Page size as written (`2M`, `1G`).
+    pub size: String,
+    /// Page size in kB (the sysfs folder `hugepages-<kB>kB`).
+    pub size_kb: u64,
+    /// Pages wanted on the node.
+    pub count: u64,
+}
+
+/// The page sizes `[[hugepages]]` accepts: the word and its size in kB.
+pub const HUGEPAGE_SIZES: [(&str, u64); 2] = [("2M", 2048), ("1G", 1_048_576)];
 
 /// One cpuset, concrete.
 #[derive(Debug, Clone, Serialize)]
@@ -94,7 +112,8 @@ pub struct ResolvedTuned {
 /// A kernel command line parameter the profile wants.
 #[derive(Debug, Clone, Serialize)]
 pub struct BootParam {
-    /// `isolcpus`, `nohz_full` or `rcu_nocbs`.
+    /// `isolcpus`, `nohz_full`, `rcu_nocbs`, `irqaffinity`,
+    /// `intel_idle.max_cstate`, `processor.max_cstate` or `idle`.
     pub name: String,
     /// Its value.
     pub value: String,
@@ -295,7 +314,8 @@ pub fn resolve(p: &Profile, host: &Host, root: &HostRoot) -> Result<Resolved, Pr
         }
     };
 
-    let boot = boot_params(p, &cpusets);
+    let hugepages = hugepages(p, host, &cpusets)?;
+    let boot = boot_params(p, host, &cpusets, cpu.max_cstate_latency_us)?;
 
     Ok(Resolved {
         name: p.name().to_string(),
@@ -311,6 +331,7 @@ pub fn resolve(p: &Profile, host: &Host, root: &HostRoot) -> Result<Resolved, Pr
         governor: cpu.governor.as_ref().map(|g| g.get_ref().clone()),
         max_cstate_latency_us: cpu.max_cstate_latency_us,
         thp,
+        hugepages,
         boot,
     })
 }
@@ -574,15 +595,95 @@ fn tuned_conf(profile: &str, t: &TunedSpec) -> ResolvedTuned {
     }
 }
 
-fn boot_params(p: &Profile, cpusets: &[ResolvedCpuset]) -> Vec<BootParam> {
-    let Some(b) = &p.boot else { return Vec::new() };
+/// `[[hugepages]]`: one entry per node and size; sizes, nodes and counts
+/// that the host cannot hold are refused here, before anything is written.
+fn hugepages(
+    p: &Profile,
+    host: &Host,
+    cpusets: &[ResolvedCpuset],
+) -> Result<Vec<ResolvedHugepages>, ProfileError> {
+    let mut out: Vec<ResolvedHugepages> = Vec::new();
+    for h in &p.hugepages {
+        let size = h.size.get_ref().trim();
+        let Some(&(word, size_kb)) = HUGEPAGE_SIZES.iter().find(|(w, _)| *w == size) else {
+            return Err(p.err(
+                h.size.span(),
+                format!("hugepages size {size:?} is not a huge page size ibtune sets"),
+                "use \"2M\" or \"1G\"",
+            ));
+        };
+        let local = cpusets.iter().fold(CpuSet::new(), |a, c| a.union(&c.mems));
+        let nodes = match &h.nodes {
+            Some(f) if !matches!(f.get_ref(), CpuField::Text(t) if t.trim() == "local") => {
+                nodes_of_field(p, host, f, &CpuSet::new())?
+            }
+            _ if local.is_empty() => {
+                let span = h.nodes.as_ref().map_or(h.size.span(), |f| f.span());
+                return Err(p.err(
+                    span,
+                    "hugepages nodes = \"local\" means the memory nodes of the profile's cpusets, and it has none",
+                    format!("add a [[cpuset]], or name the nodes: nodes = [0] (nodes: {})", host.node_ids()),
+                ));
+            }
+            _ => local,
+        };
+        let count = *h.count.get_ref();
+        for node in nodes.iter() {
+            if out.iter().any(|o| o.node == node && o.size_kb == size_kb) {
+                return Err(p.err(
+                    h.size.span(),
+                    format!("{word} hugepages on node {node} are set twice"),
+                    "give each node and size one [[hugepages]] entry",
+                ));
+            }
+            let mem_kb = host
+                .numa_nodes
+                .iter()
+                .find(|n| n.id == node)
+                .and_then(|n| n.mem_total_kb);
+            if let Some(mem_kb) = mem_kb {
+                if count.saturating_mul(size_kb) > mem_kb {
+                    return Err(p.err(
+                        h.count.span(),
+                        format!(
+                            "{count} {word} hugepages need {} MiB, more than node {node}'s {} MiB of memory",
+                            count.saturating_mul(size_kb) >> 10,
+                            mem_kb >> 10
+                        ),
+                        "ask for fewer pages per node",
+                    ));
+                }
+            }
+            out.push(ResolvedHugepages {
+                node,
+                size: word.to_string(),
+                size_kb,
+                count,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `[boot]`: the kernel parameters the profile asks for. The CPU lists come
+/// from the isolated cpusets; `irqaffinity` is every other online CPU (the
+/// housekeeping CPUs); the C-state limit is the deepest idle state whose
+/// exit latency is within `[cpu] max_cstate_latency_us` on every cpuset CPU,
+/// for both idle drivers (each ignores the other's parameter), since the
+/// kernel command line cannot limit some CPUs only.
+fn boot_params(
+    p: &Profile,
+    host: &Host,
+    cpusets: &[ResolvedCpuset],
+    max_latency_us: Option<u64>,
+) -> Result<Vec<BootParam>, ProfileError> {
+    let Some(b) = &p.boot else {
+        return Ok(Vec::new());
+    };
     let iso = cpusets
         .iter()
         .filter(|c| c.isolated)
         .fold(CpuSet::new(), |a, c| a.union(&c.cpus));
-    if iso.is_empty() {
-        return Vec::new();
-    }
     let mut v = Vec::new();
     let mut add = |on: bool, name: &str, value: String| {
         if on {
@@ -593,10 +694,59 @@ fn boot_params(p: &Profile, cpusets: &[ResolvedCpuset]) -> Vec<BootParam> {
             })
         }
     };
-    add(b.isolcpus, "isolcpus", format!("managed_irq,domain,{iso}"));
-    add(b.nohz_full, "nohz_full", iso.to_list());
-    add(b.rcu_nocbs, "rcu_nocbs", iso.to_list());
-    v
+    if !iso.is_empty() {
+        let housekeeping = host.cpus.online.difference(&iso);
+        add(b.isolcpus, "isolcpus", format!("managed_irq,domain,{iso}"));
+        add(b.nohz_full, "nohz_full", iso.to_list());
+        add(b.rcu_nocbs, "rcu_nocbs", iso.to_list());
+        add(
+            b.irqaffinity && !housekeeping.is_empty(),
+            "irqaffinity",
+            housekeeping.to_list(),
+        );
+    }
+    if let Some(m) = b.max_cstate.as_ref().filter(|m| *m.get_ref()) {
+        let Some(limit) = max_latency_us else {
+            return Err(p.err(
+                m.span(),
+                "[boot] max_cstate needs the limit of [cpu] max_cstate_latency_us",
+                "add max_cstate_latency_us = N (microseconds) to [cpu]",
+            ));
+        };
+        let rt = cpusets.iter().fold(CpuSet::new(), |a, c| a.union(&c.cpus));
+        let deepest = host
+            .cpus
+            .list
+            .iter()
+            .filter(|c| rt.is_empty() || rt.contains(c.id))
+            .filter(|c| !c.cstates.is_empty())
+            .map(|c| {
+                c.cstates
+                    .iter()
+                    .filter(|s| s.latency_us <= limit)
+                    .map(|s| s.index)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .min();
+        match deepest {
+            None => {
+                return Err(p.err(
+                    m.span(),
+                    "[boot] max_cstate: this host lists no idle states (no cpuidle), so there is no limit to compute",
+                    "remove max_cstate from [boot]",
+                ))
+            }
+            // Index 0 is polling: intel_idle.max_cstate=0 would disable the
+            // driver and hand the CPU to deeper ACPI states, so poll instead.
+            Some(0) => add(true, "idle", "poll".into()),
+            Some(n) => {
+                add(true, "intel_idle.max_cstate", n.to_string());
+                add(true, "processor.max_cstate", n.to_string());
+            }
+        }
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -35,7 +35,10 @@ pub struct Profile {
     /// Direct CPU settings (governor, idle states, THP).
     #[serde(default)]
     pub cpu: Option<CpuSpec>,
-    /// Kernel command line advice.
+    /// Huge pages reserved per NUMA node.
+    #[serde(default)]
+    pub hugepages: Vec<HugepagesSpec>,
+    /// Kernel command line parameters (checked against `/proc/cmdline`).
     #[serde(default)]
     pub boot: Option<BootSpec>,
     /// The file it came from and its text (not part of the TOML).
@@ -172,6 +175,20 @@ pub struct CpuSpec {
     pub thp: Option<Spanned<String>>,
 }
 
+/// `[[hugepages]]`: a count of pages of one size on some NUMA nodes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HugepagesSpec {
+    /// Page size: `"2M"` or `"1G"`.
+    pub size: Spanned<String>,
+    /// Pages per node.
+    pub count: Spanned<u64>,
+    /// Nodes: `[0, 1]`, `"0-1"`, or `"local"` (the memory nodes of the
+    /// profile's cpusets, the default).
+    #[serde(default)]
+    pub nodes: Option<Spanned<CpuField>>,
+}
+
 /// `[boot]`.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -185,6 +202,13 @@ pub struct BootSpec {
     /// Advise `rcu_nocbs=<isolated cpusets>`.
     #[serde(default)]
     pub rcu_nocbs: bool,
+    /// Ask for `irqaffinity=<CPUs outside the isolated cpusets>`.
+    #[serde(default)]
+    pub irqaffinity: bool,
+    /// Ask for the `[cpu] max_cstate_latency_us` limit at boot, for every
+    /// CPU: `intel_idle.max_cstate=N processor.max_cstate=N`.
+    #[serde(default)]
+    pub max_cstate: Option<Spanned<bool>>,
     /// Count a missing parameter as drift in `verify`.
     #[serde(default)]
     pub required: bool,

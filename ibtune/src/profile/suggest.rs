@@ -23,6 +23,7 @@
 //! JSON ([`Suggestion::to_json`]). Nothing here reads the host: the model
 //! comes from discovery's bounded readers.
 
+use super::resolve::HUGEPAGE_SIZES;
 use super::rules::name_problem;
 use crate::host::{CgroupMode, CpuSet, Host, RdmaDevice};
 use serde::Serialize;
@@ -76,7 +77,8 @@ pub struct Intent {
     pub isolate: Isolate,
     /// CPUs that must stay housekeeping (their whole cores do).
     pub reserve: CpuSet,
-    /// A huge page pool; refused while the profile has no place for it.
+    /// Huge pages on each node of the isolated cores (`[[hugepages]]`,
+    /// nodes "local"); 2M and 1G pages only.
     pub hugepages: Option<HugePages>,
 }
 
@@ -95,7 +97,8 @@ impl Default for Intent {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SuggestError {
     /// The intent names something this host lacks or the profile cannot
-    /// say (an unknown HCA, an offline CPU, huge pages): bad input.
+    /// say (an unknown HCA, an offline CPU, a huge page size or count it
+    /// cannot hold): bad input.
     #[error("{0}")]
     Input(String),
     /// The host cannot be tuned as asked (one CPU, no HCA, no cpuset
@@ -210,10 +213,12 @@ fn cpuset_name(hca: Option<&str>, i: usize) -> String {
 /// Chooses the isolated cores and the IRQ CPUs, or says why it cannot.
 pub fn layout(host: &Host, intent: &Intent) -> Result<Layout, SuggestError> {
     if let Some(h) = intent.hugepages {
-        return Err(SuggestError::Input(format!(
-            "--hugepage-pool ({} pages of {} KiB): profiles have no huge page setting yet, so a pool cannot be part of a suggested profile. Leave the option out, and reserve the pages with the hugepages= boot parameter or in /sys/devices/system/node/nodeN/hugepages/hugepages-{}kB/nr_hugepages",
-            h.count, h.size_kb, h.size_kb
-        )));
+        if !HUGEPAGE_SIZES.iter().any(|(_, kb)| *kb == h.size_kb) {
+            return Err(SuggestError::Input(format!(
+                "--hugepage-pool: pages of {} KiB are not a size a profile sets; use 2M:COUNT or 1G:COUNT",
+                h.size_kb
+            )));
+        }
     }
     if let Isolate::Cores(0) = intent.isolate {
         return Err(SuggestError::Input(
@@ -821,6 +826,10 @@ pub fn suggest(host: &Host, intent: &Intent) -> Result<Suggestion, SuggestError>
     }
     sections.push(section("cpu", false, cpu));
 
+    if let Some(h) = intent.hugepages {
+        sections.push(hugepages_section(host, &l, h)?);
+    }
+
     let now = |v: &Option<String>, name: &str| {
         v.as_deref()
             .map_or(format!("now no {name}"), |x| format!("now {name}={x}"))
@@ -861,6 +870,57 @@ pub fn suggest(host: &Host, intent: &Intent) -> Result<Suggestion, SuggestError>
         sections,
         layout: l,
     })
+}
+
+/// `[[hugepages]]` for `--hugepage-pool SIZE:COUNT`: COUNT pages on each
+/// node of the isolated cores (`nodes = "local"`), refused where a node's
+/// memory cannot hold them.
+fn hugepages_section(host: &Host, l: &Layout, h: HugePages) -> Result<Section, SuggestError> {
+    let word = HUGEPAGE_SIZES
+        .iter()
+        .find(|(_, kb)| *kb == h.size_kb)
+        .map(|(w, _)| *w)
+        .ok_or_else(|| SuggestError::Input("--hugepage-pool: use 2M:COUNT or 1G:COUNT".into()))?;
+    let nodes: std::collections::BTreeSet<u32> = l.groups.iter().map(|g| g.node).collect();
+    let mut now = Vec::new();
+    for n in &nodes {
+        let mem_kb = host
+            .numa_nodes
+            .iter()
+            .find(|x| x.id == *n)
+            .and_then(|x| x.mem_total_kb);
+        if let Some(mem_kb) = mem_kb {
+            if h.count.saturating_mul(h.size_kb) > mem_kb {
+                return Err(SuggestError::Input(format!(
+                    "--hugepage-pool {word}:{}: {} MiB of pages on node {n}, which has {} MiB of memory; ask for fewer",
+                    h.count,
+                    h.count.saturating_mul(h.size_kb) >> 10,
+                    mem_kb >> 10
+                )));
+            }
+        }
+        now.push(format!("node {n}"));
+    }
+    Ok(section(
+        "hugepages",
+        true,
+        vec![
+            entry("size", word, "--hugepage-pool: the page size asked for"),
+            entry(
+                "count",
+                h.count as i64,
+                "--hugepage-pool: pages on each node of the isolated cores; apply says per node when the kernel grants fewer",
+            ),
+            entry(
+                "nodes",
+                "local",
+                format!(
+                    "the memory nodes of the cpusets ({}): RDMA buffers registered there, ibprobe --hugepages maps from them",
+                    now.join(", ")
+                ),
+            ),
+        ],
+    ))
 }
 
 impl Suggestion {
@@ -1314,8 +1374,22 @@ mod tests {
             }),
             ..Intent::default()
         };
+        let s = suggest(&h, &huge).unwrap();
+        let t = s.to_toml();
         assert!(
-            matches!(suggest(&h, &huge), Err(SuggestError::Input(m)) if m.contains("no huge page setting"))
+            t.contains("[[hugepages]]\n") && t.contains("size = \"1G\"") && t.contains("count = 8"),
+            "{t}"
+        );
+        plans_clean(&h, &s).unwrap();
+        let odd = Intent {
+            hugepages: Some(HugePages {
+                size_kb: 64,
+                count: 8,
+            }),
+            ..Intent::default()
+        };
+        assert!(
+            matches!(suggest(&h, &odd), Err(SuggestError::Input(m)) if m.contains("2M:COUNT or 1G:COUNT"))
         );
     }
 

@@ -28,6 +28,10 @@ pub enum Fault {
     CrashAfterJournal(usize),
     /// The process "dies" right after making change `n`.
     CrashAfterChange(usize),
+    /// The kernel grants only this many pages of every page count written
+    /// (as a node with fragmented memory does): a fixture tree has no
+    /// kernel, so the number is written back after the change.
+    ShortGrant(u64),
 }
 
 /// Options for [`apply`].
@@ -49,6 +53,9 @@ pub struct ApplyReport {
     /// Boot parameters the profile advises: never applied at run time
     /// (`ibtune plan` prints the kernel command line to add).
     pub advice: usize,
+    /// Page counts the kernel granted only in part, read back after the
+    /// write: what is missing and what to do (apply exits 1).
+    pub short: Vec<String>,
     /// The journal file.
     pub journal: String,
 }
@@ -119,10 +126,13 @@ pub fn apply(
         .iter()
         .filter_map(|r| r.key().map(String::from))
         .collect();
+    // Boot parameters are never changed at run time (a reboot is); a page
+    // count the kernel granted in part is written again.
     let todo: Vec<_> = plan
         .items
         .iter()
-        .filter(|i| i.observed.status == Status::Change)
+        .filter(|i| matches!(i.observed.status, Status::Change | Status::Short))
+        .filter(|i| !matches!(i.item.action, Action::Boot { .. }))
         .collect();
     let mut report = ApplyReport {
         changed: Vec::new(),
@@ -134,8 +144,10 @@ pub fn apply(
         advice: plan
             .items
             .iter()
-            .filter(|i| i.observed.status == Status::Advice)
+            .filter(|i| matches!(i.item.action, Action::Boot { .. }))
+            .filter(|i| i.observed.status != Status::Ok)
             .count(),
+        short: Vec::new(),
         journal: journal.path().display().to_string(),
     };
     if todo.is_empty() {
@@ -178,7 +190,26 @@ pub fn apply(
         if opts.fault == Some(Fault::CrashAfterChange(n)) {
             return Err(ApplyError::Crashed(n));
         }
+        if let (
+            Some(Fault::ShortGrant(granted)),
+            Action::File {
+                path,
+                cmp: Cmp::Pages,
+                ..
+            },
+        ) = (opts.fault, &it.item.action)
+        {
+            if let Err(cause) = root.write(path, format!("{granted}\n").as_bytes()) {
+                return Err(fail(&done, key, cause.into()));
+            }
+        }
         report.changed.push(key);
+        // The kernel may grant fewer huge pages than written, silently.
+        if let Action::File { path, .. } = &it.item.action {
+            if let Some(m) = root.read_opt(path).and_then(|now| it.item.shortfall(&now)) {
+                report.short.push(m);
+            }
+        }
     }
     journal.append(&Record::Commit { time: now() })?;
     Ok(report)

@@ -19,6 +19,10 @@ pub enum Cmp {
     Bracket,
     /// cgroup v2 partition: the first word, with no "invalid" reason.
     Partition,
+    /// A count the kernel may silently grant only in part (`nr_hugepages`):
+    /// equal numbers match; fewer than wanted after an apply is a
+    /// shortfall ([`Item::shortfall`]).
+    Pages,
 }
 
 /// What an item sets.
@@ -111,11 +115,13 @@ pub enum Knob {
     Tuned,
     /// `[dma_latency]`: `/dev/cpu_dma_latency` held.
     DmaLatency,
+    /// `[[hugepages]]`: huge pages per NUMA node.
+    Hugepages,
 }
 
 impl Knob {
     /// Every knob, in plan order.
-    pub const ALL: [Knob; 7] = [
+    pub const ALL: [Knob; 8] = [
         Knob::Cpusets,
         Knob::Irq,
         Knob::Sysctl,
@@ -123,6 +129,7 @@ impl Knob {
         Knob::Thp,
         Knob::Tuned,
         Knob::DmaLatency,
+        Knob::Hugepages,
     ];
 
     /// The word used in reports and on the command line.
@@ -135,6 +142,7 @@ impl Knob {
             Knob::Thp => "thp",
             Knob::Tuned => "tuned",
             Knob::DmaLatency => "dma_latency",
+            Knob::Hugepages => "hugepages",
         }
     }
 }
@@ -152,6 +160,7 @@ impl Item {
             "thp" => Knob::Thp,
             "tuned" => Knob::Tuned,
             "dma_latency" => Knob::DmaLatency,
+            "hugepages" => Knob::Hugepages,
             _ => return None,
         })
     }
@@ -169,6 +178,9 @@ pub enum Status {
     Blocked,
     /// Boot parameter advice: not applied at run time.
     Advice,
+    /// Applied, but the kernel granted less than asked (huge pages on a
+    /// node with too little free contiguous memory): drift in `verify`.
+    Short,
 }
 
 /// What was observed for one item.
@@ -190,11 +202,16 @@ impl Item {
     pub fn observe(&self, root: &HostRoot) -> Observed {
         let (current, wanted, matches) = match &self.action {
             Action::File { path, value, cmp } => {
-                let cur = root.read(path).ok();
-                let ok = cur.as_deref().is_some_and(|c| compare(*cmp, c, value));
+                let cur = root.read(path);
+                let ok = cur.as_deref().is_ok_and(|c| compare(*cmp, c, value));
                 (
-                    cur.map(|c| display(*cmp, &c))
-                        .unwrap_or_else(|| ABSENT.into()),
+                    match cur {
+                        Ok(c) => display(*cmp, &c),
+                        Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => ABSENT.into(),
+                        // Oversized, not a regular file, not text: say so
+                        // rather than pass it off as absent.
+                        Err(e) => format!("(unreadable: {e})"),
+                    },
                     display(*cmp, value),
                     ok,
                 )
@@ -244,18 +261,19 @@ impl Item {
                 )
             }
             Action::Boot { name, value, .. } => {
-                let line = root.read_opt("/proc/cmdline").unwrap_or_default();
-                let cur = crate::host::kernel::parse_cmdline(&line);
-                let have = match name.as_str() {
-                    "isolcpus" => cur.isolcpus,
-                    "nohz_full" => cur.nohz_full,
-                    "rcu_nocbs" => cur.rcu_nocbs,
-                    _ => None,
+                let line = root.read("/proc/cmdline");
+                let have = line
+                    .as_deref()
+                    .ok()
+                    .and_then(|l| crate::host::kernel::cmdline_param(l, name));
+                let ok = have
+                    .as_deref()
+                    .is_some_and(|h| boot_matches(name, h, value));
+                let current = match (&line, have) {
+                    (Err(e), _) => format!("(unreadable: {e})"),
+                    (_, Some(h)) => format!("{name}={h}"),
+                    (_, None) => "(not on the kernel command line)".into(),
                 };
-                let ok = have.as_deref().is_some_and(|h| boot_matches(h, value));
-                let current = have
-                    .map(|h| format!("{name}={h}"))
-                    .unwrap_or_else(|| "(not on the kernel command line)".into());
                 let wanted = format!("{name}={value}");
                 let status = if ok {
                     Status::Ok
@@ -299,6 +317,38 @@ pub fn compare(cmp: Cmp, current: &str, wanted: &str) -> bool {
             let c = current.trim();
             c.split_whitespace().next() == Some(wanted.trim()) && !c.contains("invalid")
         }
+        Cmp::Pages => matches!(
+            (current.trim().parse::<u64>(), wanted.trim().parse::<u64>()),
+            (Ok(a), Ok(b)) if a == b
+        ),
+    }
+}
+
+impl Item {
+    /// For a count the kernel may grant in part (`Cmp::Pages`): the
+    /// message when `current` holds fewer than wanted, saying what to do.
+    /// `None` when it is not such an item, or nothing is missing.
+    ///
+    /// Why it exists: writing `nr_hugepages` succeeds even when the kernel
+    /// allocates fewer pages (it finds too little free contiguous memory on
+    /// the node); only reading the file back tells.
+    pub fn shortfall(&self, current: &str) -> Option<String> {
+        let Action::File {
+            value,
+            cmp: Cmp::Pages,
+            ..
+        } = &self.action
+        else {
+            return None;
+        };
+        let want: u64 = value.trim().parse().ok()?;
+        let have: u64 = current.trim().parse().ok()?;
+        (have < want).then(|| {
+            format!(
+                "{}: {have} of {want} allocated: the kernel found too little free contiguous memory on that node (fragmented or in use); free or compact memory (echo 1 > /proc/sys/vm/compact_memory) and apply again, or reserve the pages at boot (hugepagesz=SIZE hugepages=NODE:COUNT)",
+                self.what
+            )
+        })
     }
 }
 
@@ -330,9 +380,12 @@ fn display(cmp: Cmp, v: &str) -> String {
     }
 }
 
-/// True when a command line value covers the wanted one: same CPU list,
-/// with the wanted isolcpus flags present.
-fn boot_matches(have: &str, want: &str) -> bool {
+/// True when the command line's value of `name` gives what the profile
+/// wants: the CPU lists of isolcpus, nohz_full and rcu_nocbs cover the
+/// wanted CPUs (with the wanted isolcpus flags); irqaffinity is exactly
+/// the housekeeping CPUs (more would let IRQs onto isolated ones); any
+/// other parameter is the same text.
+fn boot_matches(name: &str, have: &str, want: &str) -> bool {
     let split = |s: &str| -> (Vec<String>, Option<CpuSet>) {
         let mut flags = Vec::new();
         let mut list = Vec::new();
@@ -345,11 +398,20 @@ fn boot_matches(have: &str, want: &str) -> bool {
         }
         (flags, CpuSet::parse_list(&list.join(",")).ok())
     };
-    let (hf, hl) = split(have);
-    let (wf, wl) = split(want);
-    wf.iter().all(|f| hf.contains(f))
-        && hl.is_some()
-        && wl.is_some_and(|w| hl.is_some_and(|h| w.is_subset(&h)))
+    match name {
+        "isolcpus" | "nohz_full" | "rcu_nocbs" => {
+            let (hf, hl) = split(have);
+            let (wf, wl) = split(want);
+            wf.iter().all(|f| hf.contains(f))
+                && hl.is_some()
+                && wl.is_some_and(|w| hl.is_some_and(|h| w.is_subset(&h)))
+        }
+        "irqaffinity" => matches!(
+            (CpuSet::parse_list(have), CpuSet::parse_list(want)),
+            (Ok(h), Ok(w)) if h == w
+        ),
+        _ => have.trim() == want.trim(),
+    }
 }
 
 #[cfg(test)]
@@ -378,12 +440,40 @@ mod tests {
 
     #[test]
     fn boot_values() {
-        assert!(boot_matches(
-            "managed_irq,domain,12-15",
-            "managed_irq,domain,12,13"
-        ));
-        assert!(!boot_matches("12-15", "managed_irq,domain,12"));
-        assert!(boot_matches("12-15", "12-15"));
-        assert!(!boot_matches("12-13", "12-15"));
+        let iso = |h, w| boot_matches("isolcpus", h, w);
+        assert!(iso("managed_irq,domain,12-15", "managed_irq,domain,12,13"));
+        assert!(!iso("12-15", "managed_irq,domain,12"));
+        assert!(iso("12-15", "12-15"));
+        assert!(!iso("12-13", "12-15"));
+        assert!(boot_matches("irqaffinity", "0-3", "0,1,2,3"));
+        assert!(!boot_matches("irqaffinity", "0-7", "0-3"));
+        assert!(boot_matches("intel_idle.max_cstate", "1", "1"));
+        assert!(!boot_matches("intel_idle.max_cstate", "2", "1"));
+    }
+
+    #[test]
+    fn a_short_page_count_says_how_many_and_what_to_do() {
+        let item = Item {
+            key: "hugepages/node0/2M".into(),
+            what: "node 0: 2M hugepages".into(),
+            action: Action::File {
+                path: "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
+                    .into(),
+                value: "512\n".into(),
+                cmp: Cmp::Pages,
+            },
+            blocked: None,
+        };
+        let m = item.shortfall("300\n").expect("300 < 512 is a shortfall");
+        assert!(
+            m.starts_with("node 0: 2M hugepages: 300 of 512 allocated:"),
+            "{m}"
+        );
+        assert!(m.contains("compact_memory"), "{m}");
+        assert_eq!(item.shortfall("512\n"), None);
+        assert_eq!(item.shortfall("garbage"), None);
+        assert!(compare(Cmp::Pages, "512\n", "512\n"));
+        assert!(!compare(Cmp::Pages, "300\n", "512\n"));
+        assert!(!compare(Cmp::Pages, "x\n", "x\n"));
     }
 }

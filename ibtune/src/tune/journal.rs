@@ -166,6 +166,27 @@ impl Journal {
         })
     }
 
+    /// The keys journalled in `dir` for `root`, read without creating,
+    /// locking or changing anything (for `verify`, which needs no root);
+    /// empty when there is no journal, or it is of another root or damaged.
+    pub fn applied_keys(dir: &Path, root: &HostRoot) -> std::collections::BTreeSet<String> {
+        let path = dir.join("journal.jsonl");
+        let Ok(records) = read_checked(&path, Some(dir)) else {
+            return Default::default();
+        };
+        match records.first() {
+            Some(Record::Begin { root: theirs, .. })
+                if *theirs == root.dir().display().to_string() =>
+            {
+                records
+                    .iter()
+                    .filter_map(|r| r.key().map(String::from))
+                    .collect()
+            }
+            _ => Default::default(),
+        }
+    }
+
     /// The state directory.
     pub fn dir(&self) -> &Path {
         &self.dir

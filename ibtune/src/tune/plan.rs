@@ -49,35 +49,72 @@ pub struct Summary {
     pub blocked: usize,
     /// Boot advice only.
     pub advice: usize,
+    /// Applied, but the kernel granted fewer huge pages than asked.
+    pub short: usize,
 }
 
 impl Plan {
     /// Observes every item on `root`.
     pub fn observe(r: &Resolved, host: &Host, root: &HostRoot) -> Plan {
-        let items: Vec<PlannedItem> = build(r, host, root)
-            .into_iter()
-            .map(|item| {
-                let observed = item.observe(root);
-                PlannedItem { item, observed }
-            })
-            .collect();
+        let mut plan = Plan {
+            profile: r.name.clone(),
+            profile_path: r.path.clone(),
+            root: root.dir().display().to_string(),
+            cgroup_mode: host.cgroup.mode,
+            items: Vec::new(),
+            summary: Summary::default(),
+        };
+        for item in build(r, host, root) {
+            plan.push(item, root);
+        }
+        plan
+    }
+
+    /// Adds an item the profile does not hold (`apply --boot-file`),
+    /// observed on `root`, at the end of the apply order.
+    pub fn push(&mut self, item: Item, root: &HostRoot) {
+        let observed = item.observe(root);
+        self.items.push(PlannedItem { item, observed });
+        self.recount();
+    }
+
+    /// Marks as [`Status::Short`] every page count that an apply in
+    /// `journalled` (the keys of the open journal) set and the kernel
+    /// granted only in part: re-applying cannot be told from fixing, so
+    /// `verify` says what is missing and why.
+    pub fn mark_short(&mut self, journalled: &std::collections::BTreeSet<String>) {
+        for i in &mut self.items {
+            if i.observed.status == Status::Change
+                && journalled.contains(&i.item.key)
+                && i.item.shortfall(&i.observed.current).is_some()
+            {
+                i.observed.status = Status::Short;
+            }
+        }
+        self.recount();
+    }
+
+    /// The shortfall messages of the items marked short.
+    pub fn short(&self) -> Vec<String> {
+        self.items
+            .iter()
+            .filter(|i| i.observed.status == Status::Short)
+            .filter_map(|i| i.item.shortfall(&i.observed.current))
+            .collect()
+    }
+
+    fn recount(&mut self) {
         let mut summary = Summary::default();
-        for i in &items {
+        for i in &self.items {
             match i.observed.status {
                 Status::Ok => summary.ok += 1,
                 Status::Change => summary.change += 1,
                 Status::Blocked => summary.blocked += 1,
                 Status::Advice => summary.advice += 1,
+                Status::Short => summary.short += 1,
             }
         }
-        Plan {
-            profile: r.name.clone(),
-            profile_path: r.path.clone(),
-            root: root.dir().display().to_string(),
-            cgroup_mode: host.cgroup.mode,
-            items,
-            summary,
-        }
+        self.summary = summary;
     }
 }
 
@@ -330,7 +367,31 @@ pub fn build(r: &Resolved, host: &Host, root: &HostRoot) -> Vec<Item> {
         ));
     }
 
-    // 7. tuned: write the child profile, then activate it.
+    // 7. Huge pages per node: the kernel may grant fewer (apply reads back).
+    for h in &r.hugepages {
+        let dir = format!(
+            "/sys/devices/system/node/node{}/hugepages/hugepages-{}kB",
+            h.node, h.size_kb
+        );
+        let blocked = (!root.is_dir(&dir)).then(|| {
+            format!(
+                "this kernel has no {} huge pages on node {} (no {dir}): the CPU lacks the page size, or the kernel was built without it",
+                h.size, h.node
+            )
+        });
+        items.push(Item {
+            key: format!("hugepages/node{}/{}", h.node, h.size),
+            what: format!("node {}: {} hugepages", h.node, h.size),
+            action: Action::File {
+                path: format!("{dir}/nr_hugepages"),
+                value: format!("{}\n", h.count),
+                cmp: Cmp::Pages,
+            },
+            blocked,
+        });
+    }
+
+    // 8. tuned: write the child profile, then activate it.
     if let Some(t) = &r.tuned {
         let blocked = (!host.tuned.installed)
             .then(|| "tuned is not installed (Debian: apt-get install tuned); remove [tuned] or install it".to_string());
@@ -369,7 +430,7 @@ pub fn build(r: &Resolved, host: &Host, root: &HostRoot) -> Vec<Item> {
         });
     }
 
-    // 8. cpu_dma_latency, held by a process.
+    // 9. cpu_dma_latency, held by a process.
     if let Some(us) = r.dma_latency_us {
         let blocked = (!root.exists("/dev/cpu_dma_latency"))
             .then(|| "this kernel has no /dev/cpu_dma_latency".to_string());
@@ -381,7 +442,7 @@ pub fn build(r: &Resolved, host: &Host, root: &HostRoot) -> Vec<Item> {
         });
     }
 
-    // 9. Boot parameters: advice only.
+    // 10. Boot parameters: checked against /proc/cmdline, never set at run time.
     for b in &r.boot {
         items.push(Item {
             key: format!("boot/{}", b.name),
