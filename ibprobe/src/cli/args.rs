@@ -97,7 +97,7 @@ pub enum Command {
     Server(ServerArgs),
     /// Measuring side of a round trip against `ibprobe server` (RTT and RTT/2).
     #[command(
-        after_help = "Examples:\n  ibprobe client hostA --transport rc --count 100000\n      # against `ibprobe server -t rc` on hostA (needs a peer: runs in the lab)\n  ibprobe client hostA:18515 --transport udp --duration 2s --rate 1000 --json\n      # 2000 round trips at 1000/s (needs a peer: runs in the lab)"
+        after_help = "Examples:\n  ibprobe client hostA --transport rc --count 20000\n      # against `ibprobe server -t rc` on hostA (needs a peer: runs in the lab)\n  ibprobe client hostA:18515 --transport udp --duration 2s --rate 1000 --json\n      # 2000 round trips at 1000/s (needs a peer: runs in the lab)"
     )]
     Client(ClientArgs),
     /// Messages streaming through a credit window, batches with a flush timer,

@@ -28,10 +28,9 @@ Examples:
 
 Exit codes: 0 the profile is printed; 2 bad input (an HCA that is not
 there, an offline --reserve CPU, a --hugepage-pool size other than 2M or
-1G); 3 the host cannot be
-tuned as asked, and the reason is printed instead of a profile (one CPU, no
-HCA without --hca none, no cpuset controller, a node without the cores
-asked for).";
+1G); 3 the host cannot be tuned as asked, and the reason is printed
+instead of a profile (one CPU, no HCA without --hca none, no cpuset
+controller, a node without the cores asked for).";
 
 /// What `suggest` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
