@@ -12,6 +12,7 @@ pub mod lab;
 pub mod netns;
 pub mod prom;
 pub mod recipe;
+pub mod slurm;
 pub mod systemd;
 
 use std::collections::BTreeMap;
