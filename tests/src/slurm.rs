@@ -181,6 +181,8 @@ impl Cluster {
              AccountingStorageType=accounting_storage/none\n\
              JobCompType=jobcomp/none\n\
              SchedulerType=sched/builtin\n\
+             # A batch job is scheduled when submitted, not up to 3 s later.\n\
+             SchedulerParameters=batch_sched_delay=0\n\
              SelectType=select/cons_tres\n\
              SelectTypeParameters=CR_CPU\n\
              MpiDefault=none\n\
