@@ -234,6 +234,92 @@ fn a_profile_job_is_applied_before_and_reverted_after_also_cancelled_and_a_faile
     assert!(!marker.exists(), "a failed apply left {}", marker.display());
 }
 
+/// The Prolog runs as root on what a job asked: a profile name that is
+/// not a bare name (a path, `..`, a shell word), or two names, is refused
+/// before ibtune runs, and a job that asks for nothing runs no ibtune.
+/// Runs the script directly with the environment slurmd gives it and a
+/// stand-in `scontrol` (first on the settings file's PATH) that records
+/// the drain; needs no Slurm.
+#[test]
+fn the_prolog_refuses_a_profile_name_that_is_not_a_bare_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ran = tmp.path().join("ibtune-ran");
+    let fake = tmp.path().join("ibtune");
+    fs::write(&fake, format!("#!/bin/sh\ntouch '{}'\n", ran.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
+    let profiles = tmp.path().join("profiles");
+    fs::create_dir(&profiles).unwrap();
+    fs::write(tmp.path().join("evil.toml"), "[profile]\nname = \"evil\"\n").unwrap();
+    let drained = tmp.path().join("drained");
+    let bin = tmp.path().join("bin");
+    fs::create_dir(&bin).unwrap();
+    let scontrol = bin.join("scontrol");
+    fs::write(
+        &scontrol,
+        format!("#!/bin/sh\nprintf '%s|' \"$@\" > '{}'\n", drained.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&scontrol, fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = tmp.path().join("conf");
+    fs::write(
+        &conf,
+        format!(
+            "PATH='{}':$PATH\nIBTUNE='{}'\nIBTUNE_PROFILE_DIRS='{}'\nIBTUNE_STATE_DIR='{}'\n",
+            bin.display(),
+            fake.display(),
+            profiles.display(),
+            tmp.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let prolog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/slurm/ibtune-prolog");
+    let run = |constraints: &str| {
+        Command::new(&prolog)
+            .env_clear()
+            .env("IBTUNE_SLURM_CONFIG", &conf)
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURMD_NODENAME", "nowhere")
+            .env("SLURM_JOB_CONSTRAINTS", constraints)
+            .output()
+            .unwrap()
+    };
+    for (asked, says) in [
+        ("ibtune:../evil", "profile name '../evil' refused"),
+        ("ibtune:/tmp/evil", "profile name '/tmp/evil' refused"),
+        (
+            "ibtune:a;touch$IFS/x",
+            "refused: only letters, digits, - and _",
+        ),
+        ("[ibtune:a|ibtune:b]", "asks for two profiles, a and b"),
+        ("ibtune:missing", "no profile missing.toml in"),
+    ] {
+        let out = run(asked);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{asked}: {err}");
+        assert!(err.contains(&format!("ibtune: job 7: ")), "{asked}: {err}");
+        assert!(err.contains(says), "{asked}: {err}");
+        assert!(!ran.exists(), "{asked}: ibtune was run");
+        let drain = fs::read_to_string(&drained).unwrap_or_default();
+        assert!(
+            drain.starts_with("update|nodename=nowhere|state=drain|reason=ibtune: job 7: ")
+                && drain.contains(says),
+            "{asked}: the node is not drained with the reason: {drain:?}"
+        );
+        fs::remove_file(&drained).unwrap();
+    }
+    for asked in ["", "gpu&ib", "ibtunex:a"] {
+        let out = run(asked);
+        assert!(
+            out.status.success(),
+            "{asked:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!ran.exists(), "{asked:?}: ibtune was run");
+        assert!(!drained.exists(), "{asked:?}: the node was drained");
+    }
+}
+
 /// `ibtune revert` on drop, so a failing assertion leaves no cpuset or
 /// sysctl behind on this host.
 struct RevertOnDrop(PathBuf);
