@@ -297,7 +297,7 @@ fn the_prolog_refuses_a_profile_name_that_is_not_a_bare_name() {
         let out = run(asked);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{asked}: {err}");
-        assert!(err.contains(&format!("ibtune: job 7: ")), "{asked}: {err}");
+        assert!(err.contains("ibtune: job 7: "), "{asked}: {err}");
         assert!(err.contains(says), "{asked}: {err}");
         assert!(!ran.exists(), "{asked}: ibtune was run");
         let drain = fs::read_to_string(&drained).unwrap_or_default();
