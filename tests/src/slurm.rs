@@ -374,7 +374,7 @@ impl Cluster {
         for log in ["slurmctld.log", "slurmd.log", "munged.log", "slurmd.out"] {
             let text =
                 fs::read_to_string(self.dir.path().join("log").join(log)).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
             logs += &format!("\n--- {log} (last lines) ---\n");
             for l in tail.into_iter().rev() {
                 logs += l;
