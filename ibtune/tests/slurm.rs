@@ -234,56 +234,92 @@ fn a_profile_job_is_applied_before_and_reverted_after_also_cancelled_and_a_faile
     assert!(!marker.exists(), "a failed apply left {}", marker.display());
 }
 
+/// The shipped scripts run by hand, with the environment slurmd gives them
+/// and stand-ins first on PATH (through the settings file): `ibtune`
+/// records its arguments and exits with the code in `rc` (0 without it),
+/// `scontrol` records the drain, `squeue` prints the file `squeue-says`.
+/// Needs no Slurm and no root.
+struct StandIns {
+    dir: tempfile::TempDir,
+    conf: PathBuf,
+}
+
+impl StandIns {
+    fn new() -> StandIns {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let bin = d.join("bin");
+        fs::create_dir(&bin).unwrap();
+        fs::create_dir(d.join("profiles")).unwrap();
+        let d_ = d.display();
+        for (name, body) in [
+            (
+                "ibtune",
+                format!("printf '%s\\n' \"$*\" >> '{d_}/calls'\nexit $(cat '{d_}/rc' 2>/dev/null || echo 0)"),
+            ),
+            ("scontrol", format!("printf '%s|' \"$@\" > '{d_}/drained'")),
+            ("squeue", format!("cat '{d_}/squeue-says' 2>/dev/null")),
+        ] {
+            let p = bin.join(name);
+            fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let conf = d.join("conf");
+        fs::write(
+            &conf,
+            format!(
+                "PATH='{}':$PATH\nIBTUNE=ibtune\nIBTUNE_PROFILE_DIRS='{d_}/profiles'\nIBTUNE_STATE_DIR='{d_}/state'\n",
+                bin.display()
+            ),
+        )
+        .unwrap();
+        StandIns { dir, conf }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs `ibtune-prolog` or `ibtune-epilog` for job `job`.
+    fn run(&self, script: &str, job: &str, constraints: &str) -> std::process::Output {
+        Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../deploy/slurm")
+                .join(script),
+        )
+        .env_clear()
+        .env("IBTUNE_SLURM_CONFIG", &self.conf)
+        .env("SLURM_JOB_ID", job)
+        .env("SLURMD_NODENAME", "nowhere")
+        .env("SLURM_JOB_CONSTRAINTS", constraints)
+        .output()
+        .unwrap()
+    }
+
+    /// What the stand-in ibtune was asked, one call a line; then forgotten.
+    fn calls(&self) -> String {
+        let c = fs::read_to_string(self.path("calls")).unwrap_or_default();
+        let _ = fs::remove_file(self.path("calls"));
+        c
+    }
+
+    /// The drain the stand-in scontrol was asked for; then forgotten.
+    fn drained(&self) -> String {
+        let d = fs::read_to_string(self.path("drained")).unwrap_or_default();
+        let _ = fs::remove_file(self.path("drained"));
+        d
+    }
+}
+
 /// The Prolog runs as root on what a job asked: a profile name that is
 /// not a bare name (a path, `..`, a shell word), or two names, is refused
-/// before ibtune runs, and a job that asks for nothing runs no ibtune.
-/// Runs the script directly with the environment slurmd gives it and a
-/// stand-in `scontrol` (first on the settings file's PATH) that records
-/// the drain; needs no Slurm.
+/// before ibtune runs and the node drained with the reason; a job that
+/// asks for nothing runs no ibtune.
 #[test]
 fn the_prolog_refuses_a_profile_name_that_is_not_a_bare_name() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ran = tmp.path().join("ibtune-ran");
-    let fake = tmp.path().join("ibtune");
-    fs::write(&fake, format!("#!/bin/sh\ntouch '{}'\n", ran.display())).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
-    let profiles = tmp.path().join("profiles");
-    fs::create_dir(&profiles).unwrap();
-    fs::write(tmp.path().join("evil.toml"), "[profile]\nname = \"evil\"\n").unwrap();
-    let drained = tmp.path().join("drained");
-    let bin = tmp.path().join("bin");
-    fs::create_dir(&bin).unwrap();
-    let scontrol = bin.join("scontrol");
-    fs::write(
-        &scontrol,
-        format!("#!/bin/sh\nprintf '%s|' \"$@\" > '{}'\n", drained.display()),
-    )
-    .unwrap();
-    fs::set_permissions(&scontrol, fs::Permissions::from_mode(0o755)).unwrap();
-    let conf = tmp.path().join("conf");
-    fs::write(
-        &conf,
-        format!(
-            "PATH='{}':$PATH\nIBTUNE='{}'\nIBTUNE_PROFILE_DIRS='{}'\nIBTUNE_STATE_DIR='{}'\n",
-            bin.display(),
-            fake.display(),
-            profiles.display(),
-            tmp.path().join("state").display()
-        ),
-    )
-    .unwrap();
-    let prolog = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/slurm/ibtune-prolog");
-    let run = |constraints: &str| {
-        Command::new(&prolog)
-            .env_clear()
-            .env("IBTUNE_SLURM_CONFIG", &conf)
-            .env("SLURM_JOB_ID", "7")
-            .env("SLURMD_NODENAME", "nowhere")
-            .env("SLURM_JOB_CONSTRAINTS", constraints)
-            .output()
-            .unwrap()
-    };
+    let s = StandIns::new();
+    fs::write(s.path("evil.toml"), "[profile]\nname = \"evil\"\n").unwrap();
     for (asked, says) in [
         ("ibtune:../evil", "profile name '../evil' refused"),
         ("ibtune:/tmp/evil", "profile name '/tmp/evil' refused"),
@@ -294,30 +330,86 @@ fn the_prolog_refuses_a_profile_name_that_is_not_a_bare_name() {
         ("[ibtune:a|ibtune:b]", "asks for two profiles, a and b"),
         ("ibtune:missing", "no profile missing.toml in"),
     ] {
-        let out = run(asked);
+        let out = s.run("ibtune-prolog", "7", asked);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{asked}: {err}");
         assert!(err.contains("ibtune: job 7: "), "{asked}: {err}");
         assert!(err.contains(says), "{asked}: {err}");
-        assert!(!ran.exists(), "{asked}: ibtune was run");
-        let drain = fs::read_to_string(&drained).unwrap_or_default();
+        assert_eq!(s.calls(), "", "{asked}: ibtune was run");
+        let drain = s.drained();
         assert!(
             drain.starts_with("update|nodename=nowhere|state=drain|reason=ibtune: job 7: ")
                 && drain.contains(says),
             "{asked}: the node is not drained with the reason: {drain:?}"
         );
-        fs::remove_file(&drained).unwrap();
     }
     for asked in ["", "gpu&ib", "ibtunex:a"] {
-        let out = run(asked);
+        let out = s.run("ibtune-prolog", "7", asked);
         assert!(
             out.status.success(),
             "{asked:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(!ran.exists(), "{asked:?}: ibtune was run");
-        assert!(!drained.exists(), "{asked:?}: the node was drained");
+        assert_eq!(s.calls(), "", "{asked:?}: ibtune was run");
+        assert_eq!(s.drained(), "", "{asked:?}: the node was drained");
     }
+}
+
+/// The record of the job whose profile is applied: while that job runs,
+/// another job's Prolog refuses (drain) and leaves it; once it is gone
+/// (its Epilog never ran), the Prolog reverts it before applying. Only
+/// the recorded job's Epilog reverts. A failed apply forgets the record,
+/// except with exit 4 (host not as found), where the Epilog still reverts.
+#[test]
+fn the_prolog_and_epilog_keep_to_the_job_that_applied() {
+    let s = StandIns::new();
+    fs::write(s.path("profiles/good.toml"), "[profile]\nname = \"good\"\n").unwrap();
+    fs::create_dir(s.path("state")).unwrap();
+    let record = s.path("state/slurm-job");
+    let state = s.path("state");
+    let ibtune = |what: &str| format!("--state-dir {} --lock-wait 30s {what}\n", state.display());
+    let apply = ibtune(&format!("apply {}", s.path("profiles/good.toml").display()));
+
+    fs::write(&record, "6 old\n").unwrap();
+    fs::write(s.path("squeue-says"), "RUNNING\n").unwrap();
+    let out = s.run("ibtune-prolog", "7", "ibtune:good");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(s
+        .drained()
+        .contains("reason=ibtune: job 7: job 6 still holds profile old on this node"));
+    assert_eq!(s.calls(), "");
+    assert_eq!(fs::read_to_string(&record).unwrap(), "6 old\n");
+
+    fs::remove_file(s.path("squeue-says")).unwrap();
+    let out = s.run("ibtune-prolog", "7", "ibtune:good");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(s.calls(), format!("{}{apply}", ibtune("revert")));
+    assert_eq!(fs::read_to_string(&record).unwrap(), "7 good\n");
+
+    assert!(s.run("ibtune-epilog", "8", "").status.success());
+    assert_eq!(s.calls(), "", "another job's Epilog reverted");
+    assert!(s.run("ibtune-epilog", "7", "ibtune:good").status.success());
+    assert_eq!(s.calls(), ibtune("revert"));
+    assert!(!record.exists());
+
+    for (rc, kept) in [("3", false), ("5", false), ("4", true)] {
+        fs::write(s.path("rc"), rc).unwrap();
+        let out = s.run("ibtune-prolog", "9", "ibtune:good");
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(s.calls(), apply);
+        assert!(s.drained().contains(&format!(
+            "reason=ibtune: job 9: ibtune apply good failed (exit {rc})"
+        )));
+        assert_eq!(record.exists(), kept, "exit {rc}");
+    }
+    fs::remove_file(s.path("rc")).unwrap();
+    assert!(s.run("ibtune-epilog", "9", "ibtune:good").status.success());
+    assert_eq!(s.calls(), ibtune("revert"));
+    assert!(!record.exists());
 }
 
 /// `ibtune revert` on drop, so a failing assertion leaves no cpuset or
