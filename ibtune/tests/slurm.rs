@@ -12,7 +12,7 @@
 //! `CI=true`.
 
 use ibtools_tests::slurm::{poll, unavailable, Cluster, Setup};
-use ibtools_tests::{assert_same_tree, copy_tree, fixture, profile, snapshot};
+use ibtools_tests::{assert_same_tree, copy_tree, fixture, profile, snapshot, Immutable};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,12 +24,17 @@ fn skipped(test: &str) -> bool {
     let Some(why) = unavailable() else {
         return false;
     };
+    skip(test, &why);
+    true
+}
+
+/// Says SKIPPED with the reason; fails instead under `CI=true`.
+fn skip(what: &str, why: &str) {
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
         "unexpected skip under CI: {why}"
     );
-    eprintln!("SKIPPED {test}: {why}");
-    true
+    eprintln!("SKIPPED {what}: {why}");
 }
 
 /// What a site installs for the shipped scripts: its settings file
@@ -99,27 +104,6 @@ fn verify_line(site: &Site, root: Option<&Path>, name: &str) -> String {
     )
 }
 
-/// `chattr +i` on a file for a test's duration, so writing it fails even
-/// for root; None where the filesystem or the user cannot.
-struct Immutable<'a>(&'a Path);
-
-impl<'a> Immutable<'a> {
-    fn set(p: &'a Path) -> Option<Self> {
-        let ok = Command::new("chattr")
-            .arg("+i")
-            .arg(p)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Immutable(p))
-    }
-}
-
-impl Drop for Immutable<'_> {
-    fn drop(&mut self) {
-        let _ = Command::new("chattr").arg("-i").arg(self.0).status();
-    }
-}
-
 /// On a copy of the thesis host: (a) a job asking for `thesis-2hca` runs
 /// `ibtune verify` inside and exits 0, and the tree is byte-identical
 /// after; (b) a running job, slurmd restarted under it, then cancelled:
@@ -148,30 +132,16 @@ fn a_profile_job_is_applied_before_and_reverted_after_also_cancelled_and_a_faile
 
     // No ibtune:NAME constraint: nothing applied (the job would see drift).
     let job = cluster.sbatch(&[], &format!("{verify}; test $? -eq 1"));
-    assert_eq!(
-        cluster.wait_ended(&job),
-        "COMPLETED",
-        "{}",
-        cluster.job_output(&job)
-    );
+    cluster.wait_success(&job);
     assert_same_tree(&pristine, &snapshot(&root), "a job without a profile");
     assert!(!marker.exists());
 
     // (a) applied before the job's first command, reverted after its end.
     let job = cluster.sbatch(&["--constraint=ibtune:thesis-2hca"], &verify);
-    assert_eq!(
-        cluster.wait_ended(&job),
-        "COMPLETED",
-        "{}",
-        cluster.job_output(&job)
-    );
-    assert_eq!(cluster.job_field(&job, "ExitCode"), "0:0");
+    let out = cluster.wait_success(&job);
     assert!(
-        cluster
-            .job_output(&job)
-            .contains("ok: host matches profile thesis-2hca"),
-        "{}",
-        cluster.job_output(&job)
+        out.contains("ok: host matches profile thesis-2hca"),
+        "{out}"
     );
     assert_same_tree(&pristine, &snapshot(&root), "after a completed job");
     assert!(!marker.exists(), "the Epilog left {}", marker.display());
@@ -203,12 +173,7 @@ fn a_profile_job_is_applied_before_and_reverted_after_also_cancelled_and_a_faile
     let irq = root.join("proc/irq/91/smp_affinity_list");
     let Some(_guard) = Immutable::set(&irq) else {
         let why = "chattr +i is refused here (a filesystem without the attribute)";
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "unexpected skip under CI: {why}"
-        );
-        eprintln!("SKIPPED the failing apply of a_profile_job_...: {why}");
-        return;
+        return skip("the failing apply of a_profile_job_...", why);
     };
     let job = cluster.sbatch(&["--constraint=ibtune:thesis-2hca"], "true");
     let mut state = String::new();
@@ -469,14 +434,7 @@ fn a_profile_job_on_the_live_kernel_leaves_the_host_as_found() {
         &["--constraint=ibtune:live"],
         &format!("{verify} && cat /proc/sys/vm/swappiness"),
     );
-    assert_eq!(
-        cluster.wait_ended(&job),
-        "COMPLETED",
-        "{}",
-        cluster.job_output(&job)
-    );
-    assert_eq!(cluster.job_field(&job, "ExitCode"), "0:0");
-    let out = cluster.job_output(&job);
+    let out = cluster.wait_success(&job);
     assert!(
         out.contains(&format!("ok: host matches profile {name}")),
         "{out}"

@@ -349,6 +349,16 @@ impl Cluster {
         state
     }
 
+    /// Waits as [`Cluster::wait_ended`] and asserts that the job completed
+    /// with exit code 0; returns what it printed.
+    pub fn wait_success(&self, job: &str) -> String {
+        let state = self.wait_ended(job);
+        let out = self.job_output(job);
+        assert_eq!(state, "COMPLETED", "job {job}:\n{out}");
+        assert_eq!(self.job_field(job, "ExitCode"), "0:0", "job {job}:\n{out}");
+        out
+    }
+
     /// The node's state as `sinfo` writes it in long form (`idle`,
     /// `allocated`, `drained`, `completing` ...); empty when unknown.
     pub fn node_state(&self) -> String {
