@@ -39,9 +39,9 @@ fn skip(what: &str, why: &str) {
 
 /// What a site installs for the shipped scripts: its settings file
 /// (`IBTUNE_SLURM_CONFIG`), a profile folder, and the Prolog and Epilog
-/// as slurm.conf names them (two-line wrappers that point the shipped
-/// scripts at the settings file, as an `Environment=` of slurmd's unit
-/// would).
+/// as slurm.conf names them: two-line wrappers that point the shipped
+/// scripts at the settings file (slurmd gives a Prolog an environment of
+/// its own making, not slurmd's), as `ibtune-slurm.default` describes.
 struct Site {
     prolog: PathBuf,
     epilog: PathBuf,
