@@ -3,33 +3,9 @@
 //! others are checked where their cause is (`docs/exit-codes.md` lists the
 //! test behind every code of every tool).
 
-use std::path::Path;
 use std::process::Command;
 
-use ibtools_tests::{assert_same_tree, copy_tree, fixture, profile, snapshot};
-
-/// An IRQ affinity file the kernel refuses to change: the immutable
-/// attribute (`chattr +i`) makes even root's write fail with EPERM, the
-/// way a real /proc/irq write fails for an IRQ that cannot move. Removed
-/// again on drop, so the temporary tree can be deleted.
-struct Immutable<'a>(&'a Path);
-
-impl<'a> Immutable<'a> {
-    fn set(p: &'a Path) -> Option<Self> {
-        let ok = Command::new("chattr")
-            .arg("+i")
-            .arg(p)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Immutable(p))
-    }
-}
-
-impl Drop for Immutable<'_> {
-    fn drop(&mut self) {
-        let _ = Command::new("chattr").arg("-i").arg(self.0).status();
-    }
-}
+use ibtools_tests::{assert_same_tree, copy_tree, fixture, profile, snapshot, Immutable};
 
 /// A write that fails after 15 changes: the apply undoes them all, newest
 /// first, exits 3 with one line naming the file, and the tree is

@@ -13,6 +13,7 @@ pub mod lab;
 pub mod netns;
 pub mod prom;
 pub mod recipe;
+pub mod slurm;
 pub mod systemd;
 
 use std::collections::BTreeMap;
@@ -277,4 +278,32 @@ pub fn private_file(dir: &Path, name: &str, text: &str) -> String {
     fs::write(&p, text).expect("write a key file");
     fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).expect("chmod 600");
     p.to_str().expect("a UTF-8 temp path").to_string()
+}
+
+/// A file the kernel refuses to change: the immutable attribute
+/// (`chattr +i`) makes even root's write fail with EPERM, the way a real
+/// /proc/irq write fails for an IRQ that cannot move. Removed again on
+/// drop, so the temporary tree can be deleted.
+pub struct Immutable<'a>(&'a Path);
+
+impl<'a> Immutable<'a> {
+    /// Sets the attribute; None where the user or the filesystem cannot
+    /// (not root, tmpfs).
+    pub fn set(p: &'a Path) -> Option<Self> {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(p)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Immutable(p))
+    }
+}
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(self.0)
+            .status();
+    }
 }
