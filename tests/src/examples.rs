@@ -116,6 +116,12 @@ pub const NOT_RUNNABLE: &[(&str, &str)] = &[
     ),
     ("LAB=$(tests/lab/lab", "boots the lab"),
     ("curl -s localhost:9427", "asks a running exporter"),
+    ("sbatch ", "needs a Slurm cluster"),
+    ("srun ", "needs a Slurm cluster"),
+    ("sinfo ", "needs a Slurm cluster"),
+    ("scontrol ", "needs a Slurm cluster"),
+    ("squeue", "needs a Slurm cluster"),
+    ("ibtune plan my-profile", "needs your profile"),
 ];
 
 impl Example {
