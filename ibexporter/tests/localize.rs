@@ -115,31 +115,28 @@ fn mesh_faults_reports_localization_as_json_and_refuses_unknown_faults() {
     );
     assert!(text.contains("false suspects per healthy hour"), "{text}");
 
-    let bad = mesh(&[
-        "--simulate",
-        "--hosts",
-        "60",
-        "--racks",
-        "3",
-        "--faults",
-        "slow-hots",
-    ]);
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert_eq!(bad.status.code(), Some(2), "{err}");
+    let err = refused("3", "slow-hots");
     assert!(
         err.contains("slow-hots") && err.contains("flapping-link"),
         "{err}"
     );
-    let one_rack = mesh(&[
+    let err = refused("1", "slow-rack-pair");
+    assert!(err.contains("at least 2 racks"), "{err}");
+}
+
+/// `mesh --simulate` of 60 hosts in `racks` racks with `faults`: refused
+/// with exit 2; its stderr.
+fn refused(racks: &str, faults: &str) -> String {
+    let out = mesh(&[
         "--simulate",
         "--hosts",
         "60",
         "--racks",
-        "1",
+        racks,
         "--faults",
-        "slow-rack-pair",
+        faults,
     ]);
-    let err = String::from_utf8_lossy(&one_rack.stderr);
-    assert_eq!(one_rack.status.code(), Some(2), "{err}");
-    assert!(err.contains("at least 2 racks"), "{err}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
 }

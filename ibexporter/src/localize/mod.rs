@@ -468,34 +468,40 @@ impl Localizer {
     /// Adds one round and returns the named suspects, most confident
     /// first: those accused in at least [`SuspectKind::confirm_rounds`]
     /// of the last [`WINDOW_ROUNDS`] rounds. A host accused as different
-    /// kinds in different rounds is one suspect of its latest kind.
+    /// kinds in different rounds is one suspect, of the kind most of those
+    /// rounds said (a tie: the latest).
     pub fn push(&mut self, round: &Round) -> Vec<Suspect> {
         if self.history.len() == WINDOW_ROUNDS {
             self.history.pop_front();
         }
         self.history.push_back(assess(&self.topo, round));
-        let mut tally: HashMap<Entity, (usize, f64, &Suspect)> = HashMap::new();
+        // Every accusation of each entity in the window, oldest first.
+        let mut tally: HashMap<Entity, Vec<&Suspect>> = HashMap::new();
         for round in &self.history {
             for s in round {
-                let e = tally.entry(s.entity).or_insert((0, 0.0, s));
-                e.0 += 1;
-                e.1 += s.confidence;
-                e.2 = s;
+                tally.entry(s.entity).or_default().push(s);
             }
         }
         let mut named: Vec<Suspect> = tally
             .into_values()
-            .filter(|&(rounds, _, last)| rounds >= last.kind.confirm_rounds())
-            .map(|(rounds, sum, last)| Suspect {
-                kind: last.kind,
-                entity: last.entity,
-                confidence: sum / WINDOW_ROUNDS as f64,
-                rounds,
-                evidence: format!(
-                    "{} (accused in {rounds} of the last {} rounds)",
-                    last.evidence,
-                    self.history.len()
-                ),
+            .filter_map(|acc| {
+                // The kind most rounds said (a tie: the latest of them), so
+                // one noisy reading does not turn a nic into a host.
+                let votes = |k: SuspectKind| acc.iter().filter(|s| s.kind == k).count();
+                let last = acc.iter().max_by_key(|s| votes(s.kind)).copied()?;
+                let rounds = acc.len();
+                (rounds >= last.kind.confirm_rounds()).then(|| Suspect {
+                    kind: last.kind,
+                    entity: last.entity,
+                    confidence: acc.iter().map(|s| s.confidence).sum::<f64>()
+                        / WINDOW_ROUNDS as f64,
+                    rounds,
+                    evidence: format!(
+                        "{} (accused in {rounds} of the last {} rounds)",
+                        last.evidence,
+                        self.history.len()
+                    ),
+                })
             })
             .collect();
         named.sort_by(|a, b| {

@@ -307,3 +307,33 @@ fn a_suspect_of_one_round_in_three_is_not_named() {
         "two of the last three rounds accuse it"
     );
 }
+
+#[test]
+fn the_kind_is_what_most_rounds_said() {
+    let nic = round(|o| {
+        if o.prober == 3 || o.target == 3 {
+            slow(o, 2.0);
+        }
+        true
+    });
+    let mut host = nic.clone();
+    host.self_health_us[3] = 16.0;
+    let mut l = Localizer::new(topo());
+    l.push(&nic);
+    let s = l.push(&host);
+    assert_eq!(
+        top(&s),
+        (SuspectKind::Host, Entity::Host(3)),
+        "a tie: the latest"
+    );
+    let mut l = Localizer::new(topo());
+    l.push(&nic);
+    l.push(&nic);
+    let s = l.push(&host);
+    assert_eq!(
+        top(&s),
+        (SuspectKind::Nic, Entity::Host(3)),
+        "two of three: {s:?}"
+    );
+    assert_eq!(s[0].rounds, 3);
+}
