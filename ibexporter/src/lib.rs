@@ -18,6 +18,8 @@
 //!   histograms), `/healthz`, the landing page, TLS and basic auth;
 //! - [`planner`]: `ibexporter mesh` (a cluster's probe plan, figures and
 //!   failure simulation; the plan itself is [`targets::plan`]);
+//! - [`localize`]: from mesh probes to ranked suspects (host, NIC, link,
+//!   dead host, rack pair, path) with evidence, and its fault simulation;
 //! - [`sys`]: the one module with `unsafe` (allocator settings).
 
 pub mod collect;
@@ -26,6 +28,7 @@ pub mod daemon;
 pub mod engine;
 pub mod expo;
 pub mod http;
+pub mod localize;
 pub mod planner;
 pub mod sys;
 pub mod targets;

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::config::PlanConfig;
+use crate::localize::sim::{self, Localization, Scenario};
 use crate::targets::file_sd::plan_members;
 use crate::targets::plan::{epoch_at, ClusterPlan, Figures, Timing};
 use crate::targets::simulate::{report, synthetic, Report};
@@ -52,8 +53,11 @@ pub struct PlanRequest {
     pub view: View,
     /// The epoch of `Node`/`All` views (None: the current one, from the clock).
     pub epoch: Option<u64>,
-    /// Simulated failures of each kind (0: none).
+    /// Simulated failures of each kind (0: none); with faults, also the
+    /// trials of each fault scenario and of the fault-free run.
     pub trials: usize,
+    /// Fault scenarios whose localization to measure (None: none).
+    pub faults: Option<Vec<Scenario>>,
     /// The simulation's seed.
     pub seed: u64,
     /// JSON instead of a table.
@@ -89,11 +93,31 @@ pub fn run(req: &PlanRequest) -> Result<String, String> {
     let epoch = req.epoch.unwrap_or_else(|| current_epoch(interval));
     match &req.view {
         View::Cluster => {
+            if let Some(f) = &req.faults {
+                sim::check(&plan, f)?;
+            }
             let r = report(&plan, req.timing, req.trials, req.seed);
+            let loc = req
+                .faults
+                .as_ref()
+                .map(|f| sim::measure(&plan, req.timing, f, req.trials, req.seed));
             if req.json {
-                serde_json::to_string_pretty(&r).map_err(|e| e.to_string())
+                let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
+                if let (Some(l), Some(map)) = (&loc, v.as_object_mut()) {
+                    let serde_json::Value::Object(extra) =
+                        serde_json::to_value(l).map_err(|e| e.to_string())?
+                    else {
+                        unreachable!("a struct serializes to an object")
+                    };
+                    map.extend(extra);
+                }
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
             } else {
-                Ok(table(&r, &req.timing))
+                let mut s = table(&r, &req.timing);
+                if let Some(l) = &loc {
+                    s.push_str(&localization_table(l, req.trials));
+                }
+                Ok(s)
             }
         }
         View::Node(name) => {
@@ -206,5 +230,60 @@ pub fn table(r: &Report, t: &Timing) -> String {
             );
         }
     }
+    s
+}
+
+/// The human table of a localization measurement.
+pub fn localization_table(l: &Localization, trials: usize) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "localization after {} rounds ({trials} trials each; named when accused in {} of the last {} rounds, loss in 1)",
+        l.horizon_rounds, l.confirm_rounds, l.window_rounds
+    );
+    let _ = writeln!(
+        s,
+        "  {:<30} {:>9} {:>9} {:>7} {:>16}  goal",
+        "fault", "top1-prec", "top3-rec", "recall", "rounds p50/p95"
+    );
+    let opt = |v: Option<usize>| v.map_or_else(|| ">5".to_string(), |r| r.to_string());
+    for f in &l.localization {
+        let _ = writeln!(
+            s,
+            "  {:<30} {:>9} {:>9.3} {:>7.3} {:>16}  {}",
+            f.fault,
+            f.top1_precision
+                .map_or_else(|| "-".to_string(), |p| format!("{p:.3}")),
+            f.top3_recall,
+            f.recall,
+            format!(
+                "{} / {}",
+                opt(f.rounds_to_localize),
+                opt(f.rounds_to_localize_p95)
+            ),
+            if f.meets_goal { "met" } else { "NOT met" }
+        );
+    }
+    let kinds: Vec<String> = l
+        .false_suspects_by_kind
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "false suspects per healthy hour  {:.2} (fault-free: {:.2} cluster-hours simulated; {})",
+        l.false_suspects_per_healthy_hour,
+        l.healthy_hours,
+        if kinds.is_empty() {
+            "none named".to_string()
+        } else {
+            kinds.join(", ")
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  (goal: top-1 precision and recall >= 0.95 within {} rounds)",
+        l.horizon_rounds
+    );
     s
 }

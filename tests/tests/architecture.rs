@@ -211,7 +211,8 @@ fn ibexporter_follows_its_map() {
             ("collect", &["config", "expo"]),
             ("http", &["expo"]),
             ("engine", &["collect", "config", "targets"]),
-            ("planner", &["config", "targets"]),
+            ("localize", &["targets"]),
+            ("planner", &["config", "localize", "targets"]),
             (
                 "daemon",
                 &[
