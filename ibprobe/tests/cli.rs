@@ -285,6 +285,10 @@ fn server_dies_mid_run(transport: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{transport}: {err}");
     assert!(err.contains("peer lost"), "{transport}: {err}");
+    assert!(
+        err.contains(&format!("(peer {addr})")),
+        "{transport}: {err}"
+    );
     assert_eq!(err.lines().count(), 1, "{transport}: {err}");
     // 3 losses of 500 ms in a row, plus slack for a loaded machine.
     assert!(

@@ -64,5 +64,5 @@ pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
         let _ = oob.send(&Done { sent, interrupted });
     }
     drop(ch);
-    r.map(|(_, code)| code)
+    r.map(|(_, code)| code).map_err(|e| e.against_peer(&a.host))
 }

@@ -48,4 +48,14 @@ impl CliError {
             message: m.into(),
         }
     }
+    /// A run against a peer that failed part way names the peer: a
+    /// completion error such as "remote operation error" is most often its
+    /// side (it died, or its queue pair broke), which the line alone
+    /// does not say.
+    pub fn against_peer(mut self, peer: &str) -> CliError {
+        if self.code == EXIT_RUN {
+            self.message = format!("{} (peer {peer})", self.message);
+        }
+        self
+    }
 }
