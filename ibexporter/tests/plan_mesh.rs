@@ -1,5 +1,6 @@
 //! A real mesh (issue 17): 21 exporters, each in its own network
-//! namespace on one bridge (tests/src/netns.rs; needs root), probing each
+//! namespace on one bridge (tests/src/netns.rs; needs root: ignored with the
+//! reason, `scripts/test-all` runs them; not root, they say SKIPPED), probing each
 //! other over udp under the `rack-mesh` plan, racks from the file_sd
 //! labels; one real Prometheus, in a namespace of its own, scrapes them
 //! all and evaluates the plan's recording rules.
@@ -111,7 +112,14 @@ fn plan(list: &Path, extra: &[&str]) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces and a bridge on this host (ip netns), removed after"]
 fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
+    if !ibtools_tests::root_or_skip(
+        "a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound",
+        "network namespaces, ip netns",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     // Hosts 0..21 probe; namespace 21 holds Prometheus.
     let mesh = NetnsMesh::new(HOSTS + 1).unwrap_or_else(|e| panic!("making the mesh: {e}"));
@@ -343,7 +351,14 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces and a bridge on this host (ip netns), removed after"]
 fn the_namespaces_go_on_a_panic_and_a_crashed_runs_are_cleaned() {
+    if !ibtools_tests::root_or_skip(
+        "the_namespaces_go_on_a_panic_and_a_crashed_runs_are_cleaned",
+        "network namespaces, ip netns",
+    ) {
+        return;
+    }
     // A crashed run's namespace (its pid is not running).
     let stale = "ibxn999999999-h0";
     assert!(!Path::new("/proc/999999999").exists());

@@ -352,7 +352,7 @@ const CLUSTER_HOSTS: usize = 4;
 /// The recipe's blocks and the start time, or `None` when the test is
 /// skipped (not root; a failure under `CI=true`).
 fn start(test: &str, name: &str) -> Option<(Instant, Vec<Block>)> {
-    if !recipe::root_or_skip(test) {
+    if !ibtools_tests::root_or_skip(test, "network namespaces, ip netns exec") {
         return None;
     }
     Some((Instant::now(), recipe::blocks(&recipe::text(name))))

@@ -113,6 +113,10 @@ fn no_rdma_device_is_said_once_and_the_rest_is_served() {
         // A host with RDMA devices: the lab tests cover it.
         let n = std::fs::read_dir("/sys/class/infiniband").map_or(0, |d| d.count());
         assert!(n > 0, "/sys/class/infiniband exists but is empty");
+        ibtools_tests::skip(
+            "no_rdma_device_is_said_once_and_the_rest_is_served",
+            &format!("this host has {n} RDMA device(s); the test needs none (the lab covers hosts with one)"),
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

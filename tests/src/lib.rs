@@ -13,8 +13,11 @@ pub mod lab;
 pub mod netns;
 pub mod prom;
 pub mod recipe;
+pub mod skip;
 pub mod slurm;
 pub mod systemd;
+
+pub use skip::{is_root, root_or_skip, skip};
 
 use std::collections::BTreeMap;
 use std::fs;

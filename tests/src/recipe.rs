@@ -205,34 +205,6 @@ impl Mapping {
     }
 }
 
-/// Whether this process may run a test that needs root. When not, says
-/// so (`SKIPPED <test>: ...`) and returns false, unless `CI=true`, where
-/// an unexpected skip fails the test.
-pub fn root_or_skip(test: &str) -> bool {
-    // The effective uid from /proc: this crate binds no libc.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false);
-    if root {
-        return true;
-    }
-    let why = "needs root (network namespaces, ip netns exec)";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "unexpected skip under CI=true: {test} {why}"
-    );
-    // Straight to the stream: libtest captures eprintln! of passing tests,
-    // and a skip must show.
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,15 +30,7 @@ const DAEMONS: &[&str] = &[
 /// Why a Slurm cluster cannot be made here (not root, Slurm or munge not
 /// installed), or None when it can.
 pub fn unavailable() -> Option<String> {
-    let uid = fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        })
-        .unwrap_or_default();
-    if uid != "0" {
+    if !crate::is_root() {
         return Some("not root (slurmd runs its Prolog as root)".into());
     }
     let missing: Vec<&str> = DAEMONS

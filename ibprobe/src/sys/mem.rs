@@ -606,7 +606,9 @@ mod tests {
     #[test]
     fn binding_to_node_0_and_to_a_missing_node() {
         if !std::path::Path::new("/sys/devices/system/node/node0").exists() {
-            return; // no NUMA support in this kernel: nothing to bind to
+            let why = "no /sys/devices/system/node/node0: a kernel without NUMA support has nothing to bind to";
+            ibtools_tests::skip("binding_to_node_0_and_to_a_missing_node", why);
+            return;
         }
         let r = Region::new(
             8 * page_size(),
@@ -634,7 +636,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: sets /proc/sys/vm/nr_hugepages of this host to 0 and restores it"]
     fn hugepages_without_a_reservation_name_nr_hugepages() {
+        const TEST: &str = "hugepages_without_a_reservation_name_nr_hugepages";
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
         let now = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
             .unwrap_or_default();
@@ -645,7 +649,11 @@ mod tests {
         } else {
             match NrHugepages::set(0) {
                 Some(r) => Some(r),
-                None => return,
+                None => {
+                    let why = format!("{now_t} huge pages are reserved and {NR_HUGEPAGES} may not be written here (needs root, a writable /proc/sys)", now_t = now.trim());
+                    ibtools_tests::skip(TEST, &why);
+                    return;
+                }
             }
         };
         if meminfo_kb("HugePages_Free:") != Some(0)
@@ -655,7 +663,9 @@ mod tests {
             )
             .map_or(true, |s| s.trim() != "0")
         {
-            return; // pages still free (in use elsewhere) or overcommit on
+            let why = "huge pages are still free (held elsewhere) or overcommit is on: mmap could succeed";
+            ibtools_tests::skip(TEST, why);
+            return;
         }
         let e = Region::new(
             1 << 20,
@@ -674,13 +684,19 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root: reserves 2 more huge pages on this host (/proc/sys/vm/nr_hugepages), restored after"]
     fn hugepages_when_reserved() {
+        const TEST: &str = "hugepages_when_reserved";
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
         let before = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
             .unwrap_or_default();
         let want = before.trim().parse::<usize>().unwrap_or(0) + 2;
         let Some(_restore) = NrHugepages::set(want) else {
-            return; // not root, or /proc/sys read-only: nothing to test
+            let why = format!(
+                "{NR_HUGEPAGES} may not be written here (needs root, a writable /proc/sys)"
+            );
+            ibtools_tests::skip(TEST, &why);
+            return;
         };
         let huge = huge_page_size();
         let r = match Region::new(
@@ -691,8 +707,11 @@ mod tests {
             },
         ) {
             Ok(r) => r,
-            // The kernel could not find two contiguous huge pages.
-            Err(MemError::NoHugePages { .. }) => return,
+            Err(MemError::NoHugePages { .. }) => {
+                let why = "the kernel found no two free contiguous huge pages to reserve";
+                ibtools_tests::skip(TEST, why);
+                return;
+            }
             Err(e) => panic!("{e}"),
         };
         eprintln!("huge page region: {r:?}");
