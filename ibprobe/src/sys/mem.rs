@@ -636,7 +636,7 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "needs root: sets /proc/sys/vm/nr_hugepages of this host to 0 and restores it"]
+    #[ignore = "needs root where huge pages are reserved: sets /proc/sys/vm/nr_hugepages of this host to 0 and restores it"]
     fn hugepages_without_a_reservation_name_nr_hugepages() {
         const TEST: &str = "hugepages_without_a_reservation_name_nr_hugepages";
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
