@@ -76,6 +76,57 @@ pub fn root_or_skip(test: &str, what: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
+
+    /// Set in the child runs of `a_skip_says_why_and_fails_under_ci_unless_expected`.
+    const CHILD: &str = "IBTOOLS_SKIP_SELF_TEST";
+
+    /// Skips as the test named in CHILD; does nothing in a normal run.
+    #[test]
+    fn skipping_child() {
+        if let Ok(test) = std::env::var(CHILD) {
+            skip(&test, "the self-test's reason");
+        }
+    }
+
+    /// This test binary's `skipping_child`, skipping as `test`, with or
+    /// without `CI=true`: (passed, stderr).
+    fn child(test: &str, ci: bool) -> (bool, String) {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "skip::tests::skipping_child", "--test-threads=1"])
+            .env(CHILD, test)
+            .env_remove("CI");
+        if ci {
+            c.env("CI", "true");
+        }
+        let out = c.output().unwrap();
+        let all = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), all)
+    }
+
+    #[test]
+    fn a_skip_says_why_and_fails_under_ci_unless_expected() {
+        // Shown past libtest's capture, the test passes.
+        let (ok, err) = child("some_test", false);
+        assert!(ok, "{err}");
+        assert!(
+            err.contains("SKIPPED some_test: the self-test's reason"),
+            "{err}"
+        );
+        // Under CI an unlisted skip fails, naming it.
+        let (ok, err) = child("some_test", true);
+        assert!(!ok, "{err}");
+        assert!(
+            err.contains("unexpected skip under CI=true: some_test"),
+            "{err}"
+        );
+        // A listed one is a skip there too.
+        let (listed, _) = EXPECTED[0];
+        let (ok, err) = child(listed, true);
+        assert!(ok, "{err}");
+        assert!(err.contains(&format!("SKIPPED {listed}: ")), "{err}");
+    }
 
     #[test]
     fn every_expected_skip_has_a_reason_and_is_listed_once() {
