@@ -98,11 +98,7 @@ fn competitor(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> 
 #[test]
 fn a_busy_thread_on_the_cpu_shows_context_switches_and_is_named() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let fifo = Command::new("chrt")
-        .args(["-f", "60", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !fifo
+    if !ibtools_tests::chrt_fifo_allowed(60)
         && ibtools_tests::skip(
             "a_busy_thread_on_the_cpu_shows_context_switches_and_is_named",
             "chrt -f 60 is not allowed here (needs root or CAP_SYS_NICE): no preempting competitor",

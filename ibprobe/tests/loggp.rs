@@ -498,11 +498,7 @@ fn predictions_match_measured_streams_on_shm() {
 #[test]
 fn stream_and_loggp_run_under_sched_fifo() {
     let _one = serial();
-    let allowed = std::process::Command::new("chrt")
-        .args(["-f", "10", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !allowed
+    if !ibtools_tests::chrt_fifo_allowed(10)
         && ibtools_tests::skip(
             "stream_and_loggp_run_under_sched_fifo",
             "chrt -f 10 is not allowed here (needs root or CAP_SYS_NICE)",

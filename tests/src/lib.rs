@@ -17,7 +17,7 @@ pub mod skip;
 pub mod slurm;
 pub mod systemd;
 
-pub use skip::{is_root, root_or_skip, skip};
+pub use skip::{chrt_fifo_allowed, is_root, root_or_skip, skip};
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -63,6 +63,15 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// Whether `chrt -f PRIORITY` may run a program here (SCHED_FIFO: root,
+/// CAP_SYS_NICE or an RLIMIT_RTPRIO of at least `priority`).
+pub fn chrt_fifo_allowed(priority: u32) -> bool {
+    std::process::Command::new("chrt")
+        .args(["-f", &priority.to_string(), "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// True when root; otherwise skips `test` saying it needs root for
 /// `what`, and returns false.
 pub fn root_or_skip(test: &str, what: &str) -> bool {
