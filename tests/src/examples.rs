@@ -91,7 +91,10 @@ pub const NOT_RUNNABLE: &[(&str, &str)] = &[
     ("man ", "installs packages"),
     ("scripts/test-all", "the whole test suite"),
     ("cargo build --release", "a release build"),
-    ("ibexporter mesh --simulate --hosts 10000 --racks 500 --faults", "a benchmark"),
+    (
+        "ibexporter mesh --simulate --hosts 10000 --racks 500 --faults",
+        "a benchmark",
+    ),
     ("install ", "changes this host"),
     ("promtool check rules /etc/", "changes this host"),
     ("systemctl ", "changes this host"),
