@@ -11,7 +11,6 @@ mod common;
 
 use common::report::{client_outcome, clock, hist, loopback_outcome};
 
-use ibprobe::counters::{Counter, CounterReport, Counts, Missing, SourceCount};
 use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use ibprobe::host::timerlat_trace::TimerlatAccumulator;
 use ibprobe::host::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome};
@@ -58,27 +57,6 @@ fn transport() -> TransportInfo {
     }
 }
 
-fn counters() -> CounterReport {
-    let mut c = Counts::default();
-    c.set(Counter::ContextSwitches, Some(3));
-    c.set(Counter::InvoluntaryContextSwitches, Some(2));
-    c.set(Counter::Interrupts, Some(1204));
-    CounterReport {
-        counts: c,
-        cpus: vec![3],
-        interrupts_by_source: vec![SourceCount {
-            source: "LOC".into(),
-            what: "Local timer interrupts".into(),
-            count: 1204,
-        }],
-        missing: vec![Missing {
-            counters: vec!["cycles"],
-            why: "no CPU PMU".into(),
-        }],
-        attribution: None,
-    }
-}
-
 fn thresholds(list: &[&str]) -> Vec<Threshold> {
     list.iter().map(|t| t.parse().unwrap()).collect()
 }
@@ -91,7 +69,7 @@ fn report(mode: Mode, outcome: Outcome, fail_if: bool) -> Report {
     let mut r = Report::new(&outcome, ctx);
     if fail_if {
         r.fail_if = Some(FailIf::check(&thresholds(&["p99>1us", "lost>0"]), &r));
-        r.counters = Some(counters());
+        r.counters = Some(ibprobe::report::counters::fixture());
     }
     r
 }
@@ -153,7 +131,7 @@ fn stream(fail_if: bool) -> StreamReport {
             &thresholds(&["p99>1us", "msgs_per_sec<1M"]),
             &r,
         ));
-        r.out.counters = Some(counters());
+        r.out.counters = Some(ibprobe::report::counters::fixture());
     }
     r
 }
@@ -191,7 +169,7 @@ fn host_report() {
                 cpu: 0,
                 latency: h.clone(),
                 missed: 0,
-                counters: Some(counters()),
+                counters: Some(ibprobe::report::counters::fixture()),
             },
             CpuWakeup {
                 cpu: 1,

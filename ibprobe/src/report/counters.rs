@@ -233,31 +233,34 @@ fn cause_word(cause: &str) -> &'static str {
     }
 }
 
+/// A fixed report (three counters, one interrupt source, one missing
+/// counter), the one the unit tests here and `tests/report_golden.rs`
+/// render. Not for library users.
+#[doc(hidden)]
+pub fn fixture() -> CounterReport {
+    let mut c = crate::counters::Counts::default();
+    c.set(Counter::ContextSwitches, Some(3));
+    c.set(Counter::InvoluntaryContextSwitches, Some(2));
+    c.set(Counter::Interrupts, Some(1204));
+    CounterReport {
+        counts: c,
+        cpus: vec![3],
+        interrupts_by_source: vec![crate::counters::SourceCount {
+            source: "LOC".into(),
+            what: "Local timer interrupts".into(),
+            count: 1204,
+        }],
+        missing: vec![crate::counters::Missing {
+            counters: vec!["cycles"],
+            why: "no CPU PMU".into(),
+        }],
+        attribution: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::{Counts, Missing, SourceCount};
-
-    fn report() -> CounterReport {
-        let mut c = Counts::default();
-        c.set(Counter::ContextSwitches, Some(3));
-        c.set(Counter::InvoluntaryContextSwitches, Some(2));
-        c.set(Counter::Interrupts, Some(1204));
-        CounterReport {
-            counts: c,
-            cpus: vec![3],
-            interrupts_by_source: vec![SourceCount {
-                source: "LOC".into(),
-                what: "Local timer interrupts".into(),
-                count: 1204,
-            }],
-            missing: vec![Missing {
-                counters: vec!["cycles"],
-                why: "no CPU PMU".into(),
-            }],
-            attribution: None,
-        }
-    }
 
     #[test]
     fn the_stream_csv_header_ends_with_the_counters() {
@@ -274,7 +277,7 @@ mod tests {
 
     #[test]
     fn table_lines_say_counts_sources_and_what_is_missing() {
-        let l = table_lines(&report()).join("\n");
+        let l = table_lines(&fixture()).join("\n");
         assert!(l.contains("3 context switches (2 involuntary)"), "{l}");
         assert!(l.contains("n/a migrations"), "{l}");
         assert!(l.contains("interrupts on cpu 3: 1,204 (LOC 1,204)"), "{l}");
@@ -284,8 +287,8 @@ mod tests {
     /// Every missing group is said on one line, each with its reason.
     #[test]
     fn missing_counters_are_one_line() {
-        let mut r = report();
-        r.missing.push(Missing {
+        let mut r = fixture();
+        r.missing.push(crate::counters::Missing {
             counters: vec!["smis"],
             why: "no msr module".into(),
         });
@@ -300,7 +303,7 @@ mod tests {
 
     #[test]
     fn json_has_every_counter_null_when_missing() {
-        let v = json(&report());
+        let v = json(&fixture());
         assert_eq!(v["context_switches"], 3);
         assert!(v["cycles"].is_null());
         assert_eq!(v["interrupts_by_source"][0]["source"], "LOC");
@@ -309,12 +312,12 @@ mod tests {
 
     #[test]
     fn the_likely_cause_names_preemption_from_run_counts() {
-        let s = likely_cause(&report());
+        let s = likely_cause(&fixture());
         assert!(
             s.contains("2 involuntary context switches (preemption)"),
             "{s}"
         );
-        let mut quiet = report();
+        let mut quiet = fixture();
         quiet.counts.set(Counter::ContextSwitches, Some(0));
         quiet
             .counts
@@ -328,7 +331,7 @@ mod tests {
 
     #[test]
     fn csv_cells_are_empty_where_not_counted() {
-        let cells = csv_cells(Some(&report())).join(",");
+        let cells = csv_cells(Some(&fixture())).join(",");
         assert_eq!(cells.split(',').count(), csv_header().split(',').count());
         assert!(cells.starts_with("3,2,,"), "{cells}");
         assert_eq!(

@@ -44,196 +44,207 @@ pub fn run(
     ch: &mut dyn Channel,
     clock: &Clock,
     stop: &AtomicBool,
-    sink: Option<&mut dyn Sink>,
-) -> Result<Outcome, RunError> {
-    if !cfg.stamp_thread {
-        return run_workload(&mut StopWait, cfg, ch, clock, stop, sink);
-    }
-    // The thesis's stamping thread: it keeps writing the clock into the
-    // send buffer's stamp word, so each message carries the time the HCA
-    // read it. It runs beside the whole run, on another CPU.
-    let word = ch.stamp_target().map_err(|error| RunError {
-        error,
-        outcome: Box::default(),
-    })?;
-    let done = AtomicBool::new(false);
-    let cpu = other_cpu(cfg.cpu);
-    std::thread::scope(|s| {
-        let done = &done;
-        std::thread::Builder::new()
-            .name("ibprobe-stamp".into())
-            .spawn_scoped(s, move || {
-                if let Some(c) = cpu {
-                    let _ = pin(c, "pin the stamping thread");
-                }
-                while !done.load(Ordering::Relaxed) {
-                    word.store(clock.now());
-                }
-            })
-            .expect("spawning a thread");
-        let r = run_workload(&mut StopWait, cfg, ch, clock, stop, sink);
-        done.store(true, Ordering::Relaxed);
-        r
-    })
-}
-
-/// [`run`] with `work` for the warm-up and the measured part (the one
-/// place a workload other than stop-and-wait would be picked).
-fn run_workload<W: Workload>(
-    work: &mut W,
-    cfg: &ProbeConfig,
-    ch: &mut dyn Channel,
-    clock: &Clock,
-    stop: &AtomicBool,
     mut sink: Option<&mut dyn Sink>,
 ) -> Result<Outcome, RunError> {
     let fail = |error, outcome| RunError {
         error,
         outcome: Box::new(outcome),
     };
-    let mut out = Outcome::default();
-    match place(cfg) {
-        Ok(notes) => out.notes = notes,
-        Err(e) => return Err(fail(e, out)),
-    }
-    // Allocated here, once: the loop only records.
-    let split = cfg.stamp_thread;
-    let (mut cur, mut total, mut warm) =
-        (Histos::new(split), Histos::new(split), Histos::new(split));
-    let mut scratch = Histos::new(split);
-
-    let wplan = Plan::warmup(cfg, clock);
-    let cx = Ctx {
-        clock,
-        plan: &wplan,
-        stop,
-        first_seq: 0,
+    // The thesis's stamping thread: it keeps writing the clock into the
+    // send buffer's stamp word, so each message carries the time the HCA
+    // read it. It runs beside the whole run, on another CPU.
+    let stamps = match cfg.stamp_thread {
+        true => Some(ch.stamp_target().map_err(|e| fail(e, Outcome::default()))?),
+        false => None,
     };
-    let mut rec = Recorder::new(clock, wplan.interval_ticks, &mut scratch, &mut warm, None);
-    let w = match work.run(ch, &cx, &mut rec) {
-        Ok(t) => t,
-        Err(e) => return Err(fail(e, out)),
-    };
-    out.warmup_count = w.sent;
-    out.warmup_max_ns = warm
-        .primary
-        .summary()
-        .max_ns
-        .max(warm.send_done.summary().max_ns);
+    let stamping = AtomicBool::new(true);
+    std::thread::scope(|s| {
+        let _stamping = stamps.map(|word| Stamper::start(s, word, clock, &stamping, cfg.cpu));
+        // The one place a workload other than stop-and-wait would be picked.
+        let mut work = StopWait;
+        let mut out = Outcome::default();
+        match place(cfg) {
+            Ok(notes) => out.notes = notes,
+            Err(e) => return Err(fail(e, out)),
+        }
+        // Allocated here, once: the loop only records.
+        let split = cfg.stamp_thread;
+        let (mut cur, mut total, mut warm) =
+            (Histos::new(split), Histos::new(split), Histos::new(split));
+        let mut scratch = Histos::new(split);
 
-    if let (Some(s), false) = (sink.as_mut(), w.interrupted) {
-        s.measuring();
-    }
-    let mut plan = Plan::measured(cfg, clock);
-    // --hw-timestamps: room for the prober's stamps, and (HCA, host)
-    // clock pairs around the measured part for the rate.
-    let hw_clock = ch.hw_clock().filter(|_| cfg.hw_timestamps);
-    let mut hw_log = Vec::with_capacity(match hw_clock {
-        Some(_) => plan.count.min(hwts::LOG_MAX as u64) as usize,
-        None => 0,
-    });
-    let mut pairs = Vec::new();
-    let mut hw_pair = |ch: &mut dyn Channel| {
-        if hw_clock.is_some() {
-            if let Some(t) = ch.hw_clock_now() {
-                pairs.push((t, clock.ticks_to_ns(clock.now())));
+        let wplan = Plan::warmup(cfg, clock);
+        let cx = Ctx {
+            clock,
+            plan: &wplan,
+            stop,
+            first_seq: 0,
+        };
+        let mut rec = Recorder::new(clock, wplan.interval_ticks, &mut scratch, &mut warm, None);
+        let w = match work.run(ch, &cx, &mut rec) {
+            Ok(t) => t,
+            Err(e) => return Err(fail(e, out)),
+        };
+        out.warmup_count = w.sent;
+        out.warmup_max_ns = warm
+            .primary
+            .summary()
+            .max_ns
+            .max(warm.send_done.summary().max_ns);
+
+        if let (Some(s), false) = (sink.as_mut(), w.interrupted) {
+            s.measuring();
+        }
+        let mut plan = Plan::measured(cfg, clock);
+        // --hw-timestamps: room for the prober's stamps, and (HCA, host)
+        // clock pairs around the measured part for the rate.
+        let hw_clock = ch.hw_clock().filter(|_| cfg.hw_timestamps);
+        let mut hw_log = Vec::with_capacity(match hw_clock {
+            Some(_) => plan.count.min(hwts::LOG_MAX as u64) as usize,
+            None => 0,
+        });
+        let mut pairs = Vec::new();
+        let mut hw_pair = |ch: &mut dyn Channel| {
+            if hw_clock.is_some() {
+                if let Some(t) = ch.hw_clock_now() {
+                    pairs.push((t, clock.ticks_to_ns(clock.now())));
+                }
+            }
+        };
+        hw_pair(ch);
+        let mut hw_overflow = 0;
+        // Counters (`counters/`): read before and after the measured part and
+        // at each interval's end; without --interval, every ATTRIBUTION_INTERVAL
+        // (no sink sees those intervals), so the attribution has intervals.
+        // The attribution's histograms first: allocating (and, under
+        // mlockall, faulting in) them is not part of the measured span.
+        let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
+        let mut span = span(cfg);
+        // Intervals the user asked for (--hdr-log) read the interrupts too;
+        // those of the attribution alone every counter but them
+        // (`Meter::read_without_interrupts`: `/proc/interrupts` every 100 ms
+        // went with a higher p99 in the lab, ibprobe/README.md, counters
+        // "Cost").
+        let interrupts = plan.interval_ticks > 0;
+        if attr.is_some() && plan.interval_ticks == 0 {
+            plan.interval_ticks =
+                config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
+        }
+        let result = if w.interrupted {
+            Ok(Tally {
+                interrupted: true,
+                ..Default::default()
+            })
+        } else {
+            let cx = Ctx {
+                plan: &plan,
+                first_seq: w.next_seq,
+                ..cx
+            };
+            let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink)
+                .with_hw_log(&mut hw_log);
+            if let (Some(sp), Some(a)) = (span.as_mut(), attr.as_mut()) {
+                let meter = sp.meter();
+                let last = meter.read();
+                rec = rec.with_counters(IntervalCounters {
+                    meter,
+                    attr: a,
+                    last,
+                    interrupts,
+                });
+            }
+            let r = work.run(ch, &cx, &mut rec);
+            hw_overflow = rec.hw_overflow();
+            r
+        };
+        out.counters = span.map(|sp| {
+            let mut r = sp.finish();
+            r.attribution = attr.map(|a| a.finish());
+            r
+        });
+        hw_pair(ch);
+        out.hw = hw_clock.map(|mut c| {
+            let calibration = c.calibrate(&pairs);
+            ProberLog {
+                clock: c,
+                calibration,
+                stamps: hw_log,
+                overflow: hw_overflow,
+            }
+        });
+        if cfg.mode == Mode::OneWay {
+            out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
+        }
+        let has_comp = ch.has_send_completions();
+        let fill = |out: &mut Outcome, total: Histos| {
+            match cfg.mode {
+                Mode::OneWay => out.one_way = Some(total.primary),
+                Mode::RoundTrip => out.rtt = Some(total.primary),
+            }
+            if has_comp {
+                out.send_done = Some(total.send_done);
+            }
+            out.t_send_split = total.split;
+        };
+        match result {
+            Ok(t) => {
+                out.sent = t.sent;
+                out.lost = t.lost;
+                out.missed_steps = t.missed_steps;
+                out.steps = if plan.period_ticks > 0 {
+                    t.sent + t.missed_steps
+                } else {
+                    0
+                };
+                out.elapsed_ns = clock.ticks_to_ns(t.elapsed_ticks);
+                out.interrupted = t.interrupted;
+                fill(&mut out, total);
+                Ok(out)
+            }
+            Err(e) => {
+                out.sent = total.primary.len();
+                fill(&mut out, total);
+                Err(fail(e, out))
             }
         }
-    };
-    hw_pair(ch);
-    let mut hw_overflow = 0;
-    // Counters (`counters/`): read before and after the measured part and
-    // at each interval's end; without --interval, every ATTRIBUTION_INTERVAL
-    // (no sink sees those intervals), so the attribution has intervals.
-    // The attribution's histograms first: allocating (and, under
-    // mlockall, faulting in) them is not part of the measured span.
-    let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
-    let mut span = span(cfg);
-    // Intervals the user asked for (--hdr-log) read the interrupts too;
-    // those of the attribution alone every counter but them
-    // (`Meter::read_without_interrupts`: `/proc/interrupts` every 100 ms
-    // went with a higher p99 in the lab, ibprobe/README.md, counters
-    // "Cost").
-    let interrupts = plan.interval_ticks > 0;
-    if attr.is_some() && plan.interval_ticks == 0 {
-        plan.interval_ticks = config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
+    })
+}
+
+/// The stamping thread of `--stamp-thread`, on a CPU other than the
+/// measuring thread's; it stops when this is dropped (every way out of
+/// [`run`]), and the scope joins it.
+struct Stamper<'a>(&'a AtomicBool);
+
+impl<'a> Stamper<'a> {
+    fn start<'s>(
+        s: &'s std::thread::Scope<'s, '_>,
+        word: crate::sys::verbs::StampWord,
+        clock: &'a Clock,
+        on: &'a AtomicBool,
+        measuring: Option<usize>,
+    ) -> Stamper<'a>
+    where
+        'a: 's,
+    {
+        let cpu = other_cpu(measuring);
+        std::thread::Builder::new()
+            .name("ibprobe-stamp".into())
+            .spawn_scoped(s, move || {
+                if let Some(c) = cpu {
+                    let _ = pin(c, "pin the stamping thread");
+                }
+                while on.load(Ordering::Relaxed) {
+                    word.store(clock.now());
+                }
+            })
+            .expect("spawning a thread");
+        Stamper(on)
     }
-    let result = if w.interrupted {
-        Ok(Tally {
-            interrupted: true,
-            ..Default::default()
-        })
-    } else {
-        let cx = Ctx {
-            plan: &plan,
-            first_seq: w.next_seq,
-            ..cx
-        };
-        let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink)
-            .with_hw_log(&mut hw_log);
-        if let (Some(sp), Some(a)) = (span.as_mut(), attr.as_mut()) {
-            let meter = sp.meter();
-            let last = meter.read();
-            rec = rec.with_counters(IntervalCounters {
-                meter,
-                attr: a,
-                last,
-                interrupts,
-            });
-        }
-        let r = work.run(ch, &cx, &mut rec);
-        hw_overflow = rec.hw_overflow();
-        r
-    };
-    out.counters = span.map(|sp| {
-        let mut r = sp.finish();
-        r.attribution = attr.map(|a| a.finish());
-        r
-    });
-    hw_pair(ch);
-    out.hw = hw_clock.map(|mut c| {
-        let calibration = c.calibrate(&pairs);
-        ProberLog {
-            clock: c,
-            calibration,
-            stamps: hw_log,
-            overflow: hw_overflow,
-        }
-    });
-    if cfg.mode == Mode::OneWay {
-        out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
-    }
-    let has_comp = ch.has_send_completions();
-    let fill = |out: &mut Outcome, total: Histos| {
-        match cfg.mode {
-            Mode::OneWay => out.one_way = Some(total.primary),
-            Mode::RoundTrip => out.rtt = Some(total.primary),
-        }
-        if has_comp {
-            out.send_done = Some(total.send_done);
-        }
-        out.t_send_split = total.split;
-    };
-    match result {
-        Ok(t) => {
-            out.sent = t.sent;
-            out.lost = t.lost;
-            out.missed_steps = t.missed_steps;
-            out.steps = if plan.period_ticks > 0 {
-                t.sent + t.missed_steps
-            } else {
-                0
-            };
-            out.elapsed_ns = clock.ticks_to_ns(t.elapsed_ticks);
-            out.interrupted = t.interrupted;
-            fill(&mut out, total);
-            Ok(out)
-        }
-        Err(e) => {
-            out.sent = total.primary.len();
-            fill(&mut out, total);
-            Err(fail(e, out))
-        }
+}
+
+impl Drop for Stamper<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
     }
 }
 
