@@ -13,11 +13,11 @@ use super::common::{default_cpu, say, session_err, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
-use crate::probe::executor::stream_serve;
-use crate::probe::session::oob::{Hello, Oob, OobError, StreamTally};
+use crate::probe::executor::serve_paired;
+use crate::probe::session::oob::{Hello, Oob, OobError};
 use crate::probe::session::{self, MemoryCap, OneMessage, ServeEnd, StreamHello};
-use crate::probe::workload::loggp;
-use crate::spec::{peer, StreamWorkload};
+use crate::probe::workload::{Asked, ReplyTo};
+use crate::spec::StreamWorkload;
 
 /// Runs `ibprobe server`; the exit code.
 pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
@@ -181,9 +181,10 @@ fn refused(e: session::SessionError) -> CliError {
     CliError::run(format!("refused {}", e.detail))
 }
 
-/// One `ibprobe stream` client (its Hello admitted for `spec`): opens
-/// the stream it asks for, receives until its FIN, and sends back what
-/// the receiving loop counted.
+/// One client of a paired workload (its Hello admitted for `spec`):
+/// opens the stream it asks for and answers it with the workload its
+/// Hello names (`probe/executor/served.rs`: the stream's receiving loop,
+/// loggp's responder, ...), which says what it sends back.
 fn serve_stream(
     a: &ServerArgs,
     mut oob: Oob,
@@ -207,60 +208,34 @@ fn serve_stream(
         hello.size,
         end.info().detail
     );
-    // One arm per stream workload (`admit` refused a word not served).
-    match sh.served() {
-        Some(StreamWorkload::Loggp) => {
-            return serve_loggp(end.as_mut(), sh, &clock, stop, t, &peer.to_string())
-        }
-        Some(StreamWorkload::Stream) | None => {}
-    }
-    let cfg = sh.receiver_config(hello.size);
-    let tally = stream_serve(end.as_mut(), &sh.spec, &cfg, &clock, stop, default_cpu(t))
-        .map_err(|e| CliError::run(format!("client {peer}: stream: {e}")))?;
-    oob.send(&StreamTally { tally })
+    // `admit` refused a word this server does not serve.
+    let word = sh.served().unwrap_or(StreamWorkload::Stream);
+    let asked = Asked {
+        spec: &sh.spec,
+        cfg: &sh.receiver_config(hello.size),
+        clock: &clock,
+        stop,
+    };
+    let done = serve_paired(word, end.as_mut(), &asked, default_cpu(t), &mut oob)
         .map_err(|e| CliError::run(format!("client {peer}: {e}")))?;
     say!(
-        "ibprobe server: client {peer} stream done: {} messages in {} slots, {} slots lost",
-        tally.msgs,
-        tally.slots,
-        tally.lost_slots
+        "ibprobe server: client {peer} {} done: {}",
+        done.word,
+        done.said
     );
-    Ok(if tally.interrupted {
+    Ok(if done.interrupted {
         EXIT_INTERRUPTED
     } else {
         0
     })
 }
 
-/// One `ibprobe loggp` client: answers its bursts until it says stop
-/// (or goes quiet for ten of its timeouts, at least 5 s and at most
-/// [`peer::MAX_LOGGP_IDLE`]: a lost stop message on udp, uc or ud).
-fn serve_loggp(
-    end: &mut dyn crate::transport::stream::SlotEnd,
-    sh: &StreamHello,
-    clock: &Clock,
-    stop: &AtomicBool,
-    t: &super::args::TransportArgs,
-    peer: &str,
-) -> Result<u8, CliError> {
-    if let Some(c) = default_cpu(t) {
-        crate::sys::host::pin_to_cpu(c)
-            .map_err(|e| CliError::run(format!("pin to --cpu {c}: {e}")))?;
-    }
-    let idle = sh
-        .timeout
-        .saturating_mul(10)
-        .clamp(Duration::from_secs(5), peer::MAX_LOGGP_IDLE);
-    let idle_ns = idle.as_nanos().min(u128::from(u64::MAX)) as u64;
-    match loggp::respond(end, clock, stop, idle_ns) {
-        Ok(n) => {
-            say!("ibprobe server: client {peer} loggp done: {n} bursts answered");
-            Ok(if stop.load(Ordering::Relaxed) {
-                EXIT_INTERRUPTED
-            } else {
-                0
-            })
-        }
-        Err(e) => Err(CliError::run(format!("client {peer}: loggp: {e}"))),
+/// A served workload's reply goes to its client on the out-of-band
+/// connection.
+impl ReplyTo for Oob {
+    type Error = OobError;
+
+    fn reply<T: serde::Serialize>(&mut self, msg: &T) -> Result<(), OobError> {
+        self.send(msg)
     }
 }

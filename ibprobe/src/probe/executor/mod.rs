@@ -11,15 +11,18 @@
 //! - [`one_message`]: a one-message workload (stop-and-wait) ->
 //!   [`Outcome`](crate::probe::Outcome), its echo in this process
 //!   ([`EchoThread`]) and the server's echo loop ([`serve`]);
-//! - [`paired`]: the stream and loggp in loopback, as a client, as the
-//!   server's peer.
+//! - [`paired`]: the stream and loggp in loopback and as a client;
+//! - [`served`]: a paired workload's answering side as a server runs it
+//!   for a client on another host, found by its word.
 
 pub mod one_message;
 pub mod paired;
 pub mod peer;
 pub mod place;
+pub mod served;
 
 pub use one_message::{run, serve, EchoThread, RunError, ATTRIBUTION_INTERVAL, SERVER_IDLE_CHECK};
-pub use paired::{loggp_loopback, stream, stream_client, stream_loopback, stream_serve};
+pub use paired::{loggp_loopback, stream_client, stream_loopback};
 pub use peer::{run_pair, PairRun, PeerThread};
 pub use place::{place, placement};
+pub use served::{serve_paired, ServeError};

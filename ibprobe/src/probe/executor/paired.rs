@@ -1,7 +1,7 @@
 //! Running a [`Paired`] workload: the stream (`ibprobe stream`, the
 //! sweep's stream points) and loggp's PRTT, in loopback (both sides in
 //! this process, [`run_pair`]), as a client (the measuring side alone) or
-//! as the server's peer (the answering side alone).
+//! as the server's peer (the answering side alone: `served.rs`).
 //!
 //! Why it exists: a paired workload needs its two sides running at the
 //! same time. In loopback the measuring side runs on the calling thread
@@ -9,7 +9,7 @@
 //! (`--rx-cpu`, or the next allowed one), one clock for both, so a
 //! stream's per-message latency is exact. Across hosts the client runs
 //! [`stream_client`] (latency: hand-over to credit back, on its own
-//! clock) and the server [`stream_serve`].
+//! clock) and the server answers it ([`super::served::serve`]).
 
 use std::sync::atomic::AtomicBool;
 
@@ -17,11 +17,11 @@ use super::peer::{run_pair, PeerThread};
 use super::place::{place, span};
 use crate::clock::Clock;
 use crate::counters::Span;
-use crate::probe::config::{Plan, ProbeConfig};
+use crate::probe::config::ProbeConfig;
 use crate::probe::outcome::{StreamError, StreamOutcome};
 use crate::probe::workload::loggp::{Loggp, LoggpPlan, Samples};
-use crate::probe::workload::seam::{Paired, Signals};
-use crate::probe::workload::stream::{RecvTally, Stream, StreamPlan};
+use crate::probe::workload::seam::Paired;
+use crate::probe::workload::stream::{RecvTally, Stream};
 use crate::spec::StreamSpec;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
@@ -39,19 +39,6 @@ const LOGGP_PEER: PeerThread = PeerThread {
     pin: "pin the answering thread (sched_setaffinity)",
     panicked: "the answering thread panicked",
 };
-
-/// The stream of `spec` as `cfg` plans it (size, length, warm-up, pacing,
-/// consume delay, timeout), on `clock`; `track`: the sender records each
-/// message's hand-over to credit-back time.
-pub fn stream(cfg: &ProbeConfig, spec: &StreamSpec, clock: &Clock, track: bool) -> Stream {
-    let measured = Plan::measured(cfg, clock);
-    Stream {
-        sp: StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock),
-        plans: [Plan::warmup(cfg, clock), measured],
-        clock: *clock,
-        track,
-    }
-}
 
 /// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
 /// thread pinned to `rx_cpu`. `cfg` gives the size, length, warm-up,
@@ -74,7 +61,7 @@ pub fn stream_loopback(
         Ok(n) => out.notes = n,
         Err(e) => return Err(fail(e, out)),
     }
-    let mut work = stream(cfg, spec, clock, false);
+    let mut work = Stream::planned(cfg, spec, clock, false);
     let run = run_pair(
         &mut work,
         (tx, rx),
@@ -125,7 +112,7 @@ pub fn stream_client(
         Ok(n) => out.notes = n,
         Err(e) => return Err(fail(e, out)),
     }
-    let mut work = stream(cfg, spec, clock, true);
+    let mut work = Stream::planned(cfg, spec, clock, true);
     let sp = span(cfg);
     let sent = work.measure(tx, stop);
     out.counters = sp.map(Span::finish);
@@ -142,33 +129,6 @@ pub fn stream_client(
         Err(e) => return Err(fail(e, out)),
     }
     Ok(out)
-}
-
-/// The server side of a stream across hosts: receives on `rx` (pinned to
-/// `cpu`) as `cfg` (the client's size, warm-up, timeout and consume
-/// delay) and `spec` say, until the client's FIN, its transport is lost,
-/// or nothing arrives for the client's `--timeout`; the counters to send
-/// back.
-pub fn stream_serve(
-    rx: &mut dyn SlotEnd,
-    spec: &StreamSpec,
-    cfg: &ProbeConfig,
-    clock: &Clock,
-    stop: &AtomicBool,
-    cpu: Option<usize>,
-) -> Result<RecvTally, TransportError> {
-    if let Some(c) = cpu {
-        super::place::pin(c, "pin the receiving loop (sched_setaffinity)")?;
-    }
-    // The client's clock is not ours: the latencies are not reported.
-    let peer = stream(cfg, spec, clock, false).peer();
-    let idle_ends = AtomicBool::new(true);
-    let sig = Signals {
-        stop,
-        done: &idle_ends,
-        abort: stop,
-    };
-    Stream::answer(&peer, rx, sig).map(|(t, _)| t)
 }
 
 /// Runs loggp's `plan` in one process: the client measures on `client`
@@ -373,7 +333,7 @@ mod dead_receiver {
             };
             let (mut tx, _rx) = stream_pair(&ChannelSpec::new(t, 32), &spec).unwrap();
             let clock = Clock::calibrate();
-            let mut work = stream(&cfg, &spec, &clock, false);
+            let mut work = Stream::planned(&cfg, &spec, &clock, false);
             let t0 = Instant::now();
             let r = work.measure(tx.as_mut(), &AtomicBool::new(false));
             let took = t0.elapsed();

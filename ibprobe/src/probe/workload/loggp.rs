@@ -21,12 +21,13 @@
 //! answer: the measured time in ns).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use super::seam::{Paired, Signals};
+use super::seam::{Answer, Asked, Paired, Served, Signals};
 pub use super::slot::LOGGP_HEADER as HEADER;
 use crate::clock::Clock;
 pub use crate::probe::loggp_fit::{Point, Samples};
-use crate::spec::ModelParams;
+use crate::spec::{peer, ModelParams, StreamWorkload};
 use crate::transport::model::ModelLink;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
@@ -534,6 +535,29 @@ impl Paired for Loggp<'_> {
         sig: Signals<'_>,
     ) -> Result<u64, TransportError> {
         respond(end, clock, sig.done, *idle_ns)
+    }
+}
+
+/// A server answers a client's bursts until it says stop (or goes quiet
+/// for ten of its timeouts, at least 5 s and at most
+/// [`peer::MAX_LOGGP_IDLE`]: a lost stop message on udp, uc or ud).
+impl Served for Loggp<'_> {
+    const WORD: StreamWorkload = StreamWorkload::Loggp;
+    type Reply = ();
+
+    fn serve(end: &mut dyn SlotEnd, a: &Asked<'_>) -> Result<Answer<()>, TransportError> {
+        let idle = a
+            .cfg
+            .timeout
+            .saturating_mul(10)
+            .clamp(Duration::from_secs(5), peer::MAX_LOGGP_IDLE);
+        let idle_ns = idle.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let n = respond(end, a.clock, a.stop, idle_ns)?;
+        Ok(Answer {
+            said: format!("{n} bursts answered"),
+            reply: None,
+            interrupted: a.stop.load(Ordering::Relaxed),
+        })
     }
 }
 

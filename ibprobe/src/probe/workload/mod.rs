@@ -45,26 +45,23 @@
 //!   [`slot`], its policies [`window`], [`batch`], [`pipeline`];
 //! - [`loggp`](mod@loggp): PRTT(n, d, s) bursts and their responder.
 //!
-//! A new workload is a file here implementing [`Workload`] or [`Paired`]
-//! (ARCHITECTURE.md counts what else it touches). A new knob is a field
+//! A new workload is a file here implementing [`Workload`] or [`Paired`]:
+//! `build.rs` writes a `pub mod` line for every file of this folder
+//! (`workloads.rs` in the build's `OUT_DIR`, included here), so the file
+//! is all there is to add. A paired workload a server answers across
+//! hosts also implements [`Served`] and adds its word to
+//! `spec::StreamWorkload`: `build.rs` then writes its arm of the server's
+//! dispatch (`probe/executor/served.rs`), and the compiler asks for one
+//! per word (ARCHITECTURE.md counts the files). A new knob is a field
 //! of `probe::config::Plan` read where it acts: the receive-side
 //! `--consume-delay`, for instance, is [`pace::consume`] called in
 //! `stop_wait.rs` after an arrival and in `echo.rs` before the echo (the
 //! echo gets its `Plan` from the client's `Receiver` settings).
 
-pub mod batch;
-pub mod echo;
-pub mod loggp;
-pub mod pace;
-pub mod pipeline;
-pub mod record;
-pub mod seam;
-pub mod slot;
-pub mod stop_wait;
-pub mod stream;
-pub mod window;
+// A `pub mod` line per file of this folder (`build.rs`; see the map).
+include!(concat!(env!("OUT_DIR"), "/workloads.rs"));
 
 pub use echo::{echo, EchoEnd};
 pub use record::{Histos, Interval, Recorder, Sink, Tally};
-pub use seam::{Ctx, Paired, Signals, Workload};
+pub use seam::{Answer, Asked, Ctx, Paired, ReplyTo, Served, Signals, Workload};
 pub use stop_wait::StopWait;

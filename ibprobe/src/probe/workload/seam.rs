@@ -1,13 +1,16 @@
 //! The workload seam, one shape per kind of end: [`Workload`], a loop on
 //! one [`Channel`] (stop-and-wait), and [`Paired`], two loops at once on
-//! the ends of a slot stream (the stream, loggp's PRTT). Kept apart from `mod.rs` so that a workload's file and the folder's
-//! re-exports never import each other.
+//! the ends of a slot stream (the stream, loggp's PRTT); and [`Served`],
+//! a paired workload's answering side as a server runs it for a client
+//! on another host. Kept apart from `mod.rs` so that a workload's file
+//! and the folder's re-exports never import each other.
 
 use std::sync::atomic::AtomicBool;
 
 use super::record::{Recorder, Tally};
 use crate::clock::Clock;
-use crate::probe::config::Plan;
+use crate::probe::config::{Plan, ProbeConfig};
+use crate::spec::{StreamSpec, StreamWorkload};
 use crate::transport::stream::SlotEnd;
 use crate::transport::{Channel, TransportError};
 
@@ -78,4 +81,56 @@ pub trait Paired {
         end: &mut dyn SlotEnd,
         sig: Signals<'_>,
     ) -> Result<Self::Answered, TransportError>;
+}
+
+/// What a client on another host asked a server to answer (its stream
+/// Hello, admitted), and the server's clock and Ctrl-C flag.
+#[derive(Clone, Copy)]
+pub struct Asked<'a> {
+    /// The stream's knobs.
+    pub spec: &'a StreamSpec,
+    /// The client's size, warm-up, `--timeout` and `--consume-delay`.
+    pub cfg: &'a ProbeConfig,
+    /// The server's clock (not the client's: its latencies are not
+    /// comparable with the client's timestamps).
+    pub clock: &'a Clock,
+    /// The server's Ctrl-C flag.
+    pub stop: &'a AtomicBool,
+}
+
+/// How a served workload ended: what the server says, what it sends back.
+pub struct Answer<R> {
+    /// The server's line once done, after "client PEER WORD done: ".
+    pub said: String,
+    /// The client's last message, sent on the out-of-band connection
+    /// (None: it waits for nothing).
+    pub reply: Option<R>,
+    /// Ctrl-C ended it (the server then exits as interrupted).
+    pub interrupted: bool,
+}
+
+/// A paired workload a server answers for a client on another host: its
+/// file implements this, and its word in [`StreamWorkload`] is what the
+/// client's stream Hello names. The server finds it by that word alone
+/// (`probe/executor/served.rs`, written by `build.rs` from this folder's
+/// `impl Served for` lines).
+pub trait Served {
+    /// Its word in a stream Hello (on one line: `build.rs` reads it).
+    const WORD: StreamWorkload;
+    /// What the client is sent once the answering side is done.
+    type Reply: serde::Serialize;
+
+    /// The answering side on `end` (the server's thread, already placed),
+    /// until the client is done, `asked.stop`, or the client goes quiet.
+    fn serve(end: &mut dyn SlotEnd, asked: &Asked<'_>) -> Result<Answer<Self::Reply>, TransportError>;
+}
+
+/// Where a served workload's reply goes: the server's out-of-band
+/// connection to its client.
+pub trait ReplyTo {
+    /// Why a reply was not sent.
+    type Error;
+
+    /// Sends `msg` to the client.
+    fn reply<T: serde::Serialize>(&mut self, msg: &T) -> Result<(), Self::Error>;
 }

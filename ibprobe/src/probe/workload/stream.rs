@@ -35,12 +35,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::batch::Batcher;
 use super::pace::{wait_until, Gate, Pacer};
 use super::pipeline::Acks;
-use super::seam::{Paired, Signals};
+use super::seam::{Answer, Asked, Paired, Served, Signals};
 use super::slot::{self, Cause, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::window::Credits;
 use crate::clock::Clock;
-use crate::probe::config::Plan;
-use crate::spec::{CreditReturn, StreamSpec};
+use crate::probe::config::{Plan, ProbeConfig};
+use crate::spec::{CreditReturn, StreamSpec, StreamWorkload};
 use crate::stats::LatencyHistogram;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
@@ -87,6 +87,59 @@ impl Paired for Stream {
         let mut latency = LatencyHistogram::new();
         let t = receive(end, clock, sp, sig.stop, sig.done, sig.abort, &mut latency)?;
         Ok((t, latency))
+    }
+}
+
+impl Stream {
+    /// The stream of `spec` as `cfg` plans it (size, length, warm-up,
+    /// pacing, consume delay, timeout), on `clock`; `track`: the sender
+    /// records each message's hand-over to credit-back time.
+    pub fn planned(cfg: &ProbeConfig, spec: &StreamSpec, clock: &Clock, track: bool) -> Stream {
+        let measured = Plan::measured(cfg, clock);
+        Stream {
+            sp: StreamPlan::new(spec, cfg.size, cfg.warmup, &measured, clock),
+            plans: [Plan::warmup(cfg, clock), measured],
+            clock: *clock,
+            track,
+        }
+    }
+}
+
+/// The server's last word on a stream (after the client's FIN): what its
+/// receiving loop counted.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub struct StreamTally {
+    /// The receiver's counters.
+    pub tally: RecvTally,
+}
+
+/// A server receives a client's stream until its FIN, its transport is
+/// lost, or nothing arrives for the client's `--timeout`, and sends back
+/// the receiver's counters (the client's clock is not ours: the
+/// latencies are not reported).
+impl Served for Stream {
+    const WORD: StreamWorkload = StreamWorkload::Stream;
+    type Reply = StreamTally;
+
+    fn serve(end: &mut dyn SlotEnd, a: &Asked<'_>) -> Result<Answer<StreamTally>, TransportError> {
+        let peer = Stream::planned(a.cfg, a.spec, a.clock, false).peer();
+        // The client's FIN may be lost: the receiver then ends after its
+        // timeout, as a peer whose measuring side is done.
+        let idle_ends = AtomicBool::new(true);
+        let sig = Signals {
+            stop: a.stop,
+            done: &idle_ends,
+            abort: a.stop,
+        };
+        let (tally, _) = Stream::answer(&peer, end, sig)?;
+        Ok(Answer {
+            said: format!(
+                "{} messages in {} slots, {} slots lost",
+                tally.msgs, tally.slots, tally.lost_slots
+            ),
+            reply: Some(StreamTally { tally }),
+            interrupted: tally.interrupted,
+        })
     }
 }
 

@@ -3,6 +3,9 @@
 
 use crate::report::model::Document;
 
+// `--format csv`: its place in `--format`'s list and its help line.
+word!(3, "One header row and one row per distribution.");
+
 /// `doc` as CSV (None: it has no CSV).
 pub(super) fn render(doc: &dyn Document) -> Option<String> {
     let csv = doc.csv()?;

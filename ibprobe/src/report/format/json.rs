@@ -3,6 +3,9 @@
 
 use crate::report::model::Document;
 
+// `--format json`: its place in `--format`'s list and its help line.
+word!(2, "The `ibprobe.report/1` JSON document.");
+
 /// `doc` as JSON (None: it has no JSON document).
 pub(super) fn render(doc: &dyn Document) -> Option<String> {
     Some(doc.json()?.pretty() + "\n")

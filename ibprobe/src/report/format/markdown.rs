@@ -3,14 +3,17 @@
 
 use crate::report::model::{fail_if_text, Block, Document, Quote, Spacing, Table};
 
+// `--format markdown`: its place in `--format`'s list and its help line.
+word!(4, "A Markdown table, for issues and wikis.");
+
 /// `doc` as Markdown.
-pub(super) fn render(doc: &dyn Document) -> String {
+pub(super) fn render(doc: &dyn Document) -> Option<String> {
     let mut out = String::new();
     let mut after_table = false;
     for b in doc.blocks() {
         block(&mut out, &b, &mut after_table);
     }
-    out + &fail_if_text(doc, "- ")
+    Some(out + &fail_if_text(doc, "- "))
 }
 
 fn block(out: &mut String, b: &Block, after_table: &mut bool) {

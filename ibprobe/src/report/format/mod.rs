@@ -7,39 +7,40 @@
 //! this folder's file of that format. A command's report is data only; a
 //! format a report has no data for is refused by name. Field meanings are
 //! in `report/README.md`.
+//!
+//! # How a format is added: one file
+//!
+//! Every file of this folder (but this one) is a format, and says all of
+//! it: its name is the word users write (`table.rs` is `--format table`),
+//! and it has
+//! - a `word!(PLACE, "HELP");` line: where the word stands in `--format`'s
+//!   list (`--help`, error messages, `Format::ALL`) and its help line;
+//! - `pub(super) fn render(doc: &dyn Document) -> Option<String>`: the
+//!   document in that format, or None when the document has no data for
+//!   it (a CSV of a report without rows).
+//!
+//! `ibprobe/build.rs` reads the folder when it changes and writes
+//! `formats.rs` (in the build's `OUT_DIR`), included below: a `mod` line
+//! per file, the [`Format`] vocabulary (`crate::words::vocabulary!`) with
+//! one word per file in PLACE order, and `output`, the `match` sending
+//! each word to its file's `render`. `word!` itself expands to nothing:
+//! it is there so that the compiler checks the line the build script
+//! reads. `loopback`, `client` and `stream` then offer the new word by
+//! themselves; commands that list their own formats (`sweep`, `host`,
+//! `compare`, `loggp` in `cli/args.rs`) list it where they should.
 
-mod csv;
-mod json;
-mod markdown;
-mod perftest;
-mod table;
-
-pub use perftest::{perftest_row, PERFTEST_HEADER, PERFTEST_LINE};
+/// A format file's word: `word!(PLACE, "HELP");` (see the module doc).
+/// Read by `build.rs`; the compiler checks here that both are literals.
+macro_rules! word {
+    ($place:literal, $help:literal) => {};
+}
 
 use super::model::{Document, ReportError};
 
-crate::words::vocabulary! {
-    /// An output format (`--format`). Each command offers those its
-    /// report has (`cli/args.rs`).
-    Format, "format" {
-        Table = "table", "Human-readable table (hyperfine-like), with warnings.";
-        Json = "json", "The `ibprobe.report/1` JSON document.";
-        Csv = "csv", "One header row and one row per distribution.";
-        Markdown = "markdown", "A Markdown table, for issues and wikis.";
-        Perftest = "perftest", "perftest's (ib_send_lat) header and result line, for its parsers.";
-    }
-}
+// The `mod` lines, `Format` and `output` (see the module doc).
+include!(concat!(env!("OUT_DIR"), "/formats.rs"));
 
-/// `doc` in `format`, or None when it has no data for that format.
-fn output(doc: &dyn Document, format: Format) -> Option<String> {
-    match format {
-        Format::Table => Some(table::render(doc)),
-        Format::Json => json::render(doc),
-        Format::Csv => csv::render(doc),
-        Format::Markdown => Some(markdown::render(doc)),
-        Format::Perftest => perftest::render(doc),
-    }
-}
+pub use perftest::{perftest_row, PERFTEST_HEADER, PERFTEST_LINE};
 
 /// Renders `doc` as `format` (every format ends with a newline); a
 /// format `doc` has no data for is refused with the ones it has.
@@ -69,5 +70,18 @@ mod tests {
         assert_eq!("markdown".parse::<Format>(), Ok(Format::Markdown));
         let e = "xml".parse::<Format>().unwrap_err().0;
         assert!(e.contains("xml") && e.contains("perftest"), "{e}");
+    }
+
+    #[test]
+    fn the_words_stand_in_the_places_their_files_say() {
+        // `--help` and every "use X or Y" list them in this order.
+        assert_eq!(
+            Format::choices(),
+            "table | json | csv | markdown | perftest"
+        );
+        assert_eq!(
+            Format::Perftest.help(),
+            "perftest's (ib_send_lat) header and result line, for its parsers."
+        );
     }
 }

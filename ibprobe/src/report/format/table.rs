@@ -3,13 +3,16 @@
 
 use crate::report::model::{fail_if_text, Block, Document, Table};
 
+// `--format table`: its place in `--format`'s list and its help line.
+word!(1, "Human-readable table (hyperfine-like), with warnings.");
+
 /// `doc` as the text table.
-pub(super) fn render(doc: &dyn Document) -> String {
+pub(super) fn render(doc: &dyn Document) -> Option<String> {
     let mut out = String::new();
     for b in doc.blocks() {
         block(&mut out, &b);
     }
-    out + &fail_if_text(doc, "")
+    Some(out + &fail_if_text(doc, ""))
 }
 
 fn block(out: &mut String, b: &Block) {

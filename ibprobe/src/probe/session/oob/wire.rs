@@ -167,10 +167,5 @@ pub struct Done {
     pub interrupted: bool,
 }
 
-/// The server's last word on a stream (after the client's FIN): what its
-/// receiving loop counted.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-pub struct StreamTally {
-    /// The receiver's counters.
-    pub tally: crate::probe::workload::stream::RecvTally,
-}
+/// The server's last word on a stream (the stream workload's reply).
+pub use crate::probe::workload::stream::StreamTally;
