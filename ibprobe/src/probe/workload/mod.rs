@@ -34,7 +34,7 @@
 //! # Map
 //!
 //! - [`seam`]: the [`Workload`] and [`Paired`] traits, their [`Ctx`] and
-//!   [`Signals`];
+//!   [`Signals`]; [`Served`], a paired workload a server answers;
 //! - [`pace`]: the pacer (rate steps, bursts and pauses, missed steps, the
 //!   end of a timed run, [`pace::wait_until`]);
 //! - [`record`]: [`Histos`], [`Tally`], the [`Sink`] and its [`Interval`],
