@@ -1,8 +1,9 @@
 //! `ibprobe server`: the echo side of a round trip. Waits for clients on
 //! TCP, agrees on the channel through the one handshake of
 //! `probe/session/` (refusing a client that asks for another transport
-//! than the server's), echoes until the client is done; or, for an
-//! `ibprobe stream` client, receives its stream and sends back the counts.
+//! than the server's), echoes until the client is done; or, for a client
+//! of a paired workload (`ibprobe stream`, `ibprobe loggp`), answers it
+//! with the workload its Hello names (`probe/executor/served.rs`).
 
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
