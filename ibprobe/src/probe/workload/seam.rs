@@ -122,7 +122,10 @@ pub trait Served {
 
     /// The answering side on `end` (the server's thread, already placed),
     /// until the client is done, `asked.stop`, or the client goes quiet.
-    fn serve(end: &mut dyn SlotEnd, asked: &Asked<'_>) -> Result<Answer<Self::Reply>, TransportError>;
+    fn serve(
+        end: &mut dyn SlotEnd,
+        asked: &Asked<'_>,
+    ) -> Result<Answer<Self::Reply>, TransportError>;
 }
 
 /// Where a served workload's reply goes: the server's out-of-band

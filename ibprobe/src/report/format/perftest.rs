@@ -33,7 +33,10 @@ pub fn perftest_row(bytes: u64, d: &Distribution) -> String {
 }
 
 // `--format perftest`: its place in `--format`'s list and its help line.
-word!(5, "perftest's (ib_send_lat) header and result line, for its parsers.");
+word!(
+    5,
+    "perftest's (ib_send_lat) header and result line, for its parsers."
+);
 
 /// `doc` as perftest's lines (None: it has no perftest row).
 pub(super) fn render(doc: &dyn Document) -> Option<String> {
