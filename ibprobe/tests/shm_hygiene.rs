@@ -225,7 +225,7 @@ struct SmallTmpfs {
 impl SmallTmpfs {
     fn mount(size: &str) -> Option<SmallTmpfs> {
         let dir = tempfile::tempdir().unwrap();
-        let ok = nix::unistd::geteuid().is_root()
+        let ok = ibtools_tests::is_root()
             && Command::new("mount")
                 .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700")])
                 .arg("tmpfs")

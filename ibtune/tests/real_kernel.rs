@@ -20,7 +20,7 @@ fn ibtune() -> Command {
 
 fn require_root() {
     assert!(
-        nix::unistd::geteuid().is_root(),
+        ibtools_tests::is_root(),
         "this test changes the live kernel and needs root: run it as root (scripts/test-all does)"
     );
 }
