@@ -221,7 +221,7 @@ pub fn table(r: &Report, t: &Timing) -> String {
     );
     let _ = writeln!(
         s,
-        "series (remote probes)       {} per exporter ({} target values x {} size x {} + {}), {} in total",
+        "series (remote probes)       {} per exporter ({} target values x ({} size(s) x {} + {})), {} in total",
         r.series.per_exporter,
         r.series.target_values_per_exporter,
         r.series.sizes,
