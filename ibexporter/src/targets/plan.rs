@@ -37,8 +37,9 @@
 //! `⌈S/K⌉` consecutive slots, `K` the smallest that makes the busiest
 //! member fit the budget (1, the plan above, whenever it already fits).
 //! Rack A runs window `w = (e + A) mod K` in epoch `e` (A: the rack's
-//! index; the offset spreads the racks' windows, so every rack is probed
-//! from other racks every round), and that window's slots are dealt as
+//! index; the offset spreads the racks' windows over the rounds, so the
+//! probes into a rack do not all fall in one round of K), and that
+//! window's slots are dealt as
 //! above with the epoch replaced by the window's visit `v = ⌊(e + A) / K⌋`
 //! (the count of the window's earlier turns). So every rack pair is probed
 //! within `K` rounds from any round boundary (the coverage time, printed
