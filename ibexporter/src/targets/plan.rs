@@ -66,7 +66,7 @@
 //! - worst-case detection of a dead host, or of a dead rack uplink (every
 //!   cross-rack path of a rack fails): `D = I + (T_max − 1)·d + c` (the
 //!   next round's probe of it, at worst last in the round), provided its
-//!   rack has another member or there are two racks;
+//!   rack has another member or (with K = 1) there are two racks;
 //! - a slow path between two hosts of different racks: within the host
 //!   pair bound plus one round.
 //!
