@@ -150,7 +150,10 @@ const RENAMED: &[ibhost::renamed::Renamed] = &[
 ///
 /// The cluster is a file_sd pinglist (every member, racks from a label) or
 /// a synthetic one (--simulate). Every exporter with the same list derives
-/// the same plan; this prints it without probing anything. --faults
+/// the same plan; this prints it without probing anything. Where a round
+/// cannot hold every rack pair, the rack pairs rotate: each is probed
+/// within K rounds (the coverage time printed). It also prints the series
+/// the fleet sends to Prometheus, per exporter and in total. --faults
 /// injects faults into the simulated mesh and measures how well they are
 /// localized (top-1 precision, recall, rounds; ibexporter/docs/localization.md).
 #[derive(clap::Args, Debug)]

@@ -201,14 +201,33 @@ pub fn table(r: &Report, t: &Timing) -> String {
     );
     let _ = writeln!(
         s,
-        "rack pairs covered           {} of {} in one round (every {:.0}s)",
-        r.round.rack_pairs_covered, r.round.rack_pairs, f.rack_pair_cover_seconds
+        "rack pairs covered           {} of {} in one round; every rack pair within {} round(s), {:.0}s{}",
+        r.round.rack_pairs_covered,
+        r.round.rack_pairs,
+        f.rack_pair_cover_rounds,
+        f.rack_pair_cover_seconds,
+        if f.rack_pair_cover_rounds > 1 {
+            " (rack pairs rotate so that a round fits)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         s,
         "every host pair within       {:.0}s ({} rounds)",
         f.host_pair_cover_seconds,
-        (f.host_pair_cover_seconds / f.rack_pair_cover_seconds).round()
+        (f.host_pair_cover_seconds / (f.rack_pair_cover_seconds / f.rack_pair_cover_rounds as f64))
+            .round()
+    );
+    let _ = writeln!(
+        s,
+        "series (remote probes)       {} per exporter ({} target values x ({} size(s) x {} + {})), {} in total",
+        r.series.per_exporter,
+        r.series.target_values_per_exporter,
+        r.series.sizes,
+        crate::targets::cardinality::SERIES_PER_VALUE_SIZE,
+        crate::targets::cardinality::SERIES_PER_VALUE,
+        r.series.total
     );
     if !r.detection.is_empty() {
         let _ = writeln!(

@@ -5,10 +5,16 @@
 //! documented bound; a dead host or rack uplink is detected within the
 //! documented bound in >= 99% of simulated failures; a host added or
 //! removed changes each node's round by at most two targets; two
-//! processes derive the same plan from the same list.
+//! processes derive the same plan from the same list. At 100,000 hosts
+//! (racks of 25 and of 40) the rack pairs rotate: every round fits, every
+//! rack pair is probed within the stated K rounds (and not fewer), dead
+//! hosts and uplinks are still detected within one round.
 
+use ibexporter::targets::cardinality::FleetSeries;
 use ibexporter::targets::plan::{ClusterPlan, Figures, PlanKind, Timing};
-use ibexporter::targets::simulate::{detection, host_pair_rounds, round_load, synthetic, Failure};
+use ibexporter::targets::simulate::{
+    detection, host_pair_rounds, rack_pairs_covered, round_load, synthetic, Failure,
+};
 use std::process::Command;
 
 /// The defaults: a 10 s round, 100 messages per target at 1 kHz, 1 s timeout.
@@ -31,6 +37,125 @@ const CLUSTERS: [(usize, usize); 6] = [
 
 fn rack_mesh(hosts: usize, racks: usize) -> ClusterPlan {
     ClusterPlan::new(synthetic(hosts, racks), PlanKind::RackMesh, 1)
+}
+
+/// (hosts, racks): 100,000 hosts in racks of 25 and of 40.
+const FLEETS: [(usize, usize); 2] = [(100_000, 4000), (100_000, 2500)];
+
+/// The plan as every exporter builds it: fitted to the round's budget.
+fn fitted(hosts: usize, racks: usize) -> ClusterPlan {
+    ClusterPlan::new(synthetic(hosts, racks), PlanKind::RackMesh, 1).fitted(T.full_max())
+}
+
+#[test]
+fn a_hundred_thousand_hosts_fit_a_round_by_rotating_rack_pairs() {
+    for (hosts, racks) in FLEETS {
+        let s = hosts / racks;
+        // Every rack pair every round would not fit: 184 and 102 targets.
+        let all = Figures::of(&rack_mesh(hosts, racks), T);
+        assert!(!all.round_fits, "{all:?}");
+        assert_eq!(all.max_targets_per_round, s - 1 + (racks - 1).div_ceil(s));
+        let p = fitted(hosts, racks);
+        let f = Figures::of(&p, T);
+        let k = p.rack_pair_rounds();
+        assert!(f.round_fits, "{hosts}/{racks}: {f:?}");
+        assert!(f.max_targets_per_round <= T.full_max(), "{f:?}");
+        assert!((2..=4).contains(&k), "{hosts}/{racks}: K = {k}");
+        assert_eq!(f.rack_pair_cover_rounds, k);
+        assert_eq!(f.rack_pair_cover_seconds, k as f64 * T.interval);
+        // K is the fewest windows that fit: one fewer would not.
+        let fewer = (k - 1).max(1);
+        assert!(
+            s - 1 + (racks as u64 - 1).div_ceil(fewer).div_ceil(s as u64) as usize > T.full_max()
+        );
+        // Sampled source racks (members in index order, racks of equal
+        // size): every round of every member within the bound, and every
+        // other rack probed within K rounds from any boundary, not fewer.
+        let mut out = Vec::new();
+        for e0 in [0, 999_999_937] {
+            for a in [0, racks / 2, racks - 1] {
+                let mut first = vec![u64::MAX; racks];
+                for e in e0..e0 + k {
+                    for m in (a * s..(a + 1) * s).map(|m| m as u32) {
+                        assert_eq!(p.rack_of(m), a);
+                        p.targets_of(m, e, &mut out);
+                        assert!(out.len() <= f.max_targets_per_round, "{}", out.len());
+                        assert_eq!(
+                            out.iter().filter(|&&x| p.rack_of(x) == a).count(),
+                            s - 1,
+                            "its own rack every round"
+                        );
+                        for &x in &out {
+                            let b = p.rack_of(x);
+                            first[b] = first[b].min(e - e0);
+                        }
+                    }
+                }
+                let missed: Vec<usize> = (0..racks)
+                    .filter(|&b| b != a && first[b] == u64::MAX)
+                    .collect();
+                assert!(
+                    missed.is_empty(),
+                    "{hosts}/{racks} rack {a} from {e0}: {missed:?}"
+                );
+                assert!(
+                    first.iter().any(|&r| r == k - 1),
+                    "the bound is tight: some rack pair waits K rounds"
+                );
+            }
+        }
+        // Dead hosts and dead uplinks: still within one round (own rack,
+        // and each rack's window, every round).
+        for fail in [Failure::DeadHost, Failure::DeadUplink] {
+            let d = detection(&p, T, fail, 50, 7);
+            assert_eq!(d.within_bound, 1.0, "{hosts}/{racks}: {d:?}");
+            assert!(d.bound <= 2.0 * T.interval + T.timeout, "{d:?}");
+        }
+    }
+}
+
+#[test]
+fn rotating_rack_pairs_cover_every_pair_of_the_whole_cluster_within_k_rounds() {
+    // 2,000 hosts in racks of 10 under a budget of 20 targets: 199 rack
+    // pairs per rack would need 29 targets; K windows make it fit.
+    let p = ClusterPlan::new(synthetic(2000, 200), PlanKind::RackMesh, 1).fitted(20);
+    let k = p.rack_pair_rounds();
+    assert!(k > 1, "K = {k}");
+    assert!(p.max_targets() <= 20, "{}", p.max_targets());
+    for e0 in [0, 123_457] {
+        assert_eq!(rack_pairs_covered(&p, e0, k), 200 * 199, "from {e0}");
+        assert!(rack_pairs_covered(&p, e0, k - 1) < 200 * 199);
+        // Every rack is probed from other racks in every round.
+        let l = round_load(&p, T, e0);
+        // Its own rack (9) and at least one rack pair.
+        assert!(l.max_targets <= 20 && l.min_targets >= 10, "{l:?}");
+    }
+    // Every host pair within K·⌈s_A·s_B/k⌉ rounds.
+    let bound = p.host_pair_rounds();
+    assert_eq!(bound, 100 * k);
+    let took = host_pair_rounds(&p, &[0, 199], 5, bound);
+    assert!(took.is_some_and(|r| r <= bound), "{took:?} > {bound}");
+    // A plan that fits is left as it was: K = 1.
+    assert_eq!(fitted(10000, 500).rack_pair_rounds(), 1);
+}
+
+#[test]
+fn series_per_exporter_and_in_total_at_ten_and_a_hundred_thousand_hosts() {
+    // Racks of 20 at 10,000 hosts; of 25 and 40 at 100,000: above 200
+    // peers the series are grouped by rack, one value per rack.
+    for (hosts, racks, per_exporter) in [
+        (10_000, 500, 500 * 50),
+        (100_000, 4000, 4000 * 50),
+        (100_000, 2500, 2500 * 50),
+    ] {
+        let s = FleetSeries::of(&fitted(hosts, racks), 200, 1);
+        assert_eq!(s.target_values_per_exporter, racks);
+        assert_eq!(s.per_exporter, per_exporter);
+        assert_eq!(s.total, per_exporter as u64 * hosts as u64);
+    }
+    // Up to 200 peers: one value per peer.
+    let s = FleetSeries::of(&fitted(150, 5), 200, 2);
+    assert_eq!(s.per_exporter, 149 * (2 * 49 + 1));
 }
 
 #[test]

@@ -16,6 +16,7 @@ pub mod recipe;
 pub mod skip;
 pub mod slurm;
 pub mod systemd;
+pub mod victoria;
 
 pub use skip::{chrt_fifo_allowed, is_root, root_or_skip, skip};
 

@@ -69,6 +69,12 @@ pub struct Prometheus {
 
 /// Finds `name` on `PATH`, else fails naming the Debian package.
 fn binary(name: &str) -> PathBuf {
+    binary_of(name, "prometheus")
+}
+
+/// Finds `name` on `PATH` or in `/usr/bin`, else fails naming the Debian
+/// `package` that ships it.
+pub(crate) fn binary_of(name: &str, package: &str) -> PathBuf {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
@@ -78,8 +84,8 @@ fn binary(name: &str) -> PathBuf {
         .find(|p| p.is_file());
     found.unwrap_or_else(|| {
         panic!(
-            "`{name}` not found on PATH nor in /usr/bin: these tests run a real Prometheus; \
-             install it with `apt-get install prometheus` (scripts/setup does)"
+            "`{name}` not found on PATH nor in /usr/bin: these tests run it for real; \
+             install it with `apt-get install {package}` (scripts/setup does)"
         )
     })
 }
@@ -95,7 +101,7 @@ fn parse_version(out: &str) -> Option<(u32, u32, u32)> {
     Some((it.next()??, it.next()??, it.next().flatten().unwrap_or(0)))
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("binding 127.0.0.1:0 to find a free port")
@@ -128,6 +134,18 @@ impl Prometheus {
         targets: &[Target],
         native_histograms: bool,
         rule_files: &[PathBuf],
+    ) -> Prometheus {
+        Prometheus::start_with(targets, native_histograms, rule_files, "")
+    }
+
+    /// As [`Prometheus::start_with_rules`], with `extra` (top-level YAML
+    /// sections such as a shipped `remote_write:` stanza) appended to the
+    /// generated configuration.
+    pub fn start_with(
+        targets: &[Target],
+        native_histograms: bool,
+        rule_files: &[PathBuf],
+        extra: &str,
     ) -> Prometheus {
         let bin = binary("prometheus");
         let out = Command::new(&bin)
@@ -174,6 +192,7 @@ impl Prometheus {
                 cfg += "    scrape_classic_histograms: true\n";
             }
         }
+        cfg += extra;
         let cfg_path = dir.path().join("prometheus.yml");
         std::fs::write(&cfg_path, &cfg).expect("writing prometheus.yml");
         let log_path = dir.path().join("prometheus.log");
@@ -449,7 +468,7 @@ pub fn url_encode(s: &str) -> String {
 }
 
 /// A plain HTTP/1.0 GET: returns the status code and the body.
-fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(

@@ -158,7 +158,7 @@ pub(super) fn convert(cx: &Ctx, raw: RawConfig) -> Result<Config, ConfigError> {
                     "must be 0 or more; 0 groups every peer, 200 is the default",
                 )
             })?,
-            None => 200,
+            None => super::schema::DEFAULT_MAX_PEER_SERIES,
         },
         group_label: match &raw.cardinality.group_label {
             Some(v) => {

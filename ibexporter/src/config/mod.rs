@@ -89,7 +89,8 @@ pub use schema::{
     check_combo, check_label_name, check_size, target_transport, BudgetConfig, CardinalityConfig,
     Config, CpuSelection, DnsSource, FileSdSource, LocalConfig, Op, PlanChoice, PlanConfig, Poll,
     ProbeSettings, ResponderConfig, StaticTarget, TargetProbe, TargetsConfig, Transport,
-    TuningSettings, DEFAULT_LISTEN, DEFAULT_RESPONDER_PORT, RESERVED_LABELS,
+    TuningSettings, DEFAULT_LISTEN, DEFAULT_MAX_PEER_SERIES, DEFAULT_RESPONDER_PORT,
+    RESERVED_LABELS,
 };
 pub use values::{format_duration, parse_cpulist, parse_duration, MAX_CPU};
 

@@ -17,6 +17,9 @@ use std::time::Duration;
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9427";
 /// The default responder port; also the port assumed for targets that give none.
 pub const DEFAULT_RESPONDER_PORT: u16 = 18515;
+
+/// `cardinality.max_peer_series` when not set: per-peer series up to 200 peers.
+pub const DEFAULT_MAX_PEER_SERIES: usize = 200;
 /// Label names the exporter sets itself; a target label may not reuse them
 /// (it would clash with, or silently replace, the exporter's own label).
 pub const RESERVED_LABELS: &[&str] = &[

@@ -23,7 +23,7 @@ use crate::collect::latency::SeriesKey;
 use crate::config::{CardinalityConfig, PlanConfig, TargetsConfig};
 use crate::targets::cardinality::series_labels;
 use crate::targets::plan::{ClusterPlan, PlanKind, Timing};
-use crate::targets::simulate::round_load;
+use crate::targets::simulate::rack_pairs_covered;
 use crate::targets::{Origin, Target, TargetSet};
 use ibprobe::spec::{ChannelSpec, VerbsKnobs};
 
@@ -106,7 +106,7 @@ impl TargetMetrics {
         );
         reg.register(
             "ibexporter_plan_rack_pairs_covered",
-            "Ordered rack pairs the whole cluster's plan probes in one round (computed by every member alike; equal to ibexporter_plan_rack_pairs when every pair is covered)",
+            "Ordered rack pairs the whole cluster's plan probes within its rack-pair coverage time (one round, or the rounds its rack pairs rotate through; computed by every member alike; equal to ibexporter_plan_rack_pairs when every pair is covered)",
             self.rack_pairs_covered.clone(),
         );
         reg.register(
@@ -245,9 +245,11 @@ fn publish_plan(
             .unwrap_or_default(),
         Duration::from_secs_f64(timing.interval),
     );
-    let load = round_load(cluster, timing, epoch);
-    m.rack_pairs.set(load.rack_pairs as i64);
-    m.rack_pairs_covered.set(load.rack_pairs_covered as i64);
+    let r = cluster.racks();
+    m.rack_pairs.set((r * r.saturating_sub(1)) as i64);
+    let within = cluster.rack_pair_rounds();
+    m.rack_pairs_covered
+        .set(rack_pairs_covered(cluster, epoch, within) as i64);
     m.peer_rack.clear();
     let labels: BTreeMap<_, _> = series_labels(current, card.max_peer_series, &card.group_label)
         .into_iter()

@@ -88,3 +88,58 @@ pub fn estimate_series(
 ) -> usize {
     values * sizes * (buckets + quantiles + counters + 6)
 }
+
+/// Series one exporter serves per remote (target value, size) with the
+/// default probe settings, as a running exporter renders them: the 43 of
+/// [`estimate_series`] (B = 30, Q = 4, C = 3) and one per counter of the
+/// probe thread (context switches, involuntary ones, migrations, minor and
+/// major page faults, interrupts; more with a CPU PMU). Counted from a
+/// real exporter's `/metrics` by `ibexporter/tests/remote_write.rs`.
+pub const SERIES_PER_VALUE_SIZE: usize = 49;
+
+/// Series per target value beside its latency series: the
+/// `ibexporter_plan_peer_rack` gauge that joins a value to its rack.
+pub const SERIES_PER_VALUE: usize = 1;
+
+/// The remote-probe series of a whole fleet, every member an exporter of
+/// the plan.
+///
+/// Why it exists: `ibexporter mesh` answers "how many series does the
+/// mesh send to Prometheus" before it is deployed (docs/probe-plans.md,
+/// "Sizing").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FleetSeries {
+    /// `target` label values of one exporter: its peers up to
+    /// `max_peer_series`, else its groups (one per rack when the group
+    /// label is the rack label, as by default).
+    pub target_values_per_exporter: usize,
+    /// Message sizes per target.
+    pub sizes: usize,
+    /// Remote-probe series of one exporter (its local probes and host
+    /// collectors, a few hundred, not included).
+    pub per_exporter: usize,
+    /// Of every exporter together.
+    pub total: u64,
+}
+
+impl FleetSeries {
+    /// The series of `plan`'s members, each probing `sizes` sizes, with
+    /// peers grouped by rack above `max_peer_series`. Over the rack-pair
+    /// coverage time every member probes every rack (the prober of a rack
+    /// pair rotates), so a grouped exporter carries every rack's value.
+    pub fn of(plan: &super::plan::ClusterPlan, max_peer_series: usize, sizes: usize) -> Self {
+        let peers = plan.len().saturating_sub(1);
+        let values = if peers <= max_peer_series {
+            peers
+        } else {
+            plan.racks()
+        };
+        let per_exporter = values * (sizes * SERIES_PER_VALUE_SIZE + SERIES_PER_VALUE);
+        FleetSeries {
+            target_values_per_exporter: values,
+            sizes,
+            per_exporter,
+            total: per_exporter as u64 * plan.len() as u64,
+        }
+    }
+}

@@ -27,6 +27,28 @@
 //! cross-rack slots in slot order. Members without the rack label form
 //! one rack, `""`.
 //!
+//! # Rotating rack pairs (large clusters)
+//!
+//! A rack's `S = k(R − 1)` cross-rack slots grow with the number of racks
+//! R: at 100,000 hosts in racks of 25 a member would carry 160 rack pairs
+//! a round, more than a 10 s round holds. When the round budget is known
+//! ([`ClusterPlan::fitted`], as every exporter and `ibexporter mesh`
+//! build the plan), the slots are split into `K` windows of `⌊S/K⌋` or
+//! `⌈S/K⌉` consecutive slots, `K` the smallest that makes the busiest
+//! member fit the budget (1, the plan above, whenever it already fits).
+//! Rack A runs window `w = (e + A) mod K` in epoch `e` (A: the rack's
+//! index; the offset spreads the racks' windows over the rounds, so the
+//! probes into a rack do not all fall in one round of K), and that
+//! window's slots are dealt as
+//! above with the epoch replaced by the window's visit `v = ⌊(e + A) / K⌋`
+//! (the count of the window's earlier turns). So every rack pair is probed
+//! within `K` rounds from any round boundary (the coverage time, printed
+//! by `ibexporter mesh`), each member carries `⌈⌈S/K⌉/s_A⌉` rack pairs at
+//! most, and the host pairs of (A, B) repeat every `⌈s_A·s_B/k⌉` visits,
+//! that is within `K·⌈s_A·s_B/k⌉` rounds. Nothing is random and nothing is
+//! exchanged: the window is a function of the epoch, the rack's index and
+//! the member list, so every exporter computes the same schedule alone.
+//!
 //! # Formulas (R racks, rack sizes `s`, `k` = plan_rack_peers)
 //!
 //! With interval `I` (one epoch), `P` messages per target per round at
@@ -34,16 +56,17 @@
 //! probe timeout `c`):
 //!
 //! - targets per node per round: `full` `N − 1`; `rack-mesh`
-//!   `T = (s_A − 1) + ⌈k(R − 1)/s_A⌉` at most;
+//!   `T = (s_A − 1) + ⌈⌈k(R − 1)/K⌉/s_A⌉` at most;
 //! - probe messages per node per second: `T · P / I` (the round must fit:
 //!   `T · d ≤ I`);
-//! - every rack pair is covered (k probes, each direction) in every round;
+//! - every rack pair is covered (k probes, each direction) in every round,
+//!   or with rotating windows within `K` rounds;
 //! - every host pair: the same rack every round; racks A and B within
-//!   `⌈s_A·s_B / k⌉` rounds, from any round boundary (both directions);
+//!   `K·⌈s_A·s_B / k⌉` rounds, from any round boundary (both directions);
 //! - worst-case detection of a dead host, or of a dead rack uplink (every
 //!   cross-rack path of a rack fails): `D = I + (T_max − 1)·d + c` (the
 //!   next round's probe of it, at worst last in the round), provided its
-//!   rack has another member or there are two racks;
+//!   rack has another member or (with K = 1) there are two racks;
 //! - a slow path between two hosts of different racks: within the host
 //!   pair bound plus one round.
 //!
@@ -131,6 +154,9 @@ struct Rack {
 pub struct ClusterPlan {
     kind: PlanKind,
     k: u64,
+    /// K: the windows a rack's cross-rack slots rotate through (1: all
+    /// every round).
+    windows: u64,
     names: Vec<String>,
     rack_of: Vec<u32>,
     pos_in_rack: Vec<u32>,
@@ -183,6 +209,7 @@ impl ClusterPlan {
         ClusterPlan {
             kind,
             k: k.max(1) as u64,
+            windows: 1,
             names,
             rack_of,
             pos_in_rack,
@@ -202,7 +229,50 @@ impl ClusterPlan {
         names.sort_unstable();
         names.dedup();
         let kind = PlanKind::resolve(cfg.choice, names.len(), full_max);
-        ClusterPlan::new(members, kind, cfg.rack_peers)
+        ClusterPlan::new(members, kind, cfg.rack_peers).fitted(full_max)
+    }
+
+    /// This plan with its rack pairs rotating through the fewest windows
+    /// `K` that let every member's round hold at most `budget` targets
+    /// (module docs): `K = 1`, every rack pair every round, when that
+    /// fits; unchanged when no `K` fits (a rack larger than the budget)
+    /// or the plan is `full`.
+    pub fn fitted(mut self, budget: usize) -> ClusterPlan {
+        self.windows = 1;
+        if self.kind == PlanKind::Full {
+            return self;
+        }
+        let slots = self.slots(0);
+        let mut sizes: Vec<u64> = self.racks.iter().map(|r| r.members.len() as u64).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let fits = |w: u64| {
+            let per_window = slots.div_ceil(w);
+            sizes
+                .iter()
+                .all(|&s| (s - 1 + per_window.div_ceil(s)) as usize <= budget)
+        };
+        if slots == 0 || fits(1) || !fits(slots) {
+            return self;
+        }
+        // fits is monotone in K: the smallest K that fits, by bisection.
+        let (mut lo, mut hi) = (1, slots);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        self.windows = hi;
+        self
+    }
+
+    /// K: rounds within which every rack pair is probed (1 unless the
+    /// rack pairs rotate, module docs).
+    pub fn rack_pair_rounds(&self) -> u64 {
+        self.windows
     }
 
     /// The plan in force.
@@ -280,14 +350,34 @@ impl ClusterPlan {
         }
     }
 
-    /// The first cross-rack slot of member `m` in epoch `e` and the stride.
-    fn first_slot(&self, m: MemberId, e: u64) -> (u64, u64) {
+    /// Rack `a`'s window in epoch `e`: its slots `lo..hi` and its visit
+    /// `v` (module docs; with one window: every slot, `v = e`).
+    fn window(&self, a: usize, e: u64) -> (u64, u64, u64) {
+        let slots = self.slots(a);
+        if self.windows <= 1 {
+            return (0, slots, e);
+        }
+        let turn = e.wrapping_add(a as u64 % self.windows);
+        let w = turn % self.windows;
+        // Products in u128: w·S overflows nothing, whatever the epoch.
+        let at = |w: u64| (u128::from(w) * u128::from(slots) / u128::from(self.windows)) as u64;
+        (at(w), at(w + 1), turn / self.windows)
+    }
+
+    /// The first cross-rack slot of member `m` in epoch `e`, the stride and
+    /// the end of its window.
+    fn first_slot(&self, m: MemberId, e: u64) -> (u64, u64, u64) {
         let a = self.rack_of(m);
         let s = self.racks[a].members.len() as u64;
         let i = u64::from(self.pos_in_rack[m as usize]);
-        // Member i probes the slots u with (u + e·k) ≡ i (mod s).
-        let shift = (e % s).wrapping_mul(self.k % s) % s;
-        ((i + s - shift) % s, s)
+        let (lo, hi, v) = self.window(a, e);
+        // Member i probes the slots u with (u + v·k) ≡ i (mod s).
+        let shift = (v % s).wrapping_mul(self.k % s) % s;
+        let mut u = (i + s - shift) % s;
+        if u < lo {
+            u += (lo - u).div_ceil(s) * s;
+        }
+        (u, s, hi)
     }
 
     /// The target of cross-rack slot `u` of rack `a` in epoch `e`.
@@ -296,7 +386,8 @@ impl ClusterPlan {
         let j = u % self.k;
         let sa = self.racks[a].members.len() as u64;
         let sb = self.racks[b].members.len() as u64;
-        let q = e.wrapping_mul(self.k).wrapping_add(j);
+        let (_, _, v) = self.window(a, e);
+        let q = v.wrapping_mul(self.k).wrapping_add(j);
         // k probes of a pair are at most s_A·s_B distinct pairs.
         self.permuted(a, b, (q / sa) % sb)
     }
@@ -345,12 +436,11 @@ impl ClusterPlan {
     /// (`rack-mesh`), in slot order.
     fn each_slot_target(&self, m: MemberId, e: u64, mut f: impl FnMut(MemberId)) {
         let a = self.rack_of(m);
-        let slots = self.slots(a);
-        if slots == 0 {
+        if self.slots(a) == 0 {
             return;
         }
-        let (mut u, stride) = self.first_slot(m, e);
-        while u < slots {
+        let (mut u, stride, end) = self.first_slot(m, e);
+        while u < end {
             f(self.slot_target(a, u, e));
             u += stride;
         }
@@ -425,22 +515,23 @@ impl ClusterPlan {
             }
             let r = if b < a { b } else { b - 1 } as u64;
             let sa = self.racks[a].members.len() as u64;
+            let (lo, hi, v) = self.window(a, e);
             for j in 0..self.k {
                 let u = r * self.k + j;
-                if self.slot_target(a, u, e) != t {
+                if u < lo || u >= hi || self.slot_target(a, u, e) != t {
                     continue;
                 }
-                let i = (u + (e % sa) * (self.k % sa)) % sa;
+                let i = (u + (v % sa) * (self.k % sa)) % sa;
                 let p = self.racks[a].members[i as usize];
-                let (u0, stride) = self.first_slot(p, e);
+                let (u0, stride, _) = self.first_slot(p, e);
                 let before = if u > u0 { (u - u0).div_ceil(stride) } else { 0 };
                 out.push((p, sa as usize - 1 + before as usize));
             }
         }
     }
 
-    /// Most targets any member has in one round, over epochs `0..s_max`
-    /// (the cross-rack deal repeats with period s_A).
+    /// Most targets any member has in one round, over all epochs (a
+    /// window of `⌈S/K⌉` slots dealt round-robin over the rack).
     pub fn max_targets(&self) -> usize {
         match self.kind {
             PlanKind::Full => self.names.len().saturating_sub(1),
@@ -450,7 +541,8 @@ impl ClusterPlan {
                 .enumerate()
                 .map(|(a, r)| {
                     let s = r.members.len() as u64;
-                    (s as usize - 1) + self.slots(a).div_ceil(s) as usize
+                    let per_window = self.slots(a).div_ceil(self.windows);
+                    (s as usize - 1) + per_window.div_ceil(s) as usize
                 })
                 .max()
                 .unwrap_or(0),
@@ -458,7 +550,8 @@ impl ClusterPlan {
     }
 
     /// Rounds within which every ordered host pair of different racks is
-    /// probed at least once, from any round boundary (`full`: 1).
+    /// probed at least once, from any round boundary (`full`: 1): a rack
+    /// pair's host pairs take `⌈s_A·s_B/k⌉` visits, one every `K` rounds.
     pub fn host_pair_rounds(&self) -> u64 {
         match self.kind {
             PlanKind::Full => 1,
@@ -470,7 +563,7 @@ impl ClusterPlan {
                 if n < 2 {
                     return 1;
                 }
-                (sizes[n - 1] * sizes[n - 2]).div_ceil(self.k).max(1)
+                (sizes[n - 1] * sizes[n - 2]).div_ceil(self.k).max(1) * self.windows
             }
         }
     }
@@ -518,7 +611,10 @@ pub struct Figures {
     pub probes_per_node_per_second: f64,
     /// Whether the busiest round fits the interval (`T·d ≤ I`).
     pub round_fits: bool,
-    /// Every rack pair is covered every round: seconds.
+    /// K: every rack pair is probed within this many rounds (1 unless
+    /// the rack pairs rotate to fit the round).
+    pub rack_pair_cover_rounds: u64,
+    /// Every rack pair is covered within: seconds (K rounds).
     pub rack_pair_cover_seconds: f64,
     /// Every host pair within: seconds.
     pub host_pair_cover_seconds: f64,
@@ -544,7 +640,8 @@ impl Figures {
             max_targets_per_round: tmax,
             probes_per_node_per_second: tmax as f64 * t.probes / round,
             round_fits: tmax as f64 * d <= t.interval,
-            rack_pair_cover_seconds: round,
+            rack_pair_cover_rounds: plan.rack_pair_rounds(),
+            rack_pair_cover_seconds: plan.rack_pair_rounds() as f64 * round,
             host_pair_cover_seconds: pairs,
             detect_bound_seconds: detect,
             slow_path_bound_seconds: pairs + round + tmax as f64 * d,
@@ -645,6 +742,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn rotating_windows_keep_the_inverses_and_the_cross_parts() {
+        // 600 hosts in 60 racks of 10: 59 rack pairs need 15 targets; a
+        // budget of 11 rotates them through 3 windows.
+        let p = ClusterPlan::new(cluster(600, 10), PlanKind::RackMesh, 1).fitted(11);
+        assert_eq!(p.rack_pair_rounds(), 3);
+        assert_eq!(p.max_targets(), 11);
+        let q = ClusterPlan::new(cluster(600, 10), PlanKind::RackMesh, 2).fitted(12);
+        assert!(q.rack_pair_rounds() > 1);
+        let (mut out, mut pr, mut cross, mut pc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for p in [p, q] {
+            for e in [0, 1, 2, 3, 77, 1_000_003] {
+                let mut fwd: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+                for m in 0..600 {
+                    p.targets_of(m, e, &mut out);
+                    assert!(out.len() <= p.max_targets(), "{}", out.len());
+                    for (pos, &t) in out.iter().enumerate() {
+                        assert!(fwd.insert((m, t), pos).is_none(), "{m} probes {t} twice");
+                    }
+                    p.cross_targets_of(m, e, &mut cross);
+                    let a = p.rack_of(m);
+                    let want: Vec<(MemberId, usize)> = out
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &x)| p.rack_of(x) != a)
+                        .map(|(pos, &x)| (x, pos))
+                        .collect();
+                    assert_eq!(cross, want, "member {m}, epoch {e}");
+                }
+                let mut back = BTreeMap::new();
+                for t in 0..600 {
+                    p.probers_of(t, e, &mut pr);
+                    for &(m, pos) in &pr {
+                        back.insert((m, t), pos);
+                    }
+                    p.cross_probers_of(t, e, &mut pc);
+                    pr.retain(|&(m, _)| p.rack_of(m) != p.rack_of(t));
+                    assert_eq!(pc, pr, "target {t}, epoch {e}");
+                }
+                assert_eq!(fwd, back, "epoch {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_plan_that_fits_is_not_rotated() {
+        let p = ClusterPlan::new(cluster(800, 20), PlanKind::RackMesh, 1);
+        let f = p.clone().fitted(100);
+        assert_eq!(f.rack_pair_rounds(), 1);
+        let (mut x, mut y) = (Vec::new(), Vec::new());
+        for m in 0..800 {
+            p.targets_of(m, 9, &mut x);
+            f.targets_of(m, 9, &mut y);
+            assert_eq!(x, y);
+        }
+        // A rack larger than the budget: no K helps; left as it was.
+        let big = ClusterPlan::new(cluster(800, 200), PlanKind::RackMesh, 1).fitted(100);
+        assert_eq!(big.rack_pair_rounds(), 1);
+        let full = ClusterPlan::new(cluster(800, 20), PlanKind::Full, 1).fitted(10);
+        assert_eq!(full.rack_pair_rounds(), 1);
     }
 
     #[test]

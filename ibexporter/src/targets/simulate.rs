@@ -8,7 +8,9 @@
 //! `c`) and measures what the formulas bound. Pure computation, seeded:
 //! the same inputs give the same numbers.
 
+use super::cardinality::FleetSeries;
 use super::plan::{ClusterPlan, Figures, MemberId, PlanKind, Timing};
+use crate::config::DEFAULT_MAX_PEER_SERIES;
 
 /// A synthetic cluster: `hosts` members named `h00000`…, in `racks` racks
 /// `r0000`… of sizes differing by at most one.
@@ -293,6 +295,25 @@ pub fn round_load(plan: &ClusterPlan, t: Timing, e: u64) -> RoundLoad {
     }
 }
 
+/// Ordered rack pairs (A ≠ B) probed in the `rounds` rounds from epoch
+/// `e0`: with `rounds` the plan's [`ClusterPlan::rack_pair_rounds`], every
+/// one of them.
+pub fn rack_pairs_covered(plan: &ClusterPlan, e0: u64, rounds: u64) -> usize {
+    let r = plan.racks();
+    let mut covered = vec![false; r * r];
+    let mut cross = Vec::new();
+    for e in e0..e0 + rounds {
+        for m in 0..plan.len() as MemberId {
+            plan.cross_targets_of(m, e, &mut cross);
+            let a = plan.rack_of(m);
+            for &(x, _) in &cross {
+                covered[a * r + plan.rack_of(x)] = true;
+            }
+        }
+    }
+    covered.iter().filter(|&&c| c).count()
+}
+
 /// Rounds until every ordered cross-rack host pair with a source in
 /// `racks` was probed, starting at epoch `e0` (`None`: not within
 /// `limit` rounds). Same-rack pairs are covered every round by
@@ -339,6 +360,9 @@ pub struct Report {
     pub round: RoundLoad,
     /// Detection of each failure kind.
     pub detection: Vec<Detection>,
+    /// The fleet's remote-probe series with the default cardinality
+    /// settings and one message size.
+    pub series: FleetSeries,
 }
 
 /// Figures, one measured round and `trials` failures of each kind.
@@ -358,6 +382,7 @@ pub fn report(plan: &ClusterPlan, t: Timing, trials: usize, seed: u64) -> Report
                 detection(plan, t, f, n, seed)
             })
             .collect(),
+        series: FleetSeries::of(plan, DEFAULT_MAX_PEER_SERIES, 1),
     }
 }
 
