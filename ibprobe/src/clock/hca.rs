@@ -94,12 +94,6 @@ impl HcaClock {
         ticks as f64 * self.ns_per_tick
     }
 
-    /// How long the counter takes to wrap, in ns (a round trip longer than
-    /// this cannot be split).
-    pub fn wrap_ns(&self) -> f64 {
-        self.ns(self.mask).max(0.0) + self.ns_per_tick
-    }
-
     /// Measures the rate against the host clock from (HCA ticks, host ns)
     /// pairs taken in order across the run (ibv_query_rt_values_ex next to
     /// a host clock read): the least-squares slope of host ns over

@@ -34,7 +34,7 @@ pub struct Placement {
     /// over-map and trim.
     pub align: usize,
     /// Also `mlock` the region. A failure (no CAP_IPC_LOCK, low
-    /// RLIMIT_MEMLOCK) is not an error: [`Region::is_locked`] says so.
+    /// RLIMIT_MEMLOCK) is not an error: [`Region::describe`] says so.
     pub lock: bool,
 }
 
@@ -311,11 +311,6 @@ impl Region {
         self.huge
     }
 
-    /// `mlock` succeeded (only tried when [`Placement::lock`] was set).
-    pub fn is_locked(&self) -> bool {
-        self.locked
-    }
-
     /// The node the region is bound to, if any.
     pub fn node(&self) -> Option<u32> {
         self.node
@@ -342,12 +337,6 @@ impl Region {
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
-    /// The bytes, writable.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in as_slice, and &mut self makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
     /// How many of the region's small (base) pages are resident, by
     /// mincore: after [`Region::new`], all of them.
     pub fn resident_pages(&self) -> io::Result<usize> {
@@ -370,7 +359,7 @@ fn resident(ptr: NonNull<u8>, len: usize) -> io::Result<usize> {
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: ptr/len are exactly the (trimmed) range we own; no slice
-        // from as_slice/as_mut_slice outlives self.
+        // from as_slice outlives self.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
