@@ -2,13 +2,15 @@
 //! module of `ibprobe/src` (tests of private items stay beside them).
 
 mod attribution;
-mod config;
-mod config_verbs;
+mod compare;
 mod counters;
 mod interrupts;
 mod loggp_predict;
 mod model;
 mod open;
+mod probe_config;
 mod stream_cost;
+mod threshold;
 mod udp;
+mod verbs_config;
 mod wakeup;
