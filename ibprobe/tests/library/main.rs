@@ -2,8 +2,10 @@
 //! module of `ibprobe/src` (tests of private items stay beside them).
 
 mod attribution;
+mod clock;
 mod compare;
 mod counters;
+mod heatmap;
 mod interrupts;
 mod loggp_predict;
 mod model;
@@ -11,6 +13,7 @@ mod open;
 mod probe_config;
 mod stream_cost;
 mod threshold;
+mod timerlat_trace;
 mod udp;
 mod verbs_config;
 mod wakeup;
