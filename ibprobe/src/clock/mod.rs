@@ -446,11 +446,6 @@ impl Clock {
         self.kind
     }
 
-    /// How the TSC was calibrated (None for CLOCK_MONOTONIC_RAW).
-    pub fn calibration(&self) -> Option<Calibration> {
-        self.calibration
-    }
-
     /// Calibration error estimate in ppm (0 for CLOCK_MONOTONIC_RAW, which
     /// is the reference itself).
     pub fn calibration_error_ppm(&self) -> f64 {

@@ -156,16 +156,6 @@ impl Meter {
         }
     }
 
-    /// What could not be opened, and why.
-    pub fn missing(&self) -> &[Missing] {
-        &self.missing
-    }
-
-    /// The CPUs whose interrupts are counted.
-    pub fn cpus(&self) -> &[usize] {
-        &self.cpus
-    }
-
     /// Reads every counter now. No allocation: perf reads into stack
     /// buffers, `/proc/interrupts` into the table's buffer (sized at open).
     pub fn read(&mut self) -> Counts {
