@@ -161,18 +161,14 @@ fn run_wakeup(
         WakeupError::Fifo { .. } | WakeupError::Pin { .. } => CliError::input(e.to_string()),
         _ => CliError::run(e.to_string()),
     })?;
-    let report = HostReport::new(&cfg, &outcome);
-    print_report(&report, a)?;
-    Ok(if outcome.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    print_report(&HostReport::new(&cfg, &outcome), outcome.interrupted, a)
 }
 
-/// Prints a host report in the format asked (`--json` wins).
-fn print_report(report: &dyn Document, a: &HostArgs) -> Result<(), CliError> {
-    super::common::print_report(report, if a.json { Format::Json } else { a.format })
+/// Prints a host report in the format asked (`--json` wins); the exit
+/// code says whether Ctrl-C cut the run short.
+fn print_report(report: &dyn Document, interrupted: bool, a: &HostArgs) -> Result<u8, CliError> {
+    super::common::print_report(report, if a.json { Format::Json } else { a.format })?;
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 
 /// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.
@@ -202,13 +198,7 @@ fn run_timerlat(
         TimerlatError::Io { .. } | TimerlatError::NoSamples { .. } => CliError::run(e.to_string()),
         _ => CliError::input(e.to_string()),
     })?;
-    let report = TimerlatReport::new(&cfg, &outcome);
-    print_report(&report, a)?;
-    Ok(if outcome.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    print_report(&TimerlatReport::new(&cfg, &outcome), outcome.interrupted, a)
 }
 
 #[cfg(test)]

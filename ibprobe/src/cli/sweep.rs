@@ -23,13 +23,13 @@ use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
 use crate::probe::executor::{self, placement, stream_loopback};
-use crate::probe::open;
-use crate::report::heatmap;
+use crate::probe::open::{self, OpenError};
+use crate::report::heatmap::{self, Grid};
 use crate::report::stream::StreamReport;
 use crate::report::stream_sweep::{self, Axes, StreamSweepReport};
 use crate::report::sweep::{self as formats, rate_label, Cell, SweepReport};
-use crate::report::Format;
-use crate::report::Report;
+use crate::report::{Document, Format, Report};
+use crate::spec::StreamSpec;
 
 /// Measured messages per cell when neither --count nor --duration is given
 /// (lower than loopback's 10 000: a sweep runs dozens of cells).
@@ -98,55 +98,25 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     }
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
-    let bar = progress(a, plan.len() as u64);
-    let mut cells: Vec<Cell> = Vec::new();
-    let mut failure = None;
-    let mut interrupted = false;
-    for cfg in &plan {
-        let rate = cfg.rate_hz.unwrap_or(0.0);
-        let at = format!("{} B, {}", cfg.size, rate_label(rate));
-        bar.set_message(at.clone());
-        let mut ch = match open::loopback(&t.channel_spec(cfg.size)) {
-            Ok(c) => c,
-            Err(e) => {
-                let mut e = open_err(e);
-                e.message = format!("{at}: {}", e.message);
-                failure = Some(e);
-                break;
-            }
-        };
+    let at = |cfg: &ProbeConfig| format!("{} B, {}", cfg.size, rate_label(rate_of(cfg)));
+    let (cells, failure, interrupted) = run_cells(a, &plan, at, |cfg, at| {
+        let mut ch = open::loopback(&t.channel_spec(cfg.size)).map_err(|e| open_err_at(e, at))?;
         let info = ch.info();
-        match executor::run(cfg, ch.as_mut(), &clock, stop, None) {
-            Ok(outcome) => {
-                let mut ctx = report_context(cfg, t, crate::report::Mode::Loopback, info, clock);
-                ctx.config = config_echo(cfg, t);
-                interrupted = outcome.interrupted;
-                cells.push(Cell {
-                    size: cfg.size,
-                    rate,
-                    report: Report::new(&outcome, ctx),
-                });
-            }
-            Err(e) => {
-                failure = Some(CliError::run(format!(
-                    "{} probe failed at {at}: {e}",
-                    t.transport.name()
-                )));
-                break;
-            }
-        }
-        drop(ch);
-        bar.inc(1);
-        if interrupted {
-            break;
-        }
-    }
-    bar.finish_and_clear();
-    let format = if a.json { Format::Json } else { a.format };
-    let tr = t.transport;
+        let outcome = executor::run(cfg, ch.as_mut(), &clock, stop, None).map_err(|e| {
+            CliError::run(format!("{} probe failed at {at}: {e}", t.transport.name()))
+        })?;
+        let mut ctx = report_context(cfg, t, crate::report::Mode::Loopback, info, clock);
+        ctx.config = config_echo(cfg, t);
+        let cell = Cell {
+            size: cfg.size,
+            rate: rate_of(cfg),
+            report: Report::new(&outcome, ctx),
+        };
+        Ok((cell, outcome.interrupted))
+    });
     let length = plan.first().map(|c| c.length).unwrap_or(Length::Count(0));
     let report = SweepReport {
-        transport: tr,
+        transport: t.transport,
         sizes: &sizes,
         rates: &rates,
         cells: &cells,
@@ -154,10 +124,70 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
         warmup: a.amount.warmup,
         interrupted,
     };
-    common::print_report(&report, format)?;
+    let grid = || formats::heat_grid(t.transport, &sizes, &rates, &cells);
+    finish(a, &report, grid, failure, interrupted)
+}
+
+fn rate_of(cfg: &ProbeConfig) -> f64 {
+    cfg.rate_hz.unwrap_or(0.0)
+}
+
+/// What the cells of a sweep gave: the reports of those that ran, the
+/// error that ended the sweep early, whether Ctrl-C did.
+type Ran<C> = (Vec<C>, Option<CliError>, bool);
+
+/// Runs the cells of `plan` in order under the progress bar: `at` names a
+/// cell (the bar's message and the errors' place), `cell` opens and
+/// measures one and says whether Ctrl-C cut it short. Stops at the first
+/// failure or interruption; the cells before it are kept.
+fn run_cells<P, C>(
+    a: &SweepArgs,
+    plan: &[P],
+    at: impl Fn(&P) -> String,
+    mut cell: impl FnMut(&P, &str) -> Result<(C, bool), CliError>,
+) -> Ran<C> {
+    let bar = progress(a, plan.len() as u64);
+    let mut cells = Vec::new();
+    for p in plan {
+        let at = at(p);
+        bar.set_message(at.clone());
+        let (c, interrupted) = match cell(p, &at) {
+            Ok(done) => done,
+            Err(e) => {
+                bar.finish_and_clear();
+                return (cells, Some(e), false);
+            }
+        };
+        cells.push(c);
+        bar.inc(1);
+        if interrupted {
+            bar.finish_and_clear();
+            return (cells, None, true);
+        }
+    }
+    bar.finish_and_clear();
+    (cells, None, false)
+}
+
+/// A cell's open error, prefixed with the cell.
+fn open_err_at(e: OpenError, at: &str) -> CliError {
+    let mut e = open_err(e);
+    e.message = format!("{at}: {}", e.message);
+    e
+}
+
+/// Prints a sweep's report (the cells done so far, when one failed), draws
+/// `--plot`'s heatmap, then says the failure or the exit code.
+fn finish(
+    a: &SweepArgs,
+    report: &dyn Document,
+    grid: impl FnOnce() -> Grid,
+    failure: Option<CliError>,
+    interrupted: bool,
+) -> Result<u8, CliError> {
+    common::print_report(report, if a.json { Format::Json } else { a.format })?;
     if let Some(path) = &a.plot {
-        let grid = formats::heat_grid(tr, &sizes, &rates, &cells);
-        heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
+        heatmap::write_svg(path, &grid()).map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
     if let Some(e) = failure {
         return Err(e);
@@ -200,50 +230,26 @@ fn run_stream(
     }
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
-    let bar = progress(a, plan.len() as u64);
-    let mut cells: Vec<StreamReport> = Vec::new();
-    let (mut failure, mut interrupted) = (None, false);
-    for (cfg, spec) in &plan {
-        let at = format!(
-            "{} B, {}, window {}, batch {}",
-            cfg.size,
-            rate_label(cfg.rate_hz.unwrap_or(0.0)),
-            spec.window,
-            spec.batch
-        );
-        bar.set_message(at.clone());
-        let (mut tx, mut rx) = match open::stream_pair(&t.channel_spec(cfg.size), spec) {
-            Ok(p) => p,
-            Err(e) => {
-                let mut e = open_err(e);
-                e.message = format!("{at}: {}", e.message);
-                failure = Some(e);
-                break;
-            }
-        };
+    let at = |(cfg, spec): &(ProbeConfig, StreamSpec)| {
+        let rate = rate_label(rate_of(cfg));
+        format!(
+            "{} B, {rate}, window {}, batch {}",
+            cfg.size, spec.window, spec.batch
+        )
+    };
+    let (cells, failure, interrupted) = run_cells(a, &plan, at, |(cfg, spec), at| {
+        let (mut tx, mut rx) =
+            open::stream_pair(&t.channel_spec(cfg.size), spec).map_err(|e| open_err_at(e, at))?;
         let info = tx.info();
-        match stream_loopback(cfg, spec, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu) {
-            Ok(out) => {
-                interrupted = out.send.interrupted || out.recv.interrupted;
-                let mut r =
-                    StreamReport::new(t.transport, info, "loopback", cfg.size, spec, &clock, out);
-                r.rate_hz = cfg.rate_hz;
-                cells.push(r);
-            }
-            Err(e) => {
-                failure = Some(CliError::run(format!(
-                    "{} stream failed at {at}: {e}",
-                    t.transport.name()
-                )));
-                break;
-            }
-        }
-        bar.inc(1);
-        if interrupted {
-            break;
-        }
-    }
-    bar.finish_and_clear();
+        let out = stream_loopback(cfg, spec, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
+            .map_err(|e| {
+                CliError::run(format!("{} stream failed at {at}: {e}", t.transport.name()))
+            })?;
+        let interrupted = out.send.interrupted || out.recv.interrupted;
+        let mut r = StreamReport::new(t.transport, info, "loopback", cfg.size, spec, &clock, out);
+        r.rate_hz = cfg.rate_hz;
+        Ok((r, interrupted))
+    });
     let tr = t.transport;
     let axes = Axes {
         sizes,
@@ -252,20 +258,13 @@ fn run_stream(
         batches: axes.batches,
         pipelines: axes.pipelines,
     };
-    let format = if a.json { Format::Json } else { a.format };
     let report = StreamSweepReport {
         transport: tr,
         axes: &axes,
         cells: &cells,
         interrupted,
     };
-    common::print_report(&report, format)?;
-    if let Some(path) = &a.plot {
-        let grid = stream_sweep::heat_grid(tr, &axes, &cells, a.heat == HeatValue::Throughput);
-        heatmap::write_svg(path, &grid).map_err(|e| CliError::run(format!("--plot: {e}")))?;
-    }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    let throughput = a.heat == HeatValue::Throughput;
+    let grid = || stream_sweep::heat_grid(tr, &axes, &cells, throughput);
+    finish(a, &report, grid, failure, interrupted)
 }

@@ -172,17 +172,28 @@ pub(super) fn plain(warnings: &[String]) -> Block {
     }
 }
 
-/// Latency columns in us: titled plainly in the text table (its header
-/// ends with `[us]`), with the unit in Markdown.
-pub(super) fn us_columns() -> [Column; 5] {
+/// The table of `ibprobe host` reports: the leading `columns`, then the
+/// columns of [`us_cells`] (latencies titled plainly in the text table,
+/// whose header ends with `[us]`, with the unit in Markdown), then `more`.
+pub(super) fn us_table(columns: &[Column], more: &[Column], rows: Vec<Vec<String>>) -> Block {
     let c = |t, md, w| Column::titled(t, md, w, Align::RIGHT);
-    [
+    let mut columns = columns.to_vec();
+    columns.extend([
+        Column::new("count", 9, Align::RIGHT),
         c("min", "min [us]", 9),
         c("p50", "p50 [us]", 9),
         c("p99", "p99 [us]", 9),
         c("p99.9", "p99.9 [us]", 9),
         c("max", "max [us]", 10),
-    ]
+        Column::new("n > 10 us", 9, Align::RIGHT),
+    ]);
+    columns.extend_from_slice(more);
+    Block::Table(Table {
+        columns,
+        unit: "[us]",
+        sep: " ",
+        rows,
+    })
 }
 
 impl KernelInfo {
@@ -252,15 +263,11 @@ impl Document for HostReport {
             self.settings.fifo_priority,
             Duration::from_nanos(self.settings.interval_ns)
         );
-        let mut columns = vec![
+        let columns = [
             Column::new("cpu", 4, Align::LEFT_RIGHT),
             Column::new("isolated", 8, Align::CENTRED),
             Column::new("nohz_full", 9, Align::CENTRED),
-            Column::new("count", 9, Align::RIGHT),
         ];
-        columns.extend(us_columns());
-        columns.push(Column::new("n > 10 us", 9, Align::RIGHT));
-        columns.push(Column::new("missed", 7, Align::RIGHT));
         // Context switches are the thread's own sleeps here; the
         // missing-counter lines are the same for every CPU: once.
         let counters = self.cpus.iter().flat_map(|r| {
@@ -271,12 +278,11 @@ impl Document for HostReport {
         });
         let mut blocks = Vec::from(head(self.version, what, &self.kernel, &self.notes));
         blocks.extend([
-            Block::Table(Table {
-                columns,
-                unit: "[us]",
-                sep: " ",
-                rows: self.cpus.iter().map(|r| text_cells(r).to_vec()).collect(),
-            }),
+            us_table(
+                &columns,
+                &[Column::new("missed", 7, Align::RIGHT)],
+                self.cpus.iter().map(text_cells).collect(),
+            ),
             Block::Context(counters.collect()),
             plain(&self.warnings),
         ]);
@@ -320,12 +326,21 @@ pub(super) fn summary_csv(s: &Summary) -> Vec<String> {
 }
 
 /// One CPU's row as the table and Markdown show it (latencies in us).
-fn text_cells(r: &CpuRow) -> [String; 11] {
-    let s = &r.summary;
-    [
+fn text_cells(r: &CpuRow) -> Vec<String> {
+    let mut row = vec![
         r.cpu.to_string(),
         yes_no(r.isolated).to_string(),
         yes_no(r.nohz_full).to_string(),
+    ];
+    row.extend(us_cells(&r.summary));
+    row.push(r.missed.to_string());
+    row
+}
+
+/// A distribution's cells as the table and Markdown show them: count,
+/// min, p50, p99, p99.9, max (us) and the count over 10 us.
+pub(super) fn us_cells(s: &Summary) -> [String; 7] {
+    [
         s.count.to_string(),
         us(s.min_ns),
         us(s.p50_ns),
@@ -333,7 +348,6 @@ fn text_cells(r: &CpuRow) -> [String; 11] {
         us(s.p999_ns),
         us(s.max_ns),
         s.over_10us_count.to_string(),
-        r.missed.to_string(),
     ]
 }
 

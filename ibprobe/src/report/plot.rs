@@ -40,17 +40,6 @@ pub(super) fn save(path: &Path, svg: Result<String, String>) -> Result<(), Repor
     })
 }
 
-/// The SVG text of [`write_svg`] (for callers that embed it, e.g. an HTML
-/// page); errors name the title instead of a path.
-pub fn render_svg(title: &str, hist: &LatencyHistogram) -> Result<String, ReportError> {
-    let mut svg = String::new();
-    draw(&mut svg, title, hist).map_err(|message| ReportError::Plot {
-        path: format!("(in memory: {title})"),
-        message,
-    })?;
-    Ok(svg)
-}
-
 fn draw(svg: &mut String, title: &str, hist: &LatencyHistogram) -> Result<(), String> {
     let s = hist.summary();
     let root = SVGBackend::with_string(svg, (1000, 560)).into_drawing_area();

@@ -281,15 +281,3 @@ pub fn heat_grid(t: Transport, sizes: &[usize], rates: &[f64], cells: &[Cell]) -
         ..Grid::default()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rate_labels() {
-        assert_eq!(rate_label(0.0), "back to back");
-        assert_eq!(rate_label(1000.0), "1000/s");
-        assert_eq!(rate_label(2.5), "2.5/s");
-    }
-}

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::host::{self, HostRun};
-use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing, Table};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing};
 use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
 use crate::stats::Summary;
@@ -60,19 +60,6 @@ fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
         worst: c.worst.clone(),
         lost_events: c.lost_events,
     }
-}
-
-/// One distribution's cells as the table and Markdown show them (us).
-fn cells(s: &Summary) -> [String; 7] {
-    [
-        s.count.to_string(),
-        us(s.min_ns),
-        us(s.p50_ns),
-        us(s.p99_ns),
-        us(s.p999_ns),
-        us(s.max_ns),
-        s.over_10us_count.to_string(),
-    ]
 }
 
 fn source_text(s: &NoiseSource) -> String {
@@ -189,16 +176,13 @@ impl Document for TimerlatReport {
             "timerlat IRQ and thread latency, period {:?}",
             Duration::from_nanos(self.settings.period_ns)
         );
-        let mut columns = vec![
+        let columns = [
             Column::new("cpu", 4, Align::LEFT_RIGHT),
             Column::new("context", 7, Align::LEFT_MARKED),
-            Column::new("count", 9, Align::RIGHT),
         ];
-        columns.extend(host::us_columns());
-        columns.push(Column::new("n > 10 us", 9, Align::RIGHT));
         let rows = self.rows().map(|(cpu, ctx, s)| {
             let mut row = vec![cpu.to_string(), ctx.to_string()];
-            row.extend(cells(s));
+            row.extend(host::us_cells(s));
             row
         });
         let sources = self.cpus.iter().flat_map(|c| {
@@ -208,12 +192,7 @@ impl Document for TimerlatReport {
         });
         let mut blocks = Vec::from(host::head(self.version, what, &self.kernel, &self.notes));
         blocks.extend([
-            Block::Table(Table {
-                columns,
-                unit: "[us]",
-                sep: " ",
-                rows: rows.collect(),
-            }),
+            host::us_table(&columns, &[], rows.collect()),
             Block::Context(self.causes()),
             Block::List(sources.collect(), Spacing::Each),
             host::plain(&self.warnings),

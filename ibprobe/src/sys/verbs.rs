@@ -719,7 +719,8 @@ impl SendTemplate {
 /// (wr_id = slot index), re-posted one at a time.
 pub struct RecvRing {
     wrs: Box<[ffi::ibv_recv_wr]>,
-    sges: Box<[ffi::ibv_sge]>,
+    /// Never read from Rust: it owns the SGEs the `wrs` point into.
+    _sges: Box<[ffi::ibv_sge]>,
 }
 
 impl RecvRing {
@@ -743,7 +744,7 @@ impl RecvRing {
                 num_sge: if slot_len == 0 { 0 } else { 1 },
             })
             .collect();
-        RecvRing { wrs, sges }
+        RecvRing { wrs, _sges: sges }
     }
 
     /// Number of slots.
@@ -756,18 +757,13 @@ impl RecvRing {
         self.wrs.is_empty()
     }
 
-    /// Address of slot `i`'s buffer.
-    pub fn slot_addr(&self, i: usize) -> u64 {
-        self.sges[i].addr
-    }
-
     /// Posts slot `i`'s receive. Err: the provider's errno.
     #[inline(always)]
     pub fn post(&mut self, qp: &OwnedQp, i: usize) -> Result<(), i32> {
         let wr = &mut self.wrs[i];
         wr.next = null_mut();
         let mut bad: *mut ffi::ibv_recv_wr = null_mut();
-        // SAFETY: qp is live; wr and its SGE (in self.sges, boxed, never
+        // SAFETY: qp is live; wr and its SGE (in self._sges, boxed, never
         // moved) point into a registered buffer the caller owns.
         let rc = unsafe { ffi::ibv_post_recv(qp.ptr.as_ptr(), wr, &mut bad) };
         if rc == 0 {

@@ -185,18 +185,11 @@ impl ShmChannel {
         let sw = slot_words_for(size);
         let map =
             Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
-        init_header(&map, sw);
-        Ok(ShmChannel::new(
-            map,
-            size,
-            sw,
-            LINE_WORDS,
-            LINE_WORDS,
-            None,
-            None,
-            RingFile::NONE,
-            "loopback",
-        ))
+        init_header(&map, MAGIC, SLOTS, sw);
+        let mut ch = ShmChannel::on_side(map, size, sw, Side::Client, RingFile::NONE);
+        // Ring 0 both ways, and no peer to tell of a close.
+        (ch.rx_base, ch.my_closed, ch.peer_closed, ch.label) = (ch.tx_base, None, None, "loopback");
+        Ok(ch)
     }
 
     /// A connected pair in one process (client end, server end), for a
@@ -206,7 +199,7 @@ impl ShmChannel {
         let sw = slot_words_for(size);
         let map =
             Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
-        init_header(&map, sw);
+        init_header(&map, MAGIC, SLOTS, sw);
         Ok((
             ShmChannel::on_side(map.clone(), size, sw, Side::Client, RingFile::NONE),
             ShmChannel::on_side(map, size, sw, Side::Server, RingFile::NONE),
@@ -221,7 +214,7 @@ impl ShmChannel {
         check_size(size)?;
         let sw = slot_words_for(size);
         let (map, file) = RingFile::create(path, map_bytes(sw))?;
-        init_header(&map, sw);
+        init_header(&map, MAGIC, SLOTS, sw);
         Ok(ShmChannel::on_side(Arc::new(map), size, sw, side, file))
     }
 
@@ -230,19 +223,14 @@ impl ShmChannel {
         check_size(size)?;
         let sw = slot_words_for(size);
         let map = SharedMap::file(path, map_bytes(sw), false).map_err(io("open shm file"))?;
-        let w = map.words();
-        let (magic, slots, words) = (
-            w[H_MAGIC].load(Acquire),
-            w[H_SLOTS].load(Relaxed),
-            w[H_SLOT_WORDS].load(Relaxed),
-        );
-        if magic != MAGIC || slots != SLOTS as u64 || words != sw as u64 {
-            return Err(TransportError::Unsupported(format!(
-                "{}: not an ibprobe shm ring for size {size} (magic {magic:#x}, {slots} slots of {words} words); \
-                 are client and server the same ibprobe version?",
-                path.display()
-            )));
-        }
+        let what = format!("shm ring for size {size}");
+        check_header(
+            &map,
+            path,
+            [MAGIC, SLOTS as u64, sw as u64],
+            &what,
+            " words",
+        )?;
         Ok(ShmChannel::on_side(
             Arc::new(map),
             size,
@@ -259,56 +247,18 @@ impl ShmChannel {
         side: Side,
         file: RingFile,
     ) -> ShmChannel {
-        let ring0 = LINE_WORDS;
-        let ring1 = LINE_WORDS + SLOTS * sw;
-        match side {
-            Side::Client => ShmChannel::new(
-                map,
-                size,
-                sw,
-                ring0,
-                ring1,
-                Some(H_CLOSED[0]),
-                Some(H_CLOSED[1]),
-                file,
-                "client",
-            ),
-            Side::Server => ShmChannel::new(
-                map,
-                size,
-                sw,
-                ring1,
-                ring0,
-                Some(H_CLOSED[1]),
-                Some(H_CLOSED[0]),
-                file,
-                "server",
-            ),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        map: Arc<SharedMap>,
-        size: usize,
-        slot_words: usize,
-        tx_base: usize,
-        rx_base: usize,
-        my_closed: Option<usize>,
-        peer_closed: Option<usize>,
-        file: RingFile,
-        label: &'static str,
-    ) -> ShmChannel {
+        let rings = [LINE_WORDS, LINE_WORDS + SLOTS * sw];
+        let (tx, rx, label) = ends(side);
         ShmChannel {
             map,
             size,
-            slot_words,
-            tx_base,
-            rx_base,
+            slot_words: sw,
+            tx_base: rings[tx],
+            rx_base: rings[rx],
             head: 0,
             tail: 0,
-            my_closed,
-            peer_closed,
+            my_closed: Some(H_CLOSED[tx]),
+            peer_closed: Some(H_CLOSED[rx]),
             file,
             label,
         }
@@ -319,11 +269,48 @@ impl ShmChannel {
     }
 }
 
-fn init_header(map: &SharedMap, sw: usize) {
+/// Writes a ring's header: its slot count and slot length (`len`: words
+/// of a channel's slot, bytes of a stream's), then its magic, last.
+fn init_header(map: &SharedMap, magic: u64, slots: usize, len: usize) {
     let w = map.words();
-    w[H_SLOTS].store(SLOTS as u64, Relaxed);
-    w[H_SLOT_WORDS].store(sw as u64, Relaxed);
-    w[H_MAGIC].store(MAGIC, Release);
+    w[H_SLOTS].store(slots as u64, Relaxed);
+    w[H_SLOT_WORDS].store(len as u64, Relaxed);
+    w[H_MAGIC].store(magic, Release);
+}
+
+/// Refuses a file at `path` whose header is not `want` (magic, slots,
+/// slot length), saying it is not the `what` asked for and what it holds
+/// (its slot length in `unit`).
+fn check_header(
+    map: &SharedMap,
+    path: &Path,
+    want: [u64; 3],
+    what: &str,
+    unit: &str,
+) -> Result<(), TransportError> {
+    let w = map.words();
+    let (magic, slots, len) = (
+        w[H_MAGIC].load(Acquire),
+        w[H_SLOTS].load(Relaxed),
+        w[H_SLOT_WORDS].load(Relaxed),
+    );
+    if [magic, slots, len] == want {
+        return Ok(());
+    }
+    Err(TransportError::Unsupported(format!(
+        "{}: not an ibprobe {what} (magic {magic:#x}, {slots} slots of {len}{unit}); \
+         are client and server the same ibprobe version?",
+        path.display()
+    )))
+}
+
+/// The ring a side writes and the ring it reads (ring 0 is the client's),
+/// and its label.
+fn ends(side: Side) -> (usize, usize, &'static str) {
+    match side {
+        Side::Client => (0, 1, "client"),
+        Side::Server => (1, 0, "server"),
+    }
 }
 
 impl Channel for ShmChannel {
@@ -468,13 +455,6 @@ fn stream_map_bytes(slots: usize, slot_size: usize) -> usize {
     (LINE_WORDS + 2 * slots * stream_slot_words(slot_size)) * 8
 }
 
-fn init_stream_header(map: &SharedMap, slots: usize, slot_size: usize) {
-    let w = map.words();
-    w[H_SLOTS].store(slots as u64, Relaxed);
-    w[H_SLOT_WORDS].store(slot_size as u64, Relaxed);
-    w[H_MAGIC].store(STREAM_MAGIC, Release);
-}
-
 impl ShmSlots {
     /// Both ends in one process (sender end, receiver end), for a
     /// loopback stream whose two loops run on two threads.
@@ -483,7 +463,7 @@ impl ShmSlots {
             SharedMap::anonymous(stream_map_bytes(slots as usize, slot_size))
                 .map_err(io("mmap (anonymous shared)"))?,
         );
-        init_stream_header(&map, slots as usize, slot_size);
+        init_header(&map, STREAM_MAGIC, slots as usize, slot_size);
         Ok((
             ShmSlots::on_side(map.clone(), slots, slot_size, Side::Client, RingFile::NONE),
             ShmSlots::on_side(map, slots, slot_size, Side::Server, RingFile::NONE),
@@ -501,7 +481,7 @@ impl ShmSlots {
         side: Side,
     ) -> Result<ShmSlots, TransportError> {
         let (map, file) = RingFile::create(path, stream_map_bytes(slots as usize, slot_size))?;
-        init_stream_header(&map, slots as usize, slot_size);
+        init_header(&map, STREAM_MAGIC, slots as usize, slot_size);
         Ok(ShmSlots::on_side(
             Arc::new(map),
             slots,
@@ -520,19 +500,9 @@ impl ShmSlots {
     ) -> Result<ShmSlots, TransportError> {
         let map = SharedMap::file(path, stream_map_bytes(slots as usize, slot_size), false)
             .map_err(io("open shm file"))?;
-        let w = map.words();
-        let (magic, n, bytes) = (
-            w[H_MAGIC].load(Acquire),
-            w[H_SLOTS].load(Relaxed),
-            w[H_SLOT_WORDS].load(Relaxed),
-        );
-        if magic != STREAM_MAGIC || n != u64::from(slots) || bytes != slot_size as u64 {
-            return Err(TransportError::Unsupported(format!(
-                "{}: not an ibprobe stream ring of {slots} slots of {slot_size} B (magic {magic:#x}, {n} slots of {bytes} B); \
-                 are client and server the same ibprobe version?",
-                path.display()
-            )));
-        }
+        let what = format!("stream ring of {slots} slots of {slot_size} B");
+        let want = [STREAM_MAGIC, u64::from(slots), slot_size as u64];
+        check_header(&map, path, want, &what, " B")?;
         Ok(ShmSlots::on_side(
             Arc::new(map),
             slots,
@@ -552,10 +522,7 @@ impl ShmSlots {
         let slots = slots as usize;
         let sw = stream_slot_words(slot_size);
         let rings = [LINE_WORDS, LINE_WORDS + slots * sw];
-        let (tx, rx, label) = match side {
-            Side::Client => (0, 1, "client"),
-            Side::Server => (1, 0, "server"),
-        };
+        let (tx, rx, label) = ends(side);
         ShmSlots {
             map,
             slots,
@@ -776,91 +743,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_delivers_in_order_and_wraps() {
-        let mut ch = ShmChannel::loopback(100).unwrap();
-        assert_eq!(ch.poll_recv().unwrap(), None);
-        for seq in 0..(3 * SLOTS as u64) {
-            ch.post(seq).unwrap();
-            assert_eq!(ch.poll_recv().unwrap(), Some(seq));
-            assert_eq!(ch.poll_recv().unwrap(), None);
-        }
-    }
-
-    #[test]
-    fn full_ring_is_an_error_not_an_overwrite() {
-        let mut ch = ShmChannel::loopback(8).unwrap();
-        for seq in 0..SLOTS as u64 {
-            ch.post(seq).unwrap();
-        }
-        assert!(matches!(ch.post(99), Err(TransportError::PeerLost(_))));
-        assert_eq!(ch.poll_recv().unwrap(), Some(0));
-    }
-
-    #[test]
-    fn pair_carries_both_ways_and_reports_a_closed_peer() {
-        let (mut c, mut s) = ShmChannel::pair(32).unwrap();
-        c.post(5).unwrap();
-        assert_eq!(
-            c.poll_recv().unwrap(),
-            None,
-            "client must not see its own message"
-        );
-        assert_eq!(s.poll_recv().unwrap(), Some(5));
-        s.post(5).unwrap();
-        assert_eq!(c.poll_recv().unwrap(), Some(5));
-        drop(c);
-        assert!(matches!(s.poll_recv(), Err(TransportError::PeerLost(_))));
-    }
-
-    /// A slot of `len` bytes as the stream writes one: its length first.
-    fn slot_of(len: usize, fill: u8) -> Vec<u8> {
-        let mut b = vec![fill; len];
-        b[..4].copy_from_slice(&(len as u32).to_le_bytes());
-        b
-    }
-
-    #[test]
-    fn stream_slots_carry_bytes_both_ways_and_fill_up() {
-        let (mut a, mut b) = ShmSlots::pair(4, 100).unwrap();
-        let mut buf = [0u8; 100];
-        assert_eq!(b.recv(&mut buf).unwrap(), None);
-        let mut msg: Vec<u8> = (0..37u8).collect();
-        msg[..4].copy_from_slice(&37u32.to_le_bytes());
-        for _ in 0..4 {
-            assert!(a.send(&msg).unwrap());
-        }
-        assert!(!a.send(&msg).unwrap(), "a full ring has no room");
-        assert_eq!(b.recv(&mut buf).unwrap(), Some(37));
-        assert_eq!(&buf[..37], &msg[..]);
-        assert!(
-            a.send(&slot_of(100, 9)).unwrap(),
-            "a consumed slot is free again"
-        );
-        assert_eq!(a.recv(&mut buf).unwrap(), None, "own slots are not echoed");
-        for len in [8, 9, 15, 16, 17, 64, 65] {
-            b.send(&slot_of(len, len as u8)).unwrap();
-            assert_eq!(a.recv(&mut buf).unwrap(), Some(len));
-            assert_eq!(&buf[..len], &slot_of(len, len as u8)[..], "{len} B");
-        }
-        drop(a);
-        for _ in 0..4 {
-            b.recv(&mut buf).unwrap();
-        }
-        assert!(matches!(b.recv(&mut buf), Err(TransportError::PeerLost(_))));
-    }
-
-    #[test]
-    fn a_stream_slot_must_begin_with_its_length() {
-        let (mut a, mut b) = ShmSlots::pair(4, 64).unwrap();
-        for bad in [vec![7u8; 3], vec![0u8; 16], slot_of(65, 1)] {
-            let e = a.send(&bad).unwrap_err().to_string();
-            assert!(e.contains("begin with its length"), "{e}");
-        }
-        let mut buf = [0u8; 64];
-        assert_eq!(b.recv(&mut buf).unwrap(), None, "nothing was sent");
-    }
-
-    #[test]
     fn a_stream_slot_is_a_pair_of_cache_lines() {
         assert_eq!(stream_slot_words(8), 2 * LINE_WORDS);
         assert_eq!(stream_slot_words(128), 2 * LINE_WORDS);
@@ -874,76 +756,32 @@ mod tests {
         let p = dir.path().join("r");
         let _s = ShmChannel::create(&p, 64, Side::Server).unwrap();
         assert!(ShmChannel::open(&p, 4096, Side::Client).is_err());
+        let big = dir.path().join("big");
+        let _b = ShmChannel::create(&big, 4096, Side::Server).unwrap();
+        let e = ShmChannel::open(&big, 64, Side::Client)
+            .err()
+            .unwrap()
+            .to_string();
+        let held = format!(
+            "(magic {MAGIC:#x}, 8 slots of {} words)",
+            slot_words_for(4096)
+        );
+        let want = format!("big: not an ibprobe shm ring for size 64 {held}; are client and server the same ibprobe version?");
+        assert!(e.contains(&want), "{e}");
+        let q = dir.path().join("q");
+        let _t = ShmSlots::create(&q, 16, 64, Side::Server).unwrap();
+        let e = ShmSlots::open(&q, 8, 64, Side::Client)
+            .err()
+            .unwrap()
+            .to_string();
+        let held = format!("(magic {STREAM_MAGIC:#x}, 16 slots of 64 B)");
+        assert!(
+            e.contains(&format!(
+                "q: not an ibprobe stream ring of 8 slots of 64 B {held}; are client"
+            )),
+            "{e}"
+        );
         let mut c = ShmChannel::open(&p, 64, Side::Client).unwrap();
         c.post(1).unwrap();
-    }
-
-    #[test]
-    fn a_ring_fits_only_the_free_space_of_a_limited_filesystem() {
-        let space = |total, free| FsSpace { total, free };
-        assert!(ring_fits(4096, space(1 << 20, 4096)));
-        assert!(!ring_fits(4097, space(1 << 20, 4096)));
-        assert!(!ring_fits(1, space(1 << 20, 0)), "a full filesystem");
-        assert!(
-            !ring_fits(u64::MAX, space(u64::MAX - 1, u64::MAX - 1)),
-            "no overflow at the top"
-        );
-        assert!(ring_fits(8 << 30, space(0, 0)), "size=0: no limit");
-    }
-
-    #[test]
-    fn the_server_file_is_private_and_unlinked_at_the_first_message() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r");
-        let mut s = ShmChannel::create(&p, 64, Side::Server).unwrap();
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
-        let mut c = ShmChannel::open(&p, 64, Side::Client).unwrap();
-        assert_eq!(s.poll_recv().unwrap(), None);
-        assert!(
-            p.exists(),
-            "no message yet: the client may not have mapped it"
-        );
-        c.post(7).unwrap();
-        assert_eq!(s.poll_recv().unwrap(), Some(7));
-        assert!(!p.exists(), "the client has it mapped: the name goes");
-        s.post(7).unwrap();
-        assert_eq!(c.poll_recv().unwrap(), Some(7), "the mapping lives on");
-        drop(s);
-        assert!(matches!(c.poll_recv(), Err(TransportError::PeerLost(_))));
-    }
-
-    #[test]
-    fn the_stream_server_file_is_unlinked_at_the_first_slot_or_on_drop() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s");
-        let mut s = ShmSlots::create(&p, 4, 64, Side::Server).unwrap();
-        let mut c = ShmSlots::open(&p, 4, 64, Side::Client).unwrap();
-        assert!(c.send(&slot_of(16, 1)).unwrap());
-        let mut buf = [0u8; 64];
-        assert_eq!(s.recv(&mut buf).unwrap(), Some(16));
-        assert!(!p.exists());
-        let q = dir.path().join("never-mapped");
-        drop(ShmSlots::create(&q, 4, 64, Side::Server).unwrap());
-        assert!(!q.exists(), "dropped before any message");
-    }
-
-    #[test]
-    fn the_default_path_skips_a_leftover_of_the_same_pid() {
-        let first = default_path();
-        let n: u64 = first
-            .to_string_lossy()
-            .rsplit('-')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let next = first.with_file_name(format!("ibprobe-{}-{}", std::process::id(), n + 1));
-        std::fs::write(&next, b"left by a SIGKILLed process").unwrap();
-        let chosen = default_path();
-        let _ = std::fs::remove_file(&next);
-        assert_ne!(chosen, next);
-        assert!(!chosen.exists());
     }
 }

@@ -49,12 +49,6 @@ pub trait SlotEnd: Send {
     /// then count gaps as losses instead of waiting for them.
     fn lossy(&self) -> bool;
 
-    /// Whether [`SlotEnd::write_counter`] works (`--credit-return write`:
-    /// an RDMA write into the peer's memory; rc only).
-    fn has_counter(&self) -> bool {
-        false
-    }
-
     /// Writes `v` into the peer's counter word (no receive completion on
     /// the peer: it reads the word with [`SlotEnd::read_counter`]).
     fn write_counter(&mut self, _v: u64) -> Result<(), TransportError> {
@@ -87,9 +81,6 @@ impl<T: SlotEnd + ?Sized> SlotEnd for Box<T> {
     }
     fn lossy(&self) -> bool {
         (**self).lossy()
-    }
-    fn has_counter(&self) -> bool {
-        (**self).has_counter()
     }
     #[inline(always)]
     fn write_counter(&mut self, v: u64) -> Result<(), TransportError> {

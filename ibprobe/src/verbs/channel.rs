@@ -349,14 +349,6 @@ pub struct LoopbackChannel {
     pub(super) info: TransportInfo,
 }
 
-impl LoopbackChannel {
-    /// The sender's [`Endpoint`](super::Endpoint)-side facts (device,
-    /// inline used, ...) as the report prints them.
-    pub fn sender_info(&self) -> &TransportInfo {
-        &self.a.info
-    }
-}
-
 impl Channel for LoopbackChannel {
     #[inline]
     fn post(&mut self, seq: u64) -> Result<(), TransportError> {

@@ -556,11 +556,6 @@ impl Prepared {
             s,
         })
     }
-
-    /// This QP's number (also in the [`Endpoint`] from [`prepare`]).
-    pub fn qpn(&self) -> u32 {
-        self.qp.qpn()
-    }
 }
 
 /// Moves `qp` (in INIT) to RTR/RTS towards `peer` (RC/UC: the peer's

@@ -258,10 +258,6 @@ impl SlotEnd for VerbsSlots {
         self.l.lossy
     }
 
-    fn has_counter(&self) -> bool {
-        self.counter_tpl.is_some()
-    }
-
     #[inline]
     fn write_counter(&mut self, v: u64) -> Result<(), TransportError> {
         if self.counter_tpl.is_none() {
