@@ -62,7 +62,7 @@ fn too_few_rounds_for_holm_are_warned_about() {
     assert!(r.warnings[0].contains("use --rounds 7"), "{:?}", r.warnings);
 }
 
-/// The case: shm at 10 ns (one clock step) against 2980 ns.
+/// A median at the clock's step: shm at 10 ns (one step) against 2980 ns.
 fn at_step() -> CompareReport {
     let base: Vec<RoundValues> = (0..8).map(|_| round(10.0, 5000.0)).collect();
     let slow: Vec<RoundValues> = (0..8).map(|i| round(2980.0 + i as f64, 9000.0)).collect();

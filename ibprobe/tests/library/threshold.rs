@@ -14,7 +14,7 @@ fn t(s: &str) -> Threshold {
 }
 
 #[test]
-fn the_issue_examples_parse() {
+fn the_documented_examples_parse() {
     assert_eq!(
         (t("p99>20us").metric, t("p99>20us").cmp, t("p99>20us").value),
         (Metric::P99, Cmp::Gt, 20_000.0)
