@@ -9,6 +9,8 @@
 //! - Receive slots come back in time: round trips and one-way runs with
 //!   `--rq-prepost` 1 and 2 lose nothing and meet no RNR NAK.
 //! - `ibprobe stream` in one guest: every mode on rc, uc and ud.
+//! - The standard kernel's half of `tests/lab_host.rs`: the auto clock
+//!   picks the TSC, and `host --trace` is refused without timerlat.
 //! - Client/server across two guests, and a server killed mid-run: the
 //!   client ends with an error within its timeout instead of hanging.
 
@@ -218,6 +220,77 @@ fn loopback_guest() -> Group {
         .test("peer_dev_one_way_across_two_devices", peer_dev)
         .test("hw_timestamps_refused_on_rxe", hw_timestamps_refused_on_rxe)
         .test("receive_slots_come_back_in_time", receive_slots_back)
+        // `ibprobe host --trace` and the clock on the standard kernel.
+        .test(
+            "auto_clock_uses_the_tsc_where_clock_gettime_is_a_syscall",
+            auto_clock_tsc,
+        )
+        .test(
+            "trace_is_refused_without_the_tracer",
+            trace_refused_without_tracer,
+        )
+}
+
+/// The streams get a guest of their own: the stamping thread's test
+/// depends on a guest with nothing else behind it (a run in the guest of
+/// the tests above, on a loaded host, was starved twice).
+fn stream_guest() -> Group {
+    Group::with_lab("rxe_stream", LabConfig::loopback())
+        .test("stream_every_mode_on_rc_uc_ud", stream_modes)
+        .test("stamp_thread_splits_t_send_at_the_hca_read", stamp_thread)
+        .test("loggp_on_rc_uc_ud", loggp_verbs)
+}
+
+const TRACEFS: &str =
+    "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing";
+
+/// The guest's CPU flags hide constant_tsc and its clocksource (hpet) has
+/// no vDSO read: `auto` must measure that and pick the TSC, as perftest
+/// always does, and say why.
+fn auto_clock_tsc(lab: &Lab) {
+    let o = lab
+        .sh(&format!("{IBPROBE} loopback -t shm -n 200 --json"))
+        .success();
+    let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
+    let c = &j["clock"];
+    eprintln!("guest clock: {}", c["description"]);
+    assert_eq!(c["read_cost"]["monotonic_is_syscall"], true, "{c}");
+    assert_eq!(c["kind"], "tsc", "{c}");
+    assert!(
+        c["auto_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("system call")),
+        "{c}"
+    );
+    let (tsc, mono) = (
+        c["read_cost"]["tsc_ns"].as_f64().expect("tsc_ns"),
+        c["read_cost"]["monotonic_ns"]
+            .as_f64()
+            .expect("monotonic_ns"),
+    );
+    assert!(mono > tsc, "a system call cheaper than rdtsc? {c}");
+}
+
+/// `ibprobe host --trace` on the standard kernel (no timerlat tracer):
+/// refused with one line (the PREEMPT_RT half is `tests/lab_host.rs`).
+fn trace_refused_without_tracer(lab: &Lab) {
+    let o = lab.sh(&format!(
+        "{TRACEFS}; cat /sys/kernel/tracing/available_tracers; {IBPROBE} host --trace -n 10"
+    ));
+    let mut out = o.stdout.lines();
+    let tracers = out.next().unwrap_or_default();
+    // The fact the docs state: Debian's standard 6.1 kernel has no timerlat.
+    assert!(!tracers.split_whitespace().any(|t| t == "timerlat"), "{o}");
+    assert_eq!(o.status, 2, "{o}");
+    assert_eq!(out.next(), None, "nothing on stdout: {o}");
+    let err: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(err.len(), 1, "one line: {o}");
+    assert!(
+        err[0].contains("has no timerlat tracer")
+            && err[0].contains("linux-image-rt-amd64")
+            && err[0].contains("without --trace"),
+        "{o}"
+    );
 }
 
 /// A device's hardware counter (`/sys/.../DEV/ports/1/hw_counters/NAME`).
@@ -448,13 +521,6 @@ fn stamp_thread(lab: &Lab) {
         o.stdout.contains("rc=2") && o.stderr.contains("--inline off"),
         "{o}"
     );
-}
-
-fn stream_guest() -> Group {
-    Group::with_lab("rxe_stream", LabConfig::loopback())
-        .test("stream_every_mode_on_rc_uc_ud", stream_modes)
-        .test("stamp_thread_splits_t_send_at_the_hca_read", stamp_thread)
-        .test("loggp_on_rc_uc_ud", loggp_verbs)
 }
 
 /// `ibprobe loggp` on rxe0 (issue 15): LogGP estimates with 95% intervals
