@@ -7,6 +7,9 @@
 //! a benchmark, `ibprobe/benches/vs-rtla` (an emulated CPU's means swing
 //! several-fold between runs, and the guest has stopped answering under
 //! rtla in CI). Runs with `--include-ignored` (scripts/test-all does).
+//! The standard kernel's half (no tracer: refused; the auto clock) runs in
+//! the `rxe_loopback` guest of `tests/lab.rs`, which boots that kernel
+//! anyway: a boot less.
 
 use ibtools_tests::lab::harness::{self, Group};
 use ibtools_tests::lab::{LabConfig, Node};
@@ -17,59 +20,7 @@ const MOUNT: &str =
     "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing";
 
 fn main() -> ExitCode {
-    harness::run(vec![standard_kernel(), rt_kernel()])
-}
-
-fn standard_kernel() -> Group {
-    Group::with_lab("timerlat_std", LabConfig::loopback())
-        .test(
-            "auto_clock_uses_the_tsc_where_clock_gettime_is_a_syscall",
-            |lab| {
-                // The guest's CPU flags hide constant_tsc and its clocksource
-                // (hpet) has no vDSO read: `auto` must measure that and pick
-                // the TSC, as perftest always does, and say why.
-                let o = lab
-                    .sh(&format!("{IBPROBE} loopback -t shm -n 200 --json"))
-                    .success();
-                let j: serde_json::Value = serde_json::from_str(&o.stdout).expect("JSON");
-                let c = &j["clock"];
-                eprintln!("guest clock: {}", c["description"]);
-                assert_eq!(c["read_cost"]["monotonic_is_syscall"], true, "{c}");
-                assert_eq!(c["kind"], "tsc", "{c}");
-                assert!(
-                    c["auto_reason"]
-                        .as_str()
-                        .is_some_and(|r| r.contains("system call")),
-                    "{c}"
-                );
-                let (tsc, mono) = (
-                    c["read_cost"]["tsc_ns"].as_f64().expect("tsc_ns"),
-                    c["read_cost"]["monotonic_ns"]
-                        .as_f64()
-                        .expect("monotonic_ns"),
-                );
-                assert!(mono > tsc, "a system call cheaper than rdtsc? {c}");
-            },
-        )
-        .test("trace_is_refused_without_the_tracer", |lab| {
-            let o = lab.sh(&format!(
-                "{MOUNT}; cat /sys/kernel/tracing/available_tracers; {IBPROBE} host --trace -n 10"
-            ));
-            let mut out = o.stdout.lines();
-            let tracers = out.next().unwrap_or_default();
-            // The fact the docs state: Debian's standard 6.1 kernel has no timerlat.
-            assert!(!tracers.split_whitespace().any(|t| t == "timerlat"), "{o}");
-            assert_eq!(o.status, 2, "{o}");
-            assert_eq!(out.next(), None, "nothing on stdout: {o}");
-            let err: Vec<&str> = o.stderr.lines().collect();
-            assert_eq!(err.len(), 1, "one line: {o}");
-            assert!(
-                err[0].contains("has no timerlat tracer")
-                    && err[0].contains("linux-image-rt-amd64")
-                    && err[0].contains("without --trace"),
-                "{o}"
-            );
-        })
+    harness::run(vec![rt_kernel()])
 }
 
 fn rt_kernel() -> Group {

@@ -169,7 +169,8 @@ fn standard_loopback() -> Group {
 /// server -t T --forever` on this guest (T: the example's transport); an
 /// `ibprobe server` example answers one `ibprobe client`. Each must exit
 /// 0; one with `--fail-if` may exit 1 (its threshold's verdict on an
-/// emulated HCA), never anything else.
+/// emulated HCA), never anything else. A command that several docs show
+/// alike runs once, for all of them.
 fn examples_in_the_lab(lab: &Lab) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let bin = ibtools_tests::workspace_bin("ibprobe");
@@ -183,14 +184,22 @@ fn examples_in_the_lab(lab: &Lab) {
         "lab substitutions: {:?}",
         ibtools_tests::examples::LAB_SUBSTITUTIONS
     );
+    // Each command once, with every place that shows it.
+    let mut unique: Vec<(String, Vec<&str>)> = Vec::new();
+    for (at, e) in &examples {
+        let cmd = e.in_lab();
+        match unique.iter_mut().find(|(c, _)| *c == cmd) {
+            Some((_, ats)) => ats.push(at),
+            None => unique.push((cmd, vec![at])),
+        }
+    }
     let mut script = format!(
         "export PATH={}:$PATH\nmkdir -p /run/examples && cd /run/examples\n\
          up() {{ for i in $(seq 100); do ss -ltn | grep -q ':18515 ' && return; sleep 0.1; done; }}\n",
         bin.display()
     );
-    for (i, (_, e)) in examples.iter().enumerate() {
-        let cmd = e.in_lab();
-        let cmd = cmd.strip_prefix("sudo ").unwrap_or(&cmd).to_string();
+    for (i, (cmd, _)) in unique.iter().enumerate() {
+        let cmd = cmd.strip_prefix("sudo ").unwrap_or(cmd).to_string();
         let words: Vec<&str> = cmd.split_whitespace().collect();
         let t = words
             .windows(2)
@@ -221,7 +230,8 @@ fn examples_in_the_lab(lab: &Lab) {
         )
         .unwrap_or_else(|e| std::panic::panic_any(e));
     let mut failed = Vec::new();
-    for (i, (at, e)) in examples.iter().enumerate() {
+    for (i, (cmd, ats)) in unique.iter().enumerate() {
+        let at = ats.join(", ");
         let line = o
             .stdout
             .lines()
@@ -232,12 +242,11 @@ fn examples_in_the_lab(lab: &Lab) {
         let code = line
             .and_then(|l| l.split_whitespace().next())
             .and_then(|c| c.parse::<i32>().ok());
-        let ok = code == Some(0) || (code == Some(1) && e.command.contains("--fail-if"));
+        let ok = code == Some(0) || (code == Some(1) && cmd.contains("--fail-if"));
         eprintln!(
-            "{} in the lab: exit {code:?} in {}: {} ({at})",
+            "{} in the lab: exit {code:?} in {}: {cmd} ({at})",
             if ok { "ok" } else { "FAILED" },
             ms.unwrap_or("?"),
-            e.in_lab()
         );
         if !ok {
             let log =
@@ -245,8 +254,7 @@ fn examples_in_the_lab(lab: &Lab) {
                     .unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(8).collect();
             failed.push(format!(
-                "{at}: `{}` exited {code:?}:\n{}",
-                e.in_lab(),
+                "{at}: `{cmd}` exited {code:?}:\n{}",
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             ));
         }
