@@ -255,17 +255,25 @@ pub fn table(r: &Report, t: &Timing) -> String {
 /// The human table of a localization measurement.
 pub fn localization_table(l: &Localization, trials: usize) -> String {
     let mut s = String::new();
-    let _ = writeln!(
+    let _ = write!(
         s,
-        "localization after {} rounds ({trials} trials each; named when accused in {} of the last {} rounds, loss in 1)",
+        "localization after {} rounds ({trials} trials each; named when accused in {} of the last {} rounds, loss in 1",
         l.horizon_rounds, l.confirm_rounds, l.window_rounds
     );
+    if l.rack_pair_window_rounds > l.window_rounds {
+        let _ = write!(
+            s,
+            "; a rotating rack pair in {} of its last {} turns ({} rounds)",
+            l.confirm_rounds, l.window_rounds, l.rack_pair_window_rounds
+        );
+    }
+    s.push_str(")\n");
     let _ = writeln!(
         s,
         "  {:<30} {:>9} {:>9} {:>7} {:>16}  goal",
         "fault", "top1-prec", "top3-rec", "recall", "rounds p50/p95"
     );
-    let opt = |v: Option<usize>| v.map_or_else(|| ">5".to_string(), |r| r.to_string());
+    let opt = |v: Option<usize>| v.map_or_else(|| format!(">{}", l.max_rounds), |r| r.to_string());
     for f in &l.localization {
         let _ = writeln!(
             s,

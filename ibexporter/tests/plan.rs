@@ -47,6 +47,17 @@ fn fitted(hosts: usize, racks: usize) -> ClusterPlan {
     ClusterPlan::new(synthetic(hosts, racks), PlanKind::RackMesh, 1).fitted(T.full_max())
 }
 
+/// The other racks that rack `a` (members `a·s..(a+1)·s`, racks of equal
+/// size in index order) probes in epoch `e`.
+fn partner_racks(p: &ClusterPlan, a: usize, s: usize, e: u64, out: &mut Vec<u32>) -> Vec<usize> {
+    let mut racks = std::collections::BTreeSet::new();
+    for m in (a * s..(a + 1) * s).map(|m| m as u32) {
+        p.targets_of(m, e, out);
+        racks.extend(out.iter().map(|&x| p.rack_of(x)).filter(|&b| b != a));
+    }
+    racks.into_iter().collect()
+}
+
 #[test]
 fn a_hundred_thousand_hosts_fit_a_round_by_rotating_rack_pairs() {
     for (hosts, racks) in FLEETS {
@@ -76,6 +87,7 @@ fn a_hundred_thousand_hosts_fit_a_round_by_rotating_rack_pairs() {
             for a in [0, racks / 2, racks - 1] {
                 let mut first = vec![u64::MAX; racks];
                 for e in e0..e0 + k {
+                    let partners = partner_racks(&p, a, s, e, &mut out);
                     for m in (a * s..(a + 1) * s).map(|m| m as u32) {
                         assert_eq!(p.rack_of(m), a);
                         p.targets_of(m, e, &mut out);
@@ -89,6 +101,15 @@ fn a_hundred_thousand_hosts_fit_a_round_by_rotating_rack_pairs() {
                             let b = p.rack_of(x);
                             first[b] = first[b].min(e - e0);
                         }
+                    }
+                    // Both directions of a rack pair in the same round
+                    // (what a rack-pair suspect needs): sampled partners
+                    // probe rack a back in this epoch.
+                    for &b in partners.iter().step_by(partners.len() / 4 + 1) {
+                        assert!(
+                            partner_racks(&p, b, s, e, &mut out).contains(&a),
+                            "{hosts}/{racks} epoch {e}: {a} -> {b} without {b} -> {a}"
+                        );
                     }
                 }
                 let missed: Vec<usize> = (0..racks)

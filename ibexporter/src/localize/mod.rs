@@ -448,15 +448,31 @@ pub fn assess(topo: &Topology, round: &Round) -> Vec<Suspect> {
 #[derive(Debug, Clone)]
 pub struct Localizer {
     topo: Topology,
+    /// K: rounds within which the plan probes every rack pair (1: every
+    /// round).
+    rack_pair_rounds: usize,
     history: VecDeque<Vec<Suspect>>,
 }
 
 impl Localizer {
-    /// A localizer for hosts in `topo`, with an empty window.
+    /// A localizer for hosts in `topo`, with an empty window, for a plan
+    /// that probes every rack pair every round.
     pub fn new(topo: Topology) -> Localizer {
+        Localizer::rotating(topo, 1)
+    }
+
+    /// A localizer for a plan whose rack pairs rotate through `k` rounds
+    /// ([`crate::targets::plan`]): a rack pair is probed in one round of
+    /// `k`, so its window is [`WINDOW_ROUNDS`] of its coverage periods
+    /// (`k` rounds each) rather than rounds, and it is named when accused
+    /// in [`CONFIRM_ROUNDS`] of the last [`WINDOW_ROUNDS`] rounds that
+    /// probed it. Hosts and paths keep the window of rounds.
+    pub fn rotating(topo: Topology, k: u64) -> Localizer {
+        let k = usize::try_from(k).unwrap_or(usize::MAX).max(1);
         Localizer {
             topo,
-            history: VecDeque::with_capacity(WINDOW_ROUNDS),
+            rack_pair_rounds: k,
+            history: VecDeque::with_capacity(WINDOW_ROUNDS.saturating_mul(k)),
         }
     }
 
@@ -467,21 +483,32 @@ impl Localizer {
 
     /// Adds one round and returns the named suspects, most confident
     /// first: those accused in at least [`SuspectKind::confirm_rounds`]
-    /// of the last [`WINDOW_ROUNDS`] rounds. A host accused as different
-    /// kinds in different rounds is one suspect, of the kind most of those
-    /// rounds said (a tie: the latest).
+    /// of the last [`WINDOW_ROUNDS`] rounds (a rack pair: of its last
+    /// [`WINDOW_ROUNDS`] coverage periods, [`Localizer::rotating`]). A
+    /// host accused as different kinds in different rounds is one
+    /// suspect, of the kind most of those rounds said (a tie: the latest).
     pub fn push(&mut self, round: &Round) -> Vec<Suspect> {
-        if self.history.len() == WINDOW_ROUNDS {
+        let keep = WINDOW_ROUNDS.saturating_mul(self.rack_pair_rounds);
+        if self.history.len() == keep {
             self.history.pop_front();
         }
         self.history.push_back(assess(&self.topo, round));
-        // Every accusation of each entity in the window, oldest first.
+        // Every accusation of each entity in its window, oldest first:
+        // rack pairs over the whole history, the rest over the last
+        // WINDOW_ROUNDS rounds.
+        let recent = self.history.len().saturating_sub(WINDOW_ROUNDS);
         let mut tally: HashMap<Entity, Vec<&Suspect>> = HashMap::new();
-        for round in &self.history {
+        for (i, round) in self.history.iter().enumerate() {
             for s in round {
-                tally.entry(s.entity).or_default().push(s);
+                if i >= recent || matches!(s.entity, Entity::Racks(..)) {
+                    tally.entry(s.entity).or_default().push(s);
+                }
             }
         }
+        let window = |e: &Entity| match e {
+            Entity::Racks(..) => self.history.len(),
+            _ => self.history.len().min(WINDOW_ROUNDS),
+        };
         let mut named: Vec<Suspect> = tally
             .into_values()
             .filter_map(|acc| {
@@ -499,7 +526,7 @@ impl Localizer {
                     evidence: format!(
                         "{} (accused in {rounds} of the last {} rounds)",
                         last.evidence,
-                        self.history.len()
+                        window(&last.entity)
                     ),
                 })
             })

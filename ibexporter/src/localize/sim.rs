@@ -64,7 +64,8 @@ pub const SELF_HEALTH_US: f64 = 10.0;
 /// within 3 rounds).
 pub const HORIZON_ROUNDS: usize = 3;
 /// Most rounds one trial runs (`rounds_to_localize` above it: not
-/// localized).
+/// localized), or [`CONFIRM_ROUNDS`] coverage periods when the rack pairs
+/// rotate through more rounds ([`max_rounds`]).
 pub const MAX_ROUNDS: usize = 5;
 /// Rounds of one fault-free trial (false suspects).
 pub const HEALTHY_ROUNDS: usize = 10;
@@ -527,7 +528,7 @@ pub struct FaultScore {
     pub recall: f64,
     /// Median over trials of the first round after which every injected
     /// fault is among the top n suspects (n faults); None when more than
-    /// half the trials did not get there within [`MAX_ROUNDS`].
+    /// half the trials did not get there within [`max_rounds`].
     pub rounds_to_localize: Option<usize>,
     /// Its 95th percentile, None likewise.
     pub rounds_to_localize_p95: Option<usize>,
@@ -553,15 +554,28 @@ pub struct Localization {
     pub window_rounds: usize,
     /// Rounds of the window that must accuse a suspect.
     pub confirm_rounds: usize,
+    /// The localizer's window for a rack pair, rounds: [`WINDOW_ROUNDS`]
+    /// coverage periods of K rounds (K = 1: the same as `window_rounds`).
+    pub rack_pair_window_rounds: usize,
+    /// Most rounds one trial runs ([`max_rounds`]).
+    pub max_rounds: usize,
 }
 
-/// The `q` quantile (nearest rank) of sorted rounds, None past MAX_ROUNDS.
-fn rounds_quantile(v: &[usize], q: f64) -> Option<usize> {
+/// Most rounds one trial of `plan` runs: [`MAX_ROUNDS`], or the
+/// [`CONFIRM_ROUNDS`] coverage periods a rotating rack pair needs to be
+/// accused often enough to be named, if more.
+pub fn max_rounds(plan: &ClusterPlan) -> usize {
+    let k = usize::try_from(plan.rack_pair_rounds()).unwrap_or(usize::MAX);
+    MAX_ROUNDS.max(CONFIRM_ROUNDS.saturating_mul(k))
+}
+
+/// The `q` quantile (nearest rank) of sorted rounds, None past `max`.
+fn rounds_quantile(v: &[usize], q: f64, max: usize) -> Option<usize> {
     if v.is_empty() {
         return None;
     }
     let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    Some(v[i]).filter(|&r| r <= MAX_ROUNDS)
+    Some(v[i]).filter(|&r| r <= max)
 }
 
 fn found(named: &[Suspect], want: (SuspectKind, Entity)) -> bool {
@@ -574,20 +588,21 @@ fn score(plan: &ClusterPlan, t: Timing, s: &Scenario, trials: usize, seed: u64) 
     let (mut faults, mut in_top3, mut in_all) = (0usize, 0usize, 0usize);
     let mut rounds = Vec::with_capacity(trials);
     let mut round = Round::default();
+    let max = max_rounds(plan);
     for trial in 0..trials {
         let mut mesh = Mesh::new(plan, t.probes as u32, trial_seed(seed, &s.name(), trial));
         for &f in &s.0 {
             mesh.inject(f);
         }
         let want: Vec<(SuspectKind, Entity)> = mesh.faults.iter().map(|f| f.want()).collect();
-        let mut loc = Localizer::new(mesh.topo.clone());
+        let mut loc = Localizer::rotating(mesh.topo.clone(), plan.rack_pair_rounds());
         let e0 = mesh.rng.below(1_000_000);
-        let mut localized = MAX_ROUNDS + 1;
-        for r in 1..=MAX_ROUNDS {
+        let mut localized = max + 1;
+        for r in 1..=max {
             mesh.round(e0 + r as u64, &mut round);
             let named = loc.push(&round);
             let top = &named[..named.len().min(want.len())];
-            if localized > MAX_ROUNDS && want.iter().all(|&w| found(top, w)) {
+            if localized > max && want.iter().all(|&w| found(top, w)) {
                 localized = r;
             }
             if r == HORIZON_ROUNDS {
@@ -600,7 +615,7 @@ fn score(plan: &ClusterPlan, t: Timing, s: &Scenario, trials: usize, seed: u64) 
                 in_top3 += want.iter().filter(|&&w| found(top3, w)).count();
                 in_all += want.iter().filter(|&&w| found(&named, w)).count();
             }
-            if r >= HORIZON_ROUNDS && localized <= MAX_ROUNDS {
+            if r >= HORIZON_ROUNDS && localized <= max {
                 break;
             }
         }
@@ -616,8 +631,8 @@ fn score(plan: &ClusterPlan, t: Timing, s: &Scenario, trials: usize, seed: u64) 
         top1_precision,
         top3_recall: share(in_top3, faults),
         recall,
-        rounds_to_localize: rounds_quantile(&rounds, 0.5),
-        rounds_to_localize_p95: rounds_quantile(&rounds, 0.95),
+        rounds_to_localize: rounds_quantile(&rounds, 0.5, max),
+        rounds_to_localize_p95: rounds_quantile(&rounds, 0.95, max),
         meets_goal: top1_precision.is_some_and(|p| p >= 0.95) && recall >= 0.95,
     }
 }
@@ -647,7 +662,7 @@ fn healthy(
     let mut round = Round::default();
     for trial in 0..trials {
         let mut mesh = Mesh::new(plan, t.probes as u32, trial_seed(seed, "healthy", trial));
-        let mut loc = Localizer::new(mesh.topo.clone());
+        let mut loc = Localizer::rotating(mesh.topo.clone(), plan.rack_pair_rounds());
         let e0 = mesh.rng.below(1_000_000);
         let mut before: Vec<Entity> = Vec::new();
         for r in 1..=HEALTHY_ROUNDS {
@@ -691,6 +706,9 @@ pub fn measure(
         horizon_rounds: HORIZON_ROUNDS,
         window_rounds: WINDOW_ROUNDS,
         confirm_rounds: CONFIRM_ROUNDS,
+        rack_pair_window_rounds: WINDOW_ROUNDS
+            .saturating_mul(usize::try_from(plan.rack_pair_rounds()).unwrap_or(usize::MAX)),
+        max_rounds: max_rounds(plan),
     }
 }
 

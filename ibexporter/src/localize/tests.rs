@@ -222,17 +222,26 @@ fn loss_both_ways_while_it_reports_is_its_link() {
     assert_eq!(s.len(), 1, "{s:?}");
 }
 
-#[test]
-fn a_slow_rack_pair_is_the_path_between_racks_not_its_hosts() {
+/// Whether `o` crosses between racks 1 and 3 (either way).
+fn between_racks_1_3(t: &Topology, o: &PairObs) -> bool {
+    let (a, b) = (t.rack(o.prober), t.rack(o.target));
+    (a, b) == (1, 3) || (a, b) == (3, 1)
+}
+
+/// A round whose probes between racks 1 and 3 are 2.2x slow both ways.
+fn slow_racks_1_3() -> Round {
     let t = topo();
-    let r = round(|o| {
-        let (a, b) = (t.rack(o.prober), t.rack(o.target));
-        if (a, b) == (1, 3) || (a, b) == (3, 1) {
+    round(|o| {
+        if between_racks_1_3(&t, o) {
             slow(o, 2.2);
         }
         true
-    });
-    let s = named(&r, 2);
+    })
+}
+
+#[test]
+fn a_slow_rack_pair_is_the_path_between_racks_not_its_hosts() {
+    let s = named(&slow_racks_1_3(), 2);
     assert_eq!(
         top(&s),
         (SuspectKind::RackPair, Entity::Racks(1, 3)),
@@ -336,4 +345,53 @@ fn the_kind_is_what_most_rounds_said() {
         "two of three: {s:?}"
     );
     assert_eq!(s[0].rounds, 3);
+}
+
+#[test]
+fn a_rotating_rack_pair_is_named_over_its_turns_and_hosts_keep_rounds() {
+    // Racks 1 and 3 probed in one round of three (both directions in that
+    // round), slow each time; every other round carries no probe between
+    // them. The pair is accused once per three rounds: never named on a
+    // window of rounds, named on its second turn on a window of turns.
+    let t = topo();
+    let turn = slow_racks_1_3();
+    let off = round(|o| !between_racks_1_3(&t, o));
+    let rounds = [&turn, &off, &off, &turn, &off, &off, &turn];
+    let mut by_rounds = Localizer::new(topo());
+    let mut by_turns = Localizer::rotating(topo(), 3);
+    for (i, r) in rounds.into_iter().enumerate() {
+        assert!(by_rounds.push(r).is_empty(), "round {i}");
+        let s = by_turns.push(r);
+        if i < 3 {
+            assert!(s.is_empty(), "round {i}: one turn is not enough: {s:?}");
+        } else {
+            assert_eq!(
+                top(&s),
+                (SuspectKind::RackPair, Entity::Racks(1, 3)),
+                "round {i}: {s:?}"
+            );
+            assert!(
+                s[0].evidence
+                    .contains(&format!("of the last {} rounds", (i + 1).min(9))),
+                "{}",
+                s[0].evidence
+            );
+        }
+    }
+    // A host pair accused in rounds three apart is still one accusation
+    // per window of rounds: the turns widen the rack pairs' window only.
+    let bad_pair = round(|o| {
+        if (o.prober, o.target) == (2, 4) {
+            slow(o, 4.0);
+        }
+        true
+    });
+    let fine = round(|_| true);
+    let mut l = Localizer::rotating(topo(), 3);
+    for (i, r) in [&bad_pair, &fine, &fine, &bad_pair, &fine, &fine, &bad_pair]
+        .into_iter()
+        .enumerate()
+    {
+        assert!(l.push(r).is_empty(), "round {i}");
+    }
 }

@@ -33,21 +33,27 @@
 //! R: at 100,000 hosts in racks of 25 a member would carry 160 rack pairs
 //! a round, more than a 10 s round holds. When the round budget is known
 //! ([`ClusterPlan::fitted`], as every exporter and `ibexporter mesh`
-//! build the plan), the slots are split into `K` windows of `⌊S/K⌋` or
-//! `⌈S/K⌉` consecutive slots, `K` the smallest that makes the busiest
-//! member fit the budget (1, the plan above, whenever it already fits).
-//! Rack A runs window `w = (e + A) mod K` in epoch `e` (A: the rack's
-//! index; the offset spreads the racks' windows over the rounds, so the
-//! probes into a rack do not all fall in one round of K), and that
-//! window's slots are dealt as
-//! above with the epoch replaced by the window's visit `v = ⌊(e + A) / K⌋`
-//! (the count of the window's earlier turns). So every rack pair is probed
-//! within `K` rounds from any round boundary (the coverage time, printed
-//! by `ibexporter mesh`), each member carries `⌈⌈S/K⌉/s_A⌉` rack pairs at
-//! most, and the host pairs of (A, B) repeat every `⌈s_A·s_B/k⌉` visits,
-//! that is within `K·⌈s_A·s_B/k⌉` rounds. Nothing is random and nothing is
-//! exchanged: the window is a function of the epoch, the rack's index and
-//! the member list, so every exporter computes the same schedule alone.
+//! build the plan), the rack pairs are split into `K` windows, `K` the
+//! smallest that makes the busiest member fit the budget (1, the plan
+//! above, whenever it already fits). The unordered rack pair {A, B} (A,
+//! B: the racks' indices) is probed in the epochs `e` with
+//! `(A + B) mod K = e mod K`, **both directions in the same round**: A
+//! runs the slots of the racks `B ≡ e − A (mod K)` and B those of the
+//! racks `A ≡ e − B`, so a slow inter-rack path is seen from both sides
+//! at once (a rack-pair suspect needs probes from two probers in one
+//! round, [`crate::localize`]). Each rack's partners in a round are one
+//! residue class of the racks, `⌈R/K⌉` at most (less itself), so the
+//! probes into a rack are spread evenly over the rounds. The active slots
+//! are dealt as above (r: the partner's rank in the round's class) with
+//! the epoch replaced by the visit
+//! `v = ⌊e / K⌋` (each pair's turns are K epochs apart, so `v` counts
+//! them). So every rack pair is probed within `K` rounds from any round
+//! boundary (the coverage time, printed by `ibexporter mesh`), each
+//! member carries `⌈k⌈R/K⌉/s_A⌉` rack pairs at most, and the host pairs
+//! of (A, B) repeat every `⌈s_A·s_B/k⌉` visits, that is within
+//! `K·⌈s_A·s_B/k⌉` rounds. Nothing is random and nothing is exchanged:
+//! the turn is a function of the epoch, the racks' indices and the
+//! member list, so every exporter computes the same schedule alone.
 //!
 //! # Formulas (R racks, rack sizes `s`, `k` = plan_rack_peers)
 //!
@@ -56,11 +62,13 @@
 //! probe timeout `c`):
 //!
 //! - targets per node per round: `full` `N − 1`; `rack-mesh`
-//!   `T = (s_A − 1) + ⌈⌈k(R − 1)/K⌉/s_A⌉` at most;
+//!   `T = (s_A − 1) + ⌈k(R − 1)/s_A⌉` at most, with K > 1 windows
+//!   `(s_A − 1) + ⌈k⌈R/K⌉/s_A⌉`;
 //! - probe messages per node per second: `T · P / I` (the round must fit:
 //!   `T · d ≤ I`);
 //! - every rack pair is covered (k probes, each direction) in every round,
-//!   or with rotating windows within `K` rounds;
+//!   or with rotating windows within `K` rounds (both directions in the
+//!   same round);
 //! - every host pair: the same rack every round; racks A and B within
 //!   `K·⌈s_A·s_B / k⌉` rounds, from any round boundary (both directions);
 //! - worst-case detection of a dead host, or of a dead rack uplink (every
@@ -144,6 +152,18 @@ struct Rack {
     members: Vec<u32>,
     /// FNV-1a of the name.
     hash: u64,
+}
+
+/// Which cross-rack slots a rack runs in one epoch (its turn).
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    /// With K windows: the partner racks are those of index ≡ this
+    /// (mod K); `None`: every other rack.
+    class: Option<u64>,
+    /// Active slots: k per partner rack.
+    slots: u64,
+    /// The visit `v`: how many turns each partner pair had before.
+    visit: u64,
 }
 
 /// One cluster's plan: every member's targets in every epoch.
@@ -243,20 +263,27 @@ impl ClusterPlan {
             return self;
         }
         let slots = self.slots(0);
+        let racks = self.racks.len() as u64;
         let mut sizes: Vec<u64> = self.racks.iter().map(|r| r.members.len() as u64).collect();
         sizes.sort_unstable();
         sizes.dedup();
+        // The busiest turn under K windows: every slot, or k per rack of
+        // the largest class (⌈R/K⌉ racks).
         let fits = |w: u64| {
-            let per_window = slots.div_ceil(w);
+            let per_window = if w == 1 {
+                slots
+            } else {
+                self.k * racks.div_ceil(w)
+            };
             sizes
                 .iter()
                 .all(|&s| (s - 1 + per_window.div_ceil(s)) as usize <= budget)
         };
-        if slots == 0 || fits(1) || !fits(slots) {
+        if slots == 0 || fits(1) || !fits(racks) {
             return self;
         }
         // fits is monotone in K: the smallest K that fits, by bisection.
-        let (mut lo, mut hi) = (1, slots);
+        let (mut lo, mut hi) = (1, racks);
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
             if fits(mid) {
@@ -350,44 +377,82 @@ impl ClusterPlan {
         }
     }
 
-    /// Rack `a`'s window in epoch `e`: its slots `lo..hi` and its visit
-    /// `v` (module docs; with one window: every slot, `v = e`).
-    fn window(&self, a: usize, e: u64) -> (u64, u64, u64) {
-        let slots = self.slots(a);
+    /// Rack `a`'s turn in epoch `e` (module docs): with one window, every
+    /// other rack and visit `v = e`; with `K`, the racks `B ≠ a` with
+    /// `(a + B) mod K = e mod K` and visit `v = ⌊e / K⌋`.
+    fn turn(&self, a: usize, e: u64) -> Turn {
         if self.windows <= 1 {
-            return (0, slots, e);
+            return Turn {
+                class: None,
+                slots: self.slots(a),
+                visit: e,
+            };
         }
-        let turn = e.wrapping_add(a as u64 % self.windows);
-        let w = turn % self.windows;
-        // Products in u128: w·S overflows nothing, whatever the epoch.
-        let at = |w: u64| (u128::from(w) * u128::from(slots) / u128::from(self.windows)) as u64;
-        (at(w), at(w + 1), turn / self.windows)
+        let kk = self.windows;
+        let c = (e % kk + kk - a as u64 % kk) % kk;
+        let own = u64::from(a as u64 % kk == c);
+        Turn {
+            class: Some(c),
+            slots: self.k * (self.class_size(c) - own),
+            visit: e / kk,
+        }
     }
 
-    /// The first cross-rack slot of member `m` in epoch `e`, the stride and
-    /// the end of its window.
-    fn first_slot(&self, m: MemberId, e: u64) -> (u64, u64, u64) {
-        let a = self.rack_of(m);
-        let s = self.racks[a].members.len() as u64;
+    /// Racks whose index is `c` modulo K.
+    fn class_size(&self, c: u64) -> u64 {
+        let r = self.racks.len() as u64;
+        if c < r {
+            (r - c).div_ceil(self.windows)
+        } else {
+            0
+        }
+    }
+
+    /// The rack and probe number `j < k` of rack `a`'s active slot `w`.
+    fn slot_pair(&self, a: usize, turn: &Turn, w: u64) -> (usize, u64) {
+        let (x, j) = (w / self.k, w % self.k);
+        match turn.class {
+            None => (Self::other_rack(a, x), j),
+            Some(c) => {
+                let mut b = c + self.windows * x;
+                if a as u64 % self.windows == c && b >= a as u64 {
+                    b += self.windows;
+                }
+                (b as usize, j)
+            }
+        }
+    }
+
+    /// Rack `a`'s active slot of probe `j` towards rack `b`, if `b` is in
+    /// `a`'s turn (the inverse of [`ClusterPlan::slot_pair`]).
+    fn slot_index(&self, a: usize, turn: &Turn, b: usize, j: u64) -> Option<u64> {
+        let x = match turn.class {
+            None => (if b < a { b } else { b - 1 }) as u64,
+            Some(c) => {
+                if b as u64 % self.windows != c {
+                    return None;
+                }
+                b as u64 / self.windows - u64::from(a < b && a as u64 % self.windows == c)
+            }
+        };
+        Some(x * self.k + j)
+    }
+
+    /// The first active slot of member `m` in its rack's turn, the stride.
+    fn first_slot(&self, m: MemberId, turn: &Turn) -> (u64, u64) {
+        let s = self.racks[self.rack_of(m)].members.len() as u64;
         let i = u64::from(self.pos_in_rack[m as usize]);
-        let (lo, hi, v) = self.window(a, e);
-        // Member i probes the slots u with (u + v·k) ≡ i (mod s).
-        let shift = (v % s).wrapping_mul(self.k % s) % s;
-        let mut u = (i + s - shift) % s;
-        if u < lo {
-            u += (lo - u).div_ceil(s) * s;
-        }
-        (u, s, hi)
+        // Member i probes the active slots w with (w + v·k) ≡ i (mod s).
+        let shift = (turn.visit % s).wrapping_mul(self.k % s) % s;
+        ((i + s - shift) % s, s)
     }
 
-    /// The target of cross-rack slot `u` of rack `a` in epoch `e`.
-    fn slot_target(&self, a: usize, u: u64, e: u64) -> MemberId {
-        let b = Self::other_rack(a, u / self.k);
-        let j = u % self.k;
+    /// The target of rack `a`'s active slot `w` in its turn.
+    fn slot_target(&self, a: usize, turn: &Turn, w: u64) -> MemberId {
+        let (b, j) = self.slot_pair(a, turn, w);
         let sa = self.racks[a].members.len() as u64;
         let sb = self.racks[b].members.len() as u64;
-        let (_, _, v) = self.window(a, e);
-        let q = v.wrapping_mul(self.k).wrapping_add(j);
+        let q = turn.visit.wrapping_mul(self.k).wrapping_add(j);
         // k probes of a pair are at most s_A·s_B distinct pairs.
         self.permuted(a, b, (q / sa) % sb)
     }
@@ -436,13 +501,11 @@ impl ClusterPlan {
     /// (`rack-mesh`), in slot order.
     fn each_slot_target(&self, m: MemberId, e: u64, mut f: impl FnMut(MemberId)) {
         let a = self.rack_of(m);
-        if self.slots(a) == 0 {
-            return;
-        }
-        let (mut u, stride, end) = self.first_slot(m, e);
-        while u < end {
-            f(self.slot_target(a, u, e));
-            u += stride;
+        let turn = self.turn(a, e);
+        let (mut w, stride) = self.first_slot(m, &turn);
+        while w < turn.slots {
+            f(self.slot_target(a, &turn, w));
+            w += stride;
         }
     }
 
@@ -453,6 +516,21 @@ impl ClusterPlan {
             return 0;
         }
         (self.racks.len() as u64 - 1) * self.k
+    }
+
+    /// Most active slots of rack `a` in any turn: all of them with one
+    /// window; with K, the largest class of racks (class 0 holds
+    /// `⌈R/K⌉`), less `a` itself where it belongs to it.
+    fn busiest_turn(&self, a: usize) -> u64 {
+        if self.windows <= 1 {
+            return self.slots(a);
+        }
+        let own = a as u64 % self.windows;
+        let largest = (0..2.min(self.windows))
+            .map(|c| self.class_size(c) - u64::from(own == c))
+            .max()
+            .unwrap_or(0);
+        self.k * largest
     }
 
     /// Who probes `t` in epoch `e`, with `t`'s position in the prober's
@@ -513,25 +591,26 @@ impl ClusterPlan {
             if a == b {
                 continue;
             }
-            let r = if b < a { b } else { b - 1 } as u64;
             let sa = self.racks[a].members.len() as u64;
-            let (lo, hi, v) = self.window(a, e);
+            let turn = self.turn(a, e);
             for j in 0..self.k {
-                let u = r * self.k + j;
-                if u < lo || u >= hi || self.slot_target(a, u, e) != t {
+                let Some(w) = self.slot_index(a, &turn, b, j) else {
+                    break;
+                };
+                if self.slot_target(a, &turn, w) != t {
                     continue;
                 }
-                let i = (u + (v % sa) * (self.k % sa)) % sa;
+                let i = (w + (turn.visit % sa) * (self.k % sa)) % sa;
                 let p = self.racks[a].members[i as usize];
-                let (u0, stride, _) = self.first_slot(p, e);
-                let before = if u > u0 { (u - u0).div_ceil(stride) } else { 0 };
+                let (w0, stride) = self.first_slot(p, &turn);
+                let before = if w > w0 { (w - w0).div_ceil(stride) } else { 0 };
                 out.push((p, sa as usize - 1 + before as usize));
             }
         }
     }
 
     /// Most targets any member has in one round, over all epochs (a
-    /// window of `⌈S/K⌉` slots dealt round-robin over the rack).
+    /// turn of at most `k⌈R/K⌉` slots dealt round-robin over the rack).
     pub fn max_targets(&self) -> usize {
         match self.kind {
             PlanKind::Full => self.names.len().saturating_sub(1),
@@ -541,8 +620,7 @@ impl ClusterPlan {
                 .enumerate()
                 .map(|(a, r)| {
                     let s = r.members.len() as u64;
-                    let per_window = self.slots(a).div_ceil(self.windows);
-                    (s as usize - 1) + per_window.div_ceil(s) as usize
+                    (s as usize - 1) + self.busiest_turn(a).div_ceil(s) as usize
                 })
                 .max()
                 .unwrap_or(0),
@@ -786,6 +864,46 @@ mod tests {
                 assert_eq!(fwd, back, "epoch {e}");
             }
         }
+    }
+
+    #[test]
+    fn rotating_windows_probe_both_directions_of_a_rack_pair_in_one_round() {
+        // 61 racks of 10 (an odd count, so rack classes differ in size):
+        // K > 1, every ordered rack pair probed in a round has its reverse
+        // in that round, and each unordered pair has exactly one round in
+        // any K consecutive ones.
+        let p = ClusterPlan::new(cluster(610, 10), PlanKind::RackMesh, 1).fitted(11);
+        let k = p.rack_pair_rounds();
+        assert!(k > 1, "K = {k}");
+        let mut out = Vec::new();
+        let mut turns: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
+        for e in 1_000_000..1_000_000 + k {
+            let mut seen = std::collections::BTreeSet::new();
+            for m in 0..610 {
+                p.targets_of(m, e, &mut out);
+                assert!(out.len() <= 11, "{}", out.len());
+                let a = p.rack_of(m);
+                seen.extend(
+                    out.iter()
+                        .map(|&x| (a, p.rack_of(x)))
+                        .filter(|&(a, b)| a != b),
+                );
+            }
+            for &(a, b) in &seen {
+                assert!(
+                    seen.contains(&(b, a)),
+                    "epoch {e}: {a}->{b} without {b}->{a}"
+                );
+                if a < b {
+                    turns.entry((a, b)).or_default().push(e);
+                }
+            }
+        }
+        assert_eq!(turns.len(), 61 * 60 / 2);
+        assert!(
+            turns.values().all(|t| t.len() == 1),
+            "one turn per K rounds"
+        );
     }
 
     #[test]
