@@ -7,7 +7,9 @@
 //! - Soft-RoCE `hw_counters/` (and device-level ones with `port=""`);
 //! - a missing `counters/`, a garbage file or an unreadable file lose only
 //!   their own samples, failures are counted per file and logged once;
-//! - the PCIe link's width and down-training, per device.
+//! - the PCIe link's width and down-training, per device;
+//! - one collector reads counters, states and rates at every scrape and a
+//!   device's identity once per `IDENTITY_TTL`; a new device shows at once.
 
 mod common;
 
@@ -483,4 +485,61 @@ fn garbage_rate_and_hw_counter() {
     assert_eq!(port.hw_counters.get("send_err"), None);
     assert_eq!(port.hw_counters["sent_pkts"], 1200);
     assert_eq!(port.state, Some(4));
+}
+
+#[test]
+fn counters_are_read_at_every_scrape_identity_once_per_ttl() {
+    let cp = copy_of(&fixture("thesis-2s-mlx5"));
+    let ib = cp.root.join("sys/class/infiniband");
+    let m0 = ib.join("mlx5_0");
+    let c = Arc::new(HcaCollector::new(&cp.root).unwrap());
+    let dp0 = r#"{device="mlx5_0",port="1"}"#;
+    let t1 = scrape(&c);
+    assert!(t1.contains(r#"fw_ver="12.28.2006""#), "{t1}");
+    assert_sample(&t1, &format!("ibexporter_hca_port_state_id{dp0}"), "4");
+
+    // Counters, states and rates change between two scrapes; so does the
+    // firmware, which the collector re-reads only after IDENTITY_TTL.
+    fs::write(m0.join("ports/1/counters/symbol_error"), "42\n").unwrap();
+    fs::write(m0.join("ports/1/state"), "1: DOWN\n").unwrap();
+    fs::write(m0.join("ports/1/rate"), "25 Gb/sec (1X EDR)\n").unwrap();
+    fs::write(m0.join("fw_ver"), "99.99.9999\n").unwrap();
+    // A counter file that vanished: no sample (not a stale value).
+    fs::remove_file(m0.join("ports/1/counters/link_downed")).unwrap();
+    let t2 = scrape(&c);
+    assert_sample(
+        &t2,
+        &format!("ibexporter_hca_port_symbol_errors_total{dp0}"),
+        "42",
+    );
+    assert_sample(&t2, &format!("ibexporter_hca_port_state_id{dp0}"), "1");
+    assert_sample(
+        &t2,
+        &format!("ibexporter_hca_port_rate_bytes_per_second{dp0}"),
+        "3125000000",
+    );
+    assert!(
+        !t2.contains(&format!("ibexporter_hca_port_link_downed_total{dp0}")),
+        "{t2}"
+    );
+    assert!(
+        t2.contains(r#"fw_ver="12.28.2006""#),
+        "identity kept within the TTL\n{t2}"
+    );
+    // A fresh collector (as after IDENTITY_TTL) reads the new firmware.
+    let t3 = scrape_root(&cp.root);
+    assert!(t3.contains(r#"fw_ver="99.99.9999""#), "{t3}");
+
+    // A device that appears is listed at the next scrape, identity and all.
+    copy_tree(&m0, &ib.join("mlx5_9")).unwrap();
+    let t4 = scrape(&c);
+    assert!(
+        t4.contains(r#"device="mlx5_9",fw_ver="99.99.9999""#),
+        "{t4}"
+    );
+    assert_sample(
+        &t4,
+        r#"ibexporter_hca_port_symbol_errors_total{device="mlx5_9",port="1"}"#,
+        "42",
+    );
 }

@@ -1,5 +1,6 @@
 //! HCA port counters, port state and device identity from sysfs
-//! (`/sys/class/infiniband/<device>/...`), read fresh at every scrape.
+//! (`/sys/class/infiniband/<device>/...`): counters, port states and rates
+//! read fresh at every scrape, a device's identity kept for a while.
 //!
 //! Why it exists: a latency regression often starts as link trouble
 //! (symbol errors, a port that retrained to a lower rate, RNR retries on
@@ -45,9 +46,20 @@
 //! is counted in `ibexporter_hca_read_errors_total` and logged once with
 //! `tracing::warn!` until it reads again. A counter reading `N/A (no PMA)`
 //! (kernels without a PMA for that port) is treated as absent.
+//!
+//! # What is read when
+//!
+//! The device list, port states, rates and every counter are read at each
+//! scrape. A device's identity (`fw_ver`, `board_id`, `hca_type`,
+//! `node_guid`, NUMA node, PCIe link, its ports with their link layer and
+//! netdev) is read when the device first appears and again at the first
+//! scrape after [`IDENTITY_TTL`]: it changes only when the device is
+//! re-plugged, re-flashed or its PCIe link retrains, and reading it (GID
+//! tables included) took most of a scrape's file reads. A port added or
+//! removed shows after the same delay.
 
 use ibtune::host::rdma::{device_names, read_rdma_device, IB_BASE};
-use ibtune::host::{EntryKind, HostRoot, RdmaPort};
+use ibtune::host::{EntryKind, HostRoot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
@@ -56,6 +68,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The `hw_counters/` entry that is a setting, not a counter.
 const HW_COUNTERS_LIFESPAN: &str = "lifespan";
@@ -368,15 +381,15 @@ fn read_hw_counters(
     out
 }
 
-/// Reads one port of a device.
+/// The numbers of one port, read at every scrape: states, rate and
+/// counters, on top of its identity (`ident`: number, link layer, netdev).
 fn read_port(
     root: &HostRoot,
     dev: &str,
-    ib_port: &RdmaPort,
-    only_netdev: Option<&str>,
+    ident: &HcaPort,
     failures: &mut Vec<ReadFailure>,
 ) -> HcaPort {
-    let port = ib_port.port;
+    let port = ident.port;
     let base = format!("{IB_BASE}/{dev}/ports/{port}");
     let mut fail = |file: String, reason: String| {
         failures.push(ReadFailure {
@@ -417,27 +430,26 @@ fn read_port(
         }
     }
     let hw_counters = read_hw_counters(root, &base, &mut fail);
-
-    let netdev = ib_port
-        .netdev
-        .clone()
-        .or_else(|| ib_port.gids.iter().find_map(|g| g.netdev.clone()))
-        .or_else(|| only_netdev.map(String::from))
-        .unwrap_or_default();
     HcaPort {
         port,
         state,
         phys_state,
         rate_bytes_per_second,
-        link_layer: ib_port.link_layer.clone().unwrap_or_default(),
-        netdev,
+        link_layer: ident.link_layer.clone(),
+        netdev: ident.netdev.clone(),
         counters,
         hw_counters,
     }
 }
 
-/// Reads one device by name.
-fn read_hca(root: &HostRoot, name: &str, failures: &mut Vec<ReadFailure>) -> Hca {
+/// Reads what identifies one device and its ports: the [`Hca`] without
+/// any number read at scrape time (no counters, states or rates).
+///
+/// Why it exists: these attributes change only when the device is
+/// re-plugged, re-flashed or its links retrain, yet reading them (through
+/// ibtune's reader, GID tables included) costs most of the files of a
+/// scan; [`HcaCollector`] keeps them for [`IDENTITY_TTL`].
+fn read_identity(root: &HostRoot, name: &str) -> Hca {
     let dd = format!("{IB_BASE}/{name}");
     // ibtune's reader gives identity, ports' link layer and netdevs the way
     // `ibtune show` reports them; IRQs are not needed here.
@@ -451,9 +463,45 @@ fn read_hca(root: &HostRoot, name: &str, failures: &mut Vec<ReadFailure>) -> Hca
     let ports = dev
         .ports
         .iter()
-        .map(|p| read_port(root, name, p, only_netdev, failures))
+        .map(|p| HcaPort {
+            port: p.port,
+            link_layer: p.link_layer.clone().unwrap_or_default(),
+            netdev: p
+                .netdev
+                .clone()
+                .or_else(|| p.gids.iter().find_map(|g| g.netdev.clone()))
+                .or_else(|| only_netdev.map(String::from))
+                .unwrap_or_default(),
+            ..HcaPort::default()
+        })
         .collect();
-    let hw_counters = read_hw_counters(root, &dd, &mut |file, reason| {
+    Hca {
+        name: name.to_string(),
+        fw_ver: dev.fw_ver.unwrap_or_default(),
+        board_id: text("board_id"),
+        hca_type: dev.hca_type.unwrap_or_default(),
+        node_guid: dev.node_guid.unwrap_or_default(),
+        numa_node: text("device/numa_node"),
+        hw_counters: BTreeMap::new(),
+        pcie: dev.pcie.as_ref().map(|l| Pcie {
+            width: l.current_width,
+            max_width: l.max_width,
+            downtrained: l.downtrained,
+        }),
+        ports,
+    }
+}
+
+/// Reads the numbers of one device (`ident` from [`read_identity`]): its
+/// device-level `hw_counters/` and each port's states, rate and counters.
+fn read_numbers(root: &HostRoot, ident: &Hca, failures: &mut Vec<ReadFailure>) -> Hca {
+    let name = ident.name.as_str();
+    let ports = ident
+        .ports
+        .iter()
+        .map(|p| read_port(root, name, p, failures))
+        .collect();
+    let hw_counters = read_hw_counters(root, &format!("{IB_BASE}/{name}"), &mut |file, reason| {
         failures.push(ReadFailure {
             device: name.to_string(),
             port: String::new(),
@@ -462,18 +510,14 @@ fn read_hca(root: &HostRoot, name: &str, failures: &mut Vec<ReadFailure>) -> Hca
         })
     });
     Hca {
-        name: name.to_string(),
-        fw_ver: dev.fw_ver.unwrap_or_default(),
-        board_id: text("board_id"),
-        hca_type: dev.hca_type.unwrap_or_default(),
-        node_guid: dev.node_guid.unwrap_or_default(),
-        numa_node: text("device/numa_node"),
+        name: ident.name.clone(),
+        fw_ver: ident.fw_ver.clone(),
+        board_id: ident.board_id.clone(),
+        hca_type: ident.hca_type.clone(),
+        node_guid: ident.node_guid.clone(),
+        numa_node: ident.numa_node.clone(),
         hw_counters,
-        pcie: dev.pcie.as_ref().map(|l| Pcie {
-            width: l.current_width,
-            max_width: l.max_width,
-            downtrained: l.downtrained,
-        }),
+        pcie: ident.pcie,
         ports,
     }
 }
@@ -487,7 +531,40 @@ pub fn read_hcas(root: &HostRoot) -> HcaScan {
     let mut failures = Vec::new();
     let hcas = device_names(root)
         .into_iter()
-        .map(|n| read_hca(root, &n, &mut failures))
+        .map(|n| read_numbers(root, &read_identity(root, &n), &mut failures))
+        .collect();
+    HcaScan { hcas, failures }
+}
+
+/// How long [`HcaCollector`] keeps a device's identity (names, GUID,
+/// firmware, NUMA node, PCIe link, ports' link layer and netdev) before
+/// reading it again. The set of devices is listed at every scrape, and
+/// counters, port states and rates are read at every scrape.
+pub const IDENTITY_TTL: Duration = Duration::from_secs(30);
+
+/// Identities by device name, with when each was read.
+type Identities = BTreeMap<String, (Instant, Hca)>;
+
+/// Like [`read_hcas`], with identities taken from `cache` while younger
+/// than [`IDENTITY_TTL`]; devices gone from the tree leave the cache.
+fn read_hcas_cached(root: &HostRoot, cache: &mut Identities) -> HcaScan {
+    let names = device_names(root);
+    cache.retain(|n, _| names.contains(n));
+    let now = Instant::now();
+    let mut failures = Vec::new();
+    let hcas = names
+        .into_iter()
+        .map(|n| {
+            let stale = cache
+                .get(&n)
+                .is_none_or(|(at, _)| now.duration_since(*at) >= IDENTITY_TTL);
+            if stale {
+                let id = read_identity(root, &n);
+                cache.insert(n.clone(), (now, id));
+            }
+            let ident = &cache[&n].1;
+            read_numbers(root, ident, &mut failures)
+        })
         .collect();
     HcaScan { hcas, failures }
 }
@@ -502,11 +579,13 @@ pub type FailKey = (String, String, String);
 /// Why it exists: counters must be current when Prometheus asks, so they
 /// are read in [`Collector::encode`], not on a timer. It keeps the only
 /// state that must outlive a scrape: the read-error counts and which files
-/// are already known to fail (so each is logged once, not at every scrape).
+/// are already known to fail (so each is logged once, not at every scrape),
+/// and the devices' identities (read again after [`IDENTITY_TTL`]).
 #[derive(Debug)]
 pub struct HcaCollector {
     root: HostRoot,
     state: Mutex<ErrorState>,
+    identities: Mutex<Identities>,
 }
 
 #[derive(Debug, Default)]
@@ -541,6 +620,7 @@ impl HcaCollector {
         HcaCollector {
             root,
             state: Mutex::new(ErrorState::default()),
+            identities: Mutex::new(Identities::new()),
         }
     }
 
@@ -549,7 +629,10 @@ impl HcaCollector {
     ///
     /// Why it exists: [`Collector::encode`] and tests share it.
     pub fn scrape(&self) -> (HcaScan, BTreeMap<FailKey, u64>) {
-        let scan = read_hcas(&self.root);
+        let scan = {
+            let mut ids = self.identities.lock().unwrap_or_else(|p| p.into_inner());
+            read_hcas_cached(&self.root, &mut ids)
+        };
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now: BTreeSet<FailKey> = scan
             .failures
