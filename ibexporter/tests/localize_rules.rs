@@ -29,13 +29,13 @@ const PER_RACK: usize = 4;
 const HOSTS: usize = RACKS * PER_RACK;
 /// Messages a probe sends per scrape (15 s).
 const PER_SCRAPE: u32 = 15;
-/// Scrapes of the input series (2 minutes).
-const SCRAPES: u32 = 9;
-/// When the alerts are read: the window full of the fault, past `for:`.
-const EVAL: &str = "2m";
-/// Still pending then: the first evaluation with two scrapes (15 s)
-/// accuses, and `for: 20s` has not passed (it fires at 45 s).
+/// Scrapes of the input series after the first (1 minute).
+const SCRAPES: u32 = 4;
+/// The first evaluation with two scrapes (15 s) accuses (the fault is
+/// there from the start); `for: 20s` has not passed at 30 s (pending, no
+/// alert yet) and has at 45 s, when the alerts are read.
 const PENDING: &str = "30s";
+const EVAL: &str = "45s";
 
 fn repo(p: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(p)

@@ -507,12 +507,12 @@ groups:
         ),
     );
 
-    // Alerts.
+    // The alerts, in the same group: a group's rules run in order, so they
+    // read this evaluation's records (two groups run apart, an alert then
+    // reads the records of an evaluation before, or not, by chance).
     let _ = write!(
         out,
         r#"
-  - name: ibexporter-localize-alerts
-    rules:
       - alert: IBHostSuspect
         expr: {suspect}
         for: {wait}
