@@ -314,6 +314,18 @@ Content-Type: application/json
             .replace('\n', "\r\n")
             .into_bytes()
     );
+    // One target more than the host limit, in the first answer read.
+    let mut many = String::from(r#"{"status":"success","data":{"resultType":"vector","result":["#);
+    for i in 0..=ibexporter::localize::snapshot::MAX_HOSTS {
+        if i > 0 {
+            many.push(',');
+        }
+        many.push_str(&format!(
+            r#"{{"metric":{{"target":"t{i}:1","target_rack":"r"}},"value":[1,"1"]}}"#
+        ));
+    }
+    many.push_str("]}}");
+    let many = fake_prometheus(format!("HTTP/1.0 200 OK\r\n\r\n{many}").into_bytes());
     let closed = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
@@ -322,6 +334,7 @@ Content-Type: application/json
         (&truncated, "not a Prometheus API answer"),
         (&huge, "more than the limit"),
         (&negative, "is -5, not a count"),
+        (&many, "100001 targets, more than the limit of 100000 hosts"),
         (&closed, "cannot connect"),
     ] {
         let o = localize(&["--prometheus", url, "--at", "1795863600"]);

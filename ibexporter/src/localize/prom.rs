@@ -450,6 +450,13 @@ pub fn fetch(
                     .insert(target.to_string(), s.label("target_rack").to_string());
             }
         }
+        // Before the pair queries, whose answers grow with hosts squared.
+        if raw.targets.len() > MAX_HOSTS {
+            return Err(fail(format!(
+                "{} targets, more than the limit of {MAX_HOSTS} hosts",
+                raw.targets.len()
+            )));
+        }
         // An exporter serves `source_rack=""` until its plan names its
         // rack: a named rack wins.
         let mut plan: HashMap<String, String> = HashMap::new();
@@ -495,13 +502,6 @@ pub fn fetch(
             {
                 raw.wakeup_s.insert(s.label("source").to_string(), s.value);
             }
-        }
-        if raw.sources.len() + raw.targets.len() > 2 * MAX_HOSTS {
-            return Err(fail(format!(
-                "{} exporters and {} targets, more than the limit of {MAX_HOSTS} hosts",
-                raw.sources.len(),
-                raw.targets.len()
-            )));
         }
         raws.push((t, raw));
     }
