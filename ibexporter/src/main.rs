@@ -26,6 +26,8 @@ Examples:
       # probe faster, two message sizes (runs until stopped)
   ibexporter mesh --simulate --hosts 1000 --racks 25
       # a cluster's probe plan and failure simulation
+  ibexporter localize --snapshot ibexporter/tests/fixtures/localize/slow-host.json
+      # ranked suspects of a saved mesh: a slow rack pair and a slow host (exits 1)
   curl -s localhost:9427/metrics | grep ibprobe_latency_window
       # what it serves (asks a running exporter)
 
@@ -119,6 +121,7 @@ struct Args {
 enum Command {
     #[command(name = "mesh", alias = "plan")]
     Plan(PlanArgs),
+    Localize(LocalizeArgs),
 }
 
 /// Old spellings still accepted, with a warning (`ibhost::renamed`).
@@ -229,6 +232,116 @@ struct PlanArgs {
     /// Same as --format json.
     #[arg(long)]
     json: bool,
+}
+
+/// Name the slow host, NIC, link, dead host, rack pair or path of a mesh,
+/// ranked, with a confidence and the counts that accuse each.
+///
+/// Reads rounds from a Prometheus that scrapes the exporters (each round:
+/// per ordered prober/target pair over one --round-window, messages sent
+/// and lost, median and 10th percentile latency, the racks from the
+/// plan's series), or from snapshots saved with --save. Feeds them to the
+/// same localizer as `ibexporter mesh --faults` and prints the suspects it
+/// names after the last round: accused for slowness in 2 of the last 3
+/// rounds, for loss in 1. Confidence (0..1): how far the suspect's probes
+/// stand out from what its peers see with others, summed over the last 3
+/// rounds, divided by 3. The method: ibexporter/docs/localization.md.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  ibexporter localize --snapshot ibexporter/tests/fixtures/localize/slow-host.json\n      # a saved mesh with a slow host and a slow rack pair: both named (exits 1)\n  ibexporter localize --snapshot ibexporter/tests/fixtures/localize/slow-host.json -f markdown\n      # the same, as a Markdown table for a ticket (exits 1)\n  ibexporter localize --prometheus http://localhost:9090 --save /var/tmp/localize\n      # the last 3 windows of 5m, kept for later (needs a Prometheus scraping the exporters)\n  ibexporter localize --prometheus http://localhost:9090 --at now-2h --round-window 1m --json\n      # two hours ago, in 1m windows, as JSON (needs a Prometheus scraping the exporters)\n\nExit codes: 0 no suspect, 1 suspects named, 2 bad options or snapshot, 3 Prometheus unreachable or its answer refused, 130 interrupted."
+)]
+struct LocalizeArgs {
+    /// Read the rounds from this Prometheus (http://HOST:PORT[/PREFIX]).
+    #[arg(
+        long,
+        value_name = "URL",
+        required_unless_present = "snapshot",
+        conflicts_with = "snapshot"
+    )]
+    prometheus: Option<String>,
+    /// Replay snapshots saved with --save instead (several: their rounds in order).
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    snapshot: Vec<PathBuf>,
+    /// --prometheus: the end of the last round: unix seconds, an RFC 3339 UTC time (2026-11-28T11:00:00Z), now, or now-DURATION [default: now].
+    #[arg(long, value_name = "TIME", requires = "prometheus")]
+    at: Option<String>,
+    /// --prometheus: consecutive windows to fetch, the last ending at --at (the localizer's window of rounds).
+    #[arg(short = 'r', long, value_name = "N", default_value_t = ibexporter::localize::WINDOW_ROUNDS, requires = "prometheus")]
+    rounds: usize,
+    /// --prometheus: one round's window: counts and quantiles are taken over it [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "prometheus")]
+    round_window: Option<Duration>,
+    /// Also write the rounds read as a snapshot, DIR/localize-<unix time>.json, for --snapshot.
+    #[arg(long, value_name = "DIR")]
+    save: Option<PathBuf>,
+    /// Output format: table, json, or markdown.
+    #[arg(short = 'f', long, value_enum, default_value_t = LocalizeFormat::Table)]
+    format: LocalizeFormat,
+    /// Same as --format json.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What `ibexporter localize` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LocalizeFormat {
+    /// Aligned text for a terminal.
+    Table,
+    /// JSON (stable field names, ibexporter.localize/1).
+    Json,
+    /// A Markdown table (for a ticket).
+    Markdown,
+}
+
+fn localize_request(
+    a: &LocalizeArgs,
+) -> Result<ibexporter::localize::command::LocalizeRequest, String> {
+    use ibexporter::localize::command::{parse_at, LocalizeRequest, Source};
+    use ibexporter::localize::report::Format;
+    let source = match &a.prometheus {
+        Some(url) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            Source::Prometheus {
+                url: url.clone(),
+                at: parse_at(a.at.as_deref().unwrap_or("now"), now)?,
+                rounds: a.rounds,
+                window: a.round_window.unwrap_or(Duration::from_secs(300)),
+            }
+        }
+        None => Source::Snapshots(a.snapshot.clone()),
+    };
+    Ok(LocalizeRequest {
+        source,
+        save: a.save.clone(),
+        format: match (a.json, a.format) {
+            (true, _) | (_, LocalizeFormat::Json) => Format::Json,
+            (_, LocalizeFormat::Table) => Format::Table,
+            (_, LocalizeFormat::Markdown) => Format::Markdown,
+        },
+    })
+}
+
+/// `ibexporter localize`: the report on stdout, a note or the error on
+/// stderr, the exit code of `localize::command`.
+fn localize(a: &LocalizeArgs) -> ExitCode {
+    let req = match localize_request(a) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ibexporter localize: {e}");
+            return Exit::Input.into();
+        }
+    };
+    // Ctrl-C or SIGTERM wakes a wait on Prometheus (reads poll the flag).
+    let stop = ibhost::child::stop_signal_flag().ok();
+    let out = ibexporter::localize::command::run(&req, stop);
+    print!("{}", out.stdout);
+    if !out.stderr.is_empty() {
+        eprintln!("ibexporter localize: {}", out.stderr);
+    }
+    out.exit.into()
 }
 
 /// What `ibexporter mesh` prints.
@@ -455,6 +568,9 @@ fn main() -> ExitCode {
     }
     ibhost::renamed::warn(RENAMED);
     let args = Args::parse();
+    if let Some(Command::Localize(l)) = &args.command {
+        return localize(l);
+    }
     if let Some(Command::Plan(p)) = &args.command {
         return match plan_request(p).and_then(|r| ibexporter::planner::run(&r)) {
             Ok(text) => {

@@ -21,16 +21,18 @@ fn help_text_is_as_snapshotted() {
     // The toolkit's one exit code table, as ibtune and ibprobe print it.
     assert!(text.trim_end().ends_with(&ibhost::exit::help()), "{text}");
     insta::assert_snapshot!("ibexporter-help", text);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ibexporter"))
-        .args(["mesh", "--help"])
-        .env("COLUMNS", "100")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    insta::assert_snapshot!(
-        "ibexporter-mesh-help",
-        String::from_utf8(out.stdout).unwrap()
-    );
+    for (sub, name) in [
+        ("mesh", "ibexporter-mesh-help"),
+        ("localize", "ibexporter-localize-help"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ibexporter"))
+            .args([sub, "--help"])
+            .env("COLUMNS", "100")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        insta::assert_snapshot!(name, String::from_utf8(out.stdout).unwrap());
+    }
 }
 
 #[test]

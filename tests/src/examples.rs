@@ -120,6 +120,10 @@ pub const NOT_RUNNABLE: &[(&str, &str)] = &[
     ),
     ("LAB=$(tests/lab/lab", "boots the lab"),
     ("curl -s localhost:9427", "asks a running exporter"),
+    (
+        "ibexporter localize --prometheus",
+        "needs a Prometheus scraping the exporters",
+    ),
     ("sbatch ", "needs a Slurm cluster"),
     ("srun ", "needs a Slurm cluster"),
     ("sinfo ", "needs a Slurm cluster"),

@@ -147,6 +147,44 @@ impl Prometheus {
         rule_files: &[PathBuf],
         extra: &str,
     ) -> Prometheus {
+        let dir = tempfile::tempdir().expect("creating a tempdir for Prometheus");
+        Prometheus::start_in(dir, targets, native_histograms, rule_files, extra)
+    }
+
+    /// A Prometheus scraping nothing whose storage holds `openmetrics`
+    /// (OpenMetrics text with timestamps, ending in `# EOF`), written into
+    /// blocks by `promtool tsdb create-blocks-from openmetrics` before it
+    /// starts: series at chosen past times, with no exporter to run.
+    ///
+    /// Why it exists: a test of a reader of Prometheus (`ibexporter
+    /// localize`) needs windows of known data now, not minutes of scrapes.
+    pub fn start_backfilled(openmetrics: &str) -> Prometheus {
+        let dir = tempfile::tempdir().expect("creating a tempdir for Prometheus");
+        let input = dir.path().join("backfill.om");
+        std::fs::write(&input, openmetrics).expect("writing the backfill input");
+        let bin = binary("promtool");
+        let out = Command::new(&bin)
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&input)
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        assert!(
+            out.status.success(),
+            "promtool tsdb create-blocks-from openmetrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Prometheus::start_in(dir, &[], false, &[], "")
+    }
+
+    fn start_in(
+        dir: tempfile::TempDir,
+        targets: &[Target],
+        native_histograms: bool,
+        rule_files: &[PathBuf],
+        extra: &str,
+    ) -> Prometheus {
         let bin = binary("prometheus");
         let out = Command::new(&bin)
             .arg("--version")
@@ -164,7 +202,6 @@ impl Prometheus {
         // refuse a config that names it.
         let classic_with_native = native_histograms && version >= (2, 45, 0);
 
-        let dir = tempfile::tempdir().expect("creating a tempdir for Prometheus");
         let mut cfg = String::from(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n",
         );
@@ -174,7 +211,11 @@ impl Prometheus {
                 cfg += &format!("  - {}\n", yaml_str(&f.display().to_string()));
             }
         }
-        cfg += "scrape_configs:\n";
+        cfg += if targets.is_empty() {
+            "scrape_configs: []\n"
+        } else {
+            "scrape_configs:\n"
+        };
         for t in targets {
             cfg += &format!(
                 "  - job_name: {}\n    metrics_path: {}\n    static_configs:\n      - targets: [{}]\n",

@@ -5,7 +5,8 @@
 //! Why it exists: detection says "a probe is slow"; an operator needs
 //! "host h07 is slow: its probes to 19 peers are slow while those peers'
 //! other probers see them fine". One definition, pure, fed by the
-//! simulator ([`sim`]) and, later, by Prometheus query results.
+//! simulator ([`sim`]) and by Prometheus query results or saved snapshots
+//! (`ibexporter localize`: [`prom`], [`snapshot`], [`report`], [`command`]).
 //!
 //! # The method (voting, in the spirit of Pingmesh, 007 and R-Pingmesh)
 //!
@@ -59,9 +60,13 @@
 //! in some rounds); its confidence is the sum of its strengths over the
 //! window divided by [`WINDOW_ROUNDS`]. Suspects are ranked by confidence.
 
+pub mod command;
 pub mod model;
+pub mod prom;
+pub mod report;
 pub mod rules;
 pub mod sim;
+pub mod snapshot;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;

@@ -1,10 +1,11 @@
 //! What localization reads and what it names: one round of mesh
 //! observations in, ranked suspects with their evidence out.
 //!
-//! Why it is its own file: the simulator builds [`Round`]s today, and the
-//! Prometheus reader (`ibprobe_latency_window` quantiles and the probe
-//! loss counters, per ordered target pair) will build the same type; the
-//! method in [`super`] never knows which one fed it.
+//! Why it is its own file: the simulator builds [`Round`]s, and so do the
+//! Prometheus reader ([`super::prom`]: histogram quantiles and the probe
+//! loss counters per ordered target pair) and saved snapshots
+//! ([`super::snapshot`]); the method in [`super`] never knows which one
+//! fed it.
 
 use std::fmt;
 

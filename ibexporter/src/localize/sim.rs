@@ -679,6 +679,33 @@ fn healthy(
     by_kind
 }
 
+/// `n` rounds of one trial of `scenario` on `plan`'s schedule, with the
+/// suspects that localize its faults: what `ibexporter localize` reads
+/// from a snapshot, made without Prometheus (its tests, the shipped
+/// example snapshot). Same inputs, same rounds.
+pub fn rounds(
+    plan: &ClusterPlan,
+    probes: u32,
+    scenario: &Scenario,
+    seed: u64,
+    n: usize,
+) -> (Vec<Round>, Vec<(SuspectKind, Entity)>) {
+    let mut mesh = Mesh::new(plan, probes, trial_seed(seed, &scenario.name(), 0));
+    for &f in &scenario.0 {
+        mesh.inject(f);
+    }
+    let want = mesh.faults.iter().map(|f| f.want()).collect();
+    let e0 = mesh.rng.below(1_000_000);
+    let out = (1..=n as u64)
+        .map(|r| {
+            let mut round = Round::default();
+            mesh.round(e0 + r, &mut round);
+            round
+        })
+        .collect();
+    (out, want)
+}
+
 /// Localization of every scenario (`trials` each) and the false suspects
 /// of `trials` fault-free trials, seeded by `seed`.
 pub fn measure(
