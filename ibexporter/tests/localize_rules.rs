@@ -111,6 +111,8 @@ struct SideEv {
 
 struct Scenario {
     name: &'static str,
+    /// A host whose own wake-up p99 is 30 us (the others' 10 us).
+    slow_cpu: Option<usize>,
     probe: fn(usize, usize) -> Probe,
     /// IBHostSuspect: (host index, side, as prober, as target).
     hosts: Vec<(usize, &'static str, SideEv, SideEv)>,
@@ -124,6 +126,15 @@ struct Scenario {
         &'static str,
         &'static str,
     )>,
+}
+
+/// Host `h`'s own wake-up p99 in `sc`, microseconds.
+fn wakeup_us(sc: &Scenario, h: usize) -> f64 {
+    if sc.slow_cpu == Some(h) {
+        30.0
+    } else {
+        10.0
+    }
 }
 
 fn rack(h: usize) -> usize {
@@ -158,6 +169,7 @@ fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "healthy mesh, one host in a bimodal episode: no suspect",
+            slow_cpu: None,
             probe: |p, t| Probe {
                 lat: if p == BUSY || t == BUSY {
                     Lat::Bimodal
@@ -170,7 +182,8 @@ fn scenarios() -> Vec<Scenario> {
             pairs: vec![],
         },
         Scenario {
-            name: "one slow host (both sides), and the busy host: only the slow one",
+            name: "one slow host (both sides, its CPU too), and the busy host: only the slow one",
+            slow_cpu: Some(SLOW_HOST),
             probe: |p, t| Probe {
                 lat: if p == SLOW_HOST || t == SLOW_HOST {
                     Lat::Slow
@@ -197,6 +210,7 @@ fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "a slow rack pair (racks 0 and 2, both ways): only the pair",
+            slow_cpu: None,
             probe: |p, t| {
                 if (rack(p), rack(t)) == (0, 2) || (rack(p), rack(t)) == (2, 0) {
                     Probe {
@@ -212,6 +226,7 @@ fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "a lossy host side (1 of 15 messages to it lost): the host, as target",
+            slow_cpu: None,
             probe: |_, t| Probe {
                 lat: Lat::Fast,
                 lost: u32::from(t == LOSSY_HOST),
@@ -348,6 +363,17 @@ fn test_file() -> String {
                 &format!("1x{SCRAPES}"),
             );
         }
+        for h in 0..HOSTS {
+            series(
+                &mut out,
+                "ibprobe_latency_window_seconds",
+                &format!(
+                    "instance=\"{}:9427\",job=\"ibexporter\",target=\"cpu2\",transport=\"host\",op=\"wakeup\",size_bytes=\"0\",quantile=\"0.99\"",
+                    host(h)
+                ),
+                &format!("{}e-6x{SCRAPES}", wakeup_us(&sc, h)),
+            );
+        }
         for p in 0..HOSTS {
             for t in (0..HOSTS).filter(|&t| t != p) {
                 let pr = (sc.probe)(p, t);
@@ -390,13 +416,16 @@ fn test_file() -> String {
             }
         }
         case(&mut out, "IBHostSuspect", EVAL, !sc.hosts.is_empty());
-        for (h, side, pe, te) in &sc.hosts {
-            let h = host(*h);
+        for (host_index, side, pe, te) in &sc.hosts {
+            let host_index = *host_index;
+            let h = host(host_index);
             let _ = write!(
                 out,
-                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}. Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
+                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}; own wake-up p99 {}us against the mesh's median 10us (above {}x: its CPU side, else its NIC). Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
                 side_text("prober", pe),
                 side_text("target", te),
+                wakeup_us(&sc, host_index),
+                ibexporter::localize::SELF_RATIO,
                 w = rules::WINDOW,
             );
         }
@@ -449,7 +478,7 @@ fn rust_names(sc: &Scenario) -> Names {
     }
     let round = Round {
         pairs,
-        self_health_us: Vec::new(),
+        self_health_us: (0..HOSTS).map(|h| wakeup_us(sc, h) as f32).collect(),
     };
     let mut loc = Localizer::new(topo);
     let mut named = Vec::new();
