@@ -286,14 +286,14 @@ groups:
     );
 
     // The probes and their racks.
-    let base = "max by (instance, target, target_rack) (ibexporter_plan_peer_rack)\n    * on (instance) group_left (source_rack)\n  max by (instance, source_rack) (ibexporter_plan)";
+    let base = "(\n      max by (instance, target, target_rack) (ibexporter_plan_peer_rack)\n        * on (instance) group_left (source_rack)\n      max by (instance, source_rack) (ibexporter_plan)\n    )";
     let same = "label_replace(max by (instance, target, target_rack) (ibexporter_plan_peer_rack), \"source_rack\", \"$1\", \"target_rack\", \"(.*)\")";
     record(
         &mut out,
-        "Every probe of the mesh (value 1): its racks, its class (inside: same rack,\ncross), the hosts of prober and target (addresses without the port).",
+        "Every probe of the mesh (value 1): its racks, its class (inside: same rack,\ncross), the hosts of prober and target (addresses without the port).\nPromQL compares no two labels: a probe is inside when its source_rack\nmatches a copy of it whose source_rack is its target_rack.",
         info,
         &format!(
-            "label_replace(label_replace(\n  label_replace(\n    ({base})\n    and on (instance, target, source_rack) {same},\n    \"class\", \"inside\", \"\", \"\")\n  or\n  label_replace(\n    ({base})\n    unless on (instance, target, source_rack) {same},\n    \"class\", \"cross\", \"\", \"\"),\n\"prober_host\", \"$1\", \"instance\", \"{HOST_RE}\"), \"target_host\", \"$1\", \"target\", \"{HOST_RE}\")"
+            "label_replace(label_replace(\n  label_replace(\n    {base}\n    and on (instance, target, source_rack) {same},\n    \"class\", \"inside\", \"\", \"\")\n  or\n  label_replace(\n    {base}\n    unless on (instance, target, source_rack) {same},\n    \"class\", \"cross\", \"\", \"\"),\n\"prober_host\", \"$1\", \"instance\", \"{HOST_RE}\"), \"target_host\", \"$1\", \"target\", \"{HOST_RE}\")"
         ),
     );
     record(
