@@ -7,7 +7,8 @@
 //!   `probe.interval` (the thresholds exist once, as Rust constants);
 //! - the promtool test file equals what [`scenarios`] write: a mesh of 3
 //!   racks of 4 hosts probing each other, a healthy one with a host in a
-//!   bimodal episode, a slow host, a slow rack pair, a lossy host side; the
+//!   bimodal episode, a slow host, a slow rack pair, a lossy host side
+//!   with a slow prober elsewhere; the
 //!   alerts it expects (every label and annotation) are written here by
 //!   hand;
 //! - fed the same probes as one round (p50 and p10 from the same buckets,
@@ -153,6 +154,7 @@ const OK: Probe = Probe {
 const BUSY: usize = 5;
 const SLOW_HOST: usize = 1;
 const LOSSY_HOST: usize = 10;
+const SLOW_PROBER: usize = 6;
 
 fn fine() -> SideEv {
     SideEv {
@@ -225,21 +227,50 @@ fn scenarios() -> Vec<Scenario> {
             pairs: vec![(0, 2, "32", "32", "100%", "8")],
         },
         Scenario {
-            name: "a lossy host side (1 of 15 messages to it lost): the host, as target",
+            name: "a lossy host side (1 of 15 messages to n10 lost) and a slow prober (n06's own probes): each, with its side",
             slow_cpu: None,
-            probe: |_, t| Probe {
-                lat: Lat::Fast,
+            probe: |p, t| Probe {
+                lat: if p == SLOW_PROBER {
+                    Lat::Slow
+                } else {
+                    Lat::Fast
+                },
                 lost: u32::from(t == LOSSY_HOST),
             },
-            hosts: vec![(
-                LOSSY_HOST,
-                "target",
-                fine(),
-                SideEv {
-                    loss: "6.667%",
-                    ..fine()
-                },
-            )],
+            // n06's probe to each host is slow: n10 as target has 1 slow
+            // probe, and its peers' sides hold one each (10 of 110 with
+            // others); n06's peers: the probes to n10 lose 4 of 60 messages
+            // in a minute (40 of 6600 with others).
+            hosts: vec![
+                (
+                    LOSSY_HOST,
+                    "target",
+                    SideEv {
+                        bg_slow: "9.091%",
+                        ..fine()
+                    },
+                    SideEv {
+                        slow: "1",
+                        bg_slow: "9.091%",
+                        loss: "6.667%",
+                        ..fine()
+                    },
+                ),
+                (
+                    SLOW_PROBER,
+                    "prober",
+                    SideEv {
+                        slow: "11",
+                        loss: "0.6061%",
+                        bg_loss: "0.6061%",
+                        ..fine()
+                    },
+                    SideEv {
+                        bg_loss: "0.6061%",
+                        ..fine()
+                    },
+                ),
+            ],
             pairs: vec![],
         },
     ]
