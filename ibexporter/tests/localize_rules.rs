@@ -7,7 +7,8 @@
 //!   `probe.interval` (the thresholds exist once, as Rust constants);
 //! - the promtool test file equals what [`scenarios`] write: a mesh of 3
 //!   racks of 4 hosts probing each other, a healthy one with a host in a
-//!   bimodal episode, a slow host, a slow rack pair, a lossy host side; the
+//!   bimodal episode, a slow host, a slow rack pair, a lossy host side
+//!   with a slow prober elsewhere; the
 //!   alerts it expects (every label and annotation) are written here by
 //!   hand;
 //! - fed the same probes as one round (p50 and p10 from the same buckets,
@@ -111,6 +112,8 @@ struct SideEv {
 
 struct Scenario {
     name: &'static str,
+    /// A host whose own wake-up p99 is 30 us (the others' 10 us).
+    slow_cpu: Option<usize>,
     probe: fn(usize, usize) -> Probe,
     /// IBHostSuspect: (host index, side, as prober, as target).
     hosts: Vec<(usize, &'static str, SideEv, SideEv)>,
@@ -124,6 +127,15 @@ struct Scenario {
         &'static str,
         &'static str,
     )>,
+}
+
+/// Host `h`'s own wake-up p99 in `sc`, microseconds.
+fn wakeup_us(sc: &Scenario, h: usize) -> f64 {
+    if sc.slow_cpu == Some(h) {
+        30.0
+    } else {
+        10.0
+    }
 }
 
 fn rack(h: usize) -> usize {
@@ -142,6 +154,7 @@ const OK: Probe = Probe {
 const BUSY: usize = 5;
 const SLOW_HOST: usize = 1;
 const LOSSY_HOST: usize = 10;
+const SLOW_PROBER: usize = 6;
 
 fn fine() -> SideEv {
     SideEv {
@@ -158,6 +171,7 @@ fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
             name: "healthy mesh, one host in a bimodal episode: no suspect",
+            slow_cpu: None,
             probe: |p, t| Probe {
                 lat: if p == BUSY || t == BUSY {
                     Lat::Bimodal
@@ -170,7 +184,8 @@ fn scenarios() -> Vec<Scenario> {
             pairs: vec![],
         },
         Scenario {
-            name: "one slow host (both sides), and the busy host: only the slow one",
+            name: "one slow host (both sides, its CPU too), and the busy host: only the slow one",
+            slow_cpu: Some(SLOW_HOST),
             probe: |p, t| Probe {
                 lat: if p == SLOW_HOST || t == SLOW_HOST {
                     Lat::Slow
@@ -197,6 +212,7 @@ fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "a slow rack pair (racks 0 and 2, both ways): only the pair",
+            slow_cpu: None,
             probe: |p, t| {
                 if (rack(p), rack(t)) == (0, 2) || (rack(p), rack(t)) == (2, 0) {
                     Probe {
@@ -211,20 +227,50 @@ fn scenarios() -> Vec<Scenario> {
             pairs: vec![(0, 2, "32", "32", "100%", "8")],
         },
         Scenario {
-            name: "a lossy host side (1 of 15 messages to it lost): the host, as target",
-            probe: |_, t| Probe {
-                lat: Lat::Fast,
+            name: "a lossy host side (1 of 15 messages to n10 lost) and a slow prober (n06's own probes): each, with its side",
+            slow_cpu: None,
+            probe: |p, t| Probe {
+                lat: if p == SLOW_PROBER {
+                    Lat::Slow
+                } else {
+                    Lat::Fast
+                },
                 lost: u32::from(t == LOSSY_HOST),
             },
-            hosts: vec![(
-                LOSSY_HOST,
-                "target",
-                fine(),
-                SideEv {
-                    loss: "6.667%",
-                    ..fine()
-                },
-            )],
+            // n06's probe to each host is slow: n10 as target has 1 slow
+            // probe, and its peers' sides hold one each (10 of 110 with
+            // others); n06's peers: the probes to n10 lose 4 of 60 messages
+            // in a minute (40 of 6600 with others).
+            hosts: vec![
+                (
+                    LOSSY_HOST,
+                    "target",
+                    SideEv {
+                        bg_slow: "9.091%",
+                        ..fine()
+                    },
+                    SideEv {
+                        slow: "1",
+                        bg_slow: "9.091%",
+                        loss: "6.667%",
+                        ..fine()
+                    },
+                ),
+                (
+                    SLOW_PROBER,
+                    "prober",
+                    SideEv {
+                        slow: "11",
+                        loss: "0.6061%",
+                        bg_loss: "0.6061%",
+                        ..fine()
+                    },
+                    SideEv {
+                        bg_loss: "0.6061%",
+                        ..fine()
+                    },
+                ),
+            ],
             pairs: vec![],
         },
     ]
@@ -348,6 +394,17 @@ fn test_file() -> String {
                 &format!("1x{SCRAPES}"),
             );
         }
+        for h in 0..HOSTS {
+            series(
+                &mut out,
+                "ibprobe_latency_window_seconds",
+                &format!(
+                    "instance=\"{}:9427\",job=\"ibexporter\",target=\"cpu2\",transport=\"host\",op=\"wakeup\",size_bytes=\"0\",quantile=\"0.99\"",
+                    host(h)
+                ),
+                &format!("{}e-6x{SCRAPES}", wakeup_us(&sc, h)),
+            );
+        }
         for p in 0..HOSTS {
             for t in (0..HOSTS).filter(|&t| t != p) {
                 let pr = (sc.probe)(p, t);
@@ -390,13 +447,16 @@ fn test_file() -> String {
             }
         }
         case(&mut out, "IBHostSuspect", EVAL, !sc.hosts.is_empty());
-        for (h, side, pe, te) in &sc.hosts {
-            let h = host(*h);
+        for (host_index, side, pe, te) in &sc.hosts {
+            let host_index = *host_index;
+            let h = host(host_index);
             let _ = write!(
                 out,
-                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}. Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
+                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}; own wake-up p99 {}us against the mesh's median 10us (above {}x: its CPU side, else its NIC). Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
                 side_text("prober", pe),
                 side_text("target", te),
+                wakeup_us(&sc, host_index),
+                ibexporter::localize::SELF_RATIO,
                 w = rules::WINDOW,
             );
         }
@@ -449,7 +509,7 @@ fn rust_names(sc: &Scenario) -> Names {
     }
     let round = Round {
         pairs,
-        self_health_us: Vec::new(),
+        self_health_us: (0..HOSTS).map(|h| wakeup_us(sc, h) as f32).collect(),
     };
     let mut loc = Localizer::new(topo);
     let mut named = Vec::new();

@@ -23,9 +23,11 @@
 //!   `node7:18515`), as the shipped `prometheus.yml` and pinglist make them;
 //! - host sides, the peers' background, loss and rack pairs are computed
 //!   as in Rust, per evaluation instead of per round;
-//! - host vs NIC (own wake-up latency), dead vs link, and the single-path
-//!   suspect are not told apart: the alert says which side is bad
-//!   (`prober`, `target`, `both`), its evidence says slow or lossy;
+//! - the alert says which side is bad (`prober`, `target`, `both`); host
+//!   vs NIC is evidence in its description (the host's own wake-up p99
+//!   against the mesh's median and [`SELF_RATIO`]), not a label, since a
+//!   label that changed with a noisy reading would restart its `for:`;
+//!   dead vs link and the single-path suspect are not told apart;
 //! - a rack pair is judged over both directions but PromQL cannot order
 //!   two label values, so a pair fires once per direction whose own cross
 //!   probes are bad (`source_rack`, `target_rack`): a fault both ways gives
@@ -36,7 +38,7 @@
 
 use super::{
     CONFIRM_ROUNDS, LOSS_BACKGROUND_FACTOR, LOSS_FLOOR, MIN_OBS, MIN_PEERS, PEER_BACKGROUND_MAX,
-    RACK_INSIDE_MAX, RACK_PAIR_FRAC, RACK_PAIR_MIN, SIDE_FRAC, SLOW_RATIO,
+    RACK_INSIDE_MAX, RACK_PAIR_FRAC, RACK_PAIR_MIN, SELF_RATIO, SIDE_FRAC, SLOW_RATIO,
 };
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -178,6 +180,28 @@ fn side_evidence(side: &str) -> String {
     )
 }
 
+/// The host's own wake-up p99 against the mesh's median: above
+/// [`SELF_RATIO`] times it the CPU side is slow too (the Rust localizer's
+/// `host`), else the NIC (`nic`). Evidence, not a label: a label that
+/// changed with a noisy reading would restart the alert's `for:`.
+fn wakeup_evidence() -> String {
+    let own = format!(
+        "{{{{ with printf `{WAKEUP_P99}{{host=%q}}` $labels.host | query }}}}{{{{ . | first | value | humanizeDuration }}}}{{{{ else }}}}unknown{{{{ end }}}}"
+    );
+    let median = format!(
+        "{{{{ with query `{WAKEUP_MEDIAN}` }}}}{{{{ . | first | value | humanizeDuration }}}}{{{{ else }}}}unknown{{{{ end }}}}"
+    );
+    format!(
+        "own wake-up p99 {own} against the mesh's median {median} (above {}x: its CPU side, else its NIC)",
+        num(SELF_RATIO),
+    )
+}
+
+/// Each host's worst wake-up p99 (ibexporter's host probe, any CPU).
+const WAKEUP_P99: &str = "host:ibprobe_latency_window_seconds:wakeup_p99_max";
+/// Its median over the hosts.
+const WAKEUP_MEDIAN: &str = "ibexporter:localize_wakeup_p99:median";
+
 /// The rules file for exporters probing every `interval`.
 pub fn text(interval: Duration) -> String {
     let w = WINDOW;
@@ -205,10 +229,10 @@ pub fn text(interval: Duration) -> String {
 #
 # The localizer (ibexporter/docs/localization.md) in PromQL: which host or
 # rack pair makes the mesh's probes slow or lossy, by voting against the
-# background the peers see. Load it with the recording rules of
-# ibexporter-plan.rules.yml's inputs served (targets.plan = "rack-mesh" or
-# any plan with rack labels: ibexporter_plan{{source_rack}} and
-# ibexporter_plan_peer_rack{{target, target_rack}}).
+# background the peers see. It reads what the exporters serve: the latency
+# histogram, ibprobe_probes_total, the host probe's wake-up window, and the
+# racks of the plan (ibexporter_plan{{source_rack}}, ibexporter_plan_peer_rack
+# {{target, target_rack}}: targets.plan = "rack-mesh", or any rack labels).
 #
 # Over a {w} window (the shortest that holds 4 scrapes at 15 s; a fault shows
 # in the p10 once it covers 90% of the window), per probe (instance ->
@@ -228,12 +252,14 @@ pub fn text(interval: Duration) -> String {
 # at least {rp_frac} of them, while each rack's inside probes are bad at most
 # {inside_max}: IBRackPairSuspect, once per direction with bad probes.
 # Both fire after the accusation held for {confirm} probe intervals of {interval_s}
-# (for: {wait}; with another probe.interval regenerate the file).
+# (for: {wait}; with another probe.interval set both for: to {confirm} times it).
 #
-# What PromQL does not tell (ibexporter localize and the simulation do): a
-# host's CPU from its NIC (own wake-up latency), a dead host from a bad
-# link (a dead host fires IBExporterDown and, here, a lossy target side),
-# a single bad path, and the ranking by confidence.
+# Host or NIC is evidence, not a label: the description gives the host's own
+# wake-up p99 (the host probe) against the mesh's median; above {self_ratio}x its CPU
+# side is slow too, else its NIC. What PromQL does not tell (ibexporter
+# localize and the simulation do): a dead host from a bad link (a dead
+# host fires IBExporterDown and, here, a lossy target side), a single bad
+# path, and the ranking by confidence.
 #
 # Tested: ibexporter/tests/rules.rs (promtool check rules; promtool test
 # rules on tests/localize.test.yml) and ibexporter/tests/localize_rules.rs
@@ -244,6 +270,7 @@ groups:
     rules:
 "#,
         slow_ratio = num(SLOW_RATIO),
+        self_ratio = num(SELF_RATIO),
         min_obs = MIN_OBS,
         side_frac = num(SIDE_FRAC),
         min_peers = MIN_PEERS,
@@ -259,14 +286,14 @@ groups:
     );
 
     // The probes and their racks.
-    let base = "max by (instance, target, target_rack) (ibexporter_plan_peer_rack)\n    * on (instance) group_left (source_rack)\n  max by (instance, source_rack) (ibexporter_plan)";
+    let base = "(\n      max by (instance, target, target_rack) (ibexporter_plan_peer_rack)\n        * on (instance) group_left (source_rack)\n      max by (instance, source_rack) (ibexporter_plan)\n    )";
     let same = "label_replace(max by (instance, target, target_rack) (ibexporter_plan_peer_rack), \"source_rack\", \"$1\", \"target_rack\", \"(.*)\")";
     record(
         &mut out,
-        "Every probe of the mesh (1): its racks, its class (inside: same rack,\ncross), the hosts of prober and target (addresses without the port).",
+        "Every probe of the mesh (value 1): its racks, its class (inside: same rack,\ncross), the hosts of prober and target (addresses without the port).\nPromQL compares no two labels: a probe is inside when its source_rack\nmatches a copy of it whose source_rack is its target_rack.",
         info,
         &format!(
-            "label_replace(label_replace(\n  label_replace(\n    ({base})\n    and on (instance, target, source_rack) {same},\n    \"class\", \"inside\", \"\", \"\")\n  or\n  label_replace(\n    ({base})\n    unless on (instance, target, source_rack) {same},\n    \"class\", \"cross\", \"\", \"\"),\n\"prober_host\", \"$1\", \"instance\", \"{HOST_RE}\"), \"target_host\", \"$1\", \"target\", \"{HOST_RE}\")"
+            "label_replace(label_replace(\n  label_replace(\n    {base}\n    and on (instance, target, source_rack) {same},\n    \"class\", \"inside\", \"\", \"\")\n  or\n  label_replace(\n    {base}\n    unless on (instance, target, source_rack) {same},\n    \"class\", \"cross\", \"\", \"\"),\n\"prober_host\", \"$1\", \"instance\", \"{HOST_RE}\"), \"target_host\", \"$1\", \"target\", \"{HOST_RE}\")"
         ),
     );
     record(
@@ -435,6 +462,19 @@ groups:
         &format!("label_replace(max by (host) ({bad_side}) and on (host) (count by (host) ({bad_side}) >= 2), \"side\", \"both\", \"\", \"\")\nor\n(max by (host, side) ({bad_side}) and on (host) (count by (host) ({bad_side}) == 1))"),
     );
 
+    record(
+        &mut out,
+        "Each host's worst own wake-up p99 (the host probe), the evidence\nthat tells its CPU side from its NIC.",
+        WAKEUP_P99,
+        &format!("max by (host) (label_replace(ibprobe_latency_window_seconds{{transport=\"host\",op=\"wakeup\",quantile=\"0.99\"}}, \"host\", \"$1\", \"instance\", \"{HOST_RE}\"))"),
+    );
+    record(
+        &mut out,
+        "Its median over the hosts.",
+        WAKEUP_MEDIAN,
+        &format!("quantile(0.5, {WAKEUP_P99})"),
+    );
+
     // Rack pairs.
     record(
         &mut out,
@@ -521,7 +561,7 @@ groups:
         annotations:
           summary: "{{{{ $labels.host }}}} makes the mesh's probes bad (as {{{{ $labels.side }}}}) while its peers are fine with others"
           description: >-
-            {prober}; {target}. Held for {wait} ({confirm} probe intervals), over {w}.
+            {prober}; {target}; {wakeup}. Held for {wait} ({confirm} probe intervals), over {w}.
           runbook_url: {RUNBOOK}#ibhostsuspect
 
       - alert: IBRackPairSuspect
@@ -539,6 +579,7 @@ groups:
           runbook_url: {RUNBOOK}#ibrackpairsuspect
 "#,
         prober = side_evidence("prober"),
+        wakeup = wakeup_evidence(),
         target = side_evidence("target"),
         confirm = CONFIRM_ROUNDS,
         pair_expr = block(
