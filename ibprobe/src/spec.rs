@@ -322,7 +322,6 @@ impl VerbsKnobs {
 /// channel that `probe::open`, the handshake and ibexporter share.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChannelSpec {
-    /// The transport.
     pub transport: Transport,
     /// Message size in bytes.
     pub size: usize,
@@ -568,10 +567,8 @@ impl StreamSpec {
     /// flight (the window, or the pipeline depth when smaller) and at
     /// least [`SHM_RING_MIN`]. A longer ring holds nothing more at any
     /// moment; it only spreads the same messages over more cache lines,
-    /// each of which then has to come back from the other core's cache:
-    /// stop-and-wait 32 B ran at 0.75-0.85 of 1/RTT with 64 ring slots
-    /// and 0.93-1.09 with 8 (2-vCPU AMD EPYC VM, alternated runs, see
-    /// `ibprobe/docs/stream-design.md`). Client and server compute it
+    /// each of which then has to come back from the other core's cache
+    /// (measured in `ibprobe/docs/stream-design.md`). Client and server compute it
     /// from the same spec (the server learns it in the handshake).
     pub fn shm_ring_slots(&self) -> u32 {
         let in_flight = self.pipeline.map_or(self.window, |d| d.min(self.window));

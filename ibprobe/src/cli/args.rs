@@ -208,11 +208,7 @@ pub struct CompareArgs {
 impl CompareArgs {
     /// The output format (`--json` wins over `--format`).
     pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
+        json_or(self.json, self.format)
     }
 }
 
@@ -309,6 +305,15 @@ const HOST_FORMATS: &[(Format, &str)] = &[
     (Format::Csv, "One header row and one row per CPU"),
     (Format::Markdown, "A Markdown table, for issues and wikis"),
 ];
+
+/// The output format a command prints: `--json` wins over `--format`.
+pub fn json_or(json: bool, format: Format) -> Format {
+    if json {
+        Format::Json
+    } else {
+        format
+    }
+}
 
 /// A `value_parser` for any `FromStr` word of `crate::spec` whose error
 /// is one line.
@@ -852,11 +857,7 @@ pub struct LoggpArgs {
 impl LoggpArgs {
     /// The output format (`--json` wins).
     pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
+        json_or(self.json, self.format)
     }
 }
 
@@ -1128,11 +1129,7 @@ impl MeasureArgs {
 
     /// The output format (`--json` wins over `--format`).
     pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
+        json_or(self.json, self.format)
     }
 }
 

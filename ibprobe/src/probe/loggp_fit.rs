@@ -56,7 +56,6 @@ pub struct Point {
 pub struct Samples {
     /// Messages per burst.
     pub n: u16,
-    /// The rounds.
     pub rounds: Vec<Vec<Point>>,
     /// Repetitions whose answer never came (repeated).
     pub lost: u64,
