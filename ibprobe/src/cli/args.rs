@@ -208,11 +208,7 @@ pub struct CompareArgs {
 impl CompareArgs {
     /// The output format (`--json` wins over `--format`).
     pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
+        json_or(self.json, self.format)
     }
 }
 
@@ -309,6 +305,15 @@ const HOST_FORMATS: &[(Format, &str)] = &[
     (Format::Csv, "One header row and one row per CPU"),
     (Format::Markdown, "A Markdown table, for issues and wikis"),
 ];
+
+/// The output format a command prints: `--json` wins over `--format`.
+pub fn json_or(json: bool, format: Format) -> Format {
+    if json {
+        Format::Json
+    } else {
+        format
+    }
+}
 
 /// A `value_parser` for any `FromStr` word of `crate::spec` whose error
 /// is one line.
@@ -852,11 +857,7 @@ pub struct LoggpArgs {
 impl LoggpArgs {
     /// The output format (`--json` wins).
     pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
+        json_or(self.json, self.format)
     }
 }
 
@@ -1128,11 +1129,7 @@ impl MeasureArgs {
 
     /// The output format (`--json` wins over `--format`).
     pub fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.format
-        }
+        json_or(self.json, self.format)
     }
 }
 
@@ -1193,30 +1190,4 @@ fn rate_value(item: &str, hint: &str) -> Result<f64, String> {
         ));
     }
     Ok(r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rates_parse_with_suffixes_and_zero() {
-        assert_eq!(
-            parse_rates("0,1000,10k,1.5M").unwrap(),
-            vec![0.0, 1000.0, 10_000.0, 1_500_000.0]
-        );
-        for (s, part) in [
-            ("", "empty"),
-            ("1,,2", "empty item"),
-            ("-5", "not a rate"),
-            ("fast", "not a rate"),
-            ("inf", "not a rate"),
-            ("20M", "highest"),
-            ("1k,1000", "twice"),
-        ] {
-            let e = parse_rates(s).unwrap_err();
-            assert!(e.starts_with("--rates "), "{e}");
-            assert!(e.contains(part), "{s:?}: {e}");
-        }
-    }
 }

@@ -19,7 +19,6 @@ use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
 use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
-use crate::report::format::Format;
 use crate::report::host::HostReport;
 use crate::report::progress::progress_bar;
 use crate::report::timerlat::TimerlatReport;
@@ -167,7 +166,7 @@ fn run_wakeup(
 /// Prints a host report in the format asked (`--json` wins); the exit
 /// code says whether Ctrl-C cut the run short.
 fn print_report(report: &dyn Document, interrupted: bool, a: &HostArgs) -> Result<u8, CliError> {
-    super::common::print_report(report, if a.json { Format::Json } else { a.format })?;
+    super::common::print_report(report, super::args::json_or(a.json, a.format))?;
     Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 

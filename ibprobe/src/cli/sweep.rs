@@ -28,7 +28,7 @@ use crate::report::heatmap::{self, Grid};
 use crate::report::stream::StreamReport;
 use crate::report::stream_sweep::{self, Axes, StreamSweepReport};
 use crate::report::sweep::{self as formats, rate_label, Cell, SweepReport};
-use crate::report::{Document, Format, Report};
+use crate::report::{Document, Report};
 use crate::spec::StreamSpec;
 
 /// Measured messages per cell when neither --count nor --duration is given
@@ -185,7 +185,7 @@ fn finish(
     failure: Option<CliError>,
     interrupted: bool,
 ) -> Result<u8, CliError> {
-    common::print_report(report, if a.json { Format::Json } else { a.format })?;
+    common::print_report(report, super::args::json_or(a.json, a.format))?;
     if let Some(path) = &a.plot {
         heatmap::write_svg(path, &grid()).map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }

@@ -93,7 +93,6 @@ pub enum TraceEvent<'a> {
     },
     /// The kernel dropped events of a CPU's buffer (the reader was late).
     Lost {
-        /// The CPU.
         cpu: usize,
         /// How many.
         events: u64,
@@ -269,7 +268,6 @@ pub struct WorstWakeup {
 /// One CPU's accumulated run.
 #[derive(Clone, Debug)]
 pub struct CpuTimerlat {
-    /// The CPU.
     pub cpu: usize,
     /// Timer expiry -> IRQ handler, ns.
     pub irq: LatencyHistogram,

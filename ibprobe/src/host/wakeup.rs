@@ -89,7 +89,6 @@ pub enum WakeupError {
     /// The thread could not be pinned to its CPU.
     #[error("cannot pin the thread for cpu {cpu} (sched_setaffinity: {source}); pick CPUs this process may use (see `taskset -p $$`)")]
     Pin {
-        /// The CPU.
         cpu: usize,
         /// What sched_setaffinity said.
         source: io::Error,
@@ -97,7 +96,6 @@ pub enum WakeupError {
     /// clock_nanosleep failed with something other than EINTR.
     #[error("clock_nanosleep on cpu {cpu} failed: {source}")]
     Sleep {
-        /// The CPU.
         cpu: usize,
         /// What clock_nanosleep said.
         source: io::Error,

@@ -56,7 +56,6 @@ pub struct Point {
 pub struct Samples {
     /// Messages per burst.
     pub n: u16,
-    /// The rounds.
     pub rounds: Vec<Vec<Point>>,
     /// Repetitions whose answer never came (repeated).
     pub lost: u64,
@@ -392,16 +391,6 @@ pub fn fit(s: &Samples) -> Fit {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_interval_ranks_are_the_binomial_ones() {
-        // Tables of the sign test: n = 6 -> 1, 9 -> 2, 11 -> 2, 15 -> 4, 20 -> 6.
-        for (n, k) in [(6, 1), (9, 2), (11, 2), (15, 4), (20, 6)] {
-            assert_eq!(median_ci_rank(n), k, "n = {n}");
-        }
-        let e = estimate(&[5.0, 1.0, 4.0, 2.0, 3.0, 9.0, 7.0, 8.0, 6.0]);
-        assert_eq!((e.value, e.low, e.high), (5.0, 2.0, 8.0));
-    }
 
     #[test]
     fn segments_split_where_the_slope_changes() {

@@ -19,7 +19,6 @@ pub const SCHEMA: &str = "ibprobe.host/1";
 /// One CPU's row of the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct CpuRow {
-    /// The CPU.
     pub cpu: usize,
     /// In /sys/devices/system/cpu/isolated (isolcpus=, e.g. set by ibtune).
     pub isolated: bool,
@@ -55,7 +54,6 @@ pub struct HostRun<S, C> {
     pub schema: &'static str,
     /// This crate's version.
     pub version: &'static str,
-    /// The kernel.
     pub kernel: KernelInfo,
     /// What the command was asked to do.
     #[serde(flatten)]

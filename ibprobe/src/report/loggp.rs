@@ -72,7 +72,6 @@ impl PredictionRow {
 /// Everything one `ibprobe loggp` run says.
 #[derive(Clone, Debug)]
 pub struct LoggpReport {
-    /// The transport.
     pub transport: Transport,
     /// Facts of the transport.
     pub info: TransportInfo,
@@ -82,7 +81,6 @@ pub struct LoggpReport {
     pub truth: Option<ModelParams>,
     /// Messages per burst.
     pub n: u16,
-    /// Rounds.
     pub rounds: usize,
     /// Repetitions per PRTT per round.
     pub reps: usize,

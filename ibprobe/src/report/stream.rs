@@ -36,7 +36,6 @@ pub struct Tail {
     pub p9999: u64,
     /// The true maximum (not a bucket bound).
     pub max: u64,
-    /// Mean.
     pub mean: f64,
 }
 
@@ -59,7 +58,6 @@ impl Tail {
 /// Everything the stream outputs print, computed once.
 #[derive(Clone, Debug)]
 pub struct StreamReport {
-    /// The transport.
     pub transport: Transport,
     /// Its facts (device, slots, ...).
     pub info: TransportInfo,

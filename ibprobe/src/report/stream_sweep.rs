@@ -109,7 +109,6 @@ fn column_all(c: &StreamReport) -> String {
 /// A stream sweep's cells and its axes: the report `ibprobe sweep`
 /// prints with a stream axis.
 pub struct StreamSweepReport<'a> {
-    /// The transport.
     pub transport: Transport,
     /// The axes it ran over.
     pub axes: &'a Axes,

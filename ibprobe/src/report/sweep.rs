@@ -137,7 +137,6 @@ fn heading(t: Transport, length: Length, warmup: u64) -> String {
 /// A sweep's grid and what it ran with: the report `ibprobe sweep`
 /// prints.
 pub struct SweepReport<'a> {
-    /// The transport.
     pub transport: Transport,
     /// The `--sizes` list, in order.
     pub sizes: &'a [usize],

@@ -245,7 +245,6 @@ pub fn from_summary(s: &crate::stats::Summary, m: Metric) -> Option<f64> {
 /// One threshold, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
-    /// The threshold.
     pub threshold: Threshold,
     /// The run's value (ns for latencies); None: not measured.
     pub measured: Option<f64>,

@@ -27,7 +27,6 @@ pub const TOP_SOURCES: usize = 5;
 /// One CPU of the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct TimerlatCpu {
-    /// The CPU.
     pub cpu: usize,
     /// Timer expiry -> its IRQ handler.
     pub irq: Summary,

@@ -74,7 +74,6 @@ pub enum MemError {
     /// faulting it in would SIGBUS.
     #[error("huge pages (--hugepages) on NUMA node {node}: {needed} pages of {page_kb} kB needed, {free} free there ({path}); reserve them on that node, e.g. `echo {needed} > {path_nr}`, or drop --hugepages")]
     NodeHugePages {
-        /// The node.
         node: u32,
         /// Huge pages the region needs.
         needed: usize,
@@ -100,7 +99,6 @@ pub enum MemError {
     /// mbind refused.
     #[error("mbind of {bytes} bytes to NUMA node {node} (MPOL_BIND) failed: {source}; check the node has memory (numactl --hardware) or leave the default placement")]
     Bind {
-        /// The node.
         node: u32,
         /// Region length.
         bytes: usize,

@@ -24,7 +24,6 @@ pub struct VerbsConfig {
     pub port: u8,
     /// GID index (None: the IPv4-mapped RoCE v2 GID on Ethernet).
     pub gid_index: Option<u32>,
-    /// QP type.
     pub qp_type: QpType,
     /// Operation.
     pub op: Op,

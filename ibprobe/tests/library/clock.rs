@@ -1,6 +1,7 @@
 //! `clock`.
 
 use ibprobe::clock::*;
+use ibprobe::sys::tsc;
 
 #[test]
 fn choice_monotonic_and_tsc() {
@@ -168,4 +169,43 @@ fn spin_until_waits_for_the_deadline() {
     // A past deadline returns at once.
     let t = c.spin_until(start);
     assert!(t >= start);
+}
+
+#[test]
+fn calibrated_clock_agrees_with_monotonic_raw_over_100ms() {
+    let c = Clock::calibrate();
+    eprintln!("clock: {}", c.describe());
+    let (t0, m0) = (c.now(), tsc::monotonic_raw_ns());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (t1, m1) = (c.now(), tsc::monotonic_raw_ns());
+    let ns = c.ticks_to_ns(t1 - t0) as f64;
+    let reference = (m1 - m0) as f64;
+    let err = (ns - reference).abs() / reference;
+    assert!(
+        err < 0.02,
+        "clock {} measured {ns} ns where CLOCK_MONOTONIC_RAW measured {reference} ns ({:.3}% off)",
+        c.describe(),
+        err * 100.0
+    );
+}
+
+#[test]
+fn tsc_is_used_when_flags_allow_and_calibration_is_tight() {
+    let info = ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
+        .unwrap_or_default();
+    let c = Clock::calibrate();
+    if tsc::TSC_AVAILABLE && tsc_flags_ok(&info).is_ok() {
+        match c.kind() {
+            ClockKind::Tsc { hz } => {
+                assert!(hz > 1e8 && hz < 1e10, "implausible TSC frequency {hz} Hz");
+                assert!(c.calibration_error_ppm() <= CALIBRATION_MAX_SPREAD_PPM);
+            }
+            ClockKind::MonotonicRaw => {
+                assert_eq!(c.fallback(), Some(Fallback::UnstableCalibration))
+            }
+        }
+    } else {
+        assert_eq!(c.kind(), ClockKind::MonotonicRaw);
+        assert!(c.fallback().is_some());
+    }
 }

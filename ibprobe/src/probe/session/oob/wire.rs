@@ -36,7 +36,6 @@ pub enum OobError {
     /// The peer did not answer in time.
     #[error("{peer} sent nothing for {secs} s while {what}; is it still running?")]
     Timeout {
-        /// The peer.
         peer: String,
         /// What we waited for.
         what: &'static str,
@@ -46,31 +45,24 @@ pub enum OobError {
     /// The peer closed the connection.
     #[error("{peer} closed the connection while {what}")]
     Closed {
-        /// The peer.
         peer: String,
         /// What we waited for.
         what: &'static str,
     },
     /// The peer is not an ibprobe (wrong magic).
     #[error("{peer} is not an ibprobe peer (bad magic); check the host and port")]
-    BadMagic {
-        /// The peer.
-        peer: String,
-    },
+    BadMagic { peer: String },
     /// The peer speaks another protocol version.
     #[error("{peer} speaks ibprobe protocol v{theirs}, this ibprobe speaks v{ours}; run the same ibprobe version on both ends")]
     Version {
-        /// The peer.
         peer: String,
         /// Our version.
         ours: u32,
-        /// Theirs.
         theirs: u32,
     },
     /// A body that is not the expected JSON, or too long.
     #[error("{peer} sent a malformed message while {what}: {detail}")]
     Malformed {
-        /// The peer.
         peer: String,
         /// What it should have been.
         what: &'static str,
@@ -81,7 +73,6 @@ pub enum OobError {
     /// ([`Oob::start_deadline`]): a peer trickling bytes is cut off too.
     #[error("{peer} did not finish the handshake within {secs} s (while {what}); a client has the server's --handshake-timeout in all")]
     Deadline {
-        /// The peer.
         peer: String,
         /// What we waited for.
         what: &'static str,
@@ -91,7 +82,6 @@ pub enum OobError {
     /// The stop flag (SIGINT/SIGTERM) was set while waiting.
     #[error("interrupted while {what} from {peer}")]
     Interrupted {
-        /// The peer.
         peer: String,
         /// What we waited for.
         what: &'static str,
@@ -105,7 +95,6 @@ pub enum OobError {
     /// Another socket error.
     #[error("{what} with {peer}: {source}")]
     Io {
-        /// The peer.
         peer: String,
         /// The operation.
         what: &'static str,
