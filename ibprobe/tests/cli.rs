@@ -450,3 +450,76 @@ fn a_mesh_secret_is_required_and_proved_both_ways() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// A process allowed one CPU only (a cpuset, a container, `taskset`) is
+/// told before the run that its measuring thread and the busy-polling
+/// peer share that CPU, with what to do; with two CPUs nothing is said.
+#[test]
+fn a_run_confined_to_one_cpu_is_told_before_it_starts() {
+    const TEST: &str = "a_run_confined_to_one_cpu_is_told_before_it_starts";
+    let cpus = ibhost::rt::allowed_cpus();
+    if cpus.len() < 2
+        && ibtools_tests::skip(
+            TEST,
+            "this process may use one CPU only: no two-CPU case to compare",
+        )
+    {
+        return;
+    }
+    let only = cpus[cpus.len() - 1].to_string();
+    // Few messages: on one CPU each waits a scheduler tick for the other.
+    let runs: [&[&str]; 3] = [
+        &[
+            "loopback",
+            "-t",
+            "shm",
+            "--round-trip",
+            "--count",
+            "40",
+            "--warmup",
+            "0",
+            "--quiet",
+        ],
+        &[
+            "stream", "-t", "shm", "--count", "40", "--warmup", "0", "--quiet",
+        ],
+        &[
+            "loopback",
+            "-t",
+            "udp",
+            "--round-trip",
+            "--count",
+            "40",
+            "--warmup",
+            "0",
+            "--quiet",
+        ],
+    ];
+    for args in runs {
+        let (code, out, err) = common::run_within(
+            Command::new("taskset")
+                .args(["-c", &only])
+                .arg(cargo_bin("ibprobe"))
+                .args(args),
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, 0, "taskset -c {only} ibprobe {args:?}: {err}");
+        assert!(!out.is_empty(), "{args:?}: no report");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("warning: this process may run on CPU {only} only")),
+            "{args:?}: the warning is not the first thing said: {err}"
+        );
+        assert!(
+            first.contains("allow a second CPU (e.g. taskset -c "),
+            "{first}"
+        );
+        let (code, _, err) = ibprobe(args);
+        assert_eq!(code, 0, "ibprobe {args:?}: {err}");
+        assert!(
+            !err.contains("may run on CPU"),
+            "{args:?} with {} CPUs: {err}",
+            cpus.len()
+        );
+    }
+}

@@ -60,6 +60,28 @@ pub fn warn_model_resolution(t: &TransportArgs) {
     }
 }
 
+/// Said before a run whose measuring thread and busy-polling peer
+/// (loopback's echo or receiving thread) can only share one CPU, because
+/// this process may run on one CPU only (a cpuset, a container,
+/// `taskset`): each then waits a scheduler tick for the other, and the
+/// run measures the scheduler, not the transport.
+pub fn warn_shared_cpu(peer: &str) {
+    if let Some(w) = shared_cpu_warning(&ibhost::rt::allowed_cpus(), peer) {
+        say!("warning: {w}");
+    }
+}
+
+/// The warning for `allowed` (this process's CPUs), if it is one CPU.
+pub fn shared_cpu_warning(allowed: &[usize], peer: &str) -> Option<String> {
+    let [only] = allowed else { return None };
+    let other = if *only == 0 { 1 } else { only - 1 };
+    Some(format!(
+        "this process may run on CPU {only} only (its affinity: a cpuset, a container or taskset), so the measuring thread and the {peer} share it and each waits a scheduler tick for the other (a stream measured about 7x slower so); allow a second CPU (e.g. taskset -c {lo},{hi}, or two CPUs in the cpuset) to measure the transport",
+        lo = other.min(*only),
+        hi = other.max(*only),
+    ))
+}
+
 /// A channel that could not be opened: exit 2 for refusals (bad input,
 /// no device), 3 for failures.
 pub fn open_err(e: OpenError) -> CliError {

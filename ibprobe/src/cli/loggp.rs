@@ -122,6 +122,9 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         ));
     }
     let stop = stop_flag()?;
+    if a.host.is_none() && !a.simulate {
+        super::common::warn_shared_cpu("receiving thread");
+    }
     // Once, before this thread is pinned (which narrows what it may use).
     let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
     let mut warnings = Vec::new();

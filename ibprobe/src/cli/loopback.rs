@@ -43,6 +43,9 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     spec.verbs.hw_timestamps = a.hw_timestamps;
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
+    if a.round_trip {
+        super::common::warn_shared_cpu("echo thread");
+    }
     let (mut ch, echo) = if a.round_trip {
         // With --cpu, the echo thread stays off the measuring CPU (on the
         // first other allowed one), so the two never share it.

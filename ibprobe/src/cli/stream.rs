@@ -36,6 +36,9 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             "--format perftest has no stream row; use table, json, csv or markdown",
         ));
     }
+    if a.host.is_none() {
+        super::common::warn_shared_cpu("receiving thread");
+    }
     let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu);
     if a.host.is_none() && cpu.is_some() && cpu == rx_cpu {
         return Err(CliError::input(format!(

@@ -205,6 +205,7 @@ fn run_stream(
     axes: StreamAxes,
 ) -> Result<u8, CliError> {
     let t = &a.transport;
+    super::common::warn_shared_cpu("receiving thread");
     let (cpu, rx_cpu) = placement(default_cpu(t), None);
     let mut plan = Vec::new();
     for &size in &sizes {
