@@ -48,4 +48,5 @@ mod workload_pace;
 mod workload_pipeline;
 mod workload_slot;
 mod workload_stop_wait;
+mod workload_stream;
 mod workload_window;
