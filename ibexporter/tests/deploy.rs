@@ -64,7 +64,12 @@ fn the_systemd_unit_verifies_and_its_command_line_is_valid() {
 fn prometheus_config(dir: &Path, enable_second_job: bool) -> PathBuf {
     let shipped = fs::read_to_string(repo("deploy/prometheus/prometheus.yml")).unwrap();
     let pinglist = repo("deploy/prometheus/pinglist.json");
-    let mut text = shipped.replace("/etc/ibexporter/pinglist.json", pinglist.to_str().unwrap());
+    // Its rule_files glob, pointed at the repository's rules: promtool
+    // checks every rule file it matches.
+    let rules = repo("deploy/prometheus/rules/");
+    let mut text = shipped
+        .replace("/etc/ibexporter/pinglist.json", pinglist.to_str().unwrap())
+        .replace("/etc/prometheus/rules/", rules.to_str().unwrap());
     if enable_second_job {
         let marker = "  # - job_name: ibexporter-classic";
         let start = text.find(marker).expect("the commented second job");

@@ -245,10 +245,14 @@ fn shipped_rules_load_and_an_alert_goes_pending_then_firing_against_a_real_expor
         let v: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
         assert!(v > 0.0 && v < 0.1, "p99 {v} s: {r}");
     }
-    // Each half of the rule finds its histograms in this setup.
+    // Each half of the rule finds its histograms in this setup; so does
+    // the localizer's 10th percentile (ibexporter-localize.rules.yml) over
+    // its 1 m window.
     for half in [
         "histogram_quantile(0.99, sum by (target) (rate(ibprobe_latency_seconds{target=\"loopback\"}[5m])))",
         "histogram_quantile(0.99, sum by (target, le) (rate(ibprobe_latency_seconds_bucket{target=\"loopback\"}[5m])))",
+        "histogram_quantile(0.1, sum by (target) (rate(ibprobe_latency_seconds{target=\"loopback\"}[1m])))",
+        "histogram_quantile(0.1, sum by (target, le) (rate(ibprobe_latency_seconds_bucket{target=\"loopback\"}[1m])))",
     ] {
         prom.wait_for(&format!("{half} > 0"), WAIT);
     }

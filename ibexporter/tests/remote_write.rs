@@ -72,8 +72,11 @@ fn series_arrive_in_victoriametrics_and_the_shipped_rules_evaluate_there() {
     let rules = [
         repo("deploy/prometheus/rules/ibexporter-recording.rules.yml"),
         repo("deploy/prometheus/rules/ibexporter-plan.rules.yml"),
+        repo("deploy/prometheus/rules/ibexporter-localize.rules.yml"),
     ];
-    let vmalert = VmAlert::start(&store, &rules, &[]);
+    // The localizer's file has alerts: vmalert wants somewhere to send
+    // them; none fires here (one exporter, no mesh).
+    let vmalert = VmAlert::start(&store, &rules, &["-notifier.url=http://127.0.0.1:9/"]);
     // A responder-only exporter, and one that probes it over udp.
     let port = free_port();
     let peer = format!("127.0.0.1:{port}");
@@ -150,6 +153,15 @@ fn series_arrive_in_victoriametrics_and_the_shipped_rules_evaluate_there() {
     // And one of the plan's: the exporters per plan in force.
     let plans = store.wait_for("job:ibexporter_plan:count", within, why_not);
     assert_eq!(plans[0]["metric"]["plan"], "full", "{plans:?}");
+    // And the localizer's: the probe's 10th percentile from the classic
+    // buckets, which the slow-probe vote reads.
+    let p10 = store.wait_for(
+        &format!("probe:ibprobe_latency_seconds:p10_1m{{target=\"{peer}\"}}"),
+        within,
+        why_not,
+    );
+    let v10: f64 = p10[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(v10 > 0.0 && v10 <= v, "p10 {v10} s, p99 {v} s: {p10:?}");
     eprintln!(
         "remote_write into VictoriaMetrics, rules by vmalert: {:.1} s",
         t0.elapsed().as_secs_f64()

@@ -60,6 +60,7 @@
 //! window divided by [`WINDOW_ROUNDS`]. Suspects are ranked by confidence.
 
 pub mod model;
+pub mod rules;
 pub mod sim;
 
 use std::collections::{HashMap, VecDeque};
