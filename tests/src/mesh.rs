@@ -119,20 +119,24 @@ impl ExporterMesh {
             .iter()
             .map(|r| format!("  - {r:?}\n"))
             .collect();
+        // Prometheus scrapes itself too: its rule groups' evaluations
+        // (`prometheus_rule_group_iterations_total`, `..._missed_total`).
         let pcfg = m.dir.path().join("prometheus.yml");
+        let prom = m.prom();
         let s = m.spec.scrape_s;
         std::fs::write(
             &pcfg,
             format!(
                 "global:\n  scrape_interval: {s}s\n  scrape_timeout: {s}s\n  evaluation_interval: {s}s\n\
-                 rule_files:\n{}scrape_configs:\n  - job_name: mesh\n    static_configs:\n      - targets: [{}]\n",
+                 rule_files:\n{}scrape_configs:\n  - job_name: mesh\n    static_configs:\n      - targets: [{}]\n  \
+                 - job_name: prometheus\n    static_configs:\n      - targets: [\"{}:9090\"]\n",
                 rules.concat(),
-                targets.join(", ")
+                targets.join(", "),
+                m.net.ip(prom)
             ),
         )
         .unwrap();
         let plog = std::fs::File::create(m.dir.path().join("prometheus.log")).unwrap();
-        let prom = m.prom();
         let p = m
             .net
             .command(prom, "prometheus")
