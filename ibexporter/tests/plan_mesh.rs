@@ -89,7 +89,6 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
         rack: RACK,
         interval_s: INTERVAL_S,
         scrape_s: SCRAPE_S,
-        probe_extra: String::new(),
         rules: vec![Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../deploy/prometheus/rules/ibexporter-plan.rules.yml")],
     });

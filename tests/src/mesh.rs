@@ -32,8 +32,6 @@ pub struct MeshSpec {
     pub interval_s: u64,
     /// Prometheus' scrape and evaluation interval, seconds.
     pub scrape_s: u64,
-    /// Extra lines of the `[probe]` table (e.g. `window = "20s"`).
-    pub probe_extra: String,
     /// Rule files Prometheus loads.
     pub rules: Vec<PathBuf>,
 }
@@ -86,11 +84,10 @@ impl ExporterMesh {
             format!(
                 "[local]\nhca_loopback = false\nreference = []\nhost_wakeup = false\n\n\
                  [budget]\nmax_core_fraction = 0.5\n\n\
-                 [probe]\ninterval = \"{}s\"\nprobes_per_interval = 10\ntimeout = \"500ms\"\ntransport = \"udp\"\n{}\n\
+                 [probe]\ninterval = \"{}s\"\nprobes_per_interval = 10\ntimeout = \"500ms\"\ntransport = \"udp\"\n\n\
                  [targets]\nplan = \"rack-mesh\"\n\n\
                  [[targets.file_sd]]\npath = {:?}\nrefresh = \"5s\"\n",
                 m.spec.interval_s,
-                m.spec.probe_extra,
                 m.list().display().to_string()
             ),
         )
