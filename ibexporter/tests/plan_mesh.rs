@@ -1,5 +1,6 @@
 //! A real mesh (issue 17): 21 exporters, each in its own network
-//! namespace on one bridge (tests/src/netns.rs; needs root: ignored with the
+//! namespace on one bridge (`ibtools_tests::mesh`, the mesh the fault
+//! test `mesh_faults.rs` runs too; needs root: ignored with the
 //! reason, `scripts/test-all` runs them; not root, they say SKIPPED), probing each
 //! other over udp under the `rack-mesh` plan, racks from the file_sd
 //! labels; one real Prometheus, in a namespace of its own, scrapes them
@@ -14,10 +15,11 @@
 //!   plus two scrape intervals;
 //! - every namespace is gone afterwards (a Drop guard, also on failure).
 
+use ibtools_tests::mesh::{label, ExporterMesh, MeshSpec};
 use ibtools_tests::netns::{self, NetnsMesh};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const HOSTS: usize = 21;
@@ -25,53 +27,12 @@ const RACK: usize = 7;
 const INTERVAL_S: u64 = 4;
 const SCRAPE_S: u64 = 1;
 
-/// The mesh's processes, killed on drop (before the namespaces go).
-struct Procs(Vec<Option<Child>>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in self.0.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ibexporter")
 }
 
 fn rack_of(i: usize) -> String {
     format!("rack{}", i / RACK)
-}
-
-/// `promtool query instant` inside Prometheus' namespace: the result vector.
-fn query(mesh: &NetnsMesh, prom: usize, expr: &str) -> Result<Vec<serde_json::Value>, String> {
-    ibtools_tests::prom::promtool_query(
-        mesh.command(prom, "promtool"),
-        &format!("http://{}:9090", mesh.ip(prom)),
-        expr,
-    )
-}
-
-fn wait_query(
-    mesh: &NetnsMesh,
-    prom: usize,
-    expr: &str,
-    secs: u64,
-    ok: impl Fn(&[serde_json::Value]) -> bool,
-) -> Vec<serde_json::Value> {
-    ibtools_tests::prom::promtool_wait(
-        || mesh.command(prom, "promtool"),
-        &format!("http://{}:9090", mesh.ip(prom)),
-        expr,
-        secs,
-        ok,
-    )
-}
-
-fn label<'a>(v: &'a serde_json::Value, l: &str) -> &'a str {
-    v["metric"][l].as_str().unwrap_or("")
 }
 
 fn unix_now() -> f64 {
@@ -120,102 +81,32 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
     ) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
     // Hosts 0..21 probe; namespace 21 holds Prometheus.
-    let mesh = NetnsMesh::new(HOSTS + 1).unwrap_or_else(|e| panic!("making the mesh: {e}"));
-    let made = mesh.namespaces();
-    let prom = HOSTS;
-    let mut racks: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for i in 0..HOSTS {
-        racks
-            .entry(rack_of(i))
-            .or_default()
-            .push(format!("{}:18515", mesh.ip(i)));
-    }
-    let groups: Vec<serde_json::Value> = racks
-        .iter()
-        .map(|(r, t)| serde_json::json!({"targets": t, "labels": {"rack": r}}))
-        .collect();
-    let list = dir.path().join("pinglist.json");
-    std::fs::write(&list, serde_json::to_string(&groups).unwrap()).unwrap();
-    let cfg = dir.path().join("ibexporter.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[local]\nhca_loopback = false\nreference = []\nhost_wakeup = false\n\n\
-             [budget]\nmax_core_fraction = 0.5\n\n\
-             [probe]\ninterval = \"{INTERVAL_S}s\"\nprobes_per_interval = 10\ntimeout = \"500ms\"\ntransport = \"udp\"\n\n\
-             [targets]\nplan = \"rack-mesh\"\n\n\
-             [[targets.file_sd]]\npath = {:?}\nrefresh = \"5s\"\n",
-            list.display().to_string()
-        ),
-    )
-    .unwrap();
-
-    let mut procs = Procs(Vec::new());
     let t_start = unix_now();
-    for i in 0..HOSTS {
-        let log = std::fs::File::create(dir.path().join(format!("h{i}.log"))).unwrap();
-        let child = mesh
-            .command(i, bin())
-            .args(["--config", cfg.to_str().unwrap()])
-            .args(["--listen", &format!("{}:9427", mesh.ip(i))])
-            .args(["--source", &format!("h{i}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        procs.0.push(Some(child));
-    }
-    let targets: Vec<String> = (0..HOSTS)
-        .map(|i| format!("\"{}:9427\"", mesh.ip(i)))
-        .collect();
-    let rules = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy/prometheus/rules/ibexporter-plan.rules.yml");
-    let pcfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &pcfg,
-        format!(
-            "global:\n  scrape_interval: {SCRAPE_S}s\n  scrape_timeout: {SCRAPE_S}s\n  evaluation_interval: {SCRAPE_S}s\n\
-             rule_files:\n  - {rules:?}\nscrape_configs:\n  - job_name: mesh\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
-        ),
-    )
-    .unwrap();
-    let plog = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let p = mesh
-        .command(prom, "prometheus")
-        .arg(format!("--config.file={}", pcfg.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address={}:9090", mesh.ip(prom)))
-        .stdin(Stdio::null())
-        .stdout(plog.try_clone().unwrap())
-        .stderr(plog)
-        .spawn()
-        .unwrap();
-    procs.0.push(Some(p));
-
-    // Every exporter up, on rack-mesh, in its rack, with every rack pair covered.
-    wait_query(&mesh, prom, "count(up{job=\"mesh\"} == 1)", 60, |v| {
-        v.first().and_then(|s| s["value"][1].as_str()) == Some("21")
+    let mut mesh = ExporterMesh::start(MeshSpec {
+        bin: bin().into(),
+        hosts: HOSTS,
+        rack: RACK,
+        interval_s: INTERVAL_S,
+        scrape_s: SCRAPE_S,
+        rules: vec![Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../deploy/prometheus/rules/ibexporter-plan.rules.yml")],
     });
-    let plans = wait_query(&mesh, prom, "ibexporter_plan", 30, |v| {
+    let made = mesh.net().namespaces();
+    let list = mesh.list();
+    // Every exporter up, on rack-mesh, in its rack, with every rack pair covered.
+    mesh.wait_up(60);
+    let plans = mesh.wait_query("ibexporter_plan", 30, |v| {
         v.len() == HOSTS && v.iter().all(|s| label(s, "plan") == "rack-mesh")
     });
     for s in &plans {
         let inst = label(s, "instance");
         let i = (0..HOSTS)
-            .find(|&i| inst == format!("{}:9427", mesh.ip(i)))
+            .find(|&i| inst == format!("{}:9427", mesh.net().ip(i)))
             .unwrap();
         assert_eq!(label(s, "source_rack"), rack_of(i), "{s}");
     }
-    wait_query(
-        &mesh,
-        prom,
+    mesh.wait_query(
         "ibexporter_plan_rack_pairs_covered == 6 and ibexporter_plan_rack_pairs == 6",
         30,
         |v| v.len() == HOSTS,
@@ -224,7 +115,9 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
     // Let three rounds run, then compare what each probed with the plan.
     std::thread::sleep(Duration::from_secs(3 * INTERVAL_S));
     let e_first = (t_start / INTERVAL_S as f64).floor() as u64;
-    let probed = query(&mesh, prom, "ibprobe_probes_total{result=\"ok\"} > 0").unwrap();
+    let probed = mesh
+        .query("ibprobe_probes_total{result=\"ok\"} > 0")
+        .unwrap();
     let e_last = (unix_now() / INTERVAL_S as f64).floor() as u64;
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in &probed {
@@ -244,9 +137,7 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
                 .iter()
                 .map(|x| x.as_str().unwrap().to_string())
                 .collect();
-            let i = (0..HOSTS)
-                .find(|&i| *m == format!("{}:18515", mesh.ip(i)))
-                .unwrap();
+            let i = (0..HOSTS).find(|&i| *m == mesh.target(i)).unwrap();
             let src = format!("h{i}");
             may.entry(src.clone())
                 .or_default()
@@ -304,10 +195,8 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
         .unwrap()
         .replace("$job", ".*")
         .replace("$instance", ".*");
-    wait_query(&mesh, prom, &expr, 30, |v| v.len() == 9);
-    wait_query(
-        &mesh,
-        prom,
+    mesh.wait_query(&expr, 30, |v| v.len() == 9);
+    mesh.wait_query(
         "rack_pair:ibprobe_latency_window_p99_seconds:max",
         30,
         |v| v.len() == 9,
@@ -316,15 +205,13 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
     // Kill host 3 (rack0): its rack peers see it fail within the bound.
     let figures = plan(&list, &["--trials", "0"]);
     let bound = figures["figures"]["detect_bound_seconds"].as_f64().unwrap();
-    let dead = format!("{}:18515", mesh.ip(3));
-    let mut victim = procs.0[3].take().unwrap();
-    victim.kill().unwrap();
-    victim.wait().unwrap();
+    let dead = mesh.target(3);
+    mesh.kill(3);
     let t_kill = Instant::now();
     let failing = format!(
         "count(increase(ibprobe_probes_total{{target=\"{dead}\",result!=\"ok\"}}[30s]) > 0)"
     );
-    wait_query(&mesh, prom, &failing, 60, |v| !v.is_empty());
+    mesh.wait_query(&failing, 60, |v| !v.is_empty());
     let took = t_kill.elapsed().as_secs_f64();
     let allowed = bound + 2.0 * SCRAPE_S as f64 + 1.0;
     eprintln!(
@@ -336,14 +223,13 @@ fn a_namespace_mesh_runs_the_plan_and_sees_a_dead_host_within_the_bound() {
     let probers = format!(
         "count(sum by (source) (increase(ibprobe_probes_total{{target=\"{dead}\",result!=\"ok\"}}[30s])) > 0)"
     );
-    wait_query(&mesh, prom, &probers, 2 * INTERVAL_S + 5, |v| {
+    mesh.wait_query(&probers, 2 * INTERVAL_S + 5, |v| {
         v.first()
             .and_then(|s| s["value"][1].as_str())
             .and_then(|x| x.parse::<usize>().ok())
             .is_some_and(|n| n >= RACK - 1)
     });
 
-    drop(procs);
     drop(mesh);
     for ns in made {
         assert!(!netns::exists(&ns), "{ns} left behind");

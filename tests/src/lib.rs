@@ -10,6 +10,7 @@ pub mod doc_table;
 pub mod examples;
 pub mod grafana;
 pub mod lab;
+pub mod mesh;
 pub mod netns;
 pub mod prom;
 pub mod recipe;
