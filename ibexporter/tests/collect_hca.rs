@@ -9,12 +9,16 @@
 //!   their own samples, failures are counted per file and logged once;
 //! - the PCIe link's width and down-training, per device;
 //! - one collector reads counters, states and rates at every scrape and a
-//!   device's identity once per `IDENTITY_TTL`; a new device shows at once.
+//!   device's identity once per `IDENTITY_TTL`; a new device shows at once;
+//! - the files it keeps open between scrapes give the value of now, are
+//!   let go when replaced or gone (no stale value, no descriptor left
+//!   open), and past the budget every file is still read.
 
 mod common;
 
 use common::{assert_sample, exact_sample, with_logs};
 use ibexporter::collect::hca::{read_hcas, HcaCollector, PORT_COUNTERS};
+use ibexporter::collect::open_files::MAX_KEPT_FILES;
 use ibtools_tests::{copy_tree, fixture};
 use ibtune::host::HostRoot;
 use prometheus_client::encoding::text::encode;
@@ -542,4 +546,121 @@ fn counters_are_read_at_every_scrape_identity_once_per_ttl() {
         r#"ibexporter_hca_port_symbol_errors_total{device="mlx5_9",port="1"}"#,
         "42",
     );
+}
+
+/// This process's open descriptors of files under `root` (other tests of
+/// this binary run in parallel; only this test's tree is counted; the
+/// collector's own handle of `root` is not). A file removed while open
+/// still counts (`... (deleted)`).
+fn fds_under(root: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .filter(|t| t.starts_with(root) && t != root)
+        .map(|t| t.display().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn kept_files_give_the_value_of_now_and_are_let_go_when_replaced_or_gone() {
+    let cp = copy_of(&fixture("thesis-2s-mlx5"));
+    let ib = cp.root.join("sys/class/infiniband");
+    let m0 = ib.join("mlx5_0/ports/1");
+    let c = Arc::new(HcaCollector::new(&cp.root).unwrap());
+    let dp0 = r#"{device="mlx5_0",port="1"}"#;
+    let t1 = scrape(&c);
+    assert_sample(&t1, &format!("ibexporter_hca_port_state_id{dp0}"), "4");
+    // 2 ports: 7 counters, state, phys_state and rate each, all kept.
+    assert_eq!(c.kept_files(), 20);
+    assert_eq!(fds_under(&cp.root).len(), 20, "{:?}", fds_under(&cp.root));
+
+    // Rewritten in place, longer then shorter: each scrape reads at offset
+    // 0 and nothing of an earlier, longer value is left.
+    let sym = format!("ibexporter_hca_port_symbol_errors_total{dp0}");
+    for v in ["123456789012", "7", "0"] {
+        fs::write(m0.join("counters/symbol_error"), format!("{v}\n")).unwrap();
+        fs::write(m0.join("rate"), "25 Gb/sec (1X EDR)\n").unwrap();
+        let t = scrape(&c);
+        assert_sample(&t, &sym, v);
+        assert_sample(
+            &t,
+            &format!("ibexporter_hca_port_rate_bytes_per_second{dp0}"),
+            "3125000000",
+        );
+    }
+
+    // Replaced by a new file (new inode) under the same name: the new one
+    // is read and the old one's descriptor closed.
+    let new = m0.join("counters/port_xmit_data.new");
+    fs::write(&new, "1000\n").unwrap();
+    fs::rename(&new, m0.join("counters/port_xmit_data")).unwrap();
+    // Removed: no sample (not the last value) and no descriptor.
+    fs::remove_file(m0.join("counters/link_downed")).unwrap();
+    let t2 = scrape(&c);
+    assert_sample(
+        &t2,
+        &format!("ibexporter_hca_port_transmit_bytes_total{dp0}"),
+        "4000",
+    );
+    assert_eq!(
+        exact_sample(&t2, &format!("ibexporter_hca_port_link_downed_total{dp0}")),
+        None
+    );
+    let fds = fds_under(&cp.root);
+    assert!(!fds.iter().any(|f| f.contains("(deleted)")), "{fds:?}");
+    assert_eq!(fds.len(), 19, "{fds:?}");
+    assert_eq!(c.kept_files(), 19);
+
+    // A device unplugged: its samples and its descriptors go at once.
+    fs::remove_dir_all(ib.join("mlx5_1")).unwrap();
+    let t3 = scrape(&c);
+    assert!(!t3.contains(r#"device="mlx5_1""#), "{t3}");
+    let fds = fds_under(&cp.root);
+    assert_eq!(fds.len(), 9, "{fds:?}");
+    assert!(!fds.iter().any(|f| f.contains("mlx5_1")), "{fds:?}");
+
+    // Steady scrapes open nothing more, and no read error was counted.
+    for _ in 0..3 {
+        let t = scrape(&c);
+        assert!(!t.contains("ibexporter_hca_read_errors_total{"), "{t}");
+    }
+    assert_eq!(fds_under(&cp.root).len(), 9);
+    drop(c);
+    assert_eq!(fds_under(&cp.root), Vec::<String>::new());
+}
+
+#[test]
+fn past_the_file_budget_every_file_is_still_read() {
+    // The fixture's 20 files fit the default budget.
+    const _: () = assert!(MAX_KEPT_FILES >= 20);
+    let cp = copy_of(&fixture("thesis-2s-mlx5"));
+    let m1 = cp.root.join("sys/class/infiniband/mlx5_1/ports/1");
+    let root = HostRoot::new(&cp.root).unwrap();
+    let few = Arc::new(HcaCollector::with_file_budget(root.clone(), 5));
+    let none = Arc::new(HcaCollector::with_file_budget(root, 0));
+    let all = Arc::new(HcaCollector::new(&cp.root).unwrap());
+    let scrape_each = || [scrape(&few), scrape(&none), scrape(&all)];
+    let [a, b, full] = scrape_each();
+    assert_eq!(a, full);
+    assert_eq!(b, full);
+    assert_eq!((few.kept_files(), none.kept_files()), (5, 0));
+    assert_eq!(fds_under(&cp.root).len(), 5 + 20);
+
+    // Files past the budget (mlx5_1 is read after mlx5_0's first 5) change
+    // between scrapes: every collector shows the new values.
+    fs::write(m1.join("counters/port_rcv_data"), "25\n").unwrap();
+    fs::write(m1.join("state"), "1: DOWN\n").unwrap();
+    let [a, b, full] = scrape_each();
+    let dp1 = r#"{device="mlx5_1",port="1"}"#;
+    assert_sample(
+        &full,
+        &format!("ibexporter_hca_port_receive_bytes_total{dp1}"),
+        "100",
+    );
+    assert_sample(&full, &format!("ibexporter_hca_port_state_id{dp1}"), "1");
+    assert_eq!(a, full);
+    assert_eq!(b, full);
+    assert_eq!(fds_under(&cp.root).len(), 5 + 20);
 }

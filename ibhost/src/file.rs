@@ -8,12 +8,14 @@
 //! [`read_small`], so each of them is refused the same way, quickly, and
 //! without echoing what the file holds; kernel pseudo-files (`/proc`,
 //! `/sys`, tracefs) go through [`read_pseudo`], the same checks with the
-//! cap on the bytes read. `tests/tests/bounded_reads.rs` fails on a read
-//! of a path anywhere else.
+//! cap on the bytes read; a one-value attribute kept open and read again
+//! (ibexporter's HCA counters) goes through [`reread_value`], one `pread`
+//! at offset 0 into the caller's fixed buffer. `tests/tests/bounded_reads.rs`
+//! fails on a read of a path anywhere else.
 
 use std::fs::OpenOptions;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The largest file [`read_small`] reads by default: 1 MiB, far above any
@@ -113,6 +115,50 @@ pub fn read_pseudo(path: impl AsRef<Path>, limit: u64) -> std::io::Result<String
             other.to_string(),
         )),
     }
+}
+
+/// Reads an open one-value file again from its start: one `pread` at
+/// offset 0 into `buf`, giving the bytes read. A file that fills `buf`
+/// is read one byte further, and refused if it holds more (an
+/// `InvalidData` error saying the limit, never the bytes).
+///
+/// Why it exists: a collector that keeps a sysfs attribute open (a
+/// counter read at every scrape) must see the value of now, not bytes
+/// left from an earlier read, without an open, a stat and a close each
+/// time. Reading at offset 0 has the kernel render the attribute afresh
+/// (sysfs renders the whole value, at most a page, at once) and leaves
+/// the descriptor's offset alone. The caller opened `f` as a regular
+/// file (the checks of [`read_small`]); a failure is the `io::Error` of
+/// the read, with its errno (`ENODEV`: the device behind a sysfs file is
+/// gone), for the caller to name the path. Only for files whose value
+/// one read returns whole: a sysfs attribute, a small regular file (not
+/// a multi-record `/proc` table: [`read_pseudo`]).
+pub fn reread_value<'b>(f: &std::fs::File, buf: &'b mut [u8]) -> std::io::Result<&'b [u8]> {
+    let n = loop {
+        match f.read_at(buf, 0) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => break r?,
+        }
+    };
+    if n == buf.len() {
+        let mut more = [0u8; 1];
+        let extra = loop {
+            match f.read_at(&mut more, n as u64) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => break r?,
+            }
+        };
+        if extra > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "holds more than {} bytes; not the one value expected here",
+                    buf.len()
+                ),
+            ));
+        }
+    }
+    Ok(&buf[..n])
 }
 
 /// The most a pseudo-file read through [`read_pseudo`] may hold unless
@@ -307,6 +353,55 @@ mod tests {
         let e = read_small_text(&f, 10).unwrap_err();
         assert!(e.to_string().contains("not UTF-8"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_value_read_again_is_the_value_of_now_and_bounded() {
+        let d = tempfile_dir("reread");
+        let p = d.join("counter");
+        std::fs::write(&p, "12345\n").unwrap();
+        let (f, _) = open_regular(&p).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(reread_value(&f, &mut buf).unwrap(), b"12345\n");
+        // Rewritten shorter in place: no bytes of the longer value remain.
+        std::fs::write(&p, "7\n").unwrap();
+        assert_eq!(reread_value(&f, &mut buf).unwrap(), b"7\n");
+        // Exactly the buffer: accepted; one byte more: refused, unquoted.
+        std::fs::write(&p, "0123456789abcdef").unwrap();
+        assert_eq!(reread_value(&f, &mut buf).unwrap(), b"0123456789abcdef");
+        std::fs::write(&p, "0123456789abcdefSECRET").unwrap();
+        let e = reread_value(&f, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("more than 16 bytes"), "{e}");
+        assert!(!e.to_string().contains("SECRET"), "{e}");
+        // A device that never ends (what a swapped path could lead to)
+        // costs one buffer and one byte, not memory without end.
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        let e = reread_value(&zero, &mut buf).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        // A pipe cannot be read at an offset: an error, not a wait.
+        let fifo = d.join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let pipe = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let e = reread_value(&pipe, &mut buf).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ESPIPE), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A fresh directory for one test of this module.
+    fn tempfile_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ibhost-file-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
     }
 
     #[test]

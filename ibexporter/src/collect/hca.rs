@@ -1,6 +1,7 @@
 //! HCA port counters, port state and device identity from sysfs
 //! (`/sys/class/infiniband/<device>/...`): counters, port states and rates
-//! read fresh at every scrape, a device's identity kept for a while.
+//! read fresh at every scrape (through files kept open), a device's
+//! identity kept for a while.
 //!
 //! Why it exists: a latency regression often starts as link trouble
 //! (symbol errors, a port that retrained to a lower rate, RNR retries on
@@ -49,8 +50,12 @@
 //!
 //! # What is read when
 //!
-//! The device list, port states, rates and every counter are read at each
-//! scrape. A device's identity (`fw_ver`, `board_id`, `hca_type`,
+//! The device list, the `counters/` and `hw_counters/` listings, port
+//! states, rates and every counter are read at each scrape; the value
+//! files are kept open between scrapes and read again at offset 0
+//! ([`super::open_files`]: a kept file is let go when its device goes, its
+//! read fails with `ENODEV`, or the listing shows another file under its
+//! name). A device's identity (`fw_ver`, `board_id`, `hca_type`,
 //! `node_guid`, NUMA node, PCIe link, its ports with their link layer and
 //! netdev) is read when the device first appears and again at the first
 //! scrape after [`IDENTITY_TTL`]: it changes only when the device is
@@ -58,6 +63,7 @@
 //! tables included) took most of a scrape's file reads. A port added or
 //! removed shows after the same delay.
 
+use super::open_files::{OpenFiles, MAX_KEPT_FILES};
 use ibtune::host::rdma::{device_names, read_rdma_device, IB_BASE};
 use ibtune::host::{EntryKind, HostRoot};
 use prometheus_client::collector::Collector;
@@ -245,18 +251,17 @@ enum Value<T> {
     Failed(String),
 }
 
-/// Reads a file, telling "absent" apart from "present but unreadable".
-fn read_file(root: &HostRoot, path: &str) -> Result<Option<String>, String> {
-    match root.read(path) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.source.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.source.to_string()),
-    }
+/// What a scrape reads files with: the root, and the files kept open
+/// ([`OpenFiles`]).
+struct Files<'a> {
+    root: &'a HostRoot,
+    open: &'a mut OpenFiles,
 }
 
 /// Reads one counter file: a decimal u64 (`N/A (no PMA)` counts as absent).
-fn read_counter(root: &HostRoot, path: &str) -> Value<u64> {
-    match read_file(root, path) {
+/// `listed`: its inode in this scrape's listing of its directory.
+fn read_counter(files: &mut Files, path: &str, listed: Option<u64>) -> Value<u64> {
+    match files.open.read(files.root, path, listed) {
         Ok(None) => Value::Absent,
         Err(e) => Value::Failed(e),
         Ok(Some(text)) => {
@@ -312,12 +317,12 @@ pub fn parse_rate(text: &str) -> Option<u64> {
 /// Reads a `state`-like attribute: absent is `None`; unreadable or
 /// unparsable is recorded as a failure.
 fn read_attr<T>(
-    root: &HostRoot,
+    files: &mut Files,
     path: &str,
     parse: impl Fn(&str) -> Option<T>,
     fail: &mut dyn FnMut(String),
 ) -> Option<T> {
-    match read_file(root, path) {
+    match files.open.read(files.root, path, None) {
         Ok(None) => None,
         Err(e) => {
             fail(e);
@@ -333,16 +338,17 @@ fn read_attr<T>(
     }
 }
 
-/// Lists a directory: `Ok(None)` when it does not exist.
-fn list_dir(root: &HostRoot, path: &str) -> Result<Option<Vec<String>>, String> {
+/// Lists a directory: the names and inodes of what is not a directory,
+/// sorted; `Ok(None)` when it does not exist.
+fn list_dir(root: &HostRoot, path: &str) -> Result<Option<Vec<(String, u64)>>, String> {
     // Through the root's listing, so a link in the tree cannot lead the
     // collector outside --root.
     match root.entries(path) {
         Ok(entries) => {
-            let mut names: Vec<String> = entries
+            let mut names: Vec<(String, u64)> = entries
                 .into_iter()
                 .filter(|e| e.kind != EntryKind::Dir)
-                .map(|e| e.name)
+                .map(|e| (e.name, e.ino))
                 .collect();
             names.sort();
             Ok(Some(names))
@@ -355,12 +361,12 @@ fn list_dir(root: &HostRoot, path: &str) -> Result<Option<Vec<String>>, String> 
 /// Reads every counter of a `hw_counters/` directory (`dir` is relative to
 /// `base`, the port or device directory).
 fn read_hw_counters(
-    root: &HostRoot,
+    files: &mut Files,
     base: &str,
     fail: &mut dyn FnMut(String, String),
 ) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    let names = match list_dir(root, &format!("{base}/hw_counters")) {
+    let names = match list_dir(files.root, &format!("{base}/hw_counters")) {
         Ok(Some(n)) => n,
         Ok(None) => return out,
         Err(e) => {
@@ -368,9 +374,9 @@ fn read_hw_counters(
             return out;
         }
     };
-    for name in names.into_iter().filter(|n| n != HW_COUNTERS_LIFESPAN) {
+    for (name, ino) in names.into_iter().filter(|(n, _)| n != HW_COUNTERS_LIFESPAN) {
         let file = format!("hw_counters/{name}");
-        match read_counter(root, &format!("{base}/{file}")) {
+        match read_counter(files, &format!("{base}/{file}"), Some(ino)) {
             Value::Ok(v) => {
                 out.insert(name, v);
             }
@@ -384,7 +390,7 @@ fn read_hw_counters(
 /// The numbers of one port, read at every scrape: states, rate and
 /// counters, on top of its identity (`ident`: number, link layer, netdev).
 fn read_port(
-    root: &HostRoot,
+    files: &mut Files,
     dev: &str,
     ident: &HcaPort,
     failures: &mut Vec<ReadFailure>,
@@ -399,27 +405,30 @@ fn read_port(
             reason,
         })
     };
-    let state = read_attr(root, &format!("{base}/state"), parse_state, &mut |e| {
+    let state = read_attr(files, &format!("{base}/state"), parse_state, &mut |e| {
         fail("state".into(), e)
     });
-    let phys_state = read_attr(root, &format!("{base}/phys_state"), parse_state, &mut |e| {
-        fail("phys_state".into(), e)
-    });
-    let rate_bytes_per_second = read_attr(root, &format!("{base}/rate"), parse_rate, &mut |e| {
+    let phys_state = read_attr(
+        files,
+        &format!("{base}/phys_state"),
+        parse_state,
+        &mut |e| fail("phys_state".into(), e),
+    );
+    let rate_bytes_per_second = read_attr(files, &format!("{base}/rate"), parse_rate, &mut |e| {
         fail("rate".into(), e)
     });
 
     let mut counters = BTreeMap::new();
-    match list_dir(root, &format!("{base}/counters")) {
+    match list_dir(files.root, &format!("{base}/counters")) {
         Ok(None) => {}
         Err(e) => fail("counters".into(), e),
         Ok(Some(present)) => {
-            for c in PORT_COUNTERS
-                .iter()
-                .filter(|c| present.iter().any(|p| p == c.file))
-            {
+            for c in PORT_COUNTERS {
+                let Some(&(_, ino)) = present.iter().find(|(p, _)| p == c.file) else {
+                    continue;
+                };
                 let file = format!("counters/{}", c.file);
-                match read_counter(root, &format!("{base}/{file}")) {
+                match read_counter(files, &format!("{base}/{file}"), Some(ino)) {
                     Value::Ok(v) => {
                         counters.insert(c.file.to_string(), v);
                     }
@@ -429,7 +438,7 @@ fn read_port(
             }
         }
     }
-    let hw_counters = read_hw_counters(root, &base, &mut fail);
+    let hw_counters = read_hw_counters(files, &base, &mut fail);
     HcaPort {
         port,
         state,
@@ -494,14 +503,14 @@ fn read_identity(root: &HostRoot, name: &str) -> Hca {
 
 /// Reads the numbers of one device (`ident` from [`read_identity`]): its
 /// device-level `hw_counters/` and each port's states, rate and counters.
-fn read_numbers(root: &HostRoot, ident: &Hca, failures: &mut Vec<ReadFailure>) -> Hca {
+fn read_numbers(files: &mut Files, ident: &Hca, failures: &mut Vec<ReadFailure>) -> Hca {
     let name = ident.name.as_str();
     let ports = ident
         .ports
         .iter()
-        .map(|p| read_port(root, name, p, failures))
+        .map(|p| read_port(files, name, p, failures))
         .collect();
-    let hw_counters = read_hw_counters(root, &format!("{IB_BASE}/{name}"), &mut |file, reason| {
+    let hw_counters = read_hw_counters(files, &format!("{IB_BASE}/{name}"), &mut |file, reason| {
         failures.push(ReadFailure {
             device: name.to_string(),
             port: String::new(),
@@ -529,9 +538,14 @@ fn read_numbers(root: &HostRoot, ident: &Hca, failures: &mut Vec<ReadFailure>) -
 /// devices (or no `/sys/class/infiniband`) is an empty scan.
 pub fn read_hcas(root: &HostRoot) -> HcaScan {
     let mut failures = Vec::new();
+    let mut none_kept = OpenFiles::with_budget(0);
+    let mut files = Files {
+        root,
+        open: &mut none_kept,
+    };
     let hcas = device_names(root)
         .into_iter()
-        .map(|n| read_numbers(root, &read_identity(root, &n), &mut failures))
+        .map(|n| read_numbers(&mut files, &read_identity(root, &n), &mut failures))
         .collect();
     HcaScan { hcas, failures }
 }
@@ -545,27 +559,43 @@ pub const IDENTITY_TTL: Duration = Duration::from_secs(30);
 /// Identities by device name, with when each was read.
 type Identities = BTreeMap<String, (Instant, Hca)>;
 
-/// Like [`read_hcas`], with identities taken from `cache` while younger
-/// than [`IDENTITY_TTL`]; devices gone from the tree leave the cache.
-fn read_hcas_cached(root: &HostRoot, cache: &mut Identities) -> HcaScan {
+/// What [`HcaCollector`] keeps from one scrape to the next.
+#[derive(Debug, Default)]
+struct Kept {
+    identities: Identities,
+    files: OpenFiles,
+}
+
+/// Like [`read_hcas`], with identities taken from `kept` while younger
+/// than [`IDENTITY_TTL`] and files read through those it keeps open;
+/// devices gone from the tree leave it, and a device whose identity is
+/// read again has its files opened afresh.
+fn read_hcas_kept(root: &HostRoot, kept: &mut Kept) -> HcaScan {
     let names = device_names(root);
-    cache.retain(|n, _| names.contains(n));
+    kept.identities.retain(|n, _| names.contains(n));
     let now = Instant::now();
     let mut failures = Vec::new();
+    let mut files = Files {
+        root,
+        open: &mut kept.files,
+    };
     let hcas = names
         .into_iter()
         .map(|n| {
-            let stale = cache
+            let stale = kept
+                .identities
                 .get(&n)
                 .is_none_or(|(at, _)| now.duration_since(*at) >= IDENTITY_TTL);
             if stale {
                 let id = read_identity(root, &n);
-                cache.insert(n.clone(), (now, id));
+                files.open.forget_under(&format!("{IB_BASE}/{n}"));
+                kept.identities.insert(n.clone(), (now, id));
             }
-            let ident = &cache[&n].1;
-            read_numbers(root, ident, &mut failures)
+            let ident = &kept.identities[&n].1;
+            read_numbers(&mut files, ident, &mut failures)
         })
         .collect();
+    kept.files.sweep();
     HcaScan { hcas, failures }
 }
 
@@ -580,12 +610,13 @@ pub type FailKey = (String, String, String);
 /// are read in [`Collector::encode`], not on a timer. It keeps the only
 /// state that must outlive a scrape: the read-error counts and which files
 /// are already known to fail (so each is logged once, not at every scrape),
-/// and the devices' identities (read again after [`IDENTITY_TTL`]).
+/// the devices' identities (read again after [`IDENTITY_TTL`]) and the
+/// files it keeps open ([`OpenFiles`]).
 #[derive(Debug)]
 pub struct HcaCollector {
     root: HostRoot,
     state: Mutex<ErrorState>,
-    identities: Mutex<Identities>,
+    kept: Mutex<Kept>,
 }
 
 #[derive(Debug, Default)]
@@ -617,11 +648,34 @@ impl HcaCollector {
     /// Why it exists: callers that already hold one (shared with the
     /// tuning collector) need not canonicalize the path again.
     pub fn with_root(root: HostRoot) -> Self {
+        Self::with_file_budget(root, MAX_KEPT_FILES)
+    }
+
+    /// A collector that keeps at most `budget` files open between scrapes
+    /// (0: every file is opened and closed at each scrape).
+    ///
+    /// Why it exists: the tests read a host with more files than the
+    /// budget; [`HcaCollector::with_root`] keeps [`MAX_KEPT_FILES`].
+    pub fn with_file_budget(root: HostRoot, budget: usize) -> Self {
         HcaCollector {
             root,
             state: Mutex::new(ErrorState::default()),
-            identities: Mutex::new(Identities::new()),
+            kept: Mutex::new(Kept {
+                identities: Identities::new(),
+                files: OpenFiles::with_budget(budget),
+            }),
         }
+    }
+
+    /// How many files the collector keeps open now.
+    ///
+    /// Why it exists: the tests check the budget and that nothing leaks.
+    pub fn kept_files(&self) -> usize {
+        self.kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .files
+            .kept()
     }
 
     /// Reads the tree and updates the error counts and the log; returns
@@ -630,8 +684,8 @@ impl HcaCollector {
     /// Why it exists: [`Collector::encode`] and tests share it.
     pub fn scrape(&self) -> (HcaScan, BTreeMap<FailKey, u64>) {
         let scan = {
-            let mut ids = self.identities.lock().unwrap_or_else(|p| p.into_inner());
-            read_hcas_cached(&self.root, &mut ids)
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            read_hcas_kept(&self.root, &mut kept)
         };
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now: BTreeSet<FailKey> = scan

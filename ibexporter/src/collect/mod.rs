@@ -14,6 +14,7 @@ pub mod encode;
 pub mod hca;
 pub mod hw_split;
 pub mod latency;
+pub mod open_files;
 pub mod tuning;
 
 /// Registers the collectors that read the host at scrape time: the HCAs

@@ -87,6 +87,9 @@ pub struct Entry {
     pub name: String,
     /// Its type, links not followed.
     pub kind: EntryKind,
+    /// Its inode number, as the directory says: a reader that keeps the
+    /// file open tells a file replaced under the same name by it.
+    pub ino: u64,
 }
 
 /// The host lock, held while it lives (see [`HostRoot::lock`]).
@@ -269,9 +272,14 @@ impl HostRoot {
         File::from(fd).metadata().map_err(|e| err("stat", p, e))
     }
 
-    /// Reads a whole file as bytes: a regular file of at most [`MAX_READ`]
-    /// bytes (a FIFO, a device or a larger file is an error naming it).
-    pub fn read_bytes(&self, p: &str) -> HostResult<Vec<u8>> {
+    /// Opens a regular file for reading, with its metadata (a FIFO, a
+    /// device or a directory is an error naming the path).
+    ///
+    /// Why it exists: [`HostRoot::read_bytes`] reads through it, and a
+    /// reader that keeps a file open to read it again (ibexporter's HCA
+    /// counters, through `ibhost::file::reread_value`) opens it here, inside
+    /// the root, with the same checks.
+    pub fn open_regular(&self, p: &str) -> HostResult<(File, fs::Metadata)> {
         // O_NONBLOCK: opening a FIFO must not wait for a writer.
         let fd = self.open(
             "read",
@@ -282,6 +290,13 @@ impl HostRoot {
         let f = File::from(fd);
         let meta = f.metadata().map_err(|e| err("read", p, e))?;
         regular(&meta).map_err(|e| err("read", p, e))?;
+        Ok((f, meta))
+    }
+
+    /// Reads a whole file as bytes: a regular file of at most [`MAX_READ`]
+    /// bytes (a FIFO, a device or a larger file is an error naming it).
+    pub fn read_bytes(&self, p: &str) -> HostResult<Vec<u8>> {
+        let (f, meta) = self.open_regular(p)?;
         let too_big = || {
             err(
                 "read",
@@ -362,7 +377,11 @@ impl HostRoot {
                 Some(Type::Symlink) => EntryKind::Symlink,
                 _ => EntryKind::Other,
             };
-            out.push(Entry { name, kind });
+            out.push(Entry {
+                name,
+                kind,
+                ino: e.ino(),
+            });
             if out.len() >= MAX_LIST {
                 break;
             }
