@@ -349,6 +349,7 @@ impl Snapshot {
                         lost: p.lost as u32,
                         p50_us: p.p50_us.map_or(f32::NAN, |v| v as f32),
                         p10_us: p.p10_us.map_or(f32::NAN, |v| v as f32),
+                        hw: None,
                     });
                 }
                 let mut self_health_us = Vec::new();
