@@ -600,6 +600,7 @@ fn assemble(client: &Client, step: f64, raws: Vec<(f64, Raw)>) -> Result<Snapsho
                 lost: (v[1] as u64).min(v[0] as u64),
                 p50_us: us(v[2]),
                 p10_us: us(v[3]),
+                hw_us: None,
             });
         }
         rounds.push(SnapRound {
