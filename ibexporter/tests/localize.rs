@@ -53,13 +53,13 @@ fn every_fault_is_localized_within_three_rounds_and_noise_names_nobody() {
 fn synthetic_hardware_splits_localize_every_single_fault_no_worse() {
     // Synthetic splits (no device here stamps completions): with them,
     // every single fault is localized at least as well as by the vote.
-    let plan = ClusterPlan::new(synthetic(600, 30), PlanKind::RackMesh, 1);
+    let plan = ClusterPlan::new(synthetic(300, 15), PlanKind::RackMesh, 1);
     let scenarios = parse_scenarios("all").unwrap();
-    let vote = measure(&plan, T, &scenarios, 12, 2024);
+    let vote = measure(&plan, T, &scenarios, 10, 2024);
     let hw = SimOptions {
         hw_timestamps: true,
     };
-    let split = measure_with(&plan, T, &scenarios, 12, 2024, hw);
+    let split = measure_with(&plan, T, &scenarios, 10, 2024, hw);
     let mut problems = Vec::new();
     for (v, s) in vote.localization.iter().zip(&split.localization) {
         assert_eq!(v.fault, s.fault);
