@@ -485,22 +485,26 @@ fn the_hardware_split_puts_network_delay_on_no_host() {
 #[test]
 fn a_split_that_moved_nowhere_or_is_not_a_number_votes_as_without() {
     // A slow host whose split is NaN: the vote, as without a split.
-    let r = round(|o| {
+    let host5 = |o: &mut PairObs, hw: Option<HwSplit>| {
         if o.prober == 5 || o.target == 5 {
             slow(o, 3.0);
         }
-        o.hw = Some(HwSplit {
-            prober_us: f32::NAN,
-            responder_us: 1.0,
-            network_us: 1.0,
-        });
+        o.hw = hw;
         true
-    });
-    let plain = round(|o| {
-        if o.prober == 5 || o.target == 5 {
-            slow(o, 3.0);
-        }
-        true
-    });
-    assert_eq!(named(&r, 3), named(&plain, 3));
+    };
+    let nan = HwSplit {
+        prober_us: f32::NAN,
+        responder_us: 1.0,
+        network_us: 1.0,
+    };
+    let plain = named(&round(|o| host5(o, None)), 3);
+    assert_eq!(plain[0].entity, Entity::Host(5), "{plain:?}");
+    assert_eq!(named(&round(|o| host5(o, Some(nan))), 3), plain);
+    // A split whose parts all stayed at their class medians: no part
+    // moved, so both sides, as the vote.
+    let unmoved = |o: &mut PairObs| {
+        let h = split(o);
+        host5(o, Some(h))
+    };
+    assert_eq!(named(&round(unmoved), 3), plain);
 }
