@@ -223,6 +223,9 @@ struct PlanArgs {
     /// Inject faults into the simulated mesh and measure how well they are localized: slow-host, dead-host, slow-nic-tx, slow-rack-pair, lossy-link, flapping-link, or all; comma-separated, a+b for two at once.
     #[arg(long, value_name = "LIST", value_parser = parse_faults)]
     faults: Option<FaultList>,
+    /// With --faults: every simulated probe also carries a synthetic hardware-timestamp split (prober delay, responder delay, network), as NICs that stamp completions would give, and the localizer reads it.
+    #[arg(long, requires = "faults")]
+    simulate_hw_timestamps: bool,
     /// Seed of the simulation (same seed, same numbers).
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
@@ -395,6 +398,9 @@ fn plan_request(a: &PlanArgs) -> Result<ibexporter::planner::PlanRequest, String
             .trials
             .unwrap_or(if a.faults.is_some() { 20 } else { 1000 }),
         faults: a.faults.clone().map(|f| f.0),
+        sim: ibexporter::localize::sim::SimOptions {
+            hw_timestamps: a.simulate_hw_timestamps,
+        },
         seed: a.seed,
         json: a.json || a.format == MeshFormat::Json,
     })

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use crate::config::PlanConfig;
-use crate::localize::sim::{self, Localization, Scenario};
+use crate::localize::sim::{self, Localization, Scenario, SimOptions};
 use crate::targets::file_sd::plan_members;
 use crate::targets::plan::{epoch_at, ClusterPlan, Figures, Timing};
 use crate::targets::simulate::{report, synthetic, Report};
@@ -58,6 +58,8 @@ pub struct PlanRequest {
     pub trials: usize,
     /// Fault scenarios whose localization to measure (None: none).
     pub faults: Option<Vec<Scenario>>,
+    /// How the simulated mesh reports (hardware timestamps or not).
+    pub sim: SimOptions,
     /// The simulation's seed.
     pub seed: u64,
     /// JSON instead of a table.
@@ -100,7 +102,7 @@ pub fn run(req: &PlanRequest) -> Result<String, String> {
             let loc = req
                 .faults
                 .as_ref()
-                .map(|f| sim::measure(&plan, req.timing, f, req.trials, req.seed));
+                .map(|f| sim::measure_with(&plan, req.timing, f, req.trials, req.seed, req.sim));
             if req.json {
                 let mut v = serde_json::to_value(&r).map_err(|e| e.to_string())?;
                 if let (Some(l), Some(map)) = (&loc, v.as_object_mut()) {

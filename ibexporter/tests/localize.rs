@@ -6,7 +6,9 @@
 //! is the looser bound that fails when the method or the simulation
 //! breaks. Also the command's JSON and its refusals.
 
-use ibexporter::localize::sim::{measure, parse_scenarios, HORIZON_ROUNDS};
+use ibexporter::localize::sim::{
+    measure, measure_with, parse_scenarios, SimOptions, HORIZON_ROUNDS,
+};
 use ibexporter::targets::plan::{ClusterPlan, PlanKind, Timing};
 use ibexporter::targets::simulate::synthetic;
 use std::process::Command;
@@ -45,6 +47,30 @@ fn every_fault_is_localized_within_three_rounds_and_noise_names_nobody() {
         l.healthy_hours,
         l.false_suspects_by_kind
     );
+}
+
+#[test]
+fn synthetic_hardware_splits_localize_every_single_fault_no_worse() {
+    // Synthetic splits (no device here stamps completions): with them,
+    // every single fault is localized at least as well as by the vote.
+    let plan = ClusterPlan::new(synthetic(300, 15), PlanKind::RackMesh, 1);
+    let scenarios = parse_scenarios("all").unwrap();
+    let vote = measure(&plan, T, &scenarios, 10, 2024);
+    let hw = SimOptions {
+        hw_timestamps: true,
+    };
+    let split = measure_with(&plan, T, &scenarios, 10, 2024, hw);
+    let mut problems = Vec::new();
+    for (v, s) in vote.localization.iter().zip(&split.localization) {
+        assert_eq!(v.fault, s.fault);
+        let prec = |f: &ibexporter::localize::sim::FaultScore| f.top1_precision.unwrap_or(0.0);
+        if prec(s) < prec(v) || s.recall < v.recall || s.top3_recall < v.top3_recall {
+            problems.push(format!("with splits {s:?}\nby the vote {v:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let total: usize = split.false_suspects_by_kind.values().sum();
+    assert!(total <= 1, "{:?}", split.false_suspects_by_kind);
 }
 
 fn mesh(args: &[&str]) -> std::process::Output {

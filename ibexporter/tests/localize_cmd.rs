@@ -428,7 +428,10 @@ fn series(out: &mut String, name: &str, labels: &str, times: &[i64], per_step: f
 fn a_real_prometheus_names_the_slowed_host() {
     // 9 exporters h0..h8 in racks ra, rb, rc, every pair probed; h4's
     // probes (both ways) and its own wake-ups are 3x slower. Backfilled
-    // as 10 minutes of 10 s samples ending a minute ago.
+    // as 10 minutes of 10 s samples ending a minute ago. The even hosts'
+    // probes also carry a synthetic hardware-timestamp split (no device
+    // here stamps completions): h4's own delay is slow as prober and as
+    // responder, the network never; the odd hosts' probes carry none.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -498,6 +501,25 @@ fn a_real_prometheus_names_the_slowed_host() {
                     *n,
                 );
             }
+            if i % 2 == 1 {
+                continue;
+            }
+            for (name, moved) in [
+                ("ibprobe_hw_prober_delay_seconds_bucket", i == slow),
+                ("ibprobe_hw_responder_delay_seconds_bucket", j == slow),
+                ("ibprobe_hw_network_rtt_seconds_bucket", false),
+            ] {
+                let b = if moved { &slowb } else { &fast };
+                for (le, n) in les.iter().zip(b) {
+                    series(
+                        &mut om,
+                        name,
+                        &format!("{},le=\"{le}\"", base(i, &target(j))),
+                        &times,
+                        *n,
+                    );
+                }
+            }
         }
         // Own wake-ups: p99 about 15 us, 50 us on the slow host.
         let w = format!("instance=\"{}\",job=\"ib\",source=\"h{i}\",target=\"cpu0\",transport=\"host\",op=\"wakeup\",size_bytes=\"0\"", inst(i));
@@ -555,6 +577,11 @@ fn a_real_prometheus_names_the_slowed_host() {
     assert_eq!(got[0], ("host".to_string(), "h4".to_string()), "{v:#}");
     assert_eq!(got.len(), 1, "only the slowed host: {v:#}");
     assert_eq!(v["suspects"][0]["accused_in"], serde_json::json!([1, 2, 3]));
+    let evidence = v["suspects"][0]["evidence"].as_str().unwrap_or_default();
+    assert!(
+        evidence.contains("by hardware timestamps") && evidence.contains("prober delay"),
+        "{evidence}"
+    );
     // The saved rounds replay offline to the same suspects.
     let saved = std::fs::read_dir(dir.path())
         .unwrap()
@@ -566,9 +593,18 @@ fn a_real_prometheus_names_the_slowed_host() {
     assert_eq!(replay.status.code(), Some(1));
     let r = json(&replay);
     assert_eq!(r["suspects"], v["suspects"]);
-    let p50 = Snapshot::read(&saved).unwrap().rounds[0].probes[0]
-        .p50_us
-        .unwrap();
+    let snap = Snapshot::read(&saved).unwrap();
+    let p50 = snap.rounds[0].probes[0].p50_us.unwrap();
+    // The split where the even hosts served it, none where the odd did.
+    for p in &snap.rounds[0].probes {
+        let even = p.prober[1..].parse::<usize>().unwrap() % 2 == 0;
+        assert_eq!(p.hw_us.is_some(), even, "{p:?}");
+        if let Some(h) = p.hw_us {
+            let want = if p.prober == "h4" { 6.0 } else { 1.75 };
+            assert!((h.prober - want).abs() < 0.01, "{p:?}");
+            assert!((h.network - 1.75).abs() < 0.01, "{p:?}");
+        }
+    }
     assert!(
         (p50 - 1.75).abs() < 0.01 || (p50 - 6.0).abs() < 0.01,
         "{p50}"

@@ -504,6 +504,7 @@ fn rust_names(sc: &Scenario) -> Names {
                 lost: pr.lost * 4,
                 p50_us: (quantile(0.5, &b) * 1e6) as f32,
                 p10_us: (quantile(0.1, &b) * 1e6) as f32,
+                hw: None,
             });
         }
     }

@@ -39,7 +39,7 @@
 //!   side is slow too), else `nic` (its NIC's transmit path: requests it
 //!   sends as prober and replies it sends as target). Without self-health
 //!   the suspect is `nic` and its evidence says the wake-up latency is
-//!   unknown. Hardware timestamps (R-Pingmesh's split) are not read yet;
+//!   unknown;
 //! - **prober** / **target**: only that side bad;
 //! - **rack-pair**: the cross probes between two racks that involve no
 //!   host suspect: at least [`RACK_PAIR_MIN`] of them bad (slow, lossy or
@@ -49,6 +49,28 @@
 //! - **path**: a bad probe whose prober and target are otherwise fine
 //!   (each side bad in at most [`PEER_BACKGROUND_MAX`] of its probes) and
 //!   whose racks are no rack-pair suspect.
+//!
+//! # Hardware timestamps (R-Pingmesh's split), where present
+//!
+//! Where a probe carries the split of its round trip by the NICs'
+//! hardware timestamps ([`HwSplit`]: prober delay, responder delay,
+//! network), a slow probe is not counted against both its hosts: it is
+//! attributed by the part that moved against the round's median of that
+//! part in its class. The prober delay above [`HW_PART_RATIO`] times its
+//! class median (and the largest such excess, in microseconds) makes it
+//! slow on the prober's side only; the responder delay, on the target's
+//! side only; the network, on neither host's side (it still counts as a
+//! bad probe for rack pairs and paths). A slow probe whose parts none
+//! moved counts on both sides, as without a split. So a host slow only
+//! as target no longer makes its probers look slow (the vote's blind
+//! spot in a small rack with several such hosts), and a slow path no
+//! longer accuses its hosts. The evidence says where the split decided
+//! ("by hardware timestamps: responder delay 85.0 us vs 9.0 us class
+//! median"). Host vs NIC is still told by the wake-up latency: a NIC's
+//! transmit queueing lies before its departure stamp, on its host's
+//! side. Probes without a split vote as above, unchanged. Unverified on
+//! hardware: no device of this project stamps completions, so this is
+//! tested on synthetic splits only.
 //!
 //! A suspect's per-round **strength** is its excess over the background
 //! (a side's slow share minus its peers', a rack pair's bad share minus
@@ -72,7 +94,8 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
 pub use model::{
-    Entity, HostId, PairObs, Round, Suspect, SuspectKind, Topology, CONFIRM_ROUNDS, WINDOW_ROUNDS,
+    Entity, HostId, HwSplit, PairObs, Round, Suspect, SuspectKind, Topology, CONFIRM_ROUNDS,
+    WINDOW_ROUNDS,
 };
 
 /// A probe is slow above this multiple of its class's median (same rack,
@@ -102,6 +125,33 @@ pub const RACK_PAIR_FRAC: f64 = 0.75;
 /// Most share of bad probes inside either rack for a rack-pair suspect.
 pub const RACK_INSIDE_MAX: f64 = 0.2;
 
+/// A part of a hardware-timestamp split counts as moved above this
+/// multiple of its class's median (the same bar as [`SLOW_RATIO`]).
+pub const HW_PART_RATIO: f64 = 1.5;
+
+/// Where a slow probe's slowness lies ([`HwSplit`], else both ends).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Blame {
+    /// No split, or no part moved: the vote's reading, both sides.
+    Both,
+    /// The prober's host delay moved: (its value, its class median).
+    Prober(f32, f64),
+    /// The responder's host delay moved.
+    Responder(f32, f64),
+    /// The network part moved: neither host.
+    Network,
+}
+
+impl Blame {
+    fn on_prober(self) -> bool {
+        matches!(self, Blame::Both | Blame::Prober(..))
+    }
+
+    fn on_target(self) -> bool {
+        matches!(self, Blame::Both | Blame::Responder(..))
+    }
+}
+
 /// One side of a host in one round (as prober, or as target).
 #[derive(Debug, Clone, Copy, Default)]
 struct Side {
@@ -111,6 +161,11 @@ struct Side {
     dead: u32,
     sent: u64,
     lost: u64,
+    /// Slow probes the hardware split put on this side, and the sums of
+    /// the moved part and of its class median (the evidence's means).
+    hw_slow: u32,
+    hw_part: f64,
+    hw_median: f64,
 }
 
 impl Side {
@@ -121,6 +176,12 @@ impl Side {
         self.dead += u32::from(o.dead());
         self.sent += u64::from(o.sent);
         self.lost += u64::from(o.lost);
+    }
+
+    fn add_hw(&mut self, part: f32, median: f64) {
+        self.hw_slow += 1;
+        self.hw_part += f64::from(part);
+        self.hw_median += median;
     }
 
     fn slow_share(&self) -> f64 {
@@ -232,18 +293,24 @@ pub fn assess(topo: &Topology, round: &Round) -> Vec<Suspect> {
         slow || o.dead() || (o.lost >= 2 && ratio(f64::from(o.lost), f64::from(o.sent)) >= loss_bad)
     };
     let slow: Vec<bool> = round.pairs.iter().map(slow_of).collect();
+    let blame = hw_blame(round, &slow, same);
 
     let mut out_side = vec![Side::default(); n];
     let mut in_side = vec![Side::default(); n];
-    for (o, &s) in round.pairs.iter().zip(&slow) {
-        out_side[o.prober as usize].add(o, s);
-        in_side[o.target as usize].add(o, s);
+    for ((o, &s), &b) in round.pairs.iter().zip(&slow).zip(&blame) {
+        out_side[o.prober as usize].add(o, s && b.on_prober());
+        in_side[o.target as usize].add(o, s && b.on_target());
+        match b {
+            Blame::Prober(v, m) if s => out_side[o.prober as usize].add_hw(v, m),
+            Blame::Responder(v, m) if s => in_side[o.target as usize].add_hw(v, m),
+            _ => {}
+        }
     }
     let mut out_bg = vec![Background::default(); n];
     let mut in_bg = vec![Background::default(); n];
-    for (o, &s) in round.pairs.iter().zip(&slow) {
-        out_bg[o.prober as usize].add(&in_side[o.target as usize], o, s);
-        in_bg[o.target as usize].add(&out_side[o.prober as usize], o, s);
+    for ((o, &s), &b) in round.pairs.iter().zip(&slow).zip(&blame) {
+        out_bg[o.prober as usize].add(&in_side[o.target as usize], o, s && b.on_target());
+        in_bg[o.target as usize].add(&out_side[o.prober as usize], o, s && b.on_prober());
     }
     let verdict = |side: &Side, bg: &Background| {
         let loss = side.loss();
@@ -332,6 +399,17 @@ pub fn assess(topo: &Topology, round: &Round) -> Vec<Suspect> {
                     100.0 * bg.slow_share()
                 ),
             };
+            if v.bad() && side.hw_slow > 0 {
+                let k = f64::from(side.hw_slow);
+                let _ = write!(
+                    evidence,
+                    " (by hardware timestamps, {} of them: {} delay {:.1} us vs {:.1} us class median)",
+                    side.hw_slow,
+                    if name == "as prober" { "prober" } else { "responder" },
+                    side.hw_part / k,
+                    side.hw_median / k
+                );
+            }
         }
         if matches!(kind, SuspectKind::Host | SuspectKind::Nic) {
             let own = round.self_health_us.get(h).copied().unwrap_or(f32::NAN);
@@ -448,6 +526,54 @@ pub fn assess(topo: &Topology, round: &Round) -> Vec<Suspect> {
         });
     }
     suspects
+}
+
+/// Where each slow probe's slowness lies, by its hardware split against
+/// the round's class medians of each part ([`Blame::Both`] for every
+/// probe without a split, or whose parts none moved).
+fn hw_blame(round: &Round, slow: &[bool], same: impl Fn(&PairObs) -> bool) -> Vec<Blame> {
+    // [inside, cross] x [prober, responder, network].
+    let mut parts: [[Vec<f32>; 3]; 2] = Default::default();
+    for o in &round.pairs {
+        if let Some(h) = o.hw.filter(|h| !o.dead() && h.valid()) {
+            let c = &mut parts[usize::from(!same(o))];
+            c[0].push(h.prober_us);
+            c[1].push(h.responder_us);
+            c[2].push(h.network_us);
+        }
+    }
+    if parts.iter().all(|c| c[0].is_empty()) {
+        return vec![Blame::Both; round.pairs.len()];
+    }
+    let medians = parts.map(|mut c| [median(&mut c[0]), median(&mut c[1]), median(&mut c[2])]);
+    round
+        .pairs
+        .iter()
+        .zip(slow)
+        .map(|(o, &s)| {
+            let Some(h) = o.hw.filter(|h| s && h.valid()) else {
+                return Blame::Both;
+            };
+            let m = medians[usize::from(!same(o))];
+            let moved = |v: f32, med: f64| {
+                let excess = f64::from(v) - med;
+                (f64::from(v) > HW_PART_RATIO * med).then_some(excess)
+            };
+            let candidates = [
+                (moved(h.prober_us, m[0]), Blame::Prober(h.prober_us, m[0])),
+                (
+                    moved(h.responder_us, m[1]),
+                    Blame::Responder(h.responder_us, m[1]),
+                ),
+                (moved(h.network_us, m[2]), Blame::Network),
+            ];
+            candidates
+                .into_iter()
+                .filter_map(|(e, b)| e.map(|e| (e, b)))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map_or(Blame::Both, |(_, b)| b)
+        })
+        .collect()
 }
 
 /// The rolling window: feed it rounds, read the named suspects.

@@ -58,6 +58,38 @@ pub struct PairObs {
     /// distribution (all messages slower: a fault) from a second mode
     /// (some messages slower: a busy host's episode).
     pub p10_us: f32,
+    /// The round trip split by hardware timestamps, where the NICs stamp
+    /// completions (R-Pingmesh's split); None elsewhere, and then the
+    /// localizer votes as without it.
+    pub hw: Option<HwSplit>,
+}
+
+/// One probe's round trip split by the NICs' hardware timestamps (the
+/// medians of the window, microseconds): the time on the prober's host
+/// (request posted to its wire departure, reply's arrival to its
+/// completion), on the responder's host (request's arrival to the reply's
+/// departure), and on the network between the two wires. A NIC's own
+/// transmit queueing lies before its departure stamp, so it counts on its
+/// host's side. Unverified on hardware: no device of this project stamps
+/// completions; the localizer is tested on synthetic splits only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HwSplit {
+    /// Median delay on the prober's host, microseconds.
+    pub prober_us: f32,
+    /// Median delay on the responder's host, microseconds.
+    pub responder_us: f32,
+    /// Median network round trip (wire to wire), microseconds.
+    pub network_us: f32,
+}
+
+impl HwSplit {
+    /// Whether every part is a finite non-negative number (a split a
+    /// source may carry).
+    pub fn valid(&self) -> bool {
+        [self.prober_us, self.responder_us, self.network_us]
+            .iter()
+            .all(|v| v.is_finite() && *v >= 0.0)
+    }
 }
 
 impl PairObs {

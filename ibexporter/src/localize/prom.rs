@@ -13,7 +13,12 @@
 //! (`result!="ok"`), the median and 10th percentile of
 //! `histogram_quantile` over the window (native histogram or classic
 //! buckets, every message size pooled), and each prober's own wake-up
-//! p99 (its `op="wakeup"` probe). Racks: a prober's from
+//! p99 (its `op="wakeup"` probe), and where the NICs stamp completions
+//! the medians of the hardware-timestamp split (`ibprobe_hw_prober_delay_seconds`,
+//! `ibprobe_hw_responder_delay_seconds`, `ibprobe_hw_network_rtt_seconds`,
+//! classic buckets): a pair gets a split only when all three parts are
+//! there (unverified on hardware: no device here stamps completions).
+//! Racks: a prober's from
 //! `ibexporter_plan{source_rack}`, a target's from
 //! `ibexporter_plan_peer_rack{target_rack}`.
 //!
@@ -42,7 +47,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::snapshot::{
-    truncate, Host, Probe, SnapRound, Snapshot, MAX_HOSTS, MAX_PROBES, MAX_SNAPSHOT_BYTES, SCHEMA,
+    truncate, Host, HwUs, Probe, SnapRound, Snapshot, MAX_HOSTS, MAX_PROBES, MAX_SNAPSHOT_BYTES,
+    SCHEMA,
 };
 
 /// The longest one query (connect, send, answer) may take.
@@ -362,6 +368,8 @@ struct Queries {
     lost: String,
     p50: String,
     p10: String,
+    /// Medians of the hardware split: prober, responder, network.
+    hw: [String; 3],
     wakeup: String,
     plan: String,
     sources: String,
@@ -383,6 +391,16 @@ impl Queries {
             ),
             p50: quantile("0.5", "source, target", "{op!=\"wakeup\"}", w),
             p10: quantile("0.1", "source, target", "{op!=\"wakeup\"}", w),
+            hw: [
+                "ibprobe_hw_prober_delay_seconds",
+                "ibprobe_hw_responder_delay_seconds",
+                "ibprobe_hw_network_rtt_seconds",
+            ]
+            .map(|m| {
+                format!(
+                    "histogram_quantile(0.5, sum by (source, target, le) (rate({m}_bucket[{w}])))"
+                )
+            }),
             wakeup: quantile("0.99", "source", "{op=\"wakeup\"}", w),
             plan: format!("max by (instance, source_rack) (max_over_time(ibexporter_plan[{w}]))"),
             sources: format!(
@@ -407,8 +425,9 @@ fn host_part(name: &str) -> &str {
 /// One round's answers, by name.
 #[derive(Default)]
 struct Raw {
-    /// (source, target) -> [sent, lost, p50 s, p10 s].
-    pairs: BTreeMap<(String, String), [f64; 4]>,
+    /// (source, target) -> [sent, lost, p50 s, p10 s, hw prober s, hw
+    /// responder s, hw network s].
+    pairs: BTreeMap<(String, String), [f64; 7]>,
     wakeup_s: BTreeMap<String, f64>,
     /// source -> (instance, rack).
     sources: BTreeMap<String, (String, String)>,
@@ -479,7 +498,15 @@ pub fn fetch(
             raw.sources.contains_key(s.label("source"))
                 && raw.targets.contains_key(s.label("target"))
         };
-        for (slot, query) in [(0usize, &q.sent), (1, &q.lost), (2, &q.p50), (3, &q.p10)] {
+        for (slot, query) in [
+            (0usize, &q.sent),
+            (1, &q.lost),
+            (2, &q.p50),
+            (3, &q.p10),
+            (4, &q.hw[0]),
+            (5, &q.hw[1]),
+            (6, &q.hw[2]),
+        ] {
             for s in client.query(query, t)? {
                 if !keep(&s) {
                     continue;
@@ -490,10 +517,17 @@ pub fn fetch(
                     _ => s.value,
                 };
                 let key = (s.label("source").to_string(), s.label("target").to_string());
-                let e = raw
-                    .pairs
-                    .entry(key)
-                    .or_insert([0.0, 0.0, f64::NAN, f64::NAN]);
+                // A split without a probe count is left out below
+                // (`sent` 0), as is a count without a split (NaN parts).
+                let e = raw.pairs.entry(key).or_insert([
+                    0.0,
+                    0.0,
+                    f64::NAN,
+                    f64::NAN,
+                    f64::NAN,
+                    f64::NAN,
+                    f64::NAN,
+                ]);
                 e[slot] = v;
             }
         }
@@ -600,6 +634,14 @@ fn assemble(client: &Client, step: f64, raws: Vec<(f64, Raw)>) -> Result<Snapsho
                 lost: (v[1] as u64).min(v[0] as u64),
                 p50_us: us(v[2]),
                 p10_us: us(v[3]),
+                hw_us: match (us(v[4]), us(v[5]), us(v[6])) {
+                    (Some(prober), Some(responder), Some(network)) => Some(HwUs {
+                        prober,
+                        responder,
+                        network,
+                    }),
+                    _ => None,
+                },
             });
         }
         rounds.push(SnapRound {

@@ -35,11 +35,25 @@
 //! | `lossy-link` | its link loses 1-5% of messages each way | `link` of that host |
 //! | `flapping-link` | in 70% of rounds its link is down for 20-60% of the round: those probes (either way) lose every message | `link` of that host |
 
+//!
+//! # Hardware timestamps (synthetic)
+//!
+//! With [`SimOptions::hw_timestamps`] every answered probe also carries
+//! the split of its round trip that NICs stamping completions would give
+//! ([`super::HwSplit`]): of the pair's healthy median, [`HW_PROBER_SHARE`]
+//! on the prober's host, [`HW_RESPONDER_SHARE`] on the responder's, the
+//! rest on the network, each with lognormal noise ([`HW_SIGMA`]). A slow
+//! host or slow NIC transmit path (queueing before the departure stamp)
+//! multiplies both delays of that host; a slow rack pair, the network
+//! part; a healthy host's episode that moves the median, its delays.
+//! These splits are made up to be consistent with the injected faults:
+//! they test the method, not any NIC.
+
 use std::collections::BTreeMap;
 
 use super::{
-    Entity, HostId, Localizer, PairObs, Round, Suspect, SuspectKind, Topology, CONFIRM_ROUNDS,
-    WINDOW_ROUNDS,
+    Entity, HostId, HwSplit, Localizer, PairObs, Round, Suspect, SuspectKind, Topology,
+    CONFIRM_ROUNDS, WINDOW_ROUNDS,
 };
 use crate::targets::plan::{ClusterPlan, MemberId, Timing};
 use crate::targets::simulate::Rng;
@@ -69,6 +83,20 @@ pub const HORIZON_ROUNDS: usize = 3;
 pub const MAX_ROUNDS: usize = 5;
 /// Rounds of one fault-free trial (false suspects).
 pub const HEALTHY_ROUNDS: usize = 10;
+/// With hardware timestamps: share of a healthy round trip spent on the
+/// prober's host...
+pub const HW_PROBER_SHARE: f64 = 0.3;
+/// ...and on the responder's host (the rest is the network).
+pub const HW_RESPONDER_SHARE: f64 = 0.2;
+/// Lognormal sigma of each part of a split.
+pub const HW_SIGMA: f64 = 0.1;
+
+/// How the simulated mesh reports, beyond the faults and the noise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Every answered probe carries a synthetic hardware-timestamp split.
+    pub hw_timestamps: bool,
+}
 
 /// A fault the simulation injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -290,6 +318,7 @@ struct Mesh<'a> {
     plan: &'a ClusterPlan,
     topo: Topology,
     probes: u32,
+    hw: bool,
     rng: Rng,
     episodes: Vec<Episode>,
     faults: Vec<Active>,
@@ -307,7 +336,7 @@ struct Mesh<'a> {
 }
 
 impl<'a> Mesh<'a> {
-    fn new(plan: &'a ClusterPlan, probes: u32, seed: u64) -> Mesh<'a> {
+    fn new(plan: &'a ClusterPlan, probes: u32, seed: u64, opt: SimOptions) -> Mesh<'a> {
         let n = plan.len();
         let topo = topology(plan);
         let mut rng = Rng::new(seed);
@@ -325,6 +354,7 @@ impl<'a> Mesh<'a> {
             plan,
             topo,
             probes,
+            hw: opt.hw_timestamps,
             rng,
             episodes,
             faults: Vec::new(),
@@ -431,6 +461,7 @@ impl<'a> Mesh<'a> {
                 lost: sent,
                 p50_us: f32::NAN,
                 p10_us: f32::NAN,
+                hw: None,
             };
         }
         let (ra, rb) = (self.topo.rack(p), self.topo.rack(t));
@@ -439,14 +470,17 @@ impl<'a> Mesh<'a> {
         } else {
             BASE_CROSS_US
         } * pair_factor(p, t);
+        let healthy = base;
         base *= f64::from(self.host_factor[pu] * self.host_factor[tu]);
+        let mut path = 1.0;
         for f in &self.faults {
             if let Active::SlowRackPair { a, b, g } = *f {
                 if (ra, rb) == (a, b) || (ra, rb) == (b, a) {
-                    base *= g;
+                    path *= g;
                 }
             }
         }
+        base *= path;
         // The episode's share of slowed messages (either end's), and by how much.
         let (ep, et) = (self.episodes[pu], self.episodes[tu]);
         let share_of = |e: Episode| if e.left > 0 { f64::from(e.share) } else { 0.0 };
@@ -469,6 +503,28 @@ impl<'a> Mesh<'a> {
             * (1.0 - f64::from(self.link_loss[tu])).powi(2);
         let q = 1.0 - keep * (1.0 - LOSS_PER_MESSAGE);
         let lost = poisson(&mut self.rng, f64::from(sent) * q).min(sent);
+        let hw = (self.hw && lost < sent).then(|| {
+            // A host's part moves with its fault and with an episode that
+            // moves the median (more than half its messages slowed).
+            let moved = |e: Episode| {
+                if e.left > 0 && e.share > 0.5 {
+                    f64::from(e.factor)
+                } else {
+                    1.0
+                }
+            };
+            let mut part = |share: f64, g: f64| {
+                (healthy * share * g * (HW_SIGMA * normal(&mut self.rng)).exp()) as f32
+            };
+            HwSplit {
+                prober_us: part(HW_PROBER_SHARE, f64::from(self.host_factor[pu]) * moved(ep)),
+                responder_us: part(
+                    HW_RESPONDER_SHARE,
+                    f64::from(self.host_factor[tu]) * moved(et),
+                ),
+                network_us: part(1.0 - HW_PROBER_SHARE - HW_RESPONDER_SHARE, path),
+            }
+        });
         PairObs {
             prober: p,
             target: t,
@@ -480,6 +536,7 @@ impl<'a> Mesh<'a> {
             } else {
                 p10.min(p50) as f32
             },
+            hw,
         }
     }
 }
@@ -583,14 +640,26 @@ fn found(named: &[Suspect], want: (SuspectKind, Entity)) -> bool {
 }
 
 /// Runs `trials` trials of one scenario.
-fn score(plan: &ClusterPlan, t: Timing, s: &Scenario, trials: usize, seed: u64) -> FaultScore {
+fn score(
+    plan: &ClusterPlan,
+    t: Timing,
+    s: &Scenario,
+    trials: usize,
+    seed: u64,
+    opt: SimOptions,
+) -> FaultScore {
     let (mut named_any, mut top1_right) = (0usize, 0usize);
     let (mut faults, mut in_top3, mut in_all) = (0usize, 0usize, 0usize);
     let mut rounds = Vec::with_capacity(trials);
     let mut round = Round::default();
     let max = max_rounds(plan);
     for trial in 0..trials {
-        let mut mesh = Mesh::new(plan, t.probes as u32, trial_seed(seed, &s.name(), trial));
+        let mut mesh = Mesh::new(
+            plan,
+            t.probes as u32,
+            trial_seed(seed, &s.name(), trial),
+            opt,
+        );
         for &f in &s.0 {
             mesh.inject(f);
         }
@@ -657,11 +726,17 @@ fn healthy(
     t: Timing,
     trials: usize,
     seed: u64,
+    opt: SimOptions,
 ) -> BTreeMap<&'static str, usize> {
     let mut by_kind = BTreeMap::new();
     let mut round = Round::default();
     for trial in 0..trials {
-        let mut mesh = Mesh::new(plan, t.probes as u32, trial_seed(seed, "healthy", trial));
+        let mut mesh = Mesh::new(
+            plan,
+            t.probes as u32,
+            trial_seed(seed, "healthy", trial),
+            opt,
+        );
         let mut loc = Localizer::rotating(mesh.topo.clone(), plan.rack_pair_rounds());
         let e0 = mesh.rng.below(1_000_000);
         let mut before: Vec<Entity> = Vec::new();
@@ -690,7 +765,12 @@ pub fn rounds(
     seed: u64,
     n: usize,
 ) -> (Vec<Round>, Vec<(SuspectKind, Entity)>) {
-    let mut mesh = Mesh::new(plan, probes, trial_seed(seed, &scenario.name(), 0));
+    let mut mesh = Mesh::new(
+        plan,
+        probes,
+        trial_seed(seed, &scenario.name(), 0),
+        SimOptions::default(),
+    );
     for &f in &scenario.0 {
         mesh.inject(f);
     }
@@ -715,13 +795,26 @@ pub fn measure(
     trials: usize,
     seed: u64,
 ) -> Localization {
-    let by_kind = healthy(plan, t, trials, seed);
+    measure_with(plan, t, scenarios, trials, seed, SimOptions::default())
+}
+
+/// [`measure`], with the mesh reporting as `opt` says (e.g. hardware
+/// timestamps).
+pub fn measure_with(
+    plan: &ClusterPlan,
+    t: Timing,
+    scenarios: &[Scenario],
+    trials: usize,
+    seed: u64,
+    opt: SimOptions,
+) -> Localization {
+    let by_kind = healthy(plan, t, trials, seed, opt);
     let hours = (trials * HEALTHY_ROUNDS) as f64 * round_seconds(plan, t) / 3600.0;
     let total: usize = by_kind.values().sum();
     Localization {
         localization: scenarios
             .iter()
-            .map(|s| score(plan, t, s, trials, seed))
+            .map(|s| score(plan, t, s, trials, seed, opt))
             .collect(),
         false_suspects_per_healthy_hour: if hours > 0.0 {
             total as f64 / hours
@@ -790,7 +883,7 @@ mod tests {
     #[test]
     fn the_mesh_follows_the_plan_and_its_faults() {
         let plan = ClusterPlan::new(synthetic(200, 10), PlanKind::RackMesh, 1);
-        let mut mesh = Mesh::new(&plan, 100, 7);
+        let mut mesh = Mesh::new(&plan, 100, 7, SimOptions::default());
         mesh.inject(FaultKind::DeadHost);
         let dead = match mesh.faults[0] {
             Active::DeadHost { h } => h,

@@ -18,12 +18,18 @@
 //!  "hosts": [{"name": "h07", "rack": "r2"}, ...],
 //!  "rounds": [{"at": 1764325200,                 window end, unix seconds
 //!              "probes": [{"prober": "h07", "target": "h11", "sent": 3000,
-//!                          "lost": 0, "p50_us": 2.1, "p10_us": 1.8}, ...],
+//!                          "lost": 0, "p50_us": 2.1, "p10_us": 1.8,
+//!                          "hw_us": {"prober": 0.6, "responder": 0.4,
+//!                                    "network": 1.1}}, ...],
 //!              "wakeup_p99_us": {"h07": 11.5, ...}}, ...]}
 //! ```
 //!
 //! Names are host names of `hosts`; `p50_us`/`p10_us` may be null (no
-//! answered message, or no histogram); `wakeup_p99_us` may be empty.
+//! answered message, or no histogram); `wakeup_p99_us` may be empty;
+//! `hw_us` (the hardware-timestamp split's medians: prober delay,
+//! responder delay, network) is absent where the NICs do not stamp
+//! completions, and in snapshots written before it existed (they load
+//! as before: the field is optional, so the schema stays `/1`).
 //! Every number is finite and not negative, `lost <= sent`; limits:
 //! [`MAX_SNAPSHOT_BYTES`], [`MAX_HOSTS`], [`MAX_ROUNDS`],
 //! [`MAX_PROBES`] per round, [`MAX_NAME`].
@@ -33,7 +39,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{HostId, PairObs, Round, Topology};
+use super::model::{HostId, HwSplit, PairObs, Round, Topology};
 
 /// The schema this version writes and reads.
 pub const SCHEMA: &str = "ibexporter.localize-snapshot/1";
@@ -76,6 +82,22 @@ pub struct Probe {
     pub p50_us: Option<f64>,
     /// Their 10th percentile, microseconds.
     pub p10_us: Option<f64>,
+    /// The hardware-timestamp split's medians, where present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_us: Option<HwUs>,
+}
+
+/// A probe's hardware-timestamp split over the window: medians in
+/// microseconds ([`super::HwSplit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HwUs {
+    /// Delay on the prober's host.
+    pub prober: f64,
+    /// Delay on the responder's host.
+    pub responder: f64,
+    /// Network round trip, wire to wire.
+    pub network: f64,
 }
 
 /// One round: every probe over one window ending at `at`.
@@ -205,7 +227,14 @@ impl Snapshot {
                         p.sent
                     ));
                 }
-                for (what, v) in [("p50_us", p.p50_us), ("p10_us", p.p10_us)] {
+                let hw = p.hw_us.as_ref();
+                for (what, v) in [
+                    ("p50_us", p.p50_us),
+                    ("p10_us", p.p10_us),
+                    ("hw_us.prober", hw.map(|h| h.prober)),
+                    ("hw_us.responder", hw.map(|h| h.responder)),
+                    ("hw_us.network", hw.map(|h| h.network)),
+                ] {
                     if v.is_some_and(|v| !finite_non_negative(v)) {
                         return Err(format!("{}: {what} must be a number >= 0", at()));
                     }
@@ -349,6 +378,11 @@ impl Snapshot {
                         lost: p.lost as u32,
                         p50_us: p.p50_us.map_or(f32::NAN, |v| v as f32),
                         p10_us: p.p10_us.map_or(f32::NAN, |v| v as f32),
+                        hw: p.hw_us.map(|h| HwSplit {
+                            prober_us: h.prober as f32,
+                            responder_us: h.responder as f32,
+                            network_us: h.network as f32,
+                        }),
                     });
                 }
                 let mut self_health_us = Vec::new();
@@ -414,6 +448,11 @@ impl Snapshot {
                             lost: u64::from(o.lost),
                             p50_us: us(o.p50_us),
                             p10_us: us(o.p10_us),
+                            hw_us: o.hw.filter(HwSplit::valid).map(|h| HwUs {
+                                prober: us(h.prober_us).unwrap_or(0.0),
+                                responder: us(h.responder_us).unwrap_or(0.0),
+                                network: us(h.network_us).unwrap_or(0.0),
+                            }),
                         })
                         .collect(),
                     wakeup_p99_us: r
@@ -475,6 +514,7 @@ mod tests {
                     lost: 0,
                     p50_us: Some(2.0),
                     p10_us: None,
+                    hw_us: None,
                 }],
                 wakeup_p99_us: BTreeMap::from([("b".to_string(), 10.0)]),
             }],
@@ -493,6 +533,69 @@ mod tests {
         assert!(i.rounds[0].pairs[0].p10_us.is_nan());
         assert!(i.rounds[0].self_health_us[0].is_nan());
         assert_eq!(i.rounds[0].self_health_us[1], 10.0);
+    }
+
+    #[test]
+    fn a_split_round_trips_and_a_snapshot_without_one_still_loads() {
+        let mut s = one();
+        s.rounds[0].probes[0].hw_us = Some(HwUs {
+            prober: 0.5,
+            responder: 8.5,
+            network: 1.0,
+        });
+        let text = serde_json::to_vec(&s).unwrap();
+        assert_eq!(Snapshot::parse(&text).unwrap(), s);
+        let hw = s.input().rounds[0].pairs[0].hw.unwrap();
+        assert_eq!(hw.responder_us, 8.5);
+        // Written before the split existed: no `hw_us` key at all.
+        let old = br#"{"schema": "ibexporter.localize-snapshot/1", "source": "old",
+            "window_seconds": 60, "hosts": [{"name": "a", "rack": "r0"}, {"name": "b", "rack": "r0"}],
+            "rounds": [{"at": 100, "probes": [{"prober": "a", "target": "b", "sent": 10,
+            "lost": 0, "p50_us": 2.0, "p10_us": 1.5}]}]}"#;
+        let s = Snapshot::parse(old).unwrap();
+        assert_eq!(s.rounds[0].probes[0].hw_us, None);
+        assert_eq!(s.input().rounds[0].pairs[0].hw, None);
+        assert!(!String::from_utf8(serde_json::to_vec(&s).unwrap())
+            .unwrap()
+            .contains("hw_us"));
+    }
+
+    #[test]
+    fn a_hostile_split_is_refused_by_name() {
+        for (part, v) in [
+            ("prober", -1.0),
+            ("responder", f64::NAN),
+            ("network", f64::INFINITY),
+        ] {
+            let mut s = one();
+            let mut h = HwUs {
+                prober: 1.0,
+                responder: 1.0,
+                network: 1.0,
+            };
+            match part {
+                "prober" => h.prober = v,
+                "responder" => h.responder = v,
+                _ => h.network = v,
+            }
+            s.rounds[0].probes[0].hw_us = Some(h);
+            let e = s.check().unwrap_err();
+            assert!(
+                e.contains(&format!("hw_us.{part}")) && e.contains(">= 0"),
+                "{e}"
+            );
+        }
+        // In JSON a negative part is refused by parse too.
+        let mut s = one();
+        s.rounds[0].probes[0].hw_us = Some(HwUs {
+            prober: 1.0,
+            responder: -3.0,
+            network: 1.0,
+        });
+        let text = serde_json::to_vec(&s).unwrap();
+        assert!(Snapshot::parse(&text)
+            .unwrap_err()
+            .contains("hw_us.responder"));
     }
 
     #[test]

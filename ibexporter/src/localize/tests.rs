@@ -35,6 +35,7 @@ fn round(mut tweak: impl FnMut(&mut PairObs) -> bool) -> Round {
                 lost: 0,
                 p50_us: (base * wiggle) as f32,
                 p10_us: (0.8 * base * wiggle) as f32,
+                hw: None,
             };
             if tweak(&mut o) {
                 if o.dead() {
@@ -394,4 +395,116 @@ fn a_rotating_rack_pair_is_named_over_its_turns_and_hosts_keep_rounds() {
     {
         assert!(l.push(r).is_empty(), "round {i}");
     }
+}
+
+/// A synthetic hardware split for a healthy probe: 30% prober delay, 20%
+/// responder delay, 50% network (synthetic: no device here stamps
+/// completions).
+fn split(o: &PairObs) -> HwSplit {
+    HwSplit {
+        prober_us: 0.3 * o.p50_us,
+        responder_us: 0.2 * o.p50_us,
+        network_us: 0.5 * o.p50_us,
+    }
+}
+
+/// Whether `h` is one of the six hosts (a quarter) slow as target.
+fn slow_target(h: HostId) -> bool {
+    h.is_multiple_of(4)
+}
+
+/// A quarter of the hosts slow only as targets (their responders 8x):
+/// every prober sees a quarter of its probes slow, more than the vote's
+/// background allows, so the peers cannot exonerate themselves; the
+/// split puts the slowness on the targets alone.
+fn slow_targets(with_hw: bool) -> Round {
+    round(|o| {
+        let hit = slow_target(o.target);
+        let mut h = split(o);
+        if hit {
+            h.responder_us *= 8.0;
+            let added = h.responder_us - split(o).responder_us;
+            let f = (o.p50_us + added) / o.p50_us;
+            slow(o, f);
+        }
+        o.hw = with_hw.then_some(h);
+        true
+    })
+}
+
+#[test]
+fn without_a_split_the_vote_misses_many_slow_targets() {
+    let s = named(&slow_targets(false), 3);
+    assert!(!s.iter().any(|s| s.kind == SuspectKind::Target), "{s:?}");
+}
+
+#[test]
+fn the_hardware_split_puts_responder_delay_on_the_target_alone() {
+    let s = named(&slow_targets(true), 3);
+    let mut got: Vec<(SuspectKind, Entity)> = s.iter().map(|s| (s.kind, s.entity)).collect();
+    got.sort();
+    let want: Vec<(SuspectKind, Entity)> = (0..RACKS * PER_RACK)
+        .filter(|&h| slow_target(h))
+        .map(|h| (SuspectKind::Target, Entity::Host(h)))
+        .collect();
+    assert_eq!(got, want, "{s:?}");
+    assert!(
+        s[0].evidence.contains("by hardware timestamps")
+            && s[0].evidence.contains("responder delay"),
+        "{}",
+        s[0].evidence
+    );
+}
+
+#[test]
+fn the_hardware_split_puts_network_delay_on_no_host() {
+    // Every probe between racks 1 and 2 slow in the network part only.
+    let r = round(|o| {
+        let t = topo();
+        let (a, b) = (t.rack(o.prober), t.rack(o.target));
+        let mut h = split(o);
+        if (a.min(b), a.max(b)) == (1, 2) {
+            h.network_us *= 4.0;
+            slow(o, 2.5);
+        }
+        o.hw = Some(h);
+        true
+    });
+    let s = named(&r, 3);
+    assert_eq!(
+        top(&s),
+        (SuspectKind::RackPair, Entity::Racks(1, 2)),
+        "{s:?}"
+    );
+    assert!(
+        s.iter().all(|s| !matches!(s.entity, Entity::Host(_))),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn a_split_that_moved_nowhere_or_is_not_a_number_votes_as_without() {
+    // A slow host whose split is NaN: the vote, as without a split.
+    let host5 = |o: &mut PairObs, hw: Option<HwSplit>| {
+        if o.prober == 5 || o.target == 5 {
+            slow(o, 3.0);
+        }
+        o.hw = hw;
+        true
+    };
+    let nan = HwSplit {
+        prober_us: f32::NAN,
+        responder_us: 1.0,
+        network_us: 1.0,
+    };
+    let plain = named(&round(|o| host5(o, None)), 3);
+    assert_eq!(plain[0].entity, Entity::Host(5), "{plain:?}");
+    assert_eq!(named(&round(|o| host5(o, Some(nan))), 3), plain);
+    // A split whose parts all stayed at their class medians: no part
+    // moved, so both sides, as the vote.
+    let unmoved = |o: &mut PairObs| {
+        let h = split(o);
+        host5(o, Some(h))
+    };
+    assert_eq!(named(&round(unmoved), 3), plain);
 }
