@@ -19,7 +19,7 @@
 //! `rules/tests/`), which also checks that each alert case fails when the
 //! alert cannot fire. `RULES_UPDATE=1` rewrites both files.
 
-use ibexporter::localize::model::{Entity, PairObs, Round, SuspectKind, Topology};
+use ibexporter::localize::model::{Entity, HwSplit, PairObs, Round, SuspectKind, Topology};
 use ibexporter::localize::{rules, Localizer, CONFIRM_ROUNDS};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -108,6 +108,8 @@ struct SideEv {
     loss: &'static str,
     probes: &'static str,
     bg_loss: &'static str,
+    /// The hardware-timestamp clause ("" without one).
+    hw: &'static str,
 }
 
 struct Scenario {
@@ -115,6 +117,9 @@ struct Scenario {
     /// A host whose own wake-up p99 is 30 us (the others' 10 us).
     slow_cpu: Option<usize>,
     probe: fn(usize, usize) -> Probe,
+    /// The hardware-timestamp split of every answered probe, where served:
+    /// which parts moved (prober, responder, network).
+    hw: Option<fn(usize, usize) -> [bool; 3]>,
     /// IBHostSuspect: (host index, side, as prober, as target).
     hosts: Vec<(usize, &'static str, SideEv, SideEv)>,
     /// IBRackPairSuspect: (rack a, rack b, bad, probes, share, probers),
@@ -155,6 +160,8 @@ const BUSY: usize = 5;
 const SLOW_HOST: usize = 1;
 const LOSSY_HOST: usize = 10;
 const SLOW_PROBER: usize = 6;
+/// Hosts slow only as responders, two of them in one rack.
+const SLOW_RESPONDERS: [usize; 4] = [2, 3, 7, 11];
 
 fn fine() -> SideEv {
     SideEv {
@@ -164,6 +171,7 @@ fn fine() -> SideEv {
         loss: "0%",
         probes: "11",
         bg_loss: "0%",
+        hw: "",
     }
 }
 
@@ -172,6 +180,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "healthy mesh, one host in a bimodal episode: no suspect",
             slow_cpu: None,
+            hw: None,
             probe: |p, t| Probe {
                 lat: if p == BUSY || t == BUSY {
                     Lat::Bimodal
@@ -186,6 +195,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "one slow host (both sides, its CPU too), and the busy host: only the slow one",
             slow_cpu: Some(SLOW_HOST),
+            hw: None,
             probe: |p, t| Probe {
                 lat: if p == SLOW_HOST || t == SLOW_HOST {
                     Lat::Slow
@@ -213,6 +223,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "a slow rack pair (racks 0 and 2, both ways): only the pair",
             slow_cpu: None,
+            hw: None,
             probe: |p, t| {
                 if (rack(p), rack(t)) == (0, 2) || (rack(p), rack(t)) == (2, 0) {
                     Probe {
@@ -229,6 +240,7 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "a lossy host side (1 of 15 messages to n10 lost) and a slow prober (n06's own probes): each, with its side",
             slow_cpu: None,
+            hw: None,
             probe: |p, t| Probe {
                 lat: if p == SLOW_PROBER {
                     Lat::Slow
@@ -273,8 +285,99 @@ fn scenarios() -> Vec<Scenario> {
             ],
             pairs: vec![],
         },
+        Scenario {
+            name: "four hosts slow as responders, with hardware splits: each on its target side alone (without the split the vote names none)",
+            slow_cpu: None,
+            hw: Some(|_, t| [false, SLOW_RESPONDERS.contains(&t), false]),
+            probe: |_, t| Probe {
+                lat: if SLOW_RESPONDERS.contains(&t) {
+                    Lat::Slow
+                } else {
+                    Lat::Fast
+                },
+                lost: 0,
+            },
+            // Each responder's own probes go to the 3 others: 30 of their
+            // 110 probes with others are slow as targets.
+            hosts: SLOW_RESPONDERS
+                .iter()
+                .map(|&h| {
+                    (
+                        h,
+                        "target",
+                        SideEv {
+                            bg_slow: "27.27%",
+                            ..fine()
+                        },
+                        SideEv {
+                            slow: "11",
+                            hw: " (by hardware timestamps, 11 of them: responder delay 3.5us vs 350ns class median)",
+                            ..fine()
+                        },
+                    )
+                })
+                .collect(),
+            pairs: vec![],
+        },
+        Scenario {
+            name: "a slow prober by its own delay and a slow network between racks 0 and 2, with hardware splits: the prober side and the pair",
+            slow_cpu: None,
+            hw: Some(|p, t| {
+                [
+                    p == SLOW_PROBER,
+                    false,
+                    (rack(p), rack(t)) == (0, 2) || (rack(p), rack(t)) == (2, 0),
+                ]
+            }),
+            probe: |p, t| Probe {
+                lat: if p == SLOW_PROBER
+                    || (rack(p), rack(t)) == (0, 2)
+                    || (rack(p), rack(t)) == (2, 0)
+                {
+                    Lat::Slow
+                } else {
+                    Lat::Fast
+                },
+                lost: 0,
+            },
+            hosts: vec![(
+                SLOW_PROBER,
+                "prober",
+                SideEv {
+                    slow: "11",
+                    hw: " (by hardware timestamps, 11 of them: prober delay 3.5us vs 350ns class median)",
+                    ..fine()
+                },
+                fine(),
+            )],
+            pairs: vec![(0, 2, "32", "32", "100%", "8")],
+        },
     ]
 }
+
+/// Bucket bounds (seconds) of one part of the hardware split: (normal,
+/// moved), by part (prober, responder, network) and class.
+fn hw_modes(part: usize, same_rack: bool) -> ((f64, f64), (f64, f64)) {
+    match (part, same_rack) {
+        (2, true) => ((5e-7, 1e-6), (5e-6, 1e-5)),
+        (2, false) => ((1e-6, 2e-6), (1e-5, 2e-5)),
+        _ => ((2e-7, 5e-7), (2e-6, 5e-6)),
+    }
+}
+
+/// Cumulative bucket counts per scrape of one part of a probe's split.
+fn hw_buckets(part: usize, same_rack: bool, moved: bool, answered: u32) -> Vec<(f64, u32)> {
+    let (normal, slow) = hw_modes(part, same_rack);
+    let b = if moved { slow } else { normal };
+    vec![(b.0, 0), (b.1, answered), (f64::INFINITY, answered)]
+}
+
+/// The histograms of the split's parts, as the exporter names them.
+const HW_FAMILIES: [&str; 3] = [
+    "ibprobe_hw_prober_delay_seconds_bucket",
+    "ibprobe_hw_responder_delay_seconds_bucket",
+    "ibprobe_hw_network_rtt_seconds_bucket",
+];
 
 /// Bucket bounds (seconds) a probe's answered messages fall between:
 /// (lower, upper) of the fast and of the slow mode, by class.
@@ -348,8 +451,8 @@ fn counter(per_scrape: u32) -> String {
 
 fn side_text(side: &str, e: &SideEv) -> String {
     format!(
-        "as {side}: {} of {} answered probes slow (each a different peer) while its peers see {} slow with others; {} of messages lost over {} probes while its peers lose {} with others",
-        e.slow, e.answered, e.bg_slow, e.loss, e.probes, e.bg_loss
+        "as {side}: {} of {} answered probes slow (each a different peer) while its peers see {} slow with others; {} of messages lost over {} probes while its peers lose {} with others{}",
+        e.slow, e.answered, e.bg_slow, e.loss, e.probes, e.bg_loss, e.hw
     )
 }
 
@@ -435,6 +538,21 @@ fn test_file() -> String {
                         &counter(n),
                     );
                 }
+                if let Some(hw) = sc.hw {
+                    let moved = hw(p, t);
+                    for (part, family) in HW_FAMILIES.iter().enumerate() {
+                        let b =
+                            hw_buckets(part, rack(p) == rack(t), moved[part], PER_SCRAPE - pr.lost);
+                        for (bound, n) in b {
+                            series(
+                                &mut out,
+                                family,
+                                &format!("{id},le=\"{}\"", le(bound)),
+                                &counter(n),
+                            );
+                        }
+                    }
+                }
             }
         }
         out.push_str("    alert_rule_test:\n");
@@ -487,7 +605,7 @@ type Names = (BTreeSet<(usize, &'static str)>, BTreeSet<(usize, usize)>);
 
 /// What the Rust localizer names on one scenario's probes: hosts with
 /// the side the alert would say, and rack pairs (lower rack first).
-fn rust_names(sc: &Scenario) -> Names {
+fn rust_names(sc: &Scenario, with_hw: bool) -> Names {
     let topo = Topology {
         rack_of: (0..HOSTS).map(|h| rack(h) as u32).collect(),
         racks: RACKS as u32,
@@ -504,7 +622,18 @@ fn rust_names(sc: &Scenario) -> Names {
                 lost: pr.lost * 4,
                 p50_us: (quantile(0.5, &b) * 1e6) as f32,
                 p10_us: (quantile(0.1, &b) * 1e6) as f32,
-                hw: None,
+                hw: sc.hw.filter(|_| with_hw).map(|hw| {
+                    let moved = hw(p, t);
+                    let part = |i: usize| {
+                        let b = hw_buckets(i, rack(p) == rack(t), moved[i], PER_SCRAPE - pr.lost);
+                        (quantile(0.5, &b) * 1e6) as f32
+                    };
+                    HwSplit {
+                        prober_us: part(0),
+                        responder_us: part(1),
+                        network_us: part(2),
+                    }
+                }),
             });
         }
     }
@@ -551,10 +680,25 @@ fn the_rust_localizer_names_what_the_alerts_name() {
         (quantile(0.5, &b) - 5.8333e-6).abs() < 1e-9 && (quantile(0.1, &b) - 1.25e-6).abs() < 1e-12
     );
     for sc in scenarios() {
-        let (hosts, racks) = rust_names(&sc);
+        let (hosts, racks) = rust_names(&sc, true);
         let want_hosts: BTreeSet<(usize, &str)> = sc.hosts.iter().map(|h| (h.0, h.1)).collect();
         let want_racks: BTreeSet<(usize, usize)> = sc.pairs.iter().map(|p| (p.0, p.1)).collect();
         assert_eq!(hosts, want_hosts, "{}: hosts", sc.name);
         assert_eq!(racks, want_racks, "{}: rack pairs", sc.name);
     }
+}
+
+#[test]
+fn without_the_split_the_vote_misses_the_slow_responders() {
+    // The same probes without their splits: four slow targets make every
+    // prober's other probes 27% slow, above the peers' background bar, so
+    // the vote exonerates no one and names no one. The alerts of that
+    // scenario (above) name all four: the split is what finds them.
+    let sc = scenarios()
+        .into_iter()
+        .find(|sc| sc.name.starts_with("four hosts slow as responders"))
+        .expect("the scenario");
+    assert_eq!(sc.hosts.len(), SLOW_RESPONDERS.len());
+    let (hosts, racks) = rust_names(&sc, false);
+    assert!(hosts.is_empty() && racks.is_empty(), "{hosts:?} {racks:?}");
 }

@@ -289,6 +289,51 @@ fn rules_read_only_metrics_the_exporter_serves() {
     // exporter (it has no remote targets): the plan's rack of each peer
     // (tests/plan_mesh.rs scrapes it from a real mesh and runs the rules).
     served.insert("ibexporter_plan_peer_rack".to_string());
+    // The hardware-timestamp split's families, served once a verbs target
+    // with timestamps was probed (the snapshot's exporter has none): their
+    // names as the collector registers them.
+    let mut reg = prometheus_client::registry::Registry::default();
+    let hw_metrics = ibexporter::collect::hw_split::HwSplitMetrics::default();
+    hw_metrics.register(&mut reg);
+    let one = || {
+        let mut h = ibprobe::stats::LatencyHistogram::new();
+        h.record(1_000);
+        h
+    };
+    hw_metrics.record(
+        &ibexporter::collect::latency::SeriesKey {
+            source: "a".into(),
+            target: "b:18515".into(),
+            transport: "rc".into(),
+            op: "send".into(),
+            size_bytes: "32".into(),
+        },
+        &ibprobe::clock::hwts::HwSplit {
+            one_way: false,
+            split: ibprobe::clock::hwts::Split {
+                network_rtt: one(),
+                prober_delay: one(),
+                responder_delay: one(),
+                missing_prober: 0,
+                missing_responder: 0,
+                invalid: 0,
+            },
+            notes: vec![],
+        },
+    );
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &reg).unwrap();
+    let mut hw = 0;
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            let mut w = rest.split_whitespace();
+            if let (Some(name), Some("histogram")) = (w.next(), w.next()) {
+                served.insert(format!("{name}_bucket"));
+                hw += 1;
+            }
+        }
+    }
+    assert_eq!(hw, 3, "the split's three histograms:\n{text}");
     let mut unknown = Vec::new();
     for r in all_rules() {
         for m in metric_names(&r.expr) {

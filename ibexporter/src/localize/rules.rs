@@ -23,6 +23,10 @@
 //!   `node7:18515`), as the shipped `prometheus.yml` and pinglist make them;
 //! - host sides, the peers' background, loss and rack pairs are computed
 //!   as in Rust, per evaluation instead of per round;
+//! - where the hardware-timestamp split is served, a slow probe is counted
+//!   on the side its moved part names, as in Rust (the per-probe medians
+//!   of the three `ibprobe_hw_*_seconds` histograms against their class
+//!   medians);
 //! - the alert says which side is bad (`prober`, `target`, `both`); host
 //!   vs NIC is evidence in its description (the host's own wake-up p99
 //!   against the mesh's median and [`SELF_RATIO`]), not a label, since a
@@ -37,8 +41,9 @@
 //!   slowness (the Rust localizer names loss from one round).
 
 use super::{
-    CONFIRM_ROUNDS, LOSS_BACKGROUND_FACTOR, LOSS_FLOOR, MIN_OBS, MIN_PEERS, PEER_BACKGROUND_MAX,
-    RACK_INSIDE_MAX, RACK_PAIR_FRAC, RACK_PAIR_MIN, SELF_RATIO, SIDE_FRAC, SLOW_RATIO,
+    CONFIRM_ROUNDS, HW_PART_RATIO, LOSS_BACKGROUND_FACTOR, LOSS_FLOOR, MIN_OBS, MIN_PEERS,
+    PEER_BACKGROUND_MAX, RACK_INSIDE_MAX, RACK_PAIR_FRAC, RACK_PAIR_MIN, SELF_RATIO, SIDE_FRAC,
+    SLOW_RATIO,
 };
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -88,33 +93,40 @@ fn num(v: f64) -> String {
 /// One side's sum by host: `agg` (sum, count) of `metric` by the host of
 /// the prober and by the host of the target, as `{host, side}` series.
 fn by_side(agg: &str, metric: &str) -> String {
-    let one = |side: &str, key: &str| {
+    by_sides(agg, metric, metric)
+}
+
+/// As [`by_side`], with what counts on each side per probe: `as_prober`
+/// by the prober's host, `as_target` by the target's.
+fn by_sides(agg: &str, as_prober: &str, as_target: &str) -> String {
+    let one = |side: &str, key: &str, metric: &str| {
         format!(
             "label_replace(sum by (host) (label_replace({agg} by ({key}) ({metric}), \"host\", \"$1\", \"{key}\", \"(.*)\")), \"side\", \"{side}\", \"\", \"\")"
         )
     };
     format!(
         "{}\nor\n{}",
-        one("prober", "prober_host"),
-        one("target", "target_host")
+        one("prober", "prober_host", as_prober),
+        one("target", "target_host", as_target)
     )
 }
 
 /// The peers' background of each side: over the side's probes, the
 /// peer's opposite side less this probe (`side_metric` the `{host, side}`
-/// sums, `probe_metric` the same quantity per probe).
-fn background(side_metric: &str, probe_metric: &str) -> String {
+/// sums; per probe, what it counted on the target's side, `as_target`,
+/// and on the prober's, `as_prober`).
+fn background(side_metric: &str, as_prober: &str, as_target: &str) -> String {
     // As prober: each probe's target, seen as target by everyone.
     // As target: each probe's prober, as prober to everyone.
-    let one = |side: &str, key: &str, peer_key: &str, peer_side: &str| {
+    let one = |side: &str, key: &str, peer_key: &str, peer_side: &str, probe_metric: &str| {
         format!(
             "label_replace(sum by (host) (label_replace(sum by ({key}) (\n  {probe_metric} * -1\n  + on ({peer_key}) group_left ()\n  sum by ({peer_key}) (label_replace({side_metric}{{side=\"{peer_side}\"}}, \"{peer_key}\", \"$1\", \"host\", \"(.*)\"))\n), \"host\", \"$1\", \"{key}\", \"(.*)\")), \"side\", \"{side}\", \"\", \"\")"
         )
     };
     format!(
         "{}\nor\n{}",
-        one("prober", "prober_host", "target_host", "target"),
-        one("target", "target_host", "prober_host", "prober")
+        one("prober", "prober_host", "target_host", "target", as_target),
+        one("target", "target_host", "prober_host", "prober", as_prober)
     )
 }
 
@@ -167,10 +179,23 @@ fn rack_value(metric: &str, which: &str, fmt: &str) -> String {
 const COUNT: &str = "printf \"%.0f\"";
 const PCT: &str = "humanizePercentage";
 
-/// The evidence of one side of a host, as a sentence.
+/// The evidence of one side of a host, as a sentence; where the hardware
+/// split put slow probes on this side, how many and what moved (as the
+/// Rust localizer's evidence says it).
 fn side_evidence(side: &str) -> String {
+    let part = if side == "prober" {
+        "prober"
+    } else {
+        "responder"
+    };
+    let hw = format!(
+        "{{{{ with printf `host_side:ibexporter_localize_hw_slow:sum{w}{{host=%q,side=\"{side}\"}} > 0` $labels.host | query }}}} (by hardware timestamps, {{{{ . | first | value | {COUNT} }}}} of them: {part} delay {} vs {} class median){{{{ end }}}}",
+        side_value(&format!("host_side:ibexporter_localize_hw_part:avg{WINDOW}"), side, "humanizeDuration"),
+        side_value(&format!("host_side:ibexporter_localize_hw_median:avg{WINDOW}"), side, "humanizeDuration"),
+        w = WINDOW,
+    );
     format!(
-        "as {side}: {} of {} answered probes slow (each a different peer) while its peers see {} slow with others; {} of messages lost over {} probes while its peers lose {} with others",
+        "as {side}: {} of {} answered probes slow (each a different peer) while its peers see {} slow with others; {} of messages lost over {} probes while its peers lose {} with others{hw}",
         side_value("host_side:ibexporter_localize_slow:sum1m", side, COUNT),
         side_value("host_side:ibexporter_localize_answered:sum1m", side, COUNT),
         side_value("host_side:ibexporter_localize_background_slow:ratio1m", side, PCT),
@@ -195,6 +220,114 @@ fn wakeup_evidence() -> String {
         "own wake-up p99 {own} against the mesh's median {median} (above {}x: its CPU side, else its NIC)",
         num(SELF_RATIO),
     )
+}
+
+/// The three parts of the hardware-timestamp split (`part` label, the
+/// histogram the exporters serve with `[probe] hw_timestamps = true`).
+const HW_PARTS: [(&str, &str); 3] = [
+    ("prober", "ibprobe_hw_prober_delay_seconds"),
+    ("responder", "ibprobe_hw_responder_delay_seconds"),
+    ("network", "ibprobe_hw_network_rtt_seconds"),
+];
+
+/// The records of the hardware-timestamp split (the Rust localizer's
+/// `hw_blame` in PromQL): per probe the median of each part; per class the median of
+/// each part over the probes with all three; a slow probe's blame, the
+/// moved part (above [`HW_PART_RATIO`] x its class median) with the
+/// largest excess (on a tie network, then responder, as Rust's `max_by`
+/// keeps the last). Returns the names of: the slow probes as counted on
+/// the prober's side and on the target's side (a probe blamed on the other
+/// host or the network counts 0 there), the blame (value: the part,
+/// seconds; label `part`) and the blamed part's class median.
+fn hw_split(out: &mut String, slow: &str, info: &str) -> (String, String, String, String) {
+    let w = WINDOW;
+    let part = format!("probe:ibprobe_hw_split_seconds:p50_{w}");
+    let split = format!("probe:ibexporter_localize_hw_split:{w}");
+    let median = format!("class:ibprobe_hw_split_seconds:p50_{w}_median");
+    let excess = format!("probe:ibexporter_localize_hw_excess:{w}");
+    let blame = format!("probe:ibexporter_localize_hw_blame:{w}");
+    let blame_median = format!("probe:ibexporter_localize_hw_blame_median:{w}");
+    let parts: Vec<String> = HW_PARTS
+        .iter()
+        .map(|(name, m)| {
+            format!("label_replace(\n  (histogram_quantile(0.5, sum by (instance, target, le) (rate({m}_bucket[{w}]))) >= 0)\n    * on (instance, target) group_left ({PROBE_LABELS})\n  {info},\n\"part\", \"{name}\", \"\", \"\")")
+        })
+        .collect();
+    record(
+        out,
+        &format!("The hardware-timestamp split of each probe over {w}, where served: the\nmedian of each part (part: prober, responder, network), seconds."),
+        &part,
+        &parts.join("\nor\n"),
+    );
+    record(
+        out,
+        "The probes whose split has all three parts (value: 3).",
+        &split,
+        &format!("count by (instance, target) ({part}) == 3"),
+    );
+    record(
+        out,
+        "The median of each part over the split probes of each class.",
+        &median,
+        &format!("quantile by (class, part) (0.5, {part} and on (instance, target) {split})"),
+    );
+    record(
+        out,
+        &format!("A slow split probe's moved parts (above {} x their class median):\nhow far above it (seconds).", num(HW_PART_RATIO)),
+        &excess,
+        &format!("({part} - on (class, part) group_left () {median})\n  and ({part} > on (class, part) group_left () ({ratio} * {median}))\n  and on (instance, target) {split}\n  and on (instance, target) ({slow} == 1)", ratio = num(HW_PART_RATIO)),
+    );
+    let e = |p: &str| format!("{excess}{{part=\"{p}\"}}");
+    let beaten = |p: &str, by: &str, op: &str| {
+        format!(
+            "unless on (instance, target) ({} {op} on (instance, target) {})",
+            e(by),
+            e(p)
+        )
+    };
+    let winners = [
+        ("prober", [("responder", ">="), ("network", ">=")]),
+        ("responder", [("prober", ">"), ("network", ">=")]),
+        ("network", [("prober", ">"), ("responder", ">")]),
+    ]
+    .map(|(p, [a, b])| {
+        format!(
+            "{}\n  {}\n  {}",
+            e(p),
+            beaten(p, a.0, a.1),
+            beaten(p, b.0, b.1)
+        )
+    });
+    record(
+        out,
+        "The part a slow split probe is blamed on: its moved part with the largest\nexcess (value: the part, seconds).",
+        &blame,
+        &format!("{part}\n  and on (instance, target, part) (\n{})", block(&winners.join("\nor\n"), 2)),
+    );
+    record(
+        out,
+        "The blamed part's class median (seconds), for the evidence.",
+        &blame_median,
+        &format!("{blame} * 0 + on (class, part) group_left () {median}"),
+    );
+    let moved_elsewhere = |not: &str| {
+        format!("({slow} * 0 and on (instance, target) {blame}{{part!=\"{not}\"}})\nor\n{slow}")
+    };
+    let as_prober = format!("probe:ibexporter_localize_slow_as_prober:{w}");
+    let as_target = format!("probe:ibexporter_localize_slow_as_target:{w}");
+    record(
+        out,
+        "1 when a probe is slow on its prober's side: slow, and not blamed by the\nsplit on the responder or the network.",
+        &as_prober,
+        &moved_elsewhere("prober"),
+    );
+    record(
+        out,
+        "1 when a probe is slow on its target's side: slow, and not blamed by the\nsplit on the prober or the network.",
+        &as_target,
+        &moved_elsewhere("responder"),
+    );
+    (as_prober, as_target, blame, blame_median)
 }
 
 /// Each host's worst wake-up p99 (ibexporter's host probe, any CPU).
@@ -254,6 +387,14 @@ pub fn text(interval: Duration) -> String {
 # Both fire after the accusation held for {confirm} probe intervals of {interval_s}
 # (for: {wait}; with another probe.interval set both for: to {confirm} times it).
 #
+# Where the exporters serve the hardware-timestamp split of a probe
+# (ibprobe_hw_{{prober_delay,responder_delay,network_rtt}}_seconds, [probe]
+# hw_timestamps = true on NICs that stamp completions), a slow probe counts on
+# one side only: the part that moved most above {hw_ratio} x its class's median
+# decides (prober delay: the prober's side; responder delay: the target's;
+# network: neither, still bad for rack pairs); no part moved: both, as without
+# a split. Unverified on hardware (tested on synthetic series).
+#
 # Host or NIC is evidence, not a label: the description gives the host's own
 # wake-up p99 (the host probe) against the mesh's median; above {self_ratio}x its CPU
 # side is slow too, else its NIC. What PromQL does not tell (ibexporter
@@ -270,6 +411,7 @@ groups:
     rules:
 "#,
         slow_ratio = num(SLOW_RATIO),
+        hw_ratio = num(HW_PART_RATIO),
         self_ratio = num(SELF_RATIO),
         min_obs = MIN_OBS,
         side_frac = num(SIDE_FRAC),
@@ -338,6 +480,9 @@ groups:
         &answered,
         &format!("{p50} * 0 + 1\nor\n{sent} * 0"),
     );
+
+    // The hardware-timestamp split, where the exporters serve it.
+    let (slow_as_prober, slow_as_target, blame, blame_median) = hw_split(&mut out, &slow, info);
     record(
         &mut out,
         &format!(
@@ -368,12 +513,6 @@ groups:
             &answered,
         ),
         (
-            "Slow probes of each host side: its distinct slow peers (one probe a pair).",
-            hs("ibexporter_localize_slow", "sum"),
-            "sum",
-            &slow,
-        ),
-        (
             "Messages sent by each host side's probes.",
             hs("ibprobe_probes", "increase"),
             "sum",
@@ -388,21 +527,64 @@ groups:
     ] {
         record(&mut out, why, &name, &by_side(agg, of));
     }
-    for (what, side_m, probe_m) in [
+    record(
+        &mut out,
+        "Slow probes of each host side: its distinct slow peers (one probe a pair),\nwithout those the hardware split puts on the other host or the network.",
+        &hs("ibexporter_localize_slow", "sum"),
+        &by_sides("sum", &slow_as_prober, &slow_as_target),
+    );
+    for (why, name, agg, part) in [
+        (
+            "Slow probes the hardware split puts on each host side (its own delay moved).",
+            hs("ibexporter_localize_hw_slow", "sum"),
+            "count",
+            &blame,
+        ),
+        (
+            "The mean moved part of those probes (seconds).",
+            hs("ibexporter_localize_hw_part", "avg"),
+            "avg",
+            &blame,
+        ),
+        (
+            "The mean class median of that part over those probes (seconds).",
+            hs("ibexporter_localize_hw_median", "avg"),
+            "avg",
+            &blame_median,
+        ),
+    ] {
+        record(
+            &mut out,
+            why,
+            &name,
+            &by_sides(
+                agg,
+                &format!("{part}{{part=\"prober\"}}"),
+                &format!("{part}{{part=\"responder\"}}"),
+            ),
+        );
+    }
+    for (what, side_m, as_prober, as_target) in [
         (
             "answered",
             hs("ibexporter_localize_answered", "sum"),
             &answered,
+            &answered,
         ),
-        ("slow", hs("ibexporter_localize_slow", "sum"), &slow),
-        ("sent", hs("ibprobe_probes", "increase"), &sent),
-        ("lost", hs("ibprobe_probes_lost", "increase"), &lost),
+        (
+            "slow",
+            hs("ibexporter_localize_slow", "sum"),
+            &slow_as_prober,
+            &slow_as_target,
+        ),
+        ("sent", hs("ibprobe_probes", "increase"), &sent, &sent),
+        ("lost", hs("ibprobe_probes_lost", "increase"), &lost, &lost),
     ] {
         record(
             &mut out,
             &format!("The peers' background, {what}: over a side's probes, what the peer's\nopposite side counted with everyone else (less this probe)."),
             &hs(&format!("ibexporter_localize_background_{what}"), "sum"),
-            &background(&side_m, probe_m),
+            &background(&side_m, as_prober, as_target),
         );
     }
     let ratio = |name: String, a: String, b: String| (name, format!("{a} / {b}"));
