@@ -521,6 +521,20 @@ fn a_real_prometheus_names_the_slowed_host() {
                 }
             }
         }
+        // HCA port counters: h4's link counts 2 symbol errors every 10 s,
+        // the others none; h8 serves no port counters.
+        if i != 8 {
+            series(
+                &mut om,
+                "ibexporter_hca_port_symbol_errors_total",
+                &format!(
+                    "instance=\"{}\",job=\"ib\",device=\"mlx5_0\",port=\"1\"",
+                    inst(i)
+                ),
+                &times,
+                if i == slow { 2.0 } else { 0.0 },
+            );
+        }
         // Own wake-ups: p99 about 15 us, 50 us on the slow host.
         let w = format!("instance=\"{}\",job=\"ib\",source=\"h{i}\",target=\"cpu0\",transport=\"host\",op=\"wakeup\",size_bytes=\"0\"", inst(i));
         let b: [f64; 4] = if i == slow {
@@ -582,18 +596,30 @@ fn a_real_prometheus_names_the_slowed_host() {
         evidence.contains("by hardware timestamps") && evidence.contains("prober delay"),
         "{evidence}"
     );
-    // The saved rounds replay offline to the same suspects.
     let saved = std::fs::read_dir(dir.path())
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
+    let snap = Snapshot::read(&saved).unwrap();
+    // The port counters: h4's errors over the 2 minute window (22 in 110
+    // s of samples, extrapolated to the window), none elsewhere, unknown
+    // for h8.
+    let errors = &snap.rounds[2].port_errors;
+    let h4 = errors.get("h4").copied().unwrap_or(-1.0);
+    assert!((22.0..=24.0).contains(&h4), "{errors:?}");
+    assert_eq!(errors.get("h0"), Some(&0.0), "{errors:?}");
+    assert!(!errors.contains_key("h8"), "{errors:?}");
+    assert!(
+        evidence.contains(&format!("its HCA ports counted {h4:.0} error events")),
+        "{evidence}"
+    );
+    // The saved rounds replay offline to the same suspects.
     let replay = localize(&["--snapshot", saved.to_str().unwrap(), "--json"]);
     assert_eq!(replay.status.code(), Some(1));
     let r = json(&replay);
     assert_eq!(r["suspects"], v["suspects"]);
-    let snap = Snapshot::read(&saved).unwrap();
     let p50 = snap.rounds[0].probes[0].p50_us.unwrap();
     // The split where the even hosts served it, none where the odd did.
     for p in &snap.rounds[0].probes {

@@ -30,13 +30,17 @@ const PER_RACK: usize = 4;
 const HOSTS: usize = RACKS * PER_RACK;
 /// Messages a probe sends per scrape (15 s).
 const PER_SCRAPE: u32 = 15;
-/// Scrapes of the input series after the first (1 minute).
-const SCRAPES: u32 = 4;
-/// The first evaluation with two scrapes (15 s) accuses (the fault is
-/// there from the start); `for: 20s` has not passed at 30 s (pending, no
-/// alert yet) and has at 45 s, when the alerts are read.
-const PENDING: &str = "30s";
-const EVAL: &str = "45s";
+/// Scrapes of the input series after the first (2 minutes).
+const SCRAPES: u32 = 8;
+/// The rules judge a probe once its counter existed a window (1 minute)
+/// ago: the first evaluation that accuses is at 60 s (the fault is there
+/// from the start; without that gate it would be at 15 s and fire at
+/// 45 s); `for: 20s` has not passed at 75 s (pending, no alert yet) and
+/// has at 90 s, when the alerts are read.
+const PENDING: &str = "75s";
+/// An evaluation before the window filled (nothing accused yet).
+const EARLY: &str = "45s";
+const EVAL: &str = "90s";
 
 fn repo(p: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(p)
@@ -142,6 +146,19 @@ fn wakeup_us(sc: &Scenario, h: usize) -> f64 {
         10.0
     }
 }
+
+/// Symbol errors host `h`'s HCA port counts per scrape in `sc`: the host
+/// that loses messages sent to it has a bad receive link.
+fn port_errors_per_scrape(sc: &Scenario, h: usize) -> u32 {
+    if h == LOSSY_HOST && sc.hosts.iter().any(|x| x.0 == LOSSY_HOST) {
+        5
+    } else {
+        0
+    }
+}
+
+/// Scrapes (of 15 s) in the rules' 1 minute window.
+const SCRAPES_PER_WINDOW: u32 = 4;
 
 fn rack(h: usize) -> usize {
     h / PER_RACK
@@ -508,6 +525,17 @@ fn test_file() -> String {
                 &format!("{}e-6x{SCRAPES}", wakeup_us(&sc, h)),
             );
         }
+        for h in 0..HOSTS {
+            series(
+                &mut out,
+                "ibexporter_hca_port_symbol_errors_total",
+                &format!(
+                    "instance=\"{}:9427\",job=\"ibexporter\",device=\"mlx5_0\",port=\"1\"",
+                    host(h)
+                ),
+                &counter(port_errors_per_scrape(&sc, h)),
+            );
+        }
         for p in 0..HOSTS {
             for t in (0..HOSTS).filter(|&t| t != p) {
                 let pr = (sc.probe)(p, t);
@@ -555,6 +583,13 @@ fn test_file() -> String {
                 }
             }
         }
+        // Before a full window no probe is judged: no suspect, not even
+        // pending (the gate; without it the faults here accuse at 15 s).
+        let _ = write!(
+            out,
+            "    promql_expr_test:\n      - expr: host:ibexporter_localize_suspect:{w} or rack_pair:ibexporter_localize_cross_bad:sum{w}_both_ways > 0\n        eval_time: {EARLY}\n        exp_samples: []\n",
+            w = rules::WINDOW,
+        );
         out.push_str("    alert_rule_test:\n");
         for (alert, expected) in [
             ("IBHostSuspect", !sc.hosts.is_empty()),
@@ -570,11 +605,12 @@ fn test_file() -> String {
             let h = host(host_index);
             let _ = write!(
                 out,
-                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}; own wake-up p99 {}us against the mesh's median 10us (above {}x: its CPU side, else its NIC). Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
+                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}; own wake-up p99 {}us against the mesh's median 10us (above {}x: its CPU side, else its NIC); its HCA ports counted {} error events (symbol, receive, link). Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
                 side_text("prober", pe),
                 side_text("target", te),
                 wakeup_us(&sc, host_index),
                 ibexporter::localize::SELF_RATIO,
+                port_errors_per_scrape(&sc, host_index) * SCRAPES_PER_WINDOW,
                 w = rules::WINDOW,
             );
         }
@@ -640,6 +676,9 @@ fn rust_names(sc: &Scenario, with_hw: bool) -> Names {
     let round = Round {
         pairs,
         self_health_us: (0..HOSTS).map(|h| wakeup_us(sc, h) as f32).collect(),
+        port_errors: (0..HOSTS)
+            .map(|h| (port_errors_per_scrape(sc, h) * SCRAPES_PER_WINDOW) as f32)
+            .collect(),
     };
     let mut loc = Localizer::new(topo);
     let mut named = Vec::new();

@@ -115,6 +115,7 @@ fn a_slow_host_is_named_by_the_alert_and_a_mesh_without_a_fault_stays_quiet() {
     let (window, for_) = window_and_for();
     let bound = alert_bound(window, for_);
     let rules = rules_dir();
+    let t_mesh = Instant::now();
     let mesh = ExporterMesh::start(MeshSpec {
         bin: env!("CARGO_BIN_EXE_ibexporter").into(),
         hosts: HOSTS,
@@ -130,20 +131,25 @@ fn a_slow_host_is_named_by_the_alert_and_a_mesh_without_a_fault_stays_quiet() {
     let made = mesh.net().namespaces();
 
     // The soak starts when the vote covers every host, both sides (quiet
-    // before that would prove nothing), and the rules' window is full of
-    // the mesh's rounds: in the first window a side is judged on one or
-    // two rounds (what was named then is printed, not asserted).
+    // before that would prove nothing). The rules judge a probe only once
+    // its counter existed a window ago, so the first vote already reads
+    // full windows: from the mesh's start to that vote no suspect may be
+    // even pending (a side judged on one or two rounds would be).
     let voted = "count(host_side:ibexporter_localize_answered:sum1m)";
     let n = (2 * HOSTS).to_string();
-    mesh.wait_query(voted, 3 * INTERVAL_S + 30, |v| {
+    let t_start = Instant::now();
+    mesh.wait_query(voted, window.as_secs() + 3 * INTERVAL_S + 30, |v| {
         v.first().and_then(|s| s["value"][1].as_str()) == Some(n.as_str())
     });
-    let t_warm = Instant::now();
-    std::thread::sleep(window);
-    let warm = suspects_over(&mesh, "", t_warm.elapsed().as_secs());
+    let warm = suspects_over(&mesh, "", t_mesh.elapsed().as_secs() + 1);
     eprintln!(
-        "warm-up: {} s (the rules' window filling), suspect alerts: {}",
-        t_warm.elapsed().as_secs(),
+        "warm-up: {} s from the exporters up to every side voted on (the rules' window filling), suspect alerts: {}",
+        t_start.elapsed().as_secs(),
+        warm.len()
+    );
+    assert!(
+        warm.is_empty(),
+        "a suspect alert (pending or firing) before the window filled: {:?}",
         warm.iter()
             .map(|a| format!(
                 "{} {}{} {}{} ({})",
@@ -155,7 +161,6 @@ fn a_slow_host_is_named_by_the_alert_and_a_mesh_without_a_fault_stays_quiet() {
                 label(a, "alertstate")
             ))
             .collect::<Vec<_>>()
-            .join(", ")
     );
     let soak = soak_s();
     let t_soak = Instant::now();
@@ -186,8 +191,7 @@ fn a_slow_host_is_named_by_the_alert_and_a_mesh_without_a_fault_stays_quiet() {
          {voted_in:.0}; {} suspect alerts; largest slow share of a side {worst:.2}",
         fired.len(),
     );
-    // Pending is said (the figure the docs quote), firing fails: right
-    // after the first window a side is still judged on few rounds.
+    // Pending is said (the figure the docs quote), firing fails.
     let firing: Vec<_> = fired
         .iter()
         .filter(|a| label(a, "alertstate") == "firing")

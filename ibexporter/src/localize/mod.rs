@@ -40,6 +40,10 @@
 //!   sends as prober and replies it sends as target). Without self-health
 //!   the suspect is `nic` and its evidence says the wake-up latency is
 //!   unknown;
+//!   every host suspect's evidence also gives the error events its HCA
+//!   ports counted over the window, where known ([`PORT_ERROR_FILES`]: a
+//!   link or NIC fault counts there, a slow CPU does not): evidence, not
+//!   a verdict;
 //! - **prober** / **target**: only that side bad;
 //! - **rack-pair**: the cross probes between two racks that involve no
 //!   host suspect: at least [`RACK_PAIR_MIN`] of them bad (slow, lossy or
@@ -124,6 +128,28 @@ pub const RACK_PAIR_MIN: u32 = 2;
 pub const RACK_PAIR_FRAC: f64 = 0.75;
 /// Most share of bad probes inside either rack for a rack-pair suspect.
 pub const RACK_INSIDE_MAX: f64 = 0.2;
+
+/// The HCA port counters (`counters/` files) whose increase is a host's
+/// port error evidence ([`Round::port_errors`]): a link or NIC fault
+/// counts here; a slow CPU does not.
+pub const PORT_ERROR_FILES: [&str; 7] = [
+    "symbol_error",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "local_link_integrity_errors",
+    "link_error_recovery",
+    "link_downed",
+    "port_xmit_discards",
+];
+
+/// The exported counters of [`PORT_ERROR_FILES`] (`..._total`).
+pub fn port_error_metrics() -> Vec<String> {
+    crate::collect::hca::PORT_COUNTERS
+        .iter()
+        .filter(|c| PORT_ERROR_FILES.contains(&c.file))
+        .map(|c| format!("{}_total", c.name))
+        .collect()
+}
 
 /// A part of a hardware-timestamp split counts as moved above this
 /// multiple of its class's median (the same bar as [`SLOW_RATIO`]).
@@ -421,6 +447,13 @@ pub fn assess(topo: &Topology, round: &Round) -> Vec<Suspect> {
             } else {
                 write!(evidence, "; own wake-up latency unknown")
             };
+        }
+        let errors = round.port_errors.get(h).copied().unwrap_or(f32::NAN);
+        if errors.is_finite() {
+            let _ = write!(
+                evidence,
+                "; its HCA ports counted {errors:.0} error events (symbol, receive, link)"
+            );
         }
         suspects.push(Suspect {
             kind,

@@ -109,6 +109,10 @@ pub struct Round {
     /// host probe, `ibprobe_latency_window{transport="wakeup"}`); NaN
     /// where unknown. Empty: unknown for all.
     pub self_health_us: Vec<f32>,
+    /// Per host, the error events its HCA ports counted over the round's
+    /// window (the counters of [`super::PORT_ERROR_FILES`], summed); NaN
+    /// where unknown. Empty: unknown for all. Evidence only.
+    pub port_errors: Vec<f32>,
 }
 
 /// What a suspect is.

@@ -17,8 +17,10 @@
 //! the medians of the hardware-timestamp split (`ibprobe_hw_prober_delay_seconds`,
 //! `ibprobe_hw_responder_delay_seconds`, `ibprobe_hw_network_rtt_seconds`,
 //! classic buckets): a pair gets a split only when all three parts are
-//! there (unverified on hardware: no device here stamps completions).
-//! Racks: a prober's from
+//! there (unverified on hardware: no device here stamps completions);
+//! each exporter's HCA port error events (`increase` of the counters of
+//! [`super::PORT_ERROR_FILES`], summed by `instance`). Racks: a prober's
+//! from
 //! `ibexporter_plan{source_rack}`, a target's from
 //! `ibexporter_plan_peer_rack{target_rack}`.
 //!
@@ -371,6 +373,8 @@ struct Queries {
     /// Medians of the hardware split: prober, responder, network.
     hw: [String; 3],
     wakeup: String,
+    /// Each exporter's HCA port error events over the window.
+    port_errors: String,
     plan: String,
     sources: String,
     peer_rack: String,
@@ -402,6 +406,16 @@ impl Queries {
                 )
             }),
             wakeup: quantile("0.99", "source", "{op=\"wakeup\"}", w),
+            port_errors: format!(
+                "sum by (instance) ({})",
+                super::port_error_metrics()
+                    .iter()
+                    .map(|m| format!(
+                        "label_replace(increase({m}[{w}]), \"counter\", \"{m}\", \"\", \"\")"
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
             plan: format!("max by (instance, source_rack) (max_over_time(ibexporter_plan[{w}]))"),
             sources: format!(
                 "count by (instance, source) (max_over_time(ibprobe_probes_total[{w}]))"
@@ -429,6 +443,8 @@ struct Raw {
     /// responder s, hw network s].
     pairs: BTreeMap<(String, String), [f64; 7]>,
     wakeup_s: BTreeMap<String, f64>,
+    /// source -> HCA port error events.
+    port_errors: BTreeMap<String, f64>,
     /// source -> (instance, rack).
     sources: BTreeMap<String, (String, String)>,
     /// target -> rack.
@@ -537,6 +553,20 @@ pub fn fetch(
                 raw.wakeup_s.insert(s.label("source").to_string(), s.value);
             }
         }
+        let source_of: HashMap<&str, &str> = raw
+            .sources
+            .iter()
+            .map(|(s, (inst, _))| (inst.as_str(), s.as_str()))
+            .collect();
+        let mut errors = BTreeMap::new();
+        for s in client.query(&q.port_errors, t)? {
+            if let Some(src) = source_of.get(s.label("instance")) {
+                if s.value.is_finite() && s.value >= 0.0 {
+                    errors.insert(src.to_string(), s.value.round());
+                }
+            }
+        }
+        raw.port_errors = errors;
         raws.push((t, raw));
     }
     assemble(client, step, raws)
@@ -652,6 +682,7 @@ fn assemble(client: &Client, step: f64, raws: Vec<(f64, Raw)>) -> Result<Snapsho
                 .iter()
                 .map(|(h, v)| (h.clone(), v * 1e6))
                 .collect(),
+            port_errors: r.port_errors.clone(),
         });
     }
     let snap = Snapshot {

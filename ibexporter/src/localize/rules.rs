@@ -22,7 +22,9 @@
 //!   same host when they differ only in the port (`node7:9427`,
 //!   `node7:18515`), as the shipped `prometheus.yml` and pinglist make them;
 //! - host sides, the peers' background, loss and rack pairs are computed
-//!   as in Rust, per evaluation instead of per round;
+//!   as in Rust, per evaluation instead of per round, on the probes whose
+//!   counter existed a window ago (a mesh that just started is not
+//!   judged on one or two rounds);
 //! - where the hardware-timestamp split is served, a slow probe is counted
 //!   on the side its moved part names, as in Rust (the per-probe medians
 //!   of the three `ibprobe_hw_*_seconds` histograms against their class
@@ -31,7 +33,8 @@
 //!   vs NIC is evidence in its description (the host's own wake-up p99
 //!   against the mesh's median and [`SELF_RATIO`]), not a label, since a
 //!   label that changed with a noisy reading would restart its `for:`;
-//!   dead vs link and the single-path suspect are not told apart;
+//!   dead vs link and the single-path suspect are not told apart; the
+//!   host's HCA port error events are evidence too, as in Rust;
 //! - a rack pair is judged over both directions but PromQL cannot order
 //!   two label values, so a pair fires once per direction whose own cross
 //!   probes are bad (`source_rack`, `target_rack`): a fault both ways gives
@@ -330,6 +333,18 @@ fn hw_split(out: &mut String, slow: &str, info: &str) -> (String, String, String
     (as_prober, as_target, blame, blame_median)
 }
 
+/// Each host's HCA port error events over the window.
+const PORT_ERRORS: &str = "host:ibexporter_hca_port_errors:increase1m";
+
+/// The host's HCA port error events over the window, where its exporter
+/// serves port counters: a link or NIC fault counts there, a slow CPU
+/// does not.
+fn port_errors_evidence() -> String {
+    format!(
+        "{{{{ with printf `{PORT_ERRORS}{{host=%q}}` $labels.host | query }}}}; its HCA ports counted {{{{ . | first | value | {COUNT} }}}} error events (symbol, receive, link){{{{ end }}}}"
+    )
+}
+
 /// Each host's worst wake-up p99 (ibexporter's host probe, any CPU).
 const WAKEUP_P99: &str = "host:ibprobe_latency_window_seconds:wakeup_p99_max";
 /// Its median over the hosts.
@@ -369,7 +384,7 @@ pub fn text(interval: Duration) -> String {
 #
 # Over a {w} window (the shortest that holds 4 scrapes at 15 s; a fault shows
 # in the p10 once it covers 90% of the window), per probe (instance ->
-# target, every size merged): p50 and p10 from ibprobe_latency_seconds
+# target, every size merged; judged once its counter existed a window ago): p50 and p10 from ibprobe_latency_seconds
 # (native histogram, else the classic buckets), slow when both are above
 # {slow_ratio} x the median of its class (same rack, cross rack). Per host
 # side (as prober, as target; a host is its address without the port, so
@@ -397,7 +412,8 @@ pub fn text(interval: Duration) -> String {
 #
 # Host or NIC is evidence, not a label: the description gives the host's own
 # wake-up p99 (the host probe) against the mesh's median; above {self_ratio}x its CPU
-# side is slow too, else its NIC. What PromQL does not tell (ibexporter
+# side is slow too, else its NIC; and the error events its HCA ports counted
+# over the window (symbol, receive, link), where served. What PromQL does not tell (ibexporter
 # localize and the simulation do): a dead host from a bad link (a dead
 # host fires IBExporterDown and, here, a lossy target side), a single bad
 # path, and the ranking by confidence.
@@ -432,10 +448,10 @@ groups:
     let same = "label_replace(max by (instance, target, target_rack) (ibexporter_plan_peer_rack), \"source_rack\", \"$1\", \"target_rack\", \"(.*)\")";
     record(
         &mut out,
-        "Every probe of the mesh (value 1): its racks, its class (inside: same rack,\ncross), the hosts of prober and target (addresses without the port).\nPromQL compares no two labels: a probe is inside when its source_rack\nmatches a copy of it whose source_rack is its target_rack.",
+        "Every probe of the mesh with a full window behind it (value 1): its racks,\nits class (inside: same rack, cross), the hosts of prober and target\n(addresses without the port). PromQL compares no two labels: a probe is\ninside when its source_rack matches a copy of it whose source_rack is its\ntarget_rack. A probe is judged once its counter existed a window ago: a\nmesh (or a new peer) that started less than a window ago would be judged\non one or two rounds.",
         info,
         &format!(
-            "label_replace(label_replace(\n  label_replace(\n    {base}\n    and on (instance, target, source_rack) {same},\n    \"class\", \"inside\", \"\", \"\")\n  or\n  label_replace(\n    {base}\n    unless on (instance, target, source_rack) {same},\n    \"class\", \"cross\", \"\", \"\"),\n\"prober_host\", \"$1\", \"instance\", \"{HOST_RE}\"), \"target_host\", \"$1\", \"target\", \"{HOST_RE}\")"
+            "label_replace(label_replace(\n  label_replace(\n    {base}\n    and on (instance, target, source_rack) {same},\n    \"class\", \"inside\", \"\", \"\")\n  or\n  label_replace(\n    {base}\n    unless on (instance, target, source_rack) {same},\n    \"class\", \"cross\", \"\", \"\"),\n\"prober_host\", \"$1\", \"instance\", \"{HOST_RE}\"), \"target_host\", \"$1\", \"target\", \"{HOST_RE}\")\n  and on (instance, target) sum by (instance, target) (ibprobe_probes_total offset {w})"
         ),
     );
     record(
@@ -656,6 +672,19 @@ groups:
         WAKEUP_MEDIAN,
         &format!("quantile(0.5, {WAKEUP_P99})"),
     );
+    record(
+        &mut out,
+        &format!("Each host's HCA port error events over {w} (symbol, receive, link\ncounters summed over its ports), the evidence for a link or NIC."),
+        PORT_ERRORS,
+        &format!(
+            "sum by (host) (label_replace(\n  {},\n\"host\", \"$1\", \"instance\", \"{HOST_RE}\"))",
+            super::port_error_metrics()
+                .iter()
+                .map(|m| format!("label_replace(increase({m}[{w}]), \"counter\", \"{m}\", \"\", \"\")"))
+                .collect::<Vec<_>>()
+                .join("\n  or ")
+        ),
+    );
 
     // Rack pairs.
     record(
@@ -743,7 +772,7 @@ groups:
         annotations:
           summary: "{{{{ $labels.host }}}} makes the mesh's probes bad (as {{{{ $labels.side }}}}) while its peers are fine with others"
           description: >-
-            {prober}; {target}; {wakeup}. Held for {wait} ({confirm} probe intervals), over {w}.
+            {prober}; {target}; {wakeup}{errors}. Held for {wait} ({confirm} probe intervals), over {w}.
           runbook_url: {RUNBOOK}#ibhostsuspect
 
       - alert: IBRackPairSuspect
@@ -762,6 +791,7 @@ groups:
 "#,
         prober = side_evidence("prober"),
         wakeup = wakeup_evidence(),
+        errors = port_errors_evidence(),
         target = side_evidence("target"),
         confirm = CONFIRM_ROUNDS,
         pair_expr = block(

@@ -21,11 +21,15 @@
 //!                          "lost": 0, "p50_us": 2.1, "p10_us": 1.8,
 //!                          "hw_us": {"prober": 0.6, "responder": 0.4,
 //!                                    "network": 1.1}}, ...],
-//!              "wakeup_p99_us": {"h07": 11.5, ...}}, ...]}
+//!              "wakeup_p99_us": {"h07": 11.5, ...},
+//!              "port_errors": {"h07": 0, ...}}, ...]}
 //! ```
 //!
 //! Names are host names of `hosts`; `p50_us`/`p10_us` may be null (no
 //! answered message, or no histogram); `wakeup_p99_us` may be empty;
+//! `port_errors` (each host's HCA port error events over the window) is
+//! absent where the exporters serve no port counters (optional, like
+//! `hw_us`);
 //! `hw_us` (the hardware-timestamp split's medians: prober delay,
 //! responder delay, network) is absent where the NICs do not stamp
 //! completions, and in snapshots written before it existed (they load
@@ -111,6 +115,10 @@ pub struct SnapRound {
     /// Each host's own wake-up latency p99 over the window, microseconds.
     #[serde(default)]
     pub wakeup_p99_us: BTreeMap<String, f64>,
+    /// Each host's HCA port error events over the window (the counters of
+    /// [`super::PORT_ERROR_FILES`], summed); absent where not served.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub port_errors: BTreeMap<String, f64>,
 }
 
 /// A snapshot: hosts, racks and rounds.
@@ -240,18 +248,23 @@ impl Snapshot {
                     }
                 }
             }
-            for (h, v) in &r.wakeup_p99_us {
-                if !names.contains(h.as_str()) {
-                    return Err(format!(
-                        "round {n}: wakeup_p99_us names {:?}, not in `hosts`",
-                        truncate(h)
-                    ));
-                }
-                if !finite_non_negative(*v) {
-                    return Err(format!(
-                        "round {n}: wakeup_p99_us of {:?} must be a number >= 0",
-                        truncate(h)
-                    ));
+            for (field, map) in [
+                ("wakeup_p99_us", &r.wakeup_p99_us),
+                ("port_errors", &r.port_errors),
+            ] {
+                for (h, v) in map {
+                    if !names.contains(h.as_str()) {
+                        return Err(format!(
+                            "round {n}: {field} names {:?}, not in `hosts`",
+                            truncate(h)
+                        ));
+                    }
+                    if !finite_non_negative(*v) {
+                        return Err(format!(
+                            "round {n}: {field} of {:?} must be a number >= 0",
+                            truncate(h)
+                        ));
+                    }
                 }
             }
         }
@@ -385,16 +398,20 @@ impl Snapshot {
                         }),
                     });
                 }
-                let mut self_health_us = Vec::new();
-                if !r.wakeup_p99_us.is_empty() {
-                    self_health_us = vec![f32::NAN; self.hosts.len()];
-                    for (h, v) in &r.wakeup_p99_us {
-                        self_health_us[index[h.as_str()] as usize] = *v as f32;
+                let per_host = |map: &BTreeMap<String, f64>| {
+                    let mut v = Vec::new();
+                    if !map.is_empty() {
+                        v = vec![f32::NAN; self.hosts.len()];
+                        for (h, x) in map {
+                            v[index[h.as_str()] as usize] = *x as f32;
+                        }
                     }
-                }
+                    v
+                };
                 Round {
                     pairs,
-                    self_health_us,
+                    self_health_us: per_host(&r.wakeup_p99_us),
+                    port_errors: per_host(&r.port_errors),
                 }
             })
             .collect();
@@ -461,6 +478,13 @@ impl Snapshot {
                         .enumerate()
                         .filter_map(|(h, &v)| us(v).map(|v| (names[h].clone(), v)))
                         .collect(),
+                    port_errors: r
+                        .port_errors
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, v)| v.is_finite())
+                        .map(|(h, &v)| (names[h].clone(), f64::from(v)))
+                        .collect(),
                 })
                 .collect(),
         }
@@ -517,7 +541,38 @@ mod tests {
                     hw_us: None,
                 }],
                 wakeup_p99_us: BTreeMap::from([("b".to_string(), 10.0)]),
+                port_errors: BTreeMap::new(),
             }],
+        }
+    }
+
+    #[test]
+    fn port_errors_round_trip_and_hostile_ones_are_refused_by_name() {
+        let mut s = one();
+        s.rounds[0].port_errors = BTreeMap::from([("a".to_string(), 20.0)]);
+        let text = serde_json::to_vec(&s).unwrap();
+        assert_eq!(Snapshot::parse(&text).unwrap(), s);
+        let r = &s.input().rounds[0];
+        assert_eq!(r.port_errors[0], 20.0);
+        assert!(r.port_errors[1].is_nan());
+        // Without any: not written (snapshots of exporters with no port
+        // counters read as before).
+        assert!(!String::from_utf8(serde_json::to_vec(&one()).unwrap())
+            .unwrap()
+            .contains("port_errors"));
+        for (host, v, why) in [
+            ("a", -1.0, "port_errors of \"a\" must be a number >= 0"),
+            (
+                "a",
+                f64::INFINITY,
+                "port_errors of \"a\" must be a number >= 0",
+            ),
+            ("zz", 1.0, "port_errors names \"zz\", not in `hosts`"),
+        ] {
+            let mut s = one();
+            s.rounds[0].port_errors = BTreeMap::from([(host.to_string(), v)]);
+            let err = s.check().unwrap_err();
+            assert!(err.contains(why), "{err}");
         }
     }
 

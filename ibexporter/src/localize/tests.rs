@@ -49,6 +49,7 @@ fn round(mut tweak: impl FnMut(&mut PairObs) -> bool) -> Round {
     Round {
         pairs,
         self_health_us: vec![10.0; t.hosts()],
+        port_errors: vec![],
     }
 }
 
@@ -141,6 +142,33 @@ fn a_slow_host_with_slow_wake_ups_is_a_host_suspect() {
         s[0].evidence
     );
     assert!(s[0].confidence > 0.6, "{s:?}");
+}
+
+#[test]
+fn port_errors_are_evidence_where_known_and_change_no_verdict() {
+    let mut r = round(|o| {
+        if o.prober == 3 || o.target == 3 {
+            slow(o, 2.0);
+        }
+        true
+    });
+    let without = named(&r, 2);
+    assert!(
+        !without[0].evidence.contains("HCA ports"),
+        "{}",
+        without[0].evidence
+    );
+    r.port_errors = vec![f32::NAN; r.self_health_us.len()];
+    r.port_errors[3] = 20.0;
+    let with = named(&r, 2);
+    assert_eq!(top(&with), top(&without));
+    assert!(
+        with[0]
+            .evidence
+            .contains("; its HCA ports counted 20 error events (symbol, receive, link)"),
+        "{}",
+        with[0].evidence
+    );
 }
 
 #[test]
