@@ -32,19 +32,18 @@
 //! no source (a dead exporter) goes by its target name. `group:` targets
 //! (peers aggregated above `cardinality.max_peer_series`) are left out.
 //!
-//! Hostile answers: the HTTP body is read to at most
+//! Hostile answers: hyper's HTTP/1 client reads the body to at most
 //! [`MAX_SNAPSHOT_BYTES`] (a larger `Content-Length` is refused before
-//! reading), each query within [`QUERY_TIMEOUT`], a read waking every
-//! [`POLL`] to see SIGINT/SIGTERM's flag; an answer with more than
+//! reading) and the header to 64 KiB, each query within
+//! [`QUERY_TIMEOUT`], the wait waking every [`POLL`] to see
+//! SIGINT/SIGTERM's flag; an answer with more than
 //! [`MAX_PROBES`] series, more than [`MAX_HOSTS`] hosts, an error status,
 //! malformed JSON or a negative count is an error naming the URL and the
 //! query, never a panic. Plain `http://` only.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -59,6 +58,8 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const POLL: Duration = Duration::from_millis(200);
 /// The largest HTTP header block read.
 const MAX_HEAD: usize = 64 << 10;
+/// The longest connecting to one of the host's addresses may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why fetching failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,116 +149,117 @@ impl Client {
     }
 
     /// GETs `path_and_query` (below the prefix): the body of a 200 answer,
-    /// or of an error answer with its status.
+    /// or of an error answer with its status. hyper's HTTP/1 client on a
+    /// runtime of this thread: the whole exchange within [`Client::timeout`],
+    /// the body cut at [`Client::max_body`], SIGINT/SIGTERM's flag looked
+    /// at every [`POLL`] (connecting included).
     fn get(&self, path_and_query: &str) -> Result<(u16, Vec<u8>), FetchError> {
+        if self.stopped() {
+            return Err(FetchError::Interrupted);
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| FetchError::Failed(format!("{}: no runtime: {e}", self.url)))?;
+        rt.block_on(async {
+            let stop = async {
+                let mut tick = tokio::time::interval(POLL);
+                loop {
+                    tick.tick().await;
+                    if self.stopped() {
+                        return;
+                    }
+                }
+            };
+            tokio::select! {
+                r = tokio::time::timeout(self.timeout, self.exchange(path_and_query)) => {
+                    r.unwrap_or_else(|_| Err(FetchError::Failed(format!(
+                        "{}: no complete answer within {} s",
+                        self.url,
+                        self.timeout.as_secs_f64()
+                    ))))
+                }
+                () = stop => Err(FetchError::Interrupted),
+            }
+        })
+    }
+
+    /// One request and its answer, unbounded in time ([`Client::get`]
+    /// bounds it).
+    async fn exchange(&self, path_and_query: &str) -> Result<(u16, Vec<u8>), FetchError> {
         let fail = |why: String| FetchError::Failed(format!("{}: {why}", self.url));
-        let deadline = Instant::now() + self.timeout;
-        let addrs: Vec<_> = (self.host.as_str(), self.port)
-            .to_socket_addrs()
+        let addrs: Vec<_> = tokio::net::lookup_host((self.host.as_str(), self.port))
+            .await
             .map_err(|e| fail(format!("cannot resolve {}: {e}", self.host)))?
             .collect();
         let mut stream = None;
         let mut last = String::from("no address");
         for a in addrs {
-            if self.stopped() {
-                return Err(FetchError::Interrupted);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match TcpStream::connect_timeout(&a, left.min(Duration::from_secs(5)).max(POLL)) {
-                Ok(s) => {
+            match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(a)).await {
+                Ok(Ok(s)) => {
                     stream = Some(s);
                     break;
                 }
-                Err(e) => last = format!("cannot connect to {a}: {e}"),
+                Ok(Err(e)) => last = format!("cannot connect to {a}: {e}"),
+                Err(_) => last = format!("cannot connect to {a} within {CONNECT_TIMEOUT:?}"),
             }
         }
-        let mut s = stream.ok_or_else(|| fail(last))?;
-        let io = |e: std::io::Error| fail(format!("{e}"));
-        s.set_read_timeout(Some(POLL)).map_err(io)?;
-        s.set_write_timeout(Some(self.timeout)).map_err(io)?;
+        let stream = stream.ok_or_else(|| fail(last))?;
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .max_buf_size(MAX_HEAD)
+            .handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| fail(format!("{e}")))?;
+        // The connection runs beside the request; it ends with the answer.
+        tokio::spawn(conn);
         let host = if self.host.contains(':') {
             format!("[{}]:{}", self.host, self.port)
         } else {
             format!("{}:{}", self.host, self.port)
         };
-        // HTTP/1.0: the answer ends at the connection's close, never
-        // chunked. One write: a server may answer and close after its
-        // first read.
-        let request = format!(
-            "GET {}{path_and_query} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\nUser-Agent: ibexporter-localize/{}\r\n\r\n",
-            self.prefix,
-            crate::VERSION
-        );
-        s.write_all(request.as_bytes()).map_err(io)?;
-        let mut raw: Vec<u8> = Vec::with_capacity(64 << 10);
-        let mut buf = vec![0u8; 64 << 10];
-        let mut head_end = None;
-        let mut limit = MAX_HEAD as u64 + self.max_body;
-        loop {
-            if self.stopped() {
-                return Err(FetchError::Interrupted);
-            }
-            if Instant::now() > deadline {
-                return Err(fail(format!(
-                    "no complete answer within {} s",
-                    self.timeout.as_secs()
-                )));
-            }
-            match s.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => raw.extend_from_slice(&buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(io(e)),
-            }
-            if head_end.is_none() {
-                if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-                    head_end = Some(i + 4);
-                    let head = String::from_utf8_lossy(&raw[..i]).to_ascii_lowercase();
-                    let length = head.lines().find_map(|l| {
-                        l.strip_prefix("content-length:")
-                            .and_then(|v| v.trim().parse::<u64>().ok())
-                    });
-                    if let Some(n) = length {
-                        if n > self.max_body {
-                            return Err(fail(format!(
-                                "the answer is {n} bytes, more than the limit of {} bytes",
-                                self.max_body
-                            )));
-                        }
-                    }
-                    limit = (i + 4) as u64 + self.max_body;
-                } else if raw.len() > MAX_HEAD {
-                    return Err(fail(format!(
-                        "no end of the HTTP header within {MAX_HEAD} bytes"
-                    )));
-                }
-            }
-            if raw.len() as u64 > limit {
-                return Err(fail(format!(
+        let request = hyper::Request::get(format!("{}{path_and_query}", self.prefix))
+            .header(hyper::header::HOST, host)
+            .header(hyper::header::ACCEPT, "application/json")
+            .header(
+                hyper::header::USER_AGENT,
+                format!("ibexporter-localize/{}", crate::VERSION),
+            )
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .map_err(|e| fail(format!("bad request: {e}")))?;
+        let answer = sender
+            .send_request(request)
+            .await
+            .map_err(|e| fail(format!("{e}")))?;
+        let status = answer.status().as_u16();
+        let length = answer
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(n) = length.filter(|&n| n > self.max_body) {
+            return Err(fail(format!(
+                "the answer is {n} bytes, more than the limit of {} bytes",
+                self.max_body
+            )));
+        }
+        let limit = usize::try_from(self.max_body).unwrap_or(usize::MAX);
+        let body = http_body_util::BodyExt::collect(http_body_util::Limited::new(
+            answer.into_body(),
+            limit,
+        ))
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                fail(format!(
                     "the answer is more than the limit of {} bytes",
                     self.max_body
-                )));
+                ))
+            } else {
+                fail(format!("{e}"))
             }
-        }
-        let Some(h) = head_end else {
-            return Err(fail("the answer ended before its HTTP header did".into()));
-        };
-        let status = String::from_utf8_lossy(&raw[..h])
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse::<u16>().ok())
-            .ok_or_else(|| fail("not an HTTP answer".into()))?;
-        raw.drain(..h);
-        Ok((status, raw))
+        })?;
+        Ok((status, body.to_bytes().to_vec()))
     }
 
     /// An instant query at `at` (unix seconds): its vector's series.
@@ -699,7 +701,9 @@ fn assemble(client: &Client, step: f64, raws: Vec<(f64, Raw)>) -> Result<Snapsho
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::net::TcpListener;
+    use std::time::Instant;
 
     /// A one-shot server answering `reply` to the first request.
     fn serve(reply: Vec<u8>) -> String {
@@ -791,6 +795,75 @@ mod tests {
         assert!(
             e.to_string().contains("more than the limit of 1000 bytes"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_chunked_answer_is_read_and_a_huge_header_is_refused() {
+        let body = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        let (a, b) = body.split_at(20);
+        let chunked = format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+            a.len(),
+            b.len()
+        );
+        let got = Client::new(&serve(chunked.into_bytes()), None)
+            .unwrap()
+            .query("up", 1.0)
+            .unwrap();
+        assert!(got.is_empty());
+        // Chunks past the limit are cut there, length or not.
+        let big = "y".repeat(3000);
+        let mut c = Client::new(
+            &serve(
+                format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{big}\r\n0\r\n\r\n", big.len())
+                    .into_bytes(),
+            ),
+            None,
+        )
+        .unwrap();
+        c.max_body = 1000;
+        let e = c.query("up", 1.0).unwrap_err();
+        assert!(
+            e.to_string().contains("more than the limit of 1000 bytes"),
+            "{e}"
+        );
+        // A header that never ends within the header limit.
+        let huge = format!(
+            "HTTP/1.0 200 OK\r\nX-Pad: {}\r\n\r\n{{}}",
+            "z".repeat(MAX_HEAD * 2)
+        );
+        let e = Client::new(&serve(huge.into_bytes()), None)
+            .unwrap()
+            .query("up", 1.0)
+            .unwrap_err();
+        let FetchError::Failed(m) = e else {
+            panic!("{e:?}")
+        };
+        assert!(m.contains("127.0.0.1"), "{m}");
+    }
+
+    #[test]
+    fn a_stop_flag_set_during_a_silent_wait_ends_it_within_a_poll() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let c = l.accept();
+            std::thread::sleep(Duration::from_secs(5));
+            drop(c);
+        });
+        static STOP: AtomicBool = AtomicBool::new(false);
+        std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            STOP.store(true, Ordering::Relaxed);
+        });
+        let c = Client::new(&url, Some(&STOP)).unwrap();
+        let t = Instant::now();
+        assert_eq!(c.query("up", 1.0).unwrap_err(), FetchError::Interrupted);
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_millis(300) + 3 * POLL,
+            "{took:?}"
         );
     }
 
