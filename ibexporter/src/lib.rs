@@ -28,6 +28,7 @@ pub mod daemon;
 pub mod engine;
 pub mod expo;
 pub mod http;
+pub mod limits;
 pub mod localize;
 pub mod planner;
 pub mod sys;

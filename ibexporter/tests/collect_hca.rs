@@ -18,7 +18,7 @@ mod common;
 
 use common::{assert_sample, exact_sample, with_logs};
 use ibexporter::collect::hca::{read_hcas, HcaCollector, PORT_COUNTERS};
-use ibexporter::collect::open_files::MAX_KEPT_FILES;
+use ibexporter::limits::MAX_KEPT_FILES;
 use ibtools_tests::{copy_tree, fixture};
 use ibtune::host::HostRoot;
 use prometheus_client::encoding::text::encode;

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use ibexporter::limits::MAX_HOSTS;
 use ibexporter::localize::model::Entity;
 use ibexporter::localize::sim::{self, parse_scenarios};
-use ibexporter::localize::snapshot::{Snapshot, MAX_HOSTS, SCHEMA};
+use ibexporter::localize::snapshot::{Snapshot, SCHEMA};
 use ibexporter::targets::plan::{ClusterPlan, PlanKind};
 use ibexporter::targets::simulate::synthetic;
 
@@ -263,7 +264,7 @@ fn hostile_snapshots_are_refused_naming_the_file() {
     let huge = dir.path().join("huge.json");
     std::fs::File::create(&huge)
         .unwrap()
-        .set_len(ibexporter::localize::snapshot::MAX_SNAPSHOT_BYTES + 1)
+        .set_len(ibexporter::limits::MAX_SNAPSHOT_BYTES + 1)
         .unwrap();
     cases.push((huge, "is larger than"));
     cases.push((dir.path().to_path_buf(), "not a regular file"));
@@ -316,7 +317,7 @@ Content-Type: application/json
     );
     // One target more than the host limit, in the first answer read.
     let mut many = String::from(r#"{"status":"success","data":{"resultType":"vector","result":["#);
-    for i in 0..=ibexporter::localize::snapshot::MAX_HOSTS {
+    for i in 0..=ibexporter::limits::MAX_HOSTS {
         if i > 0 {
             many.push(',');
         }

@@ -204,19 +204,20 @@ fn ibexporter_follows_its_map() {
     check_layers(
         "ibexporter",
         &[
+            ("limits", &[]),
             ("sys", &[]),
             ("expo", &[]),
-            ("config", &[]),
-            ("targets", &["config"]),
-            ("collect", &["config", "expo"]),
-            ("http", &["expo"]),
-            ("engine", &["collect", "config", "targets"]),
-            ("localize", &["targets"]),
+            ("config", &["limits"]),
+            ("targets", &["config", "limits"]),
+            ("collect", &["config", "expo", "limits"]),
+            ("http", &["expo", "limits"]),
+            ("engine", &["collect", "config", "limits", "targets"]),
+            ("localize", &["collect", "limits", "targets"]),
             ("planner", &["config", "localize", "targets"]),
             (
                 "daemon",
                 &[
-                    "collect", "config", "engine", "expo", "http", "sys", "targets",
+                    "collect", "config", "engine", "expo", "http", "limits", "sys", "targets",
                 ],
             ),
         ],

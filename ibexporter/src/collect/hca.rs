@@ -63,7 +63,8 @@
 //! tables included) took most of a scrape's file reads. A port added or
 //! removed shows after the same delay.
 
-use super::open_files::{OpenFiles, MAX_KEPT_FILES};
+use super::open_files::OpenFiles;
+use crate::limits::MAX_KEPT_FILES;
 use ibtune::host::rdma::{device_names, read_rdma_device, IB_BASE};
 use ibtune::host::{EntryKind, HostRoot};
 use prometheus_client::collector::Collector;

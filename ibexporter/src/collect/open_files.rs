@@ -24,22 +24,13 @@
 //! before, so a host with more counters than the budget is still read
 //! whole and correctly, only slower.
 
+use crate::limits::{MAX_KEPT_FILES, VALUE_BYTES};
 use ibtune::host::HostRoot;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-
-/// The most files the HCA collector keeps open: a two-port host with the
-/// full counter set and a driver's `hw_counters/` keeps about 150. They
-/// come out of the 512 descriptors the daemon leaves to everything but
-/// HTTP connections (`FILES_NOT_FOR_HTTP` in `daemon.rs`): the responder's
-/// sessions, the probes and the listeners need the rest.
-pub const MAX_KEPT_FILES: usize = 256;
-
-/// The largest value read: a sysfs attribute is at most one page.
-const VALUE_BYTES: usize = 4096;
 
 /// One kept file.
 #[derive(Debug)]

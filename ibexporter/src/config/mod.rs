@@ -92,7 +92,7 @@ pub use schema::{
     TuningSettings, DEFAULT_LISTEN, DEFAULT_MAX_PEER_SERIES, DEFAULT_RESPONDER_PORT,
     RESERVED_LABELS,
 };
-pub use values::{format_duration, parse_cpulist, parse_duration, MAX_CPU};
+pub use values::{format_duration, parse_cpulist, parse_duration};
 
 use std::path::Path;
 

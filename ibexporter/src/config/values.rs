@@ -7,10 +7,8 @@
 //! strict form (whole numbers, a unit on every part, as Prometheus
 //! writes them), CPU lists bounded, then held to the kernel's NR_CPUS.
 
+use crate::limits::MAX_CPU;
 use std::time::Duration;
-
-/// The highest CPU number a CPU list may name (the kernel's NR_CPUS limit is 8192).
-pub const MAX_CPU: usize = 8191;
 
 /// Parses a duration such as `"250ms"`, `"10s"`, `"5m"`, `"1h"` or
 /// `"1m30s"` (units `ns`, `us` (`µs`), `ms`, `s`, `m`, `h`, `d`; whole

@@ -27,17 +27,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::limits::{MAX_PER_SOURCE, MAX_SESSIONS};
 use ibprobe::probe::session::oob::Oob;
 use ibprobe::probe::session::{respond, Liveness, ResponderOptions};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-
-/// Sessions served at once (all sources together).
-pub const MAX_SESSIONS: usize = 64;
-/// Sessions served at once for one source address.
-pub const MAX_PER_SOURCE: usize = 8;
 
 /// The responder's bounds; [`Limits::default`] is what the daemon uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

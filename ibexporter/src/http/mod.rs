@@ -52,7 +52,7 @@ pub use crate::expo::{
     EncodeError, Encoded, FamilySource, Format, OPENMETRICS_CONTENT_TYPE, PROTOBUF_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
 };
-pub use server::{listen, serve, serve_with, ServeOptions, DEFAULT_MAX_REQUESTS, LISTEN_BACKLOG};
+pub use server::{listen, serve, serve_with, ServeOptions, DEFAULT_MAX_REQUESTS};
 pub use webconfig::{WebConfig, WebConfigError};
 
 use axum::extract::State;
@@ -70,17 +70,13 @@ use prometheus_client::registry::{Registry, Unit};
 use prost::Message;
 
 use crate::expo::text::encode_text_004;
+use crate::limits::MAX_CONCURRENT_ENCODES;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::Semaphore;
 
 /// Name of the self metric recording how long each `/metrics` answer took.
 pub const SCRAPE_DURATION_METRIC: &str = "ibexporter_scrape_duration_seconds";
-
-/// How many `/metrics` answers are encoded at the same time; further
-/// scrapes wait. Collectors may read sysfs or talk to devices, so a burst
-/// of scrapes must not fan out into a burst of collection.
-const MAX_CONCURRENT_ENCODES: usize = 2;
 
 /// Label set of the self metric.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -16,6 +16,7 @@
 //! closed to make room for the new one; the listen backlog holds 4,096.
 
 use super::webconfig::WebConfig;
+use crate::limits::{AUTH_CACHE_MAX, LISTEN_BACKLOG};
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
@@ -81,8 +82,6 @@ impl Default for ServeOptions {
 
 /// `--web.max-requests`' default (exporter-toolkit's).
 pub const DEFAULT_MAX_REQUESTS: usize = 40;
-/// The listen backlog: connections the kernel queues before accept.
-pub const LISTEN_BACKLOG: u32 = 4096;
 
 /// Binds `addr` (IP:PORT, or HOST:PORT resolved) with a backlog of
 /// [`LISTEN_BACKLOG`] (the kernel caps it at `net.core.somaxconn`).
@@ -412,8 +411,6 @@ struct BasicAuth {
     verify_slots: Semaphore,
     dummy_hash: String,
 }
-
-const AUTH_CACHE_MAX: usize = 64;
 
 impl BasicAuth {
     fn new(users: Arc<BTreeMap<String, String>>) -> Self {

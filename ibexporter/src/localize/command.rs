@@ -15,7 +15,8 @@ use ibhost::exit::Exit;
 
 use super::prom::{self, Client, FetchError};
 use super::report::{self, Format};
-use super::snapshot::{Snapshot, MAX_ROUNDS};
+use super::snapshot::Snapshot;
+use crate::limits::MAX_ROUNDS;
 
 /// Where the rounds come from.
 #[derive(Debug, Clone, PartialEq)]

@@ -45,21 +45,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::limits::{
+    CONNECT_TIMEOUT, MAX_HEAD, MAX_HOSTS, MAX_PROBES, MAX_SNAPSHOT_BYTES, POLL, QUERY_TIMEOUT,
+};
 use serde::Deserialize;
 
-use super::snapshot::{
-    truncate, Host, HwUs, Probe, SnapRound, Snapshot, MAX_HOSTS, MAX_PROBES, MAX_SNAPSHOT_BYTES,
-    SCHEMA,
-};
-
-/// The longest one query (connect, send, answer) may take.
-pub const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a blocked read wakes to look at the stop flag.
-pub const POLL: Duration = Duration::from_millis(200);
-/// The largest HTTP header block read.
-const MAX_HEAD: usize = 64 << 10;
-/// The longest connecting to one of the host's addresses may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+use super::snapshot::{truncate, Host, HwUs, Probe, SnapRound, Snapshot, SCHEMA};
 
 /// Why fetching failed.
 #[derive(Debug, Clone, PartialEq)]

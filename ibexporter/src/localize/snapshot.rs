@@ -44,21 +44,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::model::{HostId, HwSplit, PairObs, Round, Topology};
+use crate::limits::{MAX_HOSTS, MAX_NAME, MAX_PROBES, MAX_ROUNDS, MAX_SNAPSHOT_BYTES};
 
 /// The schema this version writes and reads.
 pub const SCHEMA: &str = "ibexporter.localize-snapshot/1";
-/// The largest snapshot file read (and the largest Prometheus answer
-/// body): 256 MiB, about 2.5 million probes.
-pub const MAX_SNAPSHOT_BYTES: u64 = 256 << 20;
-/// Most hosts of one snapshot (the plan's 100,000-host scale).
-pub const MAX_HOSTS: usize = 100_000;
-/// Most rounds of one snapshot (or of several replayed together).
-pub const MAX_ROUNDS: usize = 64;
-/// Most probes (ordered host pairs) in one round, and most series in one
-/// Prometheus answer.
-pub const MAX_PROBES: usize = 4_000_000;
-/// Longest host or rack name, bytes.
-pub const MAX_NAME: usize = 256;
 
 /// One host: its name and its rack.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,14 +8,12 @@
 
 use super::source::{Origin, Round, SourceError, SourceState, Target, TargetSource};
 use crate::config::DnsSource;
+use crate::limits::MAX_PARALLEL_LOOKUPS;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// At most this many lookups run at once in [`resolve_many`].
-pub const MAX_PARALLEL_LOOKUPS: usize = 8;
 
 /// Why a name gave no address.
 ///

@@ -32,6 +32,7 @@ use crate::config::{
     check_combo, check_label_name, check_size, target_transport, FileSdSource, Op, TargetProbe,
     Transport,
 };
+use crate::limits::MAX_PINGLIST;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -81,11 +82,6 @@ fn stamp(path: &Path) -> Stamp {
         Err(e) => Stamp::Missing(e.to_string()),
     }
 }
-
-/// The largest pinglist read: 64 MiB. A file_sd entry of one host with
-/// its labels is 100-300 bytes of JSON, so 100,000 hosts fit twice over;
-/// anything larger is not a pinglist (a device, a log named by mistake).
-pub const MAX_PINGLIST: u64 = 64 << 20;
 
 /// A pinglist's text, through the bounded reader: a FIFO or device is
 /// refused without waiting on it, a file over [`MAX_PINGLIST`] without
