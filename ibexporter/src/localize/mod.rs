@@ -47,7 +47,7 @@
 //! - **prober** / **target**: only that side bad;
 //! - **rack-pair**: the cross probes between two racks that involve no
 //!   host suspect: at least [`RACK_PAIR_MIN`] of them bad (slow, lossy or
-//!   dead), from at least two probers, at least [`RACK_PAIR_FRAC`] of
+//!   dead), from at least [`RACK_PAIR_PROBERS`] probers, at least [`RACK_PAIR_FRAC`] of
 //!   those probes, while each rack's inside probes are bad in at most
 //!   [`RACK_INSIDE_MAX`] of cases;
 //! - **path**: a bad probe whose prober and target are otherwise fine
@@ -128,6 +128,13 @@ pub const RACK_PAIR_MIN: u32 = 2;
 pub const RACK_PAIR_FRAC: f64 = 0.75;
 /// Most share of bad probes inside either rack for a rack-pair suspect.
 pub const RACK_INSIDE_MAX: f64 = 0.2;
+/// Fewest distinct probers among a rack pair's bad cross probes.
+pub const RACK_PAIR_PROBERS: u32 = 2;
+// The vote below keeps "a second prober" per rack pair, not a count.
+const _: () = assert!(
+    RACK_PAIR_PROBERS == 2,
+    "assess() tracks a second prober only"
+);
 
 /// The HCA port counters (`counters/` files) whose increase is a host's
 /// port error evidence ([`Round::port_errors`]): a link or NIC fault

@@ -45,8 +45,8 @@
 
 use super::{
     CONFIRM_ROUNDS, HW_PART_RATIO, LOSS_BACKGROUND_FACTOR, LOSS_FLOOR, MIN_OBS, MIN_PEERS,
-    PEER_BACKGROUND_MAX, RACK_INSIDE_MAX, RACK_PAIR_FRAC, RACK_PAIR_MIN, SELF_RATIO, SIDE_FRAC,
-    SLOW_RATIO,
+    PEER_BACKGROUND_MAX, RACK_INSIDE_MAX, RACK_PAIR_FRAC, RACK_PAIR_MIN, RACK_PAIR_PROBERS,
+    SELF_RATIO, SIDE_FRAC, SLOW_RATIO,
 };
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -57,10 +57,6 @@ use std::time::Duration;
 /// the window and in the p10 once it covers 90% of it: about 55 s after it
 /// starts with 1m, 4.5 minutes with 5m.
 pub const WINDOW: &str = "1m";
-
-/// Fewest distinct probers among a rack pair's bad cross probes (the Rust
-/// method's "from at least two probers").
-const RACK_PAIR_PROBERS: u32 = 2;
 
 /// Where the alerts' runbook sections are (the repository's base URL is
 /// replaced by the operator, see the alerts file's header).
