@@ -159,6 +159,7 @@ fn stream_report_with_the_stamp_split() {
         split: StampSplit {
             before: hist(100..600),
             after: hist(400..900),
+            latency: hist(500..1500),
         },
         pass_ns: 42.5,
         words: 64,

@@ -244,6 +244,7 @@ impl StreamReport {
                     json!({
                         "before_hca_read": Tail::of(&st.split.before),
                         "after_hca_read": Tail::of(&st.split.after),
+                        "latency": Tail::of(&st.split.latency),
                         "stamp_pass_ns": st.pass_ns,
                         "stamp_words": st.words,
                         "stamp_cpu": st.cpu,

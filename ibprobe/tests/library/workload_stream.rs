@@ -231,6 +231,14 @@ fn the_receiver_splits_each_message_at_its_slots_stamp() {
         split_mean >= 2000.0 && split_mean <= l.max_ns as f64,
         "{b:?} {a:?} {l:?}"
     );
+    // ... exactly, message by message: the split messages' own latency
+    // (exact means: the two parts' sums add up to its sum).
+    let s = split.latency.summary();
+    assert_eq!(s.count, 40);
+    assert!(
+        (s.mean_ns - split_mean).abs() < 1e-6 * split_mean,
+        "{s:?} {b:?} {a:?}"
+    );
 
     // Without the split the same slots are only delivered.
     let mut end = Stamped {

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::place::{pin, place, span};
-use super::stamp::{free_cpu, Stamper};
+use super::stamp::{stamp_cpus, Stamper};
 use crate::clock::hwts::{self, ProberLog, ResponderLog};
 use crate::clock::Clock;
 use crate::counters::attribution::Attributor;
@@ -61,8 +61,8 @@ pub fn run(
     let stamping = AtomicBool::new(true);
     std::thread::scope(|s| {
         let _stamping = stamps.map(|word| {
-            let cpu = free_cpu(&[cfg.cpu]);
-            Stamper::start(s, move |t| word.store(t), clock, &stamping, cpu)
+            let cpus = stamp_cpus(&[cfg.cpu]);
+            Stamper::start(s, move |t| word.store(t), clock, &stamping, cpus)
         });
         // The one place a workload other than stop-and-wait would be picked.
         let mut work = StopWait;

@@ -15,7 +15,7 @@ use std::sync::atomic::AtomicBool;
 
 use super::peer::{run_pair, PeerThread};
 use super::place::{place, span};
-use super::stamp::{free_cpu, Stamper};
+use super::stamp::{stamp_cpus, StampCpus, Stamper};
 use crate::clock::Clock;
 use crate::counters::Span;
 use crate::probe::config::ProbeConfig;
@@ -59,6 +59,8 @@ pub fn stream_loopback(
         rx_cpu,
         ..StreamOutcome::default()
     };
+    // Before this thread is pinned (the allowed CPUs are read from it).
+    let stamp_cpus = cfg.stamp_thread.then(|| stamp_cpus(&[cfg.cpu, rx_cpu]));
     match place(cfg) {
         Ok(n) => out.notes = n,
         Err(e) => return Err(fail(e, out)),
@@ -75,12 +77,12 @@ pub fn stream_loopback(
     };
     work.sp.stamp = words.is_some();
     let stamping = AtomicBool::new(false);
-    let stamp_cpu = free_cpu(&[cfg.cpu, rx_cpu]);
+    let stamp_cpu = stamp_cpus.as_ref().and_then(StampCpus::cpu);
     let (run, stamp) = std::thread::scope(|s| {
-        let stamper = words.map(|w| {
+        let stamper = words.zip(stamp_cpus).map(|(w, cpus)| {
             let n = w.len();
             (
-                Stamper::start(s, move |t| w.store(t), clock, &stamping, stamp_cpu),
+                Stamper::start(s, move |t| w.store(t), clock, &stamping, cpus),
                 n,
             )
         });
@@ -118,7 +120,7 @@ pub fn stream_loopback(
             if let Some(st) = &out.stamp {
                 out.notes.push(format!(
                     "stamping thread {}: one pass over the stamps of {} send buffers every {:.0} ns (a stamp is at most that much older than the HCA's read); {} of {} messages split",
-                    stamp_cpu.map_or("unpinned".to_string(), |c| format!("on cpu {c}")),
+                    stamp_cpu.map_or("on the loops' CPUs (none was free)".to_string(), |c| format!("on cpu {c}")),
                     st.words,
                     st.pass_ns,
                     st.split.before.len(),

@@ -16,15 +16,54 @@ use super::place::pin;
 use crate::clock::Clock;
 use crate::sys::host;
 
-/// The first allowed CPU that none of `taken` is on (None: every allowed
-/// CPU is taken, and the stamping thread runs unpinned beside the others).
-pub fn free_cpu(taken: &[Option<usize>]) -> Option<usize> {
-    free_cpu_in(&host::allowed_cpus(), taken)
+/// Where the stamping thread runs: the first CPU this process may use
+/// that none of `taken` is on, else any of them (the scheduler's choice,
+/// beside the loops). Ask before the calling thread is pinned: a thread
+/// inherits its creator's affinity, and the allowed CPUs are read from it.
+pub fn stamp_cpus(taken: &[Option<usize>]) -> StampCpus {
+    let allowed = host::allowed_cpus();
+    match free_cpu_in(&allowed, taken) {
+        Some(c) => StampCpus::On(c),
+        None => StampCpus::Among(allowed),
+    }
 }
 
 /// The first of `allowed` that none of `taken` is on.
 pub fn free_cpu_in(allowed: &[usize], taken: &[Option<usize>]) -> Option<usize> {
     allowed.iter().copied().find(|c| !taken.contains(&Some(*c)))
+}
+
+/// The stamping thread's CPUs (see [`stamp_cpus`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StampCpus {
+    /// Pinned to a CPU of its own.
+    On(usize),
+    /// None was free: any of these (the process's), shared with a loop.
+    Among(Vec<usize>),
+}
+
+impl StampCpus {
+    /// The CPU of its own, if it has one.
+    pub fn cpu(&self) -> Option<usize> {
+        match self {
+            StampCpus::On(c) => Some(*c),
+            StampCpus::Among(_) => None,
+        }
+    }
+
+    /// Places the calling thread (a failure leaves it where it is: the
+    /// stamps are then staler, which the split's count shows).
+    fn place(&self) {
+        match self {
+            StampCpus::On(c) => {
+                let _ = pin(*c, "pin the stamping thread");
+            }
+            StampCpus::Among(all) => {
+                let set = ibhost::CpuSet::from_iter_u32(all.iter().map(|&c| c as u32));
+                let _ = host::set_affinity(&set);
+            }
+        }
+    }
 }
 
 /// The stamping thread, running until [`Stamper::finish`] or its drop
@@ -45,14 +84,14 @@ pub struct Passes {
 }
 
 impl<'scope, 'a: 'scope> Stamper<'scope, 'a> {
-    /// Starts the thread in `s` on `cpu` (unpinned: None): until `on` is
-    /// cleared it reads `clock` and hands the value to `store`.
+    /// Starts the thread in `s` on `cpus`: until `on` is cleared it reads
+    /// `clock` and hands the value to `store`.
     pub fn start<'env>(
         s: &'scope Scope<'scope, 'env>,
         store: impl Fn(u64) + Send + 'scope,
         clock: &'a Clock,
         on: &'a AtomicBool,
-        cpu: Option<usize>,
+        cpus: StampCpus,
     ) -> Stamper<'scope, 'a>
     where
         'a: 'env,
@@ -61,9 +100,7 @@ impl<'scope, 'a: 'scope> Stamper<'scope, 'a> {
         let handle = std::thread::Builder::new()
             .name("ibprobe-stamp".into())
             .spawn_scoped(s, move || {
-                if let Some(c) = cpu {
-                    let _ = pin(c, "pin the stamping thread");
-                }
+                cpus.place();
                 let (first, mut last, mut passes) = (clock.now(), 0, 0u64);
                 while on.load(Ordering::Relaxed) {
                     last = clock.now();

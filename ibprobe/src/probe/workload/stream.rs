@@ -908,6 +908,9 @@ pub struct StampSplit {
     pub before: LatencyHistogram,
     /// t_delivery - t_read.
     pub after: LatencyHistogram,
+    /// The latency of the split messages (their `before + after`): what
+    /// the split covers, beside the latency of all.
+    pub latency: LatencyHistogram,
 }
 
 impl StampSplit {
@@ -918,6 +921,7 @@ impl StampSplit {
         if seq >= warmup && t_h <= stamp && stamp <= now {
             self.before.record(clock.ticks_to_ns(stamp - t_h));
             self.after.record(clock.ticks_to_ns(now - stamp));
+            self.latency.record(clock.ticks_to_ns(now - t_h));
         }
     }
 }
