@@ -426,11 +426,13 @@ pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
 /// Where the thesis's stamping thread (`--stamp-thread`) means something:
 /// one-way verbs loopback whose sends the HCA reads after the post (no
 /// inline data), with room for the stamp (bytes 8..16 of the payload).
+/// `other_clock`: the flag that takes the arrival off this process's one
+/// clock (loopback's `--round-trip`, a stream's HOST), if given.
 pub fn check_stamp(
     t: Transport,
     inline: InlineMode,
     size: usize,
-    round_trip: bool,
+    other_clock: Option<&str>,
 ) -> Result<(), SpecError> {
     if t.qp_type().is_none() {
         return bad(format!(
@@ -442,8 +444,10 @@ pub fn check_stamp(
             "--stamp-thread with --inline {inline}: the CPU copies an inline payload into the work request at post time, so no HCA read happens later to split t_send at; pass --inline off"
         ));
     }
-    if round_trip {
-        return bad("--stamp-thread splits one-way latency in loopback; drop --round-trip".into());
+    if let Some(flag) = other_clock {
+        return bad(format!(
+            "--stamp-thread splits one-way latency on one clock, in loopback; drop {flag}"
+        ));
     }
     if size < 24 {
         return bad(format!(
@@ -580,6 +584,29 @@ impl StreamSpec {
     /// needs more than one slot).
     pub fn per_slot(&self, size: usize) -> usize {
         self.slot_size.saturating_sub(SLOT_HEADER) / (RECORD_HEADER + size)
+    }
+
+    /// `--stamp-thread` on this stream of `size`-byte messages: the rules
+    /// of [`check_stamp`] (`host`: the stream goes to a server, on another
+    /// clock), and every message in one slot (the stamp is a data slot's,
+    /// in its first message; the last fragment of a longer message can be
+    /// too short to keep it).
+    pub fn check_stamp(
+        &self,
+        t: Transport,
+        inline: InlineMode,
+        size: usize,
+        host: bool,
+    ) -> Result<(), SpecError> {
+        check_stamp(t, inline, size, host.then_some("HOST"))?;
+        if self.per_slot(size) == 0 {
+            return bad(format!(
+                "--stamp-thread with --size {size}: the message needs more than one slot of --slot-size {}, and a stamp is one slot's; use --slot-size {} or more",
+                self.slot_size,
+                SLOT_HEADER + RECORD_HEADER + size
+            ));
+        }
+        Ok(())
     }
 
     /// Every static check of a stream over the channel `ch`: one line

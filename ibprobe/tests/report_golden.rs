@@ -17,6 +17,8 @@ use ibprobe::host::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome
 use ibprobe::probe::config::Length;
 use ibprobe::probe::loggp_fit::{Estimate, Fit, Segment, SizePoint};
 use ibprobe::probe::outcome::Outcome;
+use ibprobe::probe::outcome::StampRun;
+use ibprobe::probe::workload::stream::StampSplit;
 use ibprobe::probe::StreamOutcome;
 use ibprobe::report::compare::{CompareReport, RoundValues};
 use ibprobe::report::host::{HostReport, KernelInfo};
@@ -143,6 +145,29 @@ fn stream_reports() {
             let text = r.render(f).unwrap_or_else(|e| format!("refused: {e}\n"));
             golden(&format!("{name}.{ext}"), &text);
         }
+    }
+}
+
+/// `ibprobe stream --stamp-thread` (verbs): the latency split at the
+/// HCA's read, in every format (a new JSON field, two table rows, CSV
+/// columns after the usual ones).
+#[test]
+fn stream_report_with_the_stamp_split() {
+    let mut r = stream(false);
+    r.transport = Transport::Rc;
+    r.out.stamp = Some(StampRun {
+        split: StampSplit {
+            before: hist(100..600),
+            after: hist(400..900),
+            latency: hist(500..1500),
+        },
+        pass_ns: 42.5,
+        words: 64,
+        cpu: Some(3),
+    });
+    for (f, ext) in FORMATS {
+        let text = r.render(f).unwrap_or_else(|e| format!("refused: {e}\n"));
+        golden(&format!("stream-stamp.{ext}"), &text);
     }
 }
 

@@ -447,6 +447,47 @@ fn bad_input_is_one_line_and_exit_2() {
         let (code, out, err) = ibprobe(&a);
         one_line_exit_2(code, &out, &err, parts);
     }
+    // The stream's stamping thread: the same rules (HOST for
+    // --round-trip) and a message in one slot, before any device opens.
+    for (args, parts) in [
+        (
+            &["-t", "shm"][..],
+            &["--stamp-thread with --transport shm", "rc|uc|ud"][..],
+        ),
+        (&["-t", "udp"], &["--transport udp"]),
+        (
+            &["-t", "model", "--model", "L=1us,os=1us,or=1us,g=1us,G=1ns"],
+            &["--transport model"],
+        ),
+        (&["-t", "rc"], &["--inline auto", "--inline off"]),
+        (
+            &["-t", "ud", "--inline", "64"],
+            &["--inline 64", "--inline off"],
+        ),
+        (
+            &["-t", "rc", "--inline", "off", "--size", "16"],
+            &["--size 16", "24"],
+        ),
+        (
+            &[
+                "-t",
+                "rc",
+                "--inline",
+                "off",
+                "--size",
+                "256",
+                "--slot-size",
+                "128",
+            ],
+            &["--slot-size 128", "--slot-size 288"],
+        ),
+        (&["10.0.0.2", "-t", "rc", "--inline", "off"], &["drop HOST"]),
+    ] {
+        let mut a = vec!["stream", "--stamp-thread"];
+        a.extend(args);
+        let (code, out, err) = ibprobe(&a);
+        one_line_exit_2(code, &out, &err, parts);
+    }
     for (args, parts) in [
         (&["--window", "0"][..], &["--window 0"][..]),
         (&["--batch", "0"], &["--batch 0"]),

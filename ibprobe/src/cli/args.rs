@@ -230,6 +230,9 @@ on this host's clock), and the receiver's counters come back at the end.
 Over verbs a stream signals every (SQ depth / 2)-th send unless --signal
 says otherwise (a send buffer is free again once a later signaled send
 completed): signaling every send cost rc on rxe 2.5% of its message rate.
+--stamp-thread (verbs, loopback, --inline off) splits each message's
+latency at the HCA's read of its slot: a third thread keeps writing the
+clock into every send buffer, and a slot arrives with the time it was read.
 
 Examples:
   ibprobe stream -t shm --batch 8 --count 50000 --json
@@ -501,6 +504,17 @@ pub struct MeasureArgs {
     pub quiet: bool,
 }
 
+/// `--stamp-thread` of `loopback` and `stream` (one-way, one clock; the
+/// rules are `spec::check_stamp`'s).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StampArgs {
+    /// Verbs, --inline off: a second thread keeps writing the clock into the
+    /// send buffer, splitting one-way latency at the HCA's read of it
+    /// (the thesis's t_send split): "before HCA read" and "after".
+    #[arg(long)]
+    pub stamp_thread: bool,
+}
+
 /// `ibprobe loopback`.
 #[derive(Args, Debug, Clone)]
 pub struct LoopbackArgs {
@@ -513,11 +527,9 @@ pub struct LoopbackArgs {
     /// shm/udp: measure the round trip through an echo thread instead of one-way.
     #[arg(long)]
     pub round_trip: bool,
-    /// Verbs, --inline off: a second thread keeps writing the clock into the
-    /// send buffer, splitting one-way latency at the HCA's read of it
-    /// (the thesis's t_send split): "before HCA read" and "after".
-    #[arg(long)]
-    pub stamp_thread: bool,
+    /// The stamping thread.
+    #[command(flatten)]
+    pub stamp: StampArgs,
     /// Verbs ud|uc, one device: the HCA stamps each completion; splits
     /// one-way latency into the HCA's part (send to receive completion) and
     /// the host's. Needs a non-zero completion_timestamp_mask (e.g.
@@ -648,6 +660,9 @@ pub struct StreamArgs {
     /// CPU of the receiving thread [default: the next allowed CPU after --cpu].
     #[arg(long)]
     pub rx_cpu: Option<usize>,
+    /// The stamping thread (loopback).
+    #[command(flatten)]
+    pub stamp: StampArgs,
     /// The mesh secret (with HOST).
     #[command(flatten)]
     pub secret: SecretArgs,

@@ -82,6 +82,21 @@ pub fn shared_cpu_warning(allowed: &[usize], peer: &str) -> Option<String> {
     ))
 }
 
+/// `--stamp-thread`: the warning when no allowed CPU is left for the
+/// stamping thread beside the loops on `taken` (it then shares one with a
+/// spinning loop).
+pub fn stamp_cpu_warning(allowed: &[usize], taken: &[Option<usize>]) -> Option<String> {
+    if crate::probe::executor::stamp::free_cpu_in(allowed, taken).is_some() {
+        return None;
+    }
+    let on: Vec<String> = taken.iter().flatten().map(|c| c.to_string()).collect();
+    Some(format!(
+        "--stamp-thread: no CPU is left for the stamping thread (this process may run on {}; the loops are on {}), so it shares a CPU with a spinning loop and each waits a scheduler tick for the other: stamps go stale and fewer messages are split; allow one more CPU (taskset, the cpuset) than the loops take",
+        ibhost::CpuSet::from_iter_u32(allowed.iter().map(|&c| c as u32)).to_list(),
+        if on.is_empty() { "unpinned CPUs".to_string() } else { format!("CPU {}", on.join(" and ")) }
+    ))
+}
+
 /// A channel that could not be opened: exit 2 for refusals (bad input,
 /// no device), 3 for failures.
 pub fn open_err(e: OpenError) -> CliError {
@@ -406,4 +421,24 @@ pub fn print_report(report: &dyn Document, format: Format) -> Result<(), CliErro
         render(report, format).map_err(|e| CliError::input(e.to_string()))?
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamp_cpu_warning;
+
+    /// `--stamp-thread` warns only when the loops leave no allowed CPU,
+    /// naming the CPUs and what to do.
+    #[test]
+    fn the_stamping_thread_is_warned_of_when_no_cpu_is_left() {
+        assert_eq!(stamp_cpu_warning(&[0, 1, 2], &[Some(1), Some(2)]), None);
+        assert_eq!(stamp_cpu_warning(&[4, 5], &[Some(5), None]), None);
+        let w = stamp_cpu_warning(&[0, 1], &[Some(0), Some(1)]).unwrap();
+        assert!(
+            w.contains("may run on 0-1") && w.contains("CPU 0 and 1") && w.contains("one more CPU"),
+            "{w}"
+        );
+        let w = stamp_cpu_warning(&[3], &[None, Some(3)]).unwrap();
+        assert!(w.contains("may run on 3") && w.contains("CPU 3"), "{w}");
+    }
 }

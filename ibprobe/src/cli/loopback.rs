@@ -33,9 +33,14 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
         Mode::OneWay
     };
     let mut cfg = a.measure.probe_config(t, mode, default_cpu(t))?;
-    if a.stamp_thread {
-        crate::spec::check_stamp(t.transport, t.verbs.inline, cfg.size, a.round_trip)
-            .map_err(|e| CliError::input(e.0))?;
+    if a.stamp.stamp_thread {
+        crate::spec::check_stamp(
+            t.transport,
+            t.verbs.inline,
+            cfg.size,
+            a.round_trip.then_some("--round-trip"),
+        )
+        .map_err(|e| CliError::input(e.0))?;
         cfg.stamp_thread = true;
     }
     cfg.hw_timestamps = a.hw_timestamps;

@@ -4,7 +4,7 @@
 //! clock; with HOST it is the sending side against `ibprobe server`.
 
 use super::args::StreamArgs;
-use super::common::{default_cpu, open_err, session_err, stop_flag};
+use super::common::{default_cpu, open_err, say, session_err, stop_flag};
 use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
@@ -46,9 +46,19 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             cpu.unwrap_or_default()
         )));
     }
-    let cfg = a.measure.probe_config(t, Mode::OneWay, cpu)?;
+    let mut cfg = a.measure.probe_config(t, Mode::OneWay, cpu)?;
     let spec = t.channel_spec(cfg.size);
     let stream = a.stream.spec(t.transport, cfg.size);
+    if a.stamp.stamp_thread {
+        stream
+            .check_stamp(t.transport, t.verbs.inline, cfg.size, a.host.is_some())
+            .map_err(|e| CliError::input(e.0))?;
+        cfg.stamp_thread = true;
+        let allowed = ibhost::rt::allowed_cpus();
+        if let Some(w) = super::common::stamp_cpu_warning(&allowed, &[cpu, rx_cpu]) {
+            say!("warning: {w}");
+        }
+    }
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let failed = |e| CliError::run(format!("{} stream failed: {e}", t.transport.name()));
@@ -157,5 +167,9 @@ fn write_hdr_log(
     log.write_interval("latency", &r.out.latency, 0, end)?;
     log.write_interval("time_in_batch", &r.out.send_histos.in_batch, 0, end)?;
     log.write_interval("credit_wait", &r.out.send_histos.credit_wait, 0, end)?;
+    if let Some(st) = &r.out.stamp {
+        log.write_interval("before_hca_read", &st.split.before, 0, end)?;
+        log.write_interval("after_hca_read", &st.split.after, 0, end)?;
+    }
     log.finish().map(|_| ())
 }

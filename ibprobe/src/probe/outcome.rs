@@ -8,7 +8,7 @@
 use crate::clock::hwts::{HwSplit, ProberLog};
 use crate::clock::Clock;
 use crate::counters::CounterReport;
-use crate::probe::workload::stream::{RecvTally, SendHistos, SendTally};
+use crate::probe::workload::stream::{RecvTally, SendHistos, SendTally, StampSplit};
 use crate::stats::LatencyHistogram;
 use crate::transport::TransportError;
 
@@ -76,6 +76,24 @@ pub struct StreamOutcome {
     /// The sending thread's counters over its run (warm-up included: the
     /// sender's loop runs both), None with `--no-counters`.
     pub counters: Option<CounterReport>,
+    /// `--stamp-thread`: the latency split at the HCA's read, and how the
+    /// stamping thread ran.
+    pub stamp: Option<StampRun>,
+}
+
+/// A stream's `--stamp-thread`: what the receiver split, and the stamping
+/// thread's pace (a stamp is at most one pass older than the HCA's read).
+#[derive(Clone, Debug, Default)]
+pub struct StampRun {
+    /// (hand-over -> HCA read, HCA read -> delivery) per measured message.
+    pub split: StampSplit,
+    /// Mean time of one pass (a clock read and a store into every send
+    /// buffer's stamp word), ns.
+    pub pass_ns: f64,
+    /// Stamp words per pass (the send buffers).
+    pub words: usize,
+    /// The stamping thread's CPU (None: unpinned, no CPU was free).
+    pub cpu: Option<usize>,
 }
 
 impl StreamOutcome {

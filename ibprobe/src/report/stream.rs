@@ -238,6 +238,19 @@ impl StreamReport {
         });
         if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
             a.extend(b);
+            if let Some(st) = &o.stamp {
+                a.insert(
+                    "t_send_split".into(),
+                    json!({
+                        "before_hca_read": Tail::of(&st.split.before),
+                        "after_hca_read": Tail::of(&st.split.after),
+                        "latency": Tail::of(&st.split.latency),
+                        "stamp_pass_ns": st.pass_ns,
+                        "stamp_words": st.words,
+                        "stamp_cpu": st.cpu,
+                    }),
+                );
+            }
             if let Some(f) = &self.fail_if {
                 a.insert("fail_if".into(), f.json());
             }
@@ -282,14 +295,18 @@ impl StreamReport {
         }
     }
 
-    fn tail_rows(&self) -> [(&'static str, Tail); 3] {
+    fn tail_rows(&self) -> Vec<(&'static str, Tail)> {
         let latency = if self.mode == "client" {
             "latency (hand-over -> credit back)"
         } else {
             "latency (hand-over -> delivery)"
         };
-        [
-            (latency, Tail::of(&self.out.latency)),
+        let mut rows = vec![(latency, Tail::of(&self.out.latency))];
+        // `--stamp-thread`: the latency split at the HCA's read.
+        for (name, h) in self.split() {
+            rows.push((name, Tail::of(h)));
+        }
+        rows.extend([
             (
                 "hand-over -> post (batch, credits)",
                 Tail::of(&self.out.send_histos.in_batch),
@@ -298,7 +315,22 @@ impl StreamReport {
                 "credit/ack wait per slot",
                 Tail::of(&self.out.send_histos.credit_wait),
             ),
-        ]
+        ]);
+        rows
+    }
+
+    /// `--stamp-thread`'s two distributions, named (none without it).
+    pub fn split(&self) -> Vec<(&'static str, &LatencyHistogram)> {
+        self.out
+            .stamp
+            .iter()
+            .flat_map(|st| {
+                [
+                    ("split: hand-over -> HCA read", &st.split.before),
+                    ("split: HCA read -> delivery", &st.split.after),
+                ]
+            })
+            .collect()
     }
 
     /// The CSV cells of this run (columns of [`CSV_HEADER`]).
@@ -475,6 +507,13 @@ impl Document for StreamReport {
     fn csv(&self) -> Option<Csv> {
         let mut header = CSV_HEADER.to_string();
         let mut row = self.csv_cells();
+        if let Some(st) = &self.out.stamp {
+            header.push_str(STAMP_CSV_HEADER);
+            for h in [&st.split.before, &st.split.after] {
+                let t = Tail::of(h);
+                row.extend([t.count, t.p50, t.p99].map(|v| v.to_string()));
+            }
+        }
         if let Some(f) = &self.fail_if {
             header.push_str(",fail_if_violated");
             row.push(f.csv_cell());
@@ -489,6 +528,10 @@ impl Document for StreamReport {
         Some(Box::new(StreamReport::json(self)))
     }
 }
+
+/// The columns a stream CSV row gains with `--stamp-thread` (after the
+/// usual ones, before `fail_if_violated`).
+pub const STAMP_CSV_HEADER: &str = ",before_hca_read_count,before_hca_read_p50_ns,before_hca_read_p99_ns,after_hca_read_count,after_hca_read_p50_ns,after_hca_read_p99_ns";
 
 /// Columns of a stream CSV row.
 /// The last ten are the sending thread's counters (empty where not

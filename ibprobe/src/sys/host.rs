@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK, and the runner reports a
 /// failure and carries on) come from the shared `ibhost::rt`, which ibtune
 /// uses too.
-pub use ibhost::rt::{allowed_cpus, lock_memory, pin_to_cpu};
+pub use ibhost::rt::{allowed_cpus, lock_memory, pin_to_cpu, set_affinity};
 
 /// Touches `bytes` of stack below the caller, so the loop's stack pages
 /// are resident before the first timestamp.

@@ -203,6 +203,71 @@ impl PinnedBuf {
     }
 }
 
+/// The stamp words of a ring of registered send buffers (`ibprobe stream
+/// --stamp-thread`): word `off` of each of `n` buffers `stride` bytes
+/// apart, all rewritten with one value per pass, so whichever buffer the
+/// HCA reads next carries the time of the last pass before its read.
+///
+/// Made by [`PinnedBuf::stamp_words`]; valid while the buffer lives, which
+/// its user guarantees by joining the writing thread before the stream's
+/// end drops (the executor's scoped thread). The end that sends from these
+/// buffers never writes these words (it copies around them), so they are
+/// only ever written atomically, by this handle.
+pub struct StampWords {
+    first: NonNull<u64>,
+    /// Stride in u64 words.
+    stride: usize,
+    n: usize,
+}
+
+// SAFETY: as for `StampWord`: only this handle writes the words, with
+// atomic stores, from the one thread it was moved to; the buffer outlives
+// it (see the type's doc).
+unsafe impl Send for StampWords {}
+
+impl StampWords {
+    /// Stores `v` into every word (relaxed atomic stores).
+    #[inline(always)]
+    pub fn store(&self, v: u64) {
+        for i in 0..self.n {
+            // SAFETY: word i lies at first + i * stride, inside the live
+            // mapping and 8-aligned (checked by `PinnedBuf::stamp_words`);
+            // it is accessed only atomically from Rust while this exists.
+            let a = unsafe {
+                std::sync::atomic::AtomicU64::from_ptr(self.first.as_ptr().add(i * self.stride))
+            };
+            a.store(v, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// How many words each pass writes.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether there is none (never: `stamp_words` asks for at least one).
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}
+
+impl PinnedBuf {
+    /// Word `off` of each of `n` (>= 1) buffers `stride` bytes apart from
+    /// offset 0, as [`StampWords`] for another thread.
+    pub fn stamp_words(&self, off: usize, stride: usize, n: usize) -> StampWords {
+        assert!(n >= 1 && off.is_multiple_of(8) && stride.is_multiple_of(8));
+        assert!((n - 1) * stride + off + 8 <= self.region.len);
+        // SAFETY: off + 8 <= len: the pointer is inside the mapping, and
+        // non-null because the mapping's base is.
+        let p = unsafe { self.region.ptr.as_ptr().add(off) } as *mut u64;
+        StampWords {
+            first: NonNull::new(p).unwrap_or(NonNull::dangling()),
+            stride: stride / 8,
+            n,
+        }
+    }
+}
+
 /// A [`PinnedBuf`] registered as one memory region. The MR is declared
 /// first so it is deregistered before the memory is unmapped.
 pub struct RegisteredBuf {

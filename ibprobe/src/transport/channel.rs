@@ -87,10 +87,7 @@ pub trait Channel {
     /// the buffer after the post: verbs without inline data. Others refuse
     /// with one line saying why.
     fn stamp_target(&mut self) -> Result<crate::sys::verbs::StampWord, TransportError> {
-        Err(TransportError::Unsupported(
-            "--stamp-thread needs an HCA that reads the send buffer after the post: use --transport rc|uc|ud with --inline off"
-                .into(),
-        ))
+        Err(TransportError::Unsupported(STAMP_NEEDS_HCA.into()))
     }
 
     /// The stamp the last arrival carried: the value the stamping thread
@@ -153,3 +150,8 @@ pub fn wait_recv_with<C: Channel + ?Sized>(
         }
     }
 }
+
+/// Why a transport without an HCA has no `--stamp-thread` (a
+/// [`Channel`]'s and a stream end's refusal).
+pub const STAMP_NEEDS_HCA: &str =
+    "--stamp-thread needs an HCA that reads the send buffer after the post: use --transport rc|uc|ud with --inline off";

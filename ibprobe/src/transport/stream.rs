@@ -22,7 +22,8 @@
 //! and `read_counter` allocate nothing, take no lock and make no syscall
 //! beyond the transport's own data path.
 
-use super::channel::{TransportError, TransportInfo};
+use super::channel::{TransportError, TransportInfo, STAMP_NEEDS_HCA};
+use crate::sys::verbs::StampWords;
 
 /// One end of a streaming connection: it sends slots to the peer and
 /// receives the peer's slots. In loopback the two ends live on two threads
@@ -62,6 +63,15 @@ pub trait SlotEnd: Send {
         0
     }
 
+    /// `--stamp-thread`: the word at byte `at` of every send buffer, for a
+    /// stamping thread to keep rewriting with the clock; from now on this
+    /// end's `send` copies a slot around that word. Only where an HCA reads
+    /// the send buffer after the post (verbs without inline data); others
+    /// refuse with one line saying why.
+    fn stamp_target(&mut self, _at: usize) -> Result<StampWords, TransportError> {
+        Err(TransportError::Unsupported(STAMP_NEEDS_HCA.into()))
+    }
+
     /// Facts for the report.
     fn info(&self) -> TransportInfo;
 }
@@ -89,6 +99,9 @@ impl<T: SlotEnd + ?Sized> SlotEnd for Box<T> {
     #[inline(always)]
     fn read_counter(&self) -> u64 {
         (**self).read_counter()
+    }
+    fn stamp_target(&mut self, at: usize) -> Result<StampWords, TransportError> {
+        (**self).stamp_target(at)
     }
     fn info(&self) -> TransportInfo {
         (**self).info()

@@ -20,6 +20,8 @@
 //!   capped at `slots`), and always when a WR takes the last free send
 //!   buffer or SQ entry: whenever this end is out of room, a completion is
 //!   on its way.
+//!   With `--stamp-thread` (`stamp_target`) the copy skips the stamp
+//!   word of the buffer, which the stamping thread alone writes.
 //! - `recv`: polls the receive CQ once; copies the arrived slot out (send:
 //!   the receive buffer, after the 40 B GRH on ud; write-imm: the pool
 //!   slot the immediate names) and re-posts the receive.
@@ -32,7 +34,7 @@
 use std::sync::atomic::{fence, Ordering};
 
 use super::types::{errno, ImmCodec, Wired};
-use crate::sys::verbs::{wc_status_str, Completion, SendTemplate, POLL_BATCH};
+use crate::sys::verbs::{wc_status_str, Completion, SendTemplate, StampWords, POLL_BATCH};
 use crate::transport::stream::SlotEnd;
 use crate::transport::{TransportError, TransportInfo};
 
@@ -105,6 +107,12 @@ pub struct VerbsSlots {
     pub(super) sq_out: u32,
     /// WRs posted since the last signaled one.
     pub(super) unsignaled: u32,
+    /// Bytes a send carries inline (0: the HCA reads every send buffer
+    /// after the post).
+    pub(super) inline_cap: u32,
+    /// `--stamp-thread`: the word of every send buffer the stamping thread
+    /// owns; `send` copies a slot around it.
+    pub(super) stamp_at: Option<usize>,
     pub(super) info: TransportInfo,
 }
 
@@ -180,7 +188,15 @@ impl SlotEnd for VerbsSlots {
         }
         let i = (self.posted % slots) as usize;
         let off = i * self.l.send_stride;
-        self.w.mem.buf.write_bytes(off, bytes);
+        match self.stamp_at {
+            // Around the stamping thread's word: it is the only writer.
+            Some(at) if bytes.len() > at => {
+                self.w.mem.buf.write_bytes(off, &bytes[..at]);
+                let rest = bytes.len().min(at + 8);
+                self.w.mem.buf.write_bytes(off + rest, &bytes[rest..]);
+            }
+            _ => self.w.mem.buf.write_bytes(off, bytes),
+        }
         let len = bytes.len() as u32;
         let imm = self.l.imm.encode(i as u32, len);
         if let Some((base, stride)) = self.l.peer_recv {
@@ -295,6 +311,25 @@ impl SlotEnd for VerbsSlots {
         let v = self.w.mem.buf.read_u64(self.l.counter_off);
         fence(Ordering::Acquire);
         v
+    }
+
+    fn stamp_target(&mut self, at: usize) -> Result<StampWords, TransportError> {
+        if self.inline_cap > 0 {
+            return Err(TransportError::Unsupported(format!(
+                "--stamp-thread with inline data (up to {} B): the CPU copies an inline slot into the work request at post time, so no HCA read happens later to split t_send at; pass --inline off",
+                self.inline_cap
+            )));
+        }
+        if at + 8 > self.l.slot_size {
+            return Err(TransportError::Unsupported(format!(
+                "--stamp-thread: the stamp (bytes {at}..{}) does not fit a slot of {} B",
+                at + 8,
+                self.l.slot_size
+            )));
+        }
+        self.stamp_at = Some(at);
+        let n = self.l.slots as usize;
+        Ok(self.w.mem.buf.stamp_words(at, self.l.send_stride, n))
     }
 
     fn info(&self) -> TransportInfo {

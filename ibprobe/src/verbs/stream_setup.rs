@@ -290,6 +290,8 @@ impl PreparedSlots {
             freed: 0,
             sq_out: 0,
             unsignaled: 0,
+            inline_cap,
+            stamp_at: None,
             info: TransportInfo {
                 name: "verbs".to_string(),
                 detail,

@@ -260,3 +260,73 @@ fn a_slot_is_bounded_by_the_message_size_table() {
         }
     }
 }
+
+/// `--stamp-thread`'s rules, one definition for loopback and the stream:
+/// verbs only, inline off, one clock, 24 bytes; a stream's message in one
+/// slot.
+#[test]
+fn stamp_thread_rules_name_the_flag_and_the_way_out() {
+    let ok = |t| check_stamp(t, InlineMode::Off, 64, None);
+    for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
+        assert!(ok(t).is_ok(), "{t}");
+    }
+    for t in [Transport::Shm, Transport::Udp, Transport::Model] {
+        let e = ok(t).unwrap_err().0;
+        assert!(
+            e.contains(&format!("--transport {t}")) && e.contains("rc|uc|ud"),
+            "{e}"
+        );
+    }
+    for inline in [InlineMode::Auto, InlineMode::Bytes(64)] {
+        let e = check_stamp(Transport::Rc, inline, 64, None).unwrap_err().0;
+        assert!(
+            e.contains(&format!("--inline {inline}")) && e.contains("--inline off"),
+            "{e}"
+        );
+    }
+    let e = check_stamp(Transport::Rc, InlineMode::Off, 64, Some("HOST"))
+        .unwrap_err()
+        .0;
+    assert!(e.contains("drop HOST"), "{e}");
+    let e = check_stamp(Transport::Rc, InlineMode::Off, 23, None)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("--size 23") && e.contains("24 or more"), "{e}");
+    assert!(check_stamp(Transport::Ud, InlineMode::Off, 24, None).is_ok());
+
+    // The stream: the same rules (its HOST), and a message in one slot.
+    let st = StreamSpec::default();
+    assert!(st
+        .check_stamp(Transport::Rc, InlineMode::Off, 64, false)
+        .is_ok());
+    let e = st
+        .check_stamp(Transport::Shm, InlineMode::Off, 64, false)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("--transport shm"), "{e}");
+    let e = st
+        .check_stamp(Transport::Rc, InlineMode::Off, 8, false)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("--size 8"), "{e}");
+    let e = st
+        .check_stamp(Transport::Rc, InlineMode::Off, 64, true)
+        .unwrap_err()
+        .0;
+    assert!(e.contains("drop HOST"), "{e}");
+    let small = StreamSpec {
+        slot_size: 128,
+        ..StreamSpec::default()
+    };
+    let e = small
+        .check_stamp(Transport::Rc, InlineMode::Off, 200, false)
+        .unwrap_err()
+        .0;
+    assert!(
+        e.contains("--slot-size 128") && e.contains("--slot-size 232"),
+        "{e}"
+    );
+    assert!(small
+        .check_stamp(Transport::Rc, InlineMode::Off, 96, false)
+        .is_ok());
+}

@@ -1,11 +1,13 @@
-//! `probe::workload::stream::receive` when more than the window arrives.
+//! `probe::workload::stream::receive` when more than the window arrives, and its `--stamp-thread` split.
 
 use std::sync::atomic::AtomicBool;
 
 use ibprobe::clock::Clock;
 use ibprobe::probe::config::{Length, Plan, ProbeConfig};
 use ibprobe::probe::workload::slot::{self, Header, RECORD_HEADER, SLOT_HEADER};
-use ibprobe::probe::workload::stream::{receive, RecvTally, StreamPlan};
+use ibprobe::probe::workload::stream::{
+    receive, receive_stamped, RecvTally, StampSplit, StreamPlan,
+};
 use ibprobe::spec::StreamSpec;
 use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::stream::SlotEnd;
@@ -107,4 +109,152 @@ fn slots_past_the_window_are_dropped_on_a_lossy_transport_and_an_error_on_a_reli
     assert_eq!(t.sender_msgs, Some(40), "{t:?}");
     let e = run(false).expect_err("a reliable transport past the window is broken");
     assert!(e.to_string().contains("stream protocol broken"), "{e}");
+}
+
+/// An end whose slots arrive stamped as `--stamp-thread`'s HCA read
+/// would leave them: two messages per slot handed over 3000 and 2000 ns
+/// before the slot is taken, read by the "HCA" 1500 ns before; every
+/// third slot carries a stale stamp (from before its hand-overs: the
+/// stamping thread did not run in between), which splits nothing.
+struct Stamped {
+    clock: Clock,
+    slots: u64,
+    made: u64,
+}
+
+const PER_SLOT: usize = 2;
+
+impl SlotEnd for Stamped {
+    fn slot_size(&self) -> usize {
+        SLOT_HEADER + PER_SLOT * (RECORD_HEADER + SIZE)
+    }
+    fn send(&mut self, _: &[u8]) -> Result<bool, TransportError> {
+        Ok(true)
+    }
+    fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
+        let s = self.made;
+        if s > self.slots {
+            return Ok(None);
+        }
+        self.made += 1;
+        if s == self.slots {
+            let msgs = PER_SLOT as u64 * s;
+            return Ok(Some(slot::write_ctrl(into, slot::FIN, s, msgs)));
+        }
+        let now = self.clock.now();
+        let len = self.slot_size();
+        Header {
+            len: len as u32,
+            msgs: PER_SLOT as u16,
+            flags: slot::data_flags(slot::Cause::Fill, false),
+            word: s,
+        }
+        .write(into);
+        let rec = RECORD_HEADER + SIZE;
+        for i in 0..PER_SLOT {
+            let seq = PER_SLOT as u64 * s + i as u64;
+            let at = SLOT_HEADER + i * rec;
+            slot::write_record(into, at, seq, now - 3000 + 1000 * i as u64);
+            into[at + RECORD_HEADER..at + rec].fill(seq as u8);
+        }
+        let stamp = if s % 3 == 2 { now - 5000 } else { now - 1500 };
+        into[slot::STAMP_AT..slot::STAMP_AT + 8].copy_from_slice(&stamp.to_le_bytes());
+        Ok(Some(len))
+    }
+    fn lossy(&self) -> bool {
+        false
+    }
+    fn info(&self) -> TransportInfo {
+        TransportInfo {
+            name: "stamped".into(),
+            detail: "slots stamped at a synthetic HCA read".into(),
+            facts: vec![],
+        }
+    }
+}
+
+/// `--stamp-thread`'s receiving side: each message's latency splits at
+/// its slot's stamp (one per slot, shared by its messages), the two parts
+/// adding up to the latency; a stale stamp splits nothing, and the
+/// payload check does not see the stamp (it lies inside the first
+/// message's payload).
+#[test]
+fn the_receiver_splits_each_message_at_its_slots_stamp() {
+    let clock = Clock::monotonic();
+    let spec = StreamSpec {
+        batch: PER_SLOT as u32,
+        ..StreamSpec::default()
+    };
+    let cfg = ProbeConfig {
+        size: SIZE,
+        length: Length::Count(60),
+        warmup: 0,
+        lock_memory: false,
+        ..ProbeConfig::default()
+    };
+    let mut sp = StreamPlan::new(&spec, SIZE, 0, &Plan::measured(&cfg, &clock), &clock);
+    sp.stamp = true;
+    let stop = AtomicBool::new(false);
+    let mut end = Stamped {
+        clock,
+        slots: 30,
+        made: 0,
+    };
+    let (mut latency, mut split) = (LatencyHistogram::new(), StampSplit::default());
+    let t = receive_stamped(
+        &mut end,
+        &clock,
+        &sp,
+        (&stop, &stop, &stop),
+        &mut latency,
+        Some(&mut split),
+    )
+    .unwrap();
+    assert_eq!((t.msgs, t.corrupt), (60, 0), "{t:?}");
+    // 20 of 30 slots carry a fresh stamp: 40 messages split.
+    assert_eq!((split.before.len(), split.after.len()), (40, 40));
+    let (b, a, l) = (
+        split.before.summary(),
+        split.after.summary(),
+        latency.summary(),
+    );
+    // Hand-overs 3000 and 2000 ns before the slot was made, the read
+    // 1500 ns before: before is 1500 or 500 ns; after is 1500 ns plus the
+    // time from making the slot to taking it (same in the latency).
+    assert_eq!((b.min_ns, b.max_ns), (500, 1500), "{b:?}");
+    assert!(a.min_ns >= 1500 && a.min_ns < 1500 + 1_000_000, "{a:?}");
+    assert!(l.min_ns >= 2000 && l.max_ns >= 3000, "{l:?}");
+    // The parts add up to the latency: the sums of their means over the
+    // split messages equal the mean latency of those messages.
+    let split_mean = b.mean_ns + a.mean_ns;
+    assert!(
+        split_mean >= 2000.0 && split_mean <= l.max_ns as f64,
+        "{b:?} {a:?} {l:?}"
+    );
+    // ... exactly, message by message: the split messages' own latency
+    // (exact means: the two parts' sums add up to its sum).
+    let s = split.latency.summary();
+    assert_eq!(s.count, 40);
+    assert!(
+        (s.mean_ns - split_mean).abs() < 1e-6 * split_mean,
+        "{s:?} {b:?} {a:?}"
+    );
+
+    // Without the split the same slots are only delivered.
+    let mut end = Stamped {
+        clock,
+        slots: 30,
+        made: 0,
+    };
+    let t = receive(
+        &mut end,
+        &clock,
+        &sp,
+        &stop,
+        &stop,
+        &stop,
+        &mut LatencyHistogram::new(),
+    )
+    .unwrap();
+    assert_eq!((t.msgs, t.corrupt), (60, 0), "{t:?}");
 }

@@ -12,6 +12,8 @@
 //!   [`Outcome`](crate::probe::Outcome), its echo in this process
 //!   ([`EchoThread`]) and the server's echo loop ([`serve`]);
 //! - [`paired`]: the stream and loggp in loopback and as a client;
+//! - [`stamp`]: the stamping thread of `--stamp-thread` (one-message
+//!   runs and streams);
 //! - [`served`]: a paired workload's answering side as a server runs it
 //!   for a client on another host, found by its word.
 
@@ -20,6 +22,7 @@ pub mod paired;
 pub mod peer;
 pub mod place;
 pub mod served;
+pub mod stamp;
 
 pub use one_message::{run, serve, EchoThread, RunError, ATTRIBUTION_INTERVAL, SERVER_IDLE_CHECK};
 pub use paired::{loggp_loopback, stream_client, stream_loopback};

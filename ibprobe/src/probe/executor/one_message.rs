@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::place::{other_cpu, pin, place, span};
+use super::place::{pin, place, span};
+use super::stamp::{stamp_cpus, Stamper};
 use crate::clock::hwts::{self, ProberLog, ResponderLog};
 use crate::clock::Clock;
 use crate::counters::attribution::Attributor;
@@ -59,7 +60,10 @@ pub fn run(
     };
     let stamping = AtomicBool::new(true);
     std::thread::scope(|s| {
-        let _stamping = stamps.map(|word| Stamper::start(s, word, clock, &stamping, cfg.cpu));
+        let _stamping = stamps.map(|word| {
+            let cpus = stamp_cpus(&[cfg.cpu]);
+            Stamper::start(s, move |t| word.store(t), clock, &stamping, cpus)
+        });
         // The one place a workload other than stop-and-wait would be picked.
         let mut work = StopWait;
         let mut out = Outcome::default();
@@ -208,44 +212,6 @@ pub fn run(
             }
         }
     })
-}
-
-/// The stamping thread of `--stamp-thread`, on a CPU other than the
-/// measuring thread's; it stops when this is dropped (every way out of
-/// [`run`]), and the scope joins it.
-struct Stamper<'a>(&'a AtomicBool);
-
-impl<'a> Stamper<'a> {
-    fn start<'s>(
-        s: &'s std::thread::Scope<'s, '_>,
-        word: crate::sys::verbs::StampWord,
-        clock: &'a Clock,
-        on: &'a AtomicBool,
-        measuring: Option<usize>,
-    ) -> Stamper<'a>
-    where
-        'a: 's,
-    {
-        let cpu = other_cpu(measuring);
-        std::thread::Builder::new()
-            .name("ibprobe-stamp".into())
-            .spawn_scoped(s, move || {
-                if let Some(c) = cpu {
-                    let _ = pin(c, "pin the stamping thread");
-                }
-                while on.load(Ordering::Relaxed) {
-                    word.store(clock.now());
-                }
-            })
-            .expect("spawning a thread");
-        Stamper(on)
-    }
-}
-
-impl Drop for Stamper<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Relaxed);
-    }
 }
 
 /// The interval of the counters' attribution when the run has no

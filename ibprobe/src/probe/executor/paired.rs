@@ -15,12 +15,14 @@ use std::sync::atomic::AtomicBool;
 
 use super::peer::{run_pair, PeerThread};
 use super::place::{place, span};
+use super::stamp::{stamp_cpus, StampCpus, Stamper};
 use crate::clock::Clock;
 use crate::counters::Span;
 use crate::probe::config::ProbeConfig;
-use crate::probe::outcome::{StreamError, StreamOutcome};
+use crate::probe::outcome::{StampRun, StreamError, StreamOutcome};
 use crate::probe::workload::loggp::{Loggp, LoggpPlan, Samples};
 use crate::probe::workload::seam::Paired;
+use crate::probe::workload::slot;
 use crate::probe::workload::stream::{RecvTally, Stream};
 use crate::spec::StreamSpec;
 use crate::transport::stream::SlotEnd;
@@ -57,19 +59,43 @@ pub fn stream_loopback(
         rx_cpu,
         ..StreamOutcome::default()
     };
+    // Before this thread is pinned (the allowed CPUs are read from it).
+    let stamp_cpus = cfg.stamp_thread.then(|| stamp_cpus(&[cfg.cpu, rx_cpu]));
     match place(cfg) {
         Ok(n) => out.notes = n,
         Err(e) => return Err(fail(e, out)),
     }
     let mut work = Stream::planned(cfg, spec, clock, false);
-    let run = run_pair(
-        &mut work,
-        (tx, rx),
-        (None, rx_cpu),
-        STREAM_RX,
-        stop,
-        Some(cfg),
-    );
+    // `--stamp-thread`: the stamping thread runs beside both loops, on a
+    // CPU neither is on when there is one (the CLI warned if not).
+    let words = match cfg.stamp_thread {
+        true => match tx.stamp_target(slot::STAMP_AT) {
+            Ok(w) => Some(w),
+            Err(e) => return Err(fail(e, out)),
+        },
+        false => None,
+    };
+    work.sp.stamp = words.is_some();
+    let stamping = AtomicBool::new(false);
+    let stamp_cpu = stamp_cpus.as_ref().and_then(StampCpus::cpu);
+    let (run, stamp) = std::thread::scope(|s| {
+        let stamper = words.zip(stamp_cpus).map(|(w, cpus)| {
+            let n = w.len();
+            (
+                Stamper::start(s, move |t| w.store(t), clock, &stamping, cpus),
+                n,
+            )
+        });
+        let run = run_pair(
+            &mut work,
+            (tx, rx),
+            (None, rx_cpu),
+            STREAM_RX,
+            stop,
+            Some(cfg),
+        );
+        (run, stamper.map(|(st, n)| (st.finish(), n)))
+    });
     out.counters = run.counters;
     if let Some(c) = rx_cpu {
         out.notes.push(format!("receiver pinned to cpu {c}"));
@@ -83,7 +109,25 @@ pub fn stream_loopback(
         Err(e) => Some(e),
     };
     match run.answered {
-        Ok((r, latency)) => (out.recv, out.latency) = (r, latency),
+        Ok((r, latency, split)) => {
+            (out.recv, out.latency) = (r, latency);
+            out.stamp = split.zip(stamp).map(|(split, (p, words))| StampRun {
+                split,
+                pass_ns: clock.ticks_to_ns(p.ticks) as f64 / p.passes.max(1) as f64,
+                words,
+                cpu: stamp_cpu,
+            });
+            if let Some(st) = &out.stamp {
+                out.notes.push(format!(
+                    "stamping thread {}: one pass over the stamps of {} send buffers every {:.0} ns (a stamp is at most that much older than the HCA's read); {} of {} messages split",
+                    stamp_cpu.map_or("on the loops' CPUs (none was free)".to_string(), |c| format!("on cpu {c}")),
+                    st.words,
+                    st.pass_ns,
+                    st.split.before.len(),
+                    out.latency.len()
+                ));
+            }
+        }
         Err(e) => return Err(fail(e, out)),
     }
     if let Some(e) = send_err {

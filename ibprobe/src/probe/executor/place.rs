@@ -56,12 +56,6 @@ pub fn placement(sender: Option<usize>, receiver: Option<usize>) -> (Option<usiz
     (sender, receiver)
 }
 
-/// The first allowed CPU that is not `taken` (None: this process may use
-/// one CPU only): where a helper thread beside the measuring one goes.
-pub fn other_cpu(taken: Option<usize>) -> Option<usize> {
-    host::allowed_cpus().into_iter().find(|&c| Some(c) != taken)
-}
-
 /// The measuring thread's counters (`counters/`), opened on this thread
 /// when `cfg.counters`.
 pub fn span(cfg: &ProbeConfig) -> Option<Span> {

@@ -19,6 +19,12 @@
 //! the first carries the record header and the start of the payload, the
 //! last one says `msgs = 1`.
 //!
+//! With `--stamp-thread` (verbs, loopback), bytes [`STAMP_AT`]`..+8` of a
+//! data slot (bytes 8..16 of its first message's payload, which the
+//! receiver's payload check skips) are not the sender's: the stamping
+//! thread keeps writing the clock there in every send buffer, so the slot
+//! arrives with the time the HCA read it.
+//!
 //! Counters are cumulative, so a lost control slot (udp, uc, ud) only
 //! delays what the next one says.
 
@@ -37,6 +43,21 @@ pub const ACK: u16 = 1 << 3;
 pub const FIN: u16 = 1 << 4;
 /// Bytes of a control or FIN slot.
 pub const CTRL_LEN: usize = SLOT_HEADER + 8;
+
+/// `--stamp-thread`: where a data slot carries the stamping thread's
+/// clock word (bytes 8..16 of the first message's payload: the receiver
+/// checks a payload's first and last byte, and `spec::check_stamp` asks
+/// for 24 bytes).
+pub const STAMP_AT: usize = SLOT_HEADER + RECORD_HEADER + 8;
+// The stamping thread stores the word atomically: it must be aligned in
+// the (64-byte aligned) send buffer.
+const _: () = assert!(STAMP_AT.is_multiple_of(8));
+
+/// The stamp a data slot arrived with (see [`STAMP_AT`]).
+#[inline(always)]
+pub fn read_stamp(b: &[u8]) -> u64 {
+    u64_at(b, STAMP_AT)
+}
 
 /// Bytes of `ibprobe loggp`'s header in front of every message's payload
 /// (`workload/loggp.rs`; the predictions of `probe/loggp_predict.rs`

@@ -20,6 +20,11 @@
 //! `s + 1 - consumed` must not exceed the window (and `s + 1 - acked` the
 //! pipeline depth); a violation ends the run with an error.
 //!
+//! With `--stamp-thread` (`StreamPlan::stamp`) the receiver also reads
+//! each data slot's stamp, the time its send buffer was read by the HCA
+//! (`slot::STAMP_AT`, written by the executor's stamping thread), and
+//! splits each message's latency there ([`StampSplit`]).
+//!
 //! The contract of `probe/workload/mod.rs` holds: between the first and
 //! last timestamps nothing allocates (the slot buffers and histograms are
 //! made before), no lock, no syscall beyond the transport's `send`/`recv`
@@ -62,7 +67,9 @@ pub struct Stream {
 impl Paired for Stream {
     type Peer = (StreamPlan, Clock);
     type Measured = (SendTally, SendHistos);
-    type Answered = (RecvTally, LatencyHistogram);
+    /// The receiver's counters, its latency, and with `--stamp-thread`
+    /// that latency split at the HCA's read (`StampSplit`).
+    type Answered = (RecvTally, LatencyHistogram, Option<StampSplit>);
 
     fn peer(&self) -> Self::Peer {
         (self.sp, self.clock)
@@ -85,8 +92,16 @@ impl Paired for Stream {
         // heap): written per message, it must share no cache line with
         // the sender's data.
         let mut latency = LatencyHistogram::new();
-        let t = receive(end, clock, sp, sig.stop, sig.done, sig.abort, &mut latency)?;
-        Ok((t, latency))
+        let mut split = sp.stamp.then(StampSplit::default);
+        let t = receive_stamped(
+            end,
+            clock,
+            sp,
+            (sig.stop, sig.done, sig.abort),
+            &mut latency,
+            split.as_mut(),
+        )?;
+        Ok((t, latency, split))
     }
 }
 
@@ -131,7 +146,7 @@ impl Served for Stream {
             done: &idle_ends,
             abort: a.stop,
         };
-        let (tally, _) = Stream::answer(&peer, end, sig)?;
+        let (tally, ..) = Stream::answer(&peer, end, sig)?;
         Ok(Answer {
             said: format!(
                 "{} messages in {} slots, {} slots lost",
@@ -195,6 +210,9 @@ pub struct StreamPlan {
     pub timeout_ticks: u64,
     /// Timeouts in a row that end a lossy run.
     pub max_consecutive_lost: u32,
+    /// `--stamp-thread` (loopback, verbs): the receiver reads each data
+    /// slot's stamp (`slot::STAMP_AT`) and splits the latency at it.
+    pub stamp: bool,
 }
 
 impl StreamPlan {
@@ -227,6 +245,7 @@ impl StreamPlan {
             consume_ticks: plan.consume_ticks,
             timeout_ticks: plan.timeout_ticks,
             max_consecutive_lost: plan.max_consecutive_lost,
+            stamp: false,
         }
     }
 
@@ -873,6 +892,50 @@ pub fn receive<E: SlotEnd + ?Sized>(
     abort: &AtomicBool,
     latency: &mut LatencyHistogram,
 ) -> Result<RecvTally, TransportError> {
+    receive_stamped(end, clock, sp, (stop, sender_done, abort), latency, None)
+}
+
+/// `--stamp-thread`: a stream's latency split at the HCA's read of each
+/// data slot's send buffer, t_read being the stamp the slot arrived with
+/// (the last value the stamping thread wrote into that buffer before the
+/// HCA read it): (hand-over -> t_read, t_read -> delivery), ns, per
+/// measured message. A message whose stamp is not between its hand-over
+/// and its delivery (the stamping thread did not run in between) is left
+/// out of both.
+#[derive(Clone, Debug, Default)]
+pub struct StampSplit {
+    /// t_read - t_handover.
+    pub before: LatencyHistogram,
+    /// t_delivery - t_read.
+    pub after: LatencyHistogram,
+    /// The latency of the split messages (their `before + after`): what
+    /// the split covers, beside the latency of all.
+    pub latency: LatencyHistogram,
+}
+
+impl StampSplit {
+    /// Records message `(seq, t_handover)` of a slot stamped `stamp` and
+    /// taken at `now`, if measured and the stamp lies in between.
+    #[inline(always)]
+    fn record(&mut self, clock: &Clock, warmup: u64, (seq, t_h): (u64, u64), stamp: u64, now: u64) {
+        if seq >= warmup && t_h <= stamp && stamp <= now {
+            self.before.record(clock.ticks_to_ns(stamp - t_h));
+            self.after.record(clock.ticks_to_ns(now - stamp));
+            self.latency.record(clock.ticks_to_ns(now - t_h));
+        }
+    }
+}
+
+/// [`receive`], and with `split` the latency split at each slot's stamp
+/// (`--stamp-thread`); `(stop, sender_done, abort)` as there.
+pub fn receive_stamped<E: SlotEnd + ?Sized>(
+    end: &mut E,
+    clock: &Clock,
+    sp: &StreamPlan,
+    (stop, sender_done, abort): (&AtomicBool, &AtomicBool, &AtomicBool),
+    latency: &mut LatencyHistogram,
+    mut split: Option<&mut StampSplit>,
+) -> Result<RecvTally, TransportError> {
     let mut t = RecvTally::default();
     let ss = end.slot_size().max(CTRL_LEN);
     let window = sp.window as usize;
@@ -1063,6 +1126,9 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 }
             }
         } else {
+            // The slot's stamp (`--stamp-thread`): one HCA read per slot.
+            let stamp =
+                (split.is_some() && len >= slot::STAMP_AT + 8).then(|| slot::read_stamp(buf));
             for i in 0..h.msgs as usize {
                 let at = SLOT_HEADER + i * rec;
                 if at + rec > len {
@@ -1073,6 +1139,9 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 let p = &buf[at + RECORD_HEADER..at + rec];
                 let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
                 deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+                if let (Some(split), Some(stamp)) = (split.as_deref_mut(), stamp) {
+                    split.record(clock, sp.warmup, (seq, t_h), stamp, now);
+                }
             }
         }
     }
