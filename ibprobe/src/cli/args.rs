@@ -341,9 +341,10 @@ pub struct TransportArgs {
     /// Pin the measuring (or echoing) thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Timestamp clock: auto (TSC if the CPU flags vouch for it), tsc (TSC
-    /// whenever its calibration is stable, e.g. in VMs that hide the flags),
-    /// monotonic (clock_gettime). The report says which was used.
+    /// Timestamp clock: auto (TSC if it calibrates and the CPU flags, a
+    /// system-call clock_gettime or a TSC kernel clocksource vouch for it),
+    /// tsc (TSC whenever its calibration is stable), monotonic
+    /// (clock_gettime). The report says which was used, and why.
     #[arg(long, value_enum, default_value = "auto")]
     pub clock: ClockChoice,
     /// Verbs options (ignored by shm and udp).
@@ -657,7 +658,9 @@ pub struct StreamArgs {
     /// The stream.
     #[command(flatten)]
     pub stream: StreamKnobArgs,
-    /// CPU of the receiving thread [default: the next allowed CPU after --cpu].
+    /// CPU of the receiving thread [default: the sender on the last allowed
+    /// CPU, this thread on the one before, both away from the device's
+    /// interrupt CPUs when known].
     #[arg(long)]
     pub rx_cpu: Option<usize>,
     /// The stamping thread (loopback).
@@ -804,7 +807,9 @@ pub struct LoggpArgs {
     /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// CPU of the answering thread in loopback (default: the next allowed one).
+    /// CPU of the answering thread in loopback [default: the measuring thread
+    /// on the last allowed CPU, this one on the one before, both away from
+    /// the device's interrupt CPUs when known].
     #[arg(long)]
     pub rx_cpu: Option<usize>,
     /// Payload sizes in bytes (a list and/or doubling ranges, as sweep's)

@@ -134,13 +134,7 @@ pub fn default_cpu(t: &TransportArgs) -> Option<usize> {
 /// HCA; CPU 0 (where housekeeping lands) only when nothing else is local.
 /// `None` when the device does not say (e.g. rxe) or cannot be listed.
 pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
-    let list = verbs::devices().ok()?;
-    let d = match dev {
-        Some(n) => list.iter().find(|d| d.name == n)?,
-        None => list
-            .iter()
-            .find(|d| d.ports.iter().any(|p| p.state == "active"))?,
-    };
+    let d = device(dev)?;
     let allowed = host::allowed_cpus();
     let local: Vec<usize> = ibhost::cpulist::parse_list_ordered(d.local_cpus.as_deref()?)
         .ok()?
@@ -152,6 +146,54 @@ pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
         .copied()
         .find(|&c| c != 0)
         .or(local.first().copied())
+}
+
+/// The device `dev` names, else the first with an active port.
+fn device(dev: Option<&str>) -> Option<verbs::DeviceInfo> {
+    let list = verbs::devices().ok()?;
+    match dev {
+        Some(n) => list.into_iter().find(|d| d.name == n),
+        None => list
+            .into_iter()
+            .find(|d| d.ports.iter().any(|p| p.state == "active")),
+    }
+}
+
+/// The CPUs that take the interrupts of the verbs device of `t` (its PCI
+/// function's MSI vectors in sysfs, each vector's effective affinity in
+/// /proc/irq): where a stream's default placement does not put its
+/// busy-polling threads. Empty when not verbs, or when the device has no
+/// interrupts of its own (rxe: its packets come through the network
+/// device's) or they cannot be read. A few dozen small files, read once
+/// before the run.
+pub fn hca_irq_cpus(t: &TransportArgs) -> Vec<usize> {
+    if t.transport.qp_type().is_none() {
+        return Vec::new();
+    }
+    let Some(d) = device(t.verbs.dev.as_deref()) else {
+        return Vec::new();
+    };
+    let dir = format!("/sys/class/infiniband/{}/device/msi_irqs", d.name);
+    let Ok(irqs) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut cpus: Vec<usize> = irqs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|irq| {
+            let read = |f: &str| {
+                ibhost::file::read_pseudo(format!("/proc/irq/{irq}/{f}"), 4096)
+                    .ok()
+                    .filter(|s| !s.trim().is_empty())
+            };
+            let list = read("effective_affinity_list").or_else(|| read("smp_affinity_list"))?;
+            ibhost::cpulist::parse_list_ordered(list.trim()).ok()
+        })
+        .flatten()
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
 }
 
 /// Writes every interval to an HDR log (off the fast path: between messages).

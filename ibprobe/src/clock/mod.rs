@@ -20,7 +20,13 @@
 //! clocksource has no vDSO path, as under QEMU TCG: about a microsecond per
 //! read, inside every measurement) and the TSC still calibrates stably, it
 //! uses the TSC and says why ([`Clock::auto_reason`]); perftest always
-//! reads the TSC, so the two are then compared on the same clock.
+//! reads the TSC, so the two are then compared on the same clock. So it
+//! does where the kernel's own clocksource is the TSC (a VM whose
+//! hypervisor hides the flags but whose TSC the kernel validated and
+//! keeps under its clocksource watchdog): clock_gettime then reads that
+//! same counter with a scaling and a sequence lock around it. The check
+//! costs one small sysfs read and the read-cost measurement `auto` makes
+//! anyway.
 //!
 //! Conversions are fixed point: `ns = ticks * mult >> 32` (one 64x64->128
 //! multiply and a shift, no division in the hot path).
@@ -220,20 +226,34 @@ pub enum AutoReason {
         /// Which flag was missing.
         missing: Fallback,
     },
+    /// The kernel's own clocksource is the TSC (its clocksource watchdog
+    /// keeps it only while it stays stable), so clock_gettime reads the
+    /// same counter through more work; and the TSC calibrated stably.
+    KernelClockIsTsc {
+        /// Which flag was missing.
+        missing: Fallback,
+    },
 }
 
 impl AutoReason {
     /// One sentence for the report.
     pub fn explain(&self) -> String {
-        match self {
-            AutoReason::FallbackIsSyscall { missing } => format!(
-                "auto chose the TSC although {}: clock_gettime is a system call here and the TSC calibrated stably",
-                match missing {
-                    Fallback::NoNonstopTsc => "the CPU flags lack nonstop_tsc",
-                    _ => "the CPU flags lack constant_tsc",
-                }
+        let (missing, why) = match self {
+            AutoReason::FallbackIsSyscall { missing } => {
+                (missing, "clock_gettime is a system call here")
+            }
+            AutoReason::KernelClockIsTsc { missing } => (
+                missing,
+                "the kernel's clocksource is the TSC (clock_gettime reads it with more work)",
             ),
-        }
+        };
+        format!(
+            "auto chose the TSC although {}: {why} and the TSC calibrated stably",
+            match missing {
+                Fallback::NoNonstopTsc => "the CPU flags lack nonstop_tsc",
+                _ => "the CPU flags lack constant_tsc",
+            }
+        )
     }
 }
 
@@ -262,7 +282,7 @@ pub struct Clock {
 crate::words::vocabulary! {
     /// Which clock a run asks for (`--clock`).
     ClockChoice, "clock" {
-        Auto = "auto", "The TSC when the CPU flags vouch for it and calibration is stable.";
+        Auto = "auto", "The TSC when it calibrates stably and the CPU flags vouch for it, or clock_gettime is a system call, or the kernel's own clocksource is the TSC; else clock_gettime(CLOCK_MONOTONIC_RAW). The report says which and why.";
         Tsc = "tsc", "The TSC even without constant_tsc/nonstop_tsc in the flags (VMs and emulators often hide them while their TSC is constant); calibration must still be stable, or the run falls back and says why.";
         Monotonic = "monotonic", "clock_gettime(CLOCK_MONOTONIC_RAW).";
     }
@@ -373,15 +393,11 @@ impl Clock {
             Ok(s) => s,
             Err(_) => return with_costs(Clock::monotonic_because(Fallback::NoCpuinfo)),
         };
-        match tsc_flags_ok(&cpuinfo) {
-            Ok(()) => with_costs(Clock::calibrated_tsc()),
-            Err(missing) if costs.monotonic_is_syscall => {
+        match auto_decision(tsc_flags_ok(&cpuinfo), &costs) {
+            Ok(reason) => {
                 let c = Clock::calibrated_tsc();
                 Clock {
-                    auto_reason: c
-                        .fallback
-                        .is_none()
-                        .then_some(AutoReason::FallbackIsSyscall { missing }),
+                    auto_reason: reason.filter(|_| c.fallback.is_none()),
                     ..with_costs(c)
                 }
             }
@@ -540,6 +556,27 @@ fn mul_shift(x: u64, mult: u64) -> u64 {
         u64::MAX
     } else {
         r as u64
+    }
+}
+
+/// What `auto` tries (pure: the CPU flags' verdict and the measured read
+/// costs in): `Ok(None)` the TSC, vouched for by the flags; `Ok(Some(r))`
+/// the TSC although the flags do not vouch for it, for reason `r`;
+/// `Err(why)` CLOCK_MONOTONIC_RAW. The TSC must then still calibrate
+/// stably ([`Clock::calibrate`] falls back, saying so, when it does not).
+pub fn auto_decision(
+    flags: Result<(), Fallback>,
+    costs: &ReadCosts,
+) -> Result<Option<AutoReason>, Fallback> {
+    match flags {
+        Ok(()) => Ok(None),
+        Err(missing) if costs.monotonic_is_syscall => {
+            Ok(Some(AutoReason::FallbackIsSyscall { missing }))
+        }
+        Err(missing) if costs.clocksource == "tsc" => {
+            Ok(Some(AutoReason::KernelClockIsTsc { missing }))
+        }
+        Err(why) => Err(why),
     }
 }
 

@@ -51,6 +51,38 @@ fn read_costs_name_the_system_call() {
 }
 
 #[test]
+fn auto_takes_the_tsc_where_the_flags_the_syscall_or_the_kernel_vouch_for_it() {
+    let hidden = Err(Fallback::NoConstantTsc);
+    // The flags vouch: the TSC, no reason needed.
+    let kvm = ReadCosts::classify("kvm-clock", 25.0, Some(9.0));
+    assert_eq!(auto_decision(Ok(()), &kvm), Ok(None));
+    // Hidden flags, clock_gettime a system call (the Soft-RoCE guest: hpet).
+    let hpet = ReadCosts::classify("hpet", 1000.0, Some(120.0));
+    assert_eq!(
+        auto_decision(hidden, &hpet),
+        Ok(Some(AutoReason::FallbackIsSyscall {
+            missing: Fallback::NoConstantTsc
+        }))
+    );
+    // Hidden flags, the kernel's own clocksource is the TSC.
+    let tsc = ReadCosts::classify("tsc", 25.0, Some(9.0));
+    let r = auto_decision(Err(Fallback::NoNonstopTsc), &tsc);
+    assert_eq!(
+        r,
+        Ok(Some(AutoReason::KernelClockIsTsc {
+            missing: Fallback::NoNonstopTsc
+        }))
+    );
+    let said = r.unwrap().unwrap().explain();
+    assert!(
+        said.contains("kernel's clocksource is the TSC") && said.contains("nonstop_tsc"),
+        "{said}"
+    );
+    // Hidden flags, a cheap vDSO clock that is not the TSC: clock_gettime.
+    assert_eq!(auto_decision(hidden, &kvm), Err(Fallback::NoConstantTsc));
+}
+
+#[test]
 fn flags_decide_not_mhz() {
     assert_eq!(tsc_flags_ok(CPUINFO_OK), Ok(()));
     assert_eq!(
