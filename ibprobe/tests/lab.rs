@@ -15,7 +15,7 @@
 //!   client ends with an error within its timeout instead of hanging.
 
 use ibtools_tests::lab::harness::{self, Group};
-use ibtools_tests::lab::{Lab, LabConfig, Node};
+use ibtools_tests::lab::{GuestOutput, Lab, LabConfig, Node};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -42,6 +42,14 @@ fn distribution<'a>(v: &'a serde_json::Value, name: &str) -> Option<&'a serde_js
         .as_array()?
         .iter()
         .find(|d| d["name"] == name)
+}
+
+/// Runs `cmd` in the guest, which must succeed, and parses its stdout as
+/// JSON (`what` names the run in a failure).
+fn json_of(lab: &Lab, what: &str, cmd: &str) -> (GuestOutput, serde_json::Value) {
+    let o = lab.sh(cmd).success();
+    let v = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{what}: {e}: {o}"));
+    (o, v)
 }
 
 fn matrix(lab: &Lab) {
@@ -487,14 +495,13 @@ fn stamp_thread(lab: &Lab) {
         // of the loop): such a run is said and run again, once; the floor
         // holds for the second.
         let run = || {
-            let o = lab
-                .sh(&format!(
+            json_of(
+                lab,
+                qp,
+                &format!(
                     "{IBPROBE} loopback --transport {qp} --inline off --size 64 --stamp-thread --count 2000 --warmup 100 --json"
-                ))
-                .success();
-            let v: serde_json::Value =
-                serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{qp}: {e}: {o}"));
-            (o, v)
+                ),
+            )
         };
         let (mut o, mut v) = run();
         let stamped = |v: &serde_json::Value| distribution(v, "before_hca_read").map_or(0, c);
@@ -548,14 +555,13 @@ fn stream_stamp_thread(lab: &Lab) {
         // for all three; 8 of them, so that a pass of the stamping thread
         // (one store per send buffer) stays short under TCG.
         let run = || {
-            let o = lab
-                .sh(&format!(
+            json_of(
+                lab,
+                qp,
+                &format!(
                     "{IBPROBE} stream --transport {qp} --inline off --size 64 --slot-size 1024 --slots 8 --window 8 --stamp-thread --count 3000 --warmup 200 --timeout 2s --json"
-                ))
-                .success();
-            let v: serde_json::Value =
-                serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{qp}: {e}: {o}"));
-            (o, v)
+                ),
+            )
         };
         let n = |x: &serde_json::Value, k: &str| x[k].as_u64().unwrap_or(0);
         let split = |v: &serde_json::Value| n(&v["t_send_split"]["before_hca_read"], "count");
