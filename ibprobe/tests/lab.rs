@@ -564,10 +564,10 @@ fn stream_stamp_thread(lab: &Lab) {
         // shorter than a pass is split only when a pass fell in between.
         // 4-8% of the messages were split in the runs seen with 8 slots
         // (under 1.2% with 64: a pass stores into every slot; 13-16% with
-        // a third vCPU for the group, whose loggp test then failed twice). A stale
-        // stamp is left out; 1% (30 messages) is the floor of "the split
-        // was measured" (a stamp word the HCA does not read splits none),
-        // and a starved run is said and run once more.
+        // a third vCPU for the group, whose loggp test then failed
+        // twice). A stale stamp is left out; 1% (30 messages) is the
+        // floor of "the split was measured" (a stamp word the HCA does not
+        // read splits none), and a starved run is said and run once more.
         let (mut o, mut v) = run();
         if split(&v) * 100 < n(&v, "delivered") {
             println!(
