@@ -24,6 +24,26 @@ struct Flood {
     lossy: bool,
 }
 
+/// The number of the data slot a fake end delivers next (`made` counts
+/// them), or what its `recv` returns instead: after `slots` slots of
+/// `per_slot` messages the FIN (written into `into`), then nothing.
+fn next_slot(
+    made: &mut u64,
+    slots: u64,
+    per_slot: u64,
+    into: &mut [u8],
+) -> Result<u64, Option<usize>> {
+    let s = *made;
+    if s > slots {
+        return Err(None);
+    }
+    *made += 1;
+    if s == slots {
+        return Err(Some(slot::write_ctrl(into, slot::FIN, s, per_slot * s)));
+    }
+    Ok(s)
+}
+
 impl SlotEnd for Flood {
     fn slot_size(&self) -> usize {
         SLOT_HEADER + RECORD_HEADER + SIZE
@@ -32,14 +52,10 @@ impl SlotEnd for Flood {
         Ok(true)
     }
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        let s = self.made;
-        if s > self.slots {
-            return Ok(None);
-        }
-        self.made += 1;
-        if s == self.slots {
-            return Ok(Some(slot::write_ctrl(into, slot::FIN, s, s)));
-        }
+        let s = match next_slot(&mut self.made, self.slots, 1, into) {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
         let len = self.slot_size();
         into[..len].fill(0);
         Header {
@@ -132,15 +148,10 @@ impl SlotEnd for Stamped {
         Ok(true)
     }
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
-        let s = self.made;
-        if s > self.slots {
-            return Ok(None);
-        }
-        self.made += 1;
-        if s == self.slots {
-            let msgs = PER_SLOT as u64 * s;
-            return Ok(Some(slot::write_ctrl(into, slot::FIN, s, msgs)));
-        }
+        let s = match next_slot(&mut self.made, self.slots, PER_SLOT as u64, into) {
+            Ok(s) => s,
+            Err(r) => return Ok(r),
+        };
         let now = self.clock.now();
         let len = self.slot_size();
         Header {
