@@ -527,6 +527,25 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// min, max, mean, stdev and the tail count are exact, whichever
+        /// sample comes (zero, steady, new extreme, tail, clamped).
+        #[test]
+        fn exact_figures_whatever_the_sample(
+            samples in prop::collection::vec(prop_oneof![0u64..3000, 9_000u64..11_000, 0u64..2 * MAX_NS], 1..300),
+        ) {
+            let mut h = LatencyHistogram::new();
+            for &x in &samples { h.record(x); }
+            let c: Vec<u128> = samples.iter().map(|&x| u128::from(x.min(MAX_NS))).collect();
+            let (sum, sq): (u128, u128) = (c.iter().sum(), c.iter().map(|x| x * x).sum());
+            prop_assert_eq!((h.sum, h.sum_sq), (sum, sq));
+            prop_assert_eq!(h.len(), samples.len() as u64);
+            prop_assert_eq!(h.max_ns(), *samples.iter().max().unwrap());
+            prop_assert_eq!(h.summary().min_ns, *samples.iter().min().unwrap());
+            prop_assert_eq!(h.summary().over_10us_count, samples.iter().filter(|&&x| x > TAIL_NS).count() as u64);
+        }
+    }
+
     /// `record_zeros(n)` leaves exactly what `n` times `record(0)` does,
     /// before and after other samples.
     #[test]
