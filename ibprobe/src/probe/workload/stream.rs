@@ -35,6 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::batch::Batcher;
 use super::pace::{wait_until, Gate, Pacer};
 use super::pipeline::Acks;
+use super::record::Pending;
 use super::seam::{Answer, Asked, Paired, Served, Signals};
 use super::slot::{self, Cause, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::window::Credits;
@@ -910,6 +911,8 @@ pub fn receive<E: SlotEnd + ?Sized>(
     let mut frag: Option<(u64, u64)> = None;
     let mut idle_since = clock.now();
     let mut drain = false;
+    // Latencies in ticks, recorded every `PENDING` messages (record.rs).
+    let mut pending = Pending::default();
     loop {
         // Take arrived slots into the queue: all of them after a slot was
         // consumed (its credit and ack are out by then, so the drain's
@@ -1079,7 +1082,15 @@ pub fn receive<E: SlotEnd + ?Sized>(
             if h.msgs == 1 {
                 if let Some((seq, t_h)) = frag.take() {
                     let bad = buf[len - 1] != seq as u8;
-                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+                    deliver(
+                        &mut t,
+                        (&mut pending, latency),
+                        clock,
+                        sp,
+                        (seq, t_h),
+                        now,
+                        bad,
+                    );
                 }
             }
         } else {
@@ -1092,10 +1103,19 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 let (seq, t_h) = slot::read_record(buf, at);
                 let p = &buf[at + RECORD_HEADER..at + rec];
                 let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
-                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+                deliver(
+                    &mut t,
+                    (&mut pending, latency),
+                    clock,
+                    sp,
+                    (seq, t_h),
+                    now,
+                    bad,
+                );
             }
         }
     }
+    pending.fold(latency, clock);
     Ok(t)
 }
 
@@ -1104,7 +1124,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
 #[inline(always)]
 fn deliver(
     t: &mut RecvTally,
-    latency: &mut LatencyHistogram,
+    (pending, latency): (&mut Pending, &mut LatencyHistogram),
     clock: &Clock,
     sp: &StreamPlan,
     (seq, t_handover): (u64, u64),
@@ -1117,7 +1137,9 @@ fn deliver(
         }
         t.msgs += 1;
         t.last_arrival = now;
-        latency.record(clock.ticks_to_ns(now.wrapping_sub(t_handover)));
+        if pending.push(now.wrapping_sub(t_handover)) {
+            pending.fold(latency, clock);
+        }
     }
     t.corrupt += u64::from(bad);
 }
