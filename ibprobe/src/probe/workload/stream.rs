@@ -912,7 +912,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
     let mut idle_since = clock.now();
     let mut drain = false;
     // Latencies in ticks, recorded every `PENDING` messages (record.rs).
-    let mut pending = Pending::default();
+    let mut lat = (Pending::default(), latency);
     loop {
         // Take arrived slots into the queue: all of them after a slot was
         // consumed (its credit and ack are out by then, so the drain's
@@ -1082,15 +1082,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
             if h.msgs == 1 {
                 if let Some((seq, t_h)) = frag.take() {
                     let bad = buf[len - 1] != seq as u8;
-                    deliver(
-                        &mut t,
-                        (&mut pending, latency),
-                        clock,
-                        sp,
-                        (seq, t_h),
-                        now,
-                        bad,
-                    );
+                    deliver(&mut t, &mut lat, clock, sp, (seq, t_h), now, bad);
                 }
             }
         } else {
@@ -1103,18 +1095,11 @@ pub fn receive<E: SlotEnd + ?Sized>(
                 let (seq, t_h) = slot::read_record(buf, at);
                 let p = &buf[at + RECORD_HEADER..at + rec];
                 let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
-                deliver(
-                    &mut t,
-                    (&mut pending, latency),
-                    clock,
-                    sp,
-                    (seq, t_h),
-                    now,
-                    bad,
-                );
+                deliver(&mut t, &mut lat, clock, sp, (seq, t_h), now, bad);
             }
         }
     }
+    let (mut pending, latency) = lat;
     pending.fold(latency, clock);
     Ok(t)
 }
@@ -1124,7 +1109,7 @@ pub fn receive<E: SlotEnd + ?Sized>(
 #[inline(always)]
 fn deliver(
     t: &mut RecvTally,
-    (pending, latency): (&mut Pending, &mut LatencyHistogram),
+    (pending, latency): &mut (Pending, &mut LatencyHistogram),
     clock: &Clock,
     sp: &StreamPlan,
     (seq, t_handover): (u64, u64),
