@@ -1,7 +1,11 @@
 //! Cost of the probe's per-message measurement: one `clock.now()` (the
-//! stamp) plus `hist.record(clock.ticks_to_ns(t1 - t0))` (the record), the
-//! work the hot loop adds to every message on top of the transport,
-//! against the floor: a loop that only reads the same clock.
+//! stamp) plus the record of `t1 - t0` as the stream receiver makes it
+//! (held in ticks by `record::Pending`, converted and put into the
+//! histogram together every `PENDING` samples): what the hot loop adds to
+//! every message on top of the transport, against the floor: a loop that
+//! only reads the same clock. Beside them, the record made at once
+//! (`hist.record(clock.ticks_to_ns(t1 - t0))` right behind the read, as
+//! the other loops record) and the record alone.
 //!
 //! Why it exists: the target is stamp + record <= 12 ns per message on
 //! the development machine; this bench measures it (release build, no
@@ -19,6 +23,7 @@
 //! clock and for CLOCK_MONOTONIC_RAW.
 
 use ibprobe::clock::Clock;
+use ibprobe::probe::workload::record::Pending;
 use ibprobe::stats::LatencyHistogram;
 use std::hint::black_box;
 use std::time::Instant;
@@ -38,8 +43,28 @@ fn floor(clock: &Clock) -> f64 {
     start.elapsed().as_nanos() as f64 / ITERATIONS as f64
 }
 
-/// The hot loop's measurement: stamp, convert, record; ns per message.
+/// The stream receiver's measurement: stamp, hold the ticks, fold them
+/// into the histogram when `PENDING` are held; ns per message.
 fn measured(clock: &Clock, hist: &mut LatencyHistogram) -> f64 {
+    hist.reset();
+    let mut pending = Pending::default();
+    let start = Instant::now();
+    let mut t0 = clock.now();
+    for _ in 0..ITERATIONS {
+        let t1 = black_box(clock).now();
+        if pending.push(t1.wrapping_sub(t0)) {
+            pending.fold(hist, clock);
+        }
+        t0 = t1;
+    }
+    pending.fold(hist, clock);
+    black_box(&hist);
+    start.elapsed().as_nanos() as f64 / ITERATIONS as f64
+}
+
+/// Stamp, convert and record at once, right behind the clock read; ns per
+/// message.
+fn immediate(clock: &Clock, hist: &mut LatencyHistogram) -> f64 {
     hist.reset();
     let start = Instant::now();
     let mut t0 = clock.now();
@@ -78,29 +103,35 @@ fn bench(name: &str, clock: Clock) {
     // Warm-up: fault in the histogram's counts and train the predictors.
     measured(&clock, &mut hist);
     let (mut fl, mut me, mut re, mut ratio) = (vec![], vec![], vec![], vec![]);
+    let mut im = vec![];
     for round in 0..ROUNDS {
         // Alternate the order: floor first in even rounds, last in odd ones.
-        let (f, m, r) = if round % 2 == 0 {
+        let (f, m, i, r) = if round % 2 == 0 {
             let f = floor(&clock);
             let m = measured(&clock, &mut hist);
-            (f, m, record_only(&clock, &mut hist))
+            let i = immediate(&clock, &mut hist);
+            (f, m, i, record_only(&clock, &mut hist))
         } else {
             let r = record_only(&clock, &mut hist);
+            let i = immediate(&clock, &mut hist);
             let m = measured(&clock, &mut hist);
-            (floor(&clock), m, r)
+            (floor(&clock), m, i, r)
         };
-        println!("  round {round}: floor {f:.2} ns/read, stamp + record {m:.2} ns/message, record alone {r:.2} ns");
+        println!("  round {round}: floor {f:.2} ns/read, stamp + record {m:.2} ns/message, recorded at once {i:.2}, record alone {r:.2} ns");
         fl.push(f);
         me.push(m);
+        im.push(i);
         re.push(r);
         ratio.push(m / f);
     }
+    let (i, i_lo, i_hi) = spread(im);
     let (f, f_lo, f_hi) = spread(fl);
     let (m, m_lo, m_hi) = spread(me);
     let (r, r_lo, r_hi) = spread(re);
     let (q, q_lo, q_hi) = spread(ratio);
     println!("  floor (clock read only): median {f:.2} ns ({f_lo:.2}..{f_hi:.2}) over {ROUNDS} rounds of {ITERATIONS}");
     println!("  stamp + record:          median {m:.2} ns ({m_lo:.2}..{m_hi:.2})");
+    println!("  recorded at once:        median {i:.2} ns ({i_lo:.2}..{i_hi:.2})");
     println!("  record alone:            median {r:.2} ns ({r_lo:.2}..{r_hi:.2})");
     println!(
         "  ratio stamp + record / floor: median {q:.2} ({q_lo:.2}..{q_hi:.2}); {:.2} ns above the floor",

@@ -658,9 +658,9 @@ pub struct StreamArgs {
     /// The stream.
     #[command(flatten)]
     pub stream: StreamKnobArgs,
-    /// CPU of the receiving thread [default: the sender on the last allowed
-    /// CPU, this thread on the one before, both away from the device's
-    /// interrupt CPUs when known].
+    /// CPU of the receiving thread [default: the last two allowed CPUs; over
+    /// verbs the sender on the last, this thread on the one before, both
+    /// away from the device's interrupt CPUs when known].
     #[arg(long)]
     pub rx_cpu: Option<usize>,
     /// The stamping thread (loopback).
@@ -807,9 +807,9 @@ pub struct LoggpArgs {
     /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// CPU of the answering thread in loopback [default: the measuring thread
-    /// on the last allowed CPU, this one on the one before, both away from
-    /// the device's interrupt CPUs when known].
+    /// CPU of the answering thread in loopback [default: the last two allowed
+    /// CPUs; over verbs the measuring thread on the last, this one on the
+    /// one before, both away from the device's interrupt CPUs when known].
     #[arg(long)]
     pub rx_cpu: Option<usize>,
     /// Payload sizes in bytes (a list and/or doubling ranges, as sweep's)

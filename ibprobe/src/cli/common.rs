@@ -162,14 +162,16 @@ fn device(dev: Option<&str>) -> Option<verbs::DeviceInfo> {
 /// The CPUs that take the interrupts of the verbs device of `t` (its PCI
 /// function's MSI vectors in sysfs, each vector's effective affinity in
 /// /proc/irq): where a stream's default placement does not put its
-/// busy-polling threads. Empty when not verbs, or when the device has no
-/// interrupts of its own (rxe: its packets come through the network
+/// busy-polling threads. `None` when not verbs; empty when the device has
+/// no interrupts of its own (rxe: its packets come through the network
 /// device's) or they cannot be read. A few dozen small files, read once
 /// before the run.
-pub fn hca_irq_cpus(t: &TransportArgs) -> Vec<usize> {
-    if t.transport.qp_type().is_none() {
-        return Vec::new();
-    }
+pub fn hca_irq_cpus(t: &TransportArgs) -> Option<Vec<usize>> {
+    t.transport.qp_type()?;
+    Some(device_irq_cpus(t))
+}
+
+fn device_irq_cpus(t: &TransportArgs) -> Vec<usize> {
     let Some(d) = device(t.verbs.dev.as_deref()) else {
         return Vec::new();
     };

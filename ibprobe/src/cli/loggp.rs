@@ -126,7 +126,11 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         super::common::warn_shared_cpu("receiving thread");
     }
     // Once, before this thread is pinned (which narrows what it may use).
-    let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu, &super::common::hca_irq_cpus(t));
+    let (cpu, rx_cpu) = placement(
+        default_cpu(t),
+        a.rx_cpu,
+        super::common::hca_irq_cpus(t).as_deref(),
+    );
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     if !a.simulate {

@@ -39,7 +39,11 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     if a.host.is_none() {
         super::common::warn_shared_cpu("receiving thread");
     }
-    let (cpu, rx_cpu) = placement(default_cpu(t), a.rx_cpu, &super::common::hca_irq_cpus(t));
+    let (cpu, rx_cpu) = placement(
+        default_cpu(t),
+        a.rx_cpu,
+        super::common::hca_irq_cpus(t).as_deref(),
+    );
     if a.host.is_none() && cpu.is_some() && cpu == rx_cpu {
         return Err(CliError::input(format!(
             "--rx-cpu {} is the sender's CPU: both loops spin, and on one CPU each waits a scheduler tick for the other (about 125 messages/s); pick another CPU for --rx-cpu or --cpu",

@@ -206,7 +206,7 @@ fn run_stream(
 ) -> Result<u8, CliError> {
     let t = &a.transport;
     super::common::warn_shared_cpu("receiving thread");
-    let (cpu, rx_cpu) = placement(default_cpu(t), None, &common::hca_irq_cpus(t));
+    let (cpu, rx_cpu) = placement(default_cpu(t), None, common::hca_irq_cpus(t).as_deref());
     let mut plan = Vec::new();
     for &size in &sizes {
         for &rate in &rates {

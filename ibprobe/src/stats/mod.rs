@@ -156,6 +156,19 @@ impl LatencyHistogram {
         }
     }
 
+    /// Records `n` samples of 0 ns: the same distribution as `n` calls of
+    /// `record(0)`, in one step (a loop that counts its zero samples, such
+    /// as a stream sender's posts that waited for no credit, adds them
+    /// once, off its hot path).
+    pub fn record_zeros(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.true_min = 0;
+        self.total += n;
+        self.counts[index_for(1)] += n;
+    }
+
     #[cold]
     #[inline(never)]
     fn count_tail(&mut self, ns: u64) {
@@ -511,6 +524,45 @@ mod tests {
                     "halved q {}", q
                 );
             }
+        }
+    }
+
+    proptest! {
+        /// min, max, mean, stdev and the tail count are exact, whichever
+        /// sample comes (zero, steady, new extreme, tail, clamped).
+        #[test]
+        fn exact_figures_whatever_the_sample(
+            samples in prop::collection::vec(prop_oneof![0u64..3000, 9_000u64..11_000, 0u64..2 * MAX_NS], 1..300),
+        ) {
+            let mut h = LatencyHistogram::new();
+            for &x in &samples { h.record(x); }
+            let c: Vec<u128> = samples.iter().map(|&x| u128::from(x.min(MAX_NS))).collect();
+            let (sum, sq): (u128, u128) = (c.iter().sum(), c.iter().map(|x| x * x).sum());
+            prop_assert_eq!((h.sum, h.sum_sq), (sum, sq));
+            prop_assert_eq!(h.len(), samples.len() as u64);
+            prop_assert_eq!(h.max_ns(), *samples.iter().max().unwrap());
+            prop_assert_eq!(h.summary().min_ns, *samples.iter().min().unwrap());
+            prop_assert_eq!(h.summary().over_10us_count, samples.iter().filter(|&&x| x > TAIL_NS).count() as u64);
+        }
+    }
+
+    /// `record_zeros(n)` leaves exactly what `n` times `record(0)` does,
+    /// before and after other samples.
+    #[test]
+    fn zeros_at_once_are_zeros_one_by_one() {
+        for (n, others) in [(0u64, vec![5u64]), (3, vec![]), (7, vec![1, 900, 50_000])] {
+            let (mut a, mut b) = (LatencyHistogram::new(), LatencyHistogram::new());
+            for &x in &others {
+                a.record(x);
+                b.record(x);
+            }
+            for _ in 0..n {
+                a.record(0);
+            }
+            b.record_zeros(n);
+            assert_eq!(a.summary(), b.summary(), "{n} zeros, then {others:?}");
+            assert_eq!(a.counts.to_vec(), b.counts.to_vec());
+            assert_eq!(a.stdev(), b.stdev());
         }
     }
 

@@ -269,3 +269,39 @@ fn the_receiver_splits_each_message_at_its_slots_stamp() {
     .unwrap();
     assert_eq!((t.msgs, t.corrupt), (60, 0), "{t:?}");
 }
+
+/// Samples held in ticks and folded later (`record::Pending`, the stream
+/// receiver's way) give the histogram that recording each at once gives:
+/// every figure, for a count that is not a multiple of the buffer.
+#[test]
+fn held_samples_fold_into_the_histogram_recording_at_once_gives() {
+    use ibprobe::clock::Calibration;
+    use ibprobe::probe::workload::record::{Pending, PENDING};
+    let clock = Clock::tsc_with(Calibration {
+        hz: 2.5e9,
+        windows: 5,
+        window_ns: 20_000_000,
+        spread_ppm: 1.0,
+    });
+    let (mut held, mut now) = (LatencyHistogram::new(), LatencyHistogram::new());
+    let mut p = Pending::default();
+    let n = 3 * PENDING + 5;
+    let mut folds = 0;
+    for i in 0..n as u64 {
+        let ticks = (i * 7919) % 60_000 + i % 3;
+        now.record(clock.ticks_to_ns(ticks));
+        if p.push(ticks) {
+            p.fold(&mut held, &clock);
+            folds += 1;
+        }
+    }
+    assert_eq!(folds, 3, "a fold every {PENDING} samples");
+    assert!(!p.is_empty());
+    p.fold(&mut held, &clock);
+    assert!(p.is_empty());
+    assert_eq!(held.summary(), now.summary());
+    assert_eq!(
+        held.buckets().collect::<Vec<_>>(),
+        now.buckets().collect::<Vec<_>>()
+    );
+}

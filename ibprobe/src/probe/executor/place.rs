@@ -36,33 +36,40 @@ pub fn place(cfg: &ProbeConfig) -> Result<Vec<String>, TransportError> {
 }
 
 /// Where the two threads of a loopback run go: `(measuring, peer)`, among
-/// this process's allowed CPUs (see [`placement_among`]); `avoid`: the
-/// CPUs that take the device's interrupts, where known.
+/// this process's allowed CPUs (see [`placement_among`]); `verbs`: the
+/// device's interrupt CPUs (where known) when the transport is verbs,
+/// `None` otherwise.
 pub fn placement(
     sender: Option<usize>,
     receiver: Option<usize>,
-    avoid: &[usize],
+    verbs: Option<&[usize]>,
 ) -> (Option<usize>, Option<usize>) {
-    placement_among(&host::allowed_cpus(), avoid, sender, receiver)
+    placement_among(&host::allowed_cpus(), verbs, sender, receiver)
 }
 
-/// Where the two threads go among `allowed` (pure). Asked CPUs win.
-/// Otherwise the measuring (sending) thread takes the last allowed CPU
-/// and its peer (the busy-polling receiver) the one before it: two CPUs,
-/// away from CPU 0's housekeeping when there are three or more. In the
-/// Soft-RoCE guest (2 CPUs; CPU 0 takes the timer and most of the
-/// kernel's work) a stream ran fastest so, with the sender on CPU 1 and
-/// the receiver on CPU 0 (the other way round, half its rounds ran at
-/// about half the rate). CPUs in `avoid` (the device's interrupt CPUs)
-/// are passed over while at least two others are allowed: a busy-polling
-/// thread needs no interrupt, and an interrupt on its CPU is a stall.
-/// `None`: unpinned (one CPU only).
+/// Where the two threads go among `allowed` (pure). Asked CPUs win; with
+/// one allowed CPU the measuring thread stays unpinned (`None`).
+///
+/// Otherwise the two take the last two allowed CPUs (away from CPU 0's
+/// housekeeping when there are three or more). Over verbs (`verbs` is
+/// `Some`) the measuring (sending) thread takes the last and the
+/// busy-polling receiver the one before: in the Soft-RoCE guest (2 CPUs;
+/// CPU 0 takes the timer and most of the kernel's work) a stream ran
+/// fastest so (the sender on CPU 1, the receiver on CPU 0; the other way
+/// round, half its rounds ran at about half the rate), and the CPUs that
+/// take the device's interrupts (the slice) are passed over while at
+/// least two others are allowed: a busy-polling thread needs no
+/// interrupt, and one on its CPU is a stall. Other transports keep the
+/// measuring thread on the last but one and its peer on the last (the
+/// shm stream's LogGP predictions held so on the development VM, not the
+/// other way round).
 pub fn placement_among(
     allowed: &[usize],
-    avoid: &[usize],
+    verbs: Option<&[usize]>,
     sender: Option<usize>,
     receiver: Option<usize>,
 ) -> (Option<usize>, Option<usize>) {
+    let avoid = verbs.unwrap_or_default();
     let quiet: Vec<usize> = allowed
         .iter()
         .copied()
@@ -73,9 +80,20 @@ pub fn placement_among(
     } else {
         allowed
     };
+    let n = pool.len();
     let last_but = |taken: Option<usize>| pool.iter().rev().copied().find(|&c| Some(c) != taken);
-    let sender = sender.or_else(|| (pool.len() >= 2).then(|| last_but(receiver)).flatten());
-    let receiver = receiver.or_else(|| last_but(sender));
+    if verbs.is_some() {
+        let sender = sender.or_else(|| (n >= 2).then(|| last_but(receiver)).flatten());
+        return (sender, receiver.or_else(|| last_but(sender)));
+    }
+    let sender = sender.or_else(|| (n >= 2).then(|| pool[n - 2]));
+    let receiver = receiver.or_else(|| {
+        let after = sender.map_or(0, |s| s + 1);
+        pool.iter()
+            .copied()
+            .find(|&c| Some(c) != sender && c >= after)
+            .or_else(|| pool.iter().copied().find(|&c| Some(c) != sender))
+    });
     (sender, receiver)
 }
 
@@ -90,62 +108,82 @@ pub fn span(cfg: &ProbeConfig) -> Option<Span> {
 mod tests {
     use super::placement_among;
 
+    const VERBS: Option<&[usize]> = Some(&[]);
+
     #[test]
-    fn the_sender_takes_the_last_cpu_and_the_receiver_the_one_before() {
+    fn over_verbs_the_sender_takes_the_last_cpu_and_the_receiver_the_one_before() {
         assert_eq!(
-            placement_among(&[0, 1], &[], None, None),
+            placement_among(&[0, 1], VERBS, None, None),
             (Some(1), Some(0))
         );
         assert_eq!(
-            placement_among(&[0, 1, 2, 3], &[], None, None),
+            placement_among(&[0, 1, 2, 3], VERBS, None, None),
             (Some(3), Some(2))
         );
         assert_eq!(
-            placement_among(&[2, 5, 7], &[], None, None),
+            placement_among(&[2, 5, 7], VERBS, None, None),
             (Some(7), Some(5))
+        );
+    }
+
+    #[test]
+    fn other_transports_keep_the_measuring_thread_on_the_last_but_one() {
+        assert_eq!(
+            placement_among(&[0, 1], None, None, None),
+            (Some(0), Some(1))
+        );
+        assert_eq!(
+            placement_among(&[0, 1, 2, 3], None, None, None),
+            (Some(2), Some(3))
+        );
+        assert_eq!(
+            placement_among(&[0, 1, 2, 3], None, Some(3), None),
+            (Some(3), Some(0))
         );
     }
 
     #[test]
     fn asked_cpus_win_and_the_other_thread_keeps_away() {
         assert_eq!(
-            placement_among(&[0, 1, 2, 3], &[], Some(3), None),
+            placement_among(&[0, 1, 2, 3], VERBS, Some(3), None),
             (Some(3), Some(2))
         );
         assert_eq!(
-            placement_among(&[0, 1, 2, 3], &[], Some(2), None),
+            placement_among(&[0, 1, 2, 3], VERBS, Some(2), None),
             (Some(2), Some(3))
         );
         assert_eq!(
-            placement_among(&[0, 1, 2, 3], &[], None, Some(3)),
+            placement_among(&[0, 1, 2, 3], VERBS, None, Some(3)),
             (Some(2), Some(3))
         );
         assert_eq!(
-            placement_among(&[0, 1], &[], Some(0), Some(0)),
+            placement_among(&[0, 1], None, Some(0), Some(0)),
             (Some(0), Some(0))
         );
     }
 
     #[test]
     fn interrupt_cpus_are_passed_over_while_two_others_remain() {
+        let irq = |c: &'static [usize]| Some(c);
         assert_eq!(
-            placement_among(&[0, 1, 2, 3], &[3], None, None),
+            placement_among(&[0, 1, 2, 3], irq(&[3]), None, None),
             (Some(2), Some(1))
         );
         assert_eq!(
-            placement_among(&[0, 1, 2, 3], &[2, 3], None, None),
+            placement_among(&[0, 1, 2, 3], irq(&[2, 3]), None, None),
             (Some(1), Some(0))
         );
         // Only one quiet CPU: the interrupts' CPUs are used as if none.
         assert_eq!(
-            placement_among(&[0, 1], &[1], None, None),
+            placement_among(&[0, 1], irq(&[1]), None, None),
             (Some(1), Some(0))
         );
     }
 
     #[test]
     fn one_cpu_leaves_the_sender_unpinned() {
-        assert_eq!(placement_among(&[4], &[], None, None), (None, Some(4)));
-        assert_eq!(placement_among(&[], &[], None, None), (None, None));
+        assert_eq!(placement_among(&[4], VERBS, None, None), (None, Some(4)));
+        assert_eq!(placement_among(&[4], None, None, None), (None, Some(4)));
+        assert_eq!(placement_among(&[], None, None, None), (None, None));
     }
 }

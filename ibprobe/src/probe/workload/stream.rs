@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::batch::Batcher;
 use super::pace::{wait_until, Gate, Pacer};
 use super::pipeline::Acks;
+use super::record::Pending;
 use super::seam::{Answer, Asked, Paired, Served, Signals};
 use super::slot::{self, Cause, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::window::Credits;
@@ -340,6 +341,9 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     waiting: Option<Waiting>,
     timeouts_in_a_row: u32,
     measuring: bool,
+    /// Measured data slots that waited for no credit or ack (their zero
+    /// credit waits, added to `histos.credit_wait` by `finish`).
+    unwaited: u64,
     /// Hand-over ticks of the messages of each slot in flight, by slot
     /// number modulo `window + 1` (`batch` entries per slot), and how many
     /// each slot holds; empty unless [`Sender::track_returns`].
@@ -373,6 +377,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             waiting: None,
             timeouts_in_a_row: 0,
             measuring: false,
+            unwaited: 0,
             handovers: Vec::new(),
             held: Vec::new(),
             tally: SendTally::default(),
@@ -444,6 +449,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             self.measuring = true;
             self.batch.reset_counts();
             self.tally = SendTally::default();
+            self.unwaited = 0;
         }
         let clock = self.clock;
         let mut pacer = Pacer::new(plan, clock.now());
@@ -521,6 +527,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             }
             self.drain()?;
         }
+        self.histos
+            .credit_wait
+            .record_zeros(std::mem::take(&mut self.unwaited));
         self.tally.flushes = self.batch.flushes;
         self.tally.max_in_flight = self.credits.max_in_flight;
         self.tally.max_unacked = self.acks.max_unacked;
@@ -579,9 +588,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         self.remember(msgs as usize, None);
         // Recorded after the post: off the path to the receiver.
         if self.measuring {
-            self.histos
-                .credit_wait
-                .record(self.clock.ticks_to_ns(waited));
+            self.credit_wait(waited);
             let rec = RECORD_HEADER + self.sp.size;
             for i in 0..msgs as usize {
                 let (seq, t_h) = slot::read_record(&self.buf, SLOT_HEADER + i * rec);
@@ -596,6 +603,22 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         self.tally.data_posts += 1;
         self.used = SLOT_HEADER;
         Ok(())
+    }
+
+    /// Counts a data slot's credit wait: most slots wait for none, and
+    /// those are counted here and added to `histos.credit_wait` once, by
+    /// [`Sender::finish`], so that a slot that did not wait costs the hot
+    /// loop no histogram record (one record per slot, `in_batch`'s, is
+    /// left at batch 1).
+    #[inline(always)]
+    fn credit_wait(&mut self, waited: u64) {
+        if waited == 0 {
+            self.unwaited += 1;
+        } else {
+            self.histos
+                .credit_wait
+                .record(self.clock.ticks_to_ns(waited));
+        }
     }
 
     /// Sends message `next_seq` as consecutive fragment slots.
@@ -627,9 +650,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             }
             let (t_post, waited) = self.send_now(SLOT_HEADER + n)?;
             if self.measuring {
-                self.histos
-                    .credit_wait
-                    .record(self.clock.ticks_to_ns(waited));
+                self.credit_wait(waited);
             }
             let measured = self.measuring && seq >= self.sp.warmup;
             self.remember(0, Some(if last && measured { now } else { 0 }));
@@ -953,6 +974,8 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
     let mut frag: Option<(u64, u64)> = None;
     let mut idle_since = clock.now();
     let mut drain = false;
+    // Latencies in ticks, recorded every `PENDING` messages (record.rs).
+    let mut lat = (Pending::default(), latency);
     loop {
         // Take arrived slots into the queue: all of them after a slot was
         // consumed (its credit and ack are out by then, so the drain's
@@ -1122,7 +1145,7 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
             if h.msgs == 1 {
                 if let Some((seq, t_h)) = frag.take() {
                     let bad = buf[len - 1] != seq as u8;
-                    deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+                    deliver(&mut t, &mut lat, clock, sp, (seq, t_h), now, bad);
                 }
             }
         } else {
@@ -1138,13 +1161,15 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
                 let (seq, t_h) = slot::read_record(buf, at);
                 let p = &buf[at + RECORD_HEADER..at + rec];
                 let bad = p[0] != seq as u8 || p[sp.size - 1] != seq as u8;
-                deliver(&mut t, latency, clock, sp, (seq, t_h), now, bad);
+                deliver(&mut t, &mut lat, clock, sp, (seq, t_h), now, bad);
                 if let (Some(split), Some(stamp)) = (split.as_deref_mut(), stamp) {
                     split.record(clock, sp.warmup, (seq, t_h), stamp, now);
                 }
             }
         }
     }
+    let (mut pending, latency) = lat;
+    pending.fold(latency, clock);
     Ok(t)
 }
 
@@ -1153,7 +1178,7 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
 #[inline(always)]
 fn deliver(
     t: &mut RecvTally,
-    latency: &mut LatencyHistogram,
+    (pending, latency): &mut (Pending, &mut LatencyHistogram),
     clock: &Clock,
     sp: &StreamPlan,
     (seq, t_handover): (u64, u64),
@@ -1166,7 +1191,9 @@ fn deliver(
         }
         t.msgs += 1;
         t.last_arrival = now;
-        latency.record(clock.ticks_to_ns(now.wrapping_sub(t_handover)));
+        if pending.push(now.wrapping_sub(t_handover)) {
+            pending.fold(latency, clock);
+        }
     }
     t.corrupt += u64::from(bad);
 }
