@@ -402,9 +402,30 @@ fn saw_against_round_trip(bin: &Path, t: &str, count: &str, pairs: usize, (low, 
 }
 
 /// The optimized ibprobe, built now (`cargo build --release`; a no-op
-/// when it is up to date).
+/// when it is up to date, as after `scripts/test-all`'s own release build
+/// of it, which runs beside the tests).
 fn release_ibprobe() -> PathBuf {
-    let o = Command::new(env!("CARGO"))
+    let mut cargo = Command::new(env!("CARGO"));
+    // What `cargo test` sets for this test (the package's manifest, name,
+    // version, OUT_DIR) is dropped: a build script of a dependency (ring's)
+    // reruns when one of them differs from the last build's, which would
+    // rebuild it and ibprobe after a plain `cargo build --release`.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || matches!(
+                &*k,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "OUT_DIR"
+            )
+        {
+            cargo.env_remove(&*k);
+        }
+    }
+    let o = cargo
         .args(["build", "--release", "-p", "ibprobe", "--bin", "ibprobe"])
         .args(["--message-format", "json-render-diagnostics"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
