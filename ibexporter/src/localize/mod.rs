@@ -137,7 +137,7 @@ const _: () = assert!(
 );
 
 /// The HCA port counters (`counters/` files) whose increase is a host's
-/// port error evidence ([`Round::port_errors`]): a link or NIC fault
+/// port error evidence ([`Round::port_errors`], [`port_errors_increase`]): a link or NIC fault
 /// counts here; a slow CPU does not.
 pub const PORT_ERROR_FILES: [&str; 7] = [
     "symbol_error",
@@ -149,13 +149,21 @@ pub const PORT_ERROR_FILES: [&str; 7] = [
     "port_xmit_discards",
 ];
 
-/// The exported counters of [`PORT_ERROR_FILES`] (`..._total`).
-pub fn port_error_metrics() -> Vec<String> {
+/// The PromQL of every exported counter of [`PORT_ERROR_FILES`]
+/// (`..._total`) increased over `window`, one series per counter and port
+/// (a `counter` label keeps them apart), joined by `sep` (an `or`); sum it
+/// by instance for a host's port error events. Read by
+/// `ibexporter localize` and written into the rules.
+pub fn port_errors_increase(window: &str, sep: &str) -> String {
     crate::collect::hca::PORT_COUNTERS
         .iter()
         .filter(|c| PORT_ERROR_FILES.contains(&c.file))
-        .map(|c| format!("{}_total", c.name))
-        .collect()
+        .map(|c| {
+            let m = format!("{}_total", c.name);
+            format!("label_replace(increase({m}[{window}]), \"counter\", \"{m}\", \"\", \"\")")
+        })
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// A part of a hardware-timestamp split counts as moved above this

@@ -401,13 +401,7 @@ impl Queries {
             wakeup: quantile("0.99", "source", "{op=\"wakeup\"}", w),
             port_errors: format!(
                 "sum by (instance) ({})",
-                super::port_error_metrics()
-                    .iter()
-                    .map(|m| format!(
-                        "label_replace(increase({m}[{w}]), \"counter\", \"{m}\", \"\", \"\")"
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(" or ")
+                super::port_errors_increase(w, " or ")
             ),
             plan: format!("max by (instance, source_rack) (max_over_time(ibexporter_plan[{w}]))"),
             sources: format!(

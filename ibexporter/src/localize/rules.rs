@@ -674,11 +674,8 @@ groups:
         PORT_ERRORS,
         &format!(
             "sum by (host) (label_replace(\n  {},\n\"host\", \"$1\", \"instance\", \"{HOST_RE}\"))",
-            super::port_error_metrics()
-                .iter()
-                .map(|m| format!("label_replace(increase({m}[{w}]), \"counter\", \"{m}\", \"\", \"\")"))
-                .collect::<Vec<_>>()
-                .join("\n  or ")
+            super::port_errors_increase(w, "
+  or ")
         ),
     );
 
