@@ -1021,8 +1021,12 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
                 t.interrupted = true;
                 break;
             }
+            // The clock on every empty poll, wanted or not: spaced so, the
+            // polls let the next slot's line come over sooner (shm
+            // stop-and-wait, `docs/stream-design.md`).
+            let now = clock.now();
             if sender_done.load(Ordering::Relaxed)
-                && clock.now().wrapping_sub(idle_since) > sp.timeout_ticks
+                && now.wrapping_sub(idle_since) > sp.timeout_ticks
             {
                 break;
             }
