@@ -586,12 +586,6 @@ impl SlotEnd for ShmSlots {
         let slot = self.rx_base + self.tail * self.slot_words;
         let first = w[slot].load(Acquire);
         if first == 0 {
-            // A spin-wait hint (`pause`) per empty poll: with the cores
-            // far apart (transfers of ~200 ns), stop-and-wait went from
-            // 0.80 to 0.95 of the round trip's rate with it, and near
-            // (~40 ns) it cost nothing with the receiver's clock read
-            // (`docs/stream-design.md`, "shm stop-and-wait").
-            std::hint::spin_loop();
             if w[self.peer_closed].load(Relaxed) != 0 {
                 return Err(TransportError::PeerLost(
                     "the peer closed the shm stream".into(),
