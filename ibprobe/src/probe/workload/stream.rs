@@ -763,7 +763,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             // A spin-wait hint and the timeout's clock read on every empty
             // poll: spaced so, the polls let the credit's cache line come
             // over sooner than back-to-back ones (shm stop-and-wait 0.80
-            // -> 0.92-0.96 of the round trip's rate, whose loops read the
+            // -> 0.88-1.00 of the round trip's rate, whose loops read the
             // clock per poll too; `docs/stream-design.md`). Inline: the
             // same hint behind a call lost the gain.
             std::hint::spin_loop();
