@@ -180,6 +180,9 @@ pub fn send(
     Ok((t, std::mem::take(&mut s.histos)))
 }
 
+/// Empty polls of a credit wait that end with a spin-wait hint.
+const PAUSED_POLLS: u32 = 64;
+
 /// A stream's knobs in the loops' terms, computed once before the run.
 #[derive(Clone, Copy, Debug)]
 pub struct StreamPlan {
@@ -746,6 +749,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
         let ready = self.clock.now();
         let mut credit_stall = false;
+        let mut spins = 0u32;
         self.progress = ready;
         loop {
             let (c, a) = may(self);
@@ -765,8 +769,15 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             // over sooner than back-to-back ones (shm stop-and-wait 0.80
             // -> 0.88-1.00 of the round trip's rate, whose loops read the
             // clock per poll too; `docs/stream-design.md`). Inline: the
-            // same hint behind a call lost the gain.
-            std::hint::spin_loop();
+            // same hint behind a call lost the gain. Only in the first
+            // polls of a wait: unbounded, it slowed receiver-bound debug
+            // streams tenfold in a VM, where thousands of `pause`s in a
+            // row can make the hypervisor take the vCPU away (pause-loop
+            // exiting, the likeliest cause).
+            if spins < PAUSED_POLLS {
+                spins += 1;
+                std::hint::spin_loop();
+            }
             if self.timed_out("a credit")? {
                 break;
             }
