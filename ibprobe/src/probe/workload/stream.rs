@@ -180,8 +180,8 @@ pub fn send(
     Ok((t, std::mem::take(&mut s.histos)))
 }
 
-/// Empty polls of a credit wait that end with a spin-wait hint.
-const PAUSED_POLLS: u32 = 64;
+/// Empty polls between two clock reads while a sender waits for a credit.
+const CLOCK_EVERY: u32 = 16;
 
 /// A stream's knobs in the loops' terms, computed once before the run.
 #[derive(Clone, Copy, Debug)]
@@ -764,21 +764,10 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             if self.poll_control(1)? {
                 continue; // something came back: ask again before the clock
             }
-            // A spin-wait hint and the timeout's clock read on every empty
-            // poll: spaced so, the polls let the credit's cache line come
-            // over sooner than back-to-back ones (shm stop-and-wait 0.80
-            // -> 0.88-1.00 of the round trip's rate, whose loops read the
-            // clock per poll too; `docs/stream-design.md`). Inline: the
-            // same hint behind a call lost the gain. Only in the first
-            // polls of a wait: unbounded, it slowed receiver-bound debug
-            // streams tenfold in a VM, where thousands of `pause`s in a
-            // row can make the hypervisor take the vCPU away (pause-loop
-            // exiting, the likeliest cause).
-            if spins < PAUSED_POLLS {
-                spins += 1;
-                std::hint::spin_loop();
-            }
-            if self.timed_out("a credit")? {
+            // The clock (for the timeout) only every few empty polls: a
+            // clock read per poll delays seeing the credit by one read.
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(CLOCK_EVERY) && self.timed_out("a credit")? {
                 break;
             }
         }
@@ -1032,11 +1021,8 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
                 t.interrupted = true;
                 break;
             }
-            // The clock on every empty poll, wanted or not: see the
-            // sender's credit wait.
-            let now = clock.now();
             if sender_done.load(Ordering::Relaxed)
-                && now.wrapping_sub(idle_since) > sp.timeout_ticks
+                && clock.now().wrapping_sub(idle_since) > sp.timeout_ticks
             {
                 break;
             }
