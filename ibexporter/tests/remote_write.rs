@@ -109,6 +109,7 @@ fn series_arrive_in_victoriametrics_and_the_shipped_rules_evaluate_there() {
         one.join("\n")
     );
 
+    let t_prom = Instant::now();
     let prom = Prometheus::start_with(
         &[Target::new("ibexporter", &a.addr)],
         false,
@@ -154,7 +155,39 @@ fn series_arrive_in_victoriametrics_and_the_shipped_rules_evaluate_there() {
     let plans = store.wait_for("job:ibexporter_plan:count", within, why_not);
     assert_eq!(plans[0]["metric"]["plan"], "full", "{plans:?}");
     // And the localizer's: the probe's 10th percentile from the classic
-    // buckets, which the slow-probe vote reads.
+    // buckets, which the slow-probe vote reads. Its rules judge a probe
+    // only once its counter existed a minute before (the start-up gate,
+    // `ibprobe_probes_total offset 1m`, localize/rules.rs): this probe's
+    // series are younger, so the gate is still closed here ...
+    let info = format!("probe:ibexporter_localize_probe:info{{target=\"{peer}\"}}");
+    let since_prometheus = t_prom.elapsed();
+    if since_prometheus < Duration::from_secs(50) {
+        assert!(
+            store.query(&info).is_empty(),
+            "the gate opened {since_prometheus:?} after the first scrape, before its counter existed a minute: {:?}",
+            store.query(&info)
+        );
+    } else {
+        eprintln!(
+            "the first scrape was {since_prometheus:?} ago: the gate may be open, not checked closed"
+        );
+    }
+    // ... and opens when the counter is found a minute back: the probe's
+    // counters as the exporter served them above, dated 90 s back, as if
+    // Prometheus had scraped them then (the same series: the scrape's job
+    // and instance labels). Without this the test would wait a minute of
+    // real data for vmalert's first result.
+    let back_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        - 90_000;
+    let counters: String = one
+        .iter()
+        .filter(|l| l.starts_with("ibprobe_probes_total{"))
+        .map(|l| format!("{l} {back_ms}\n"))
+        .collect();
+    store.import(&counters, &[("job", "ibexporter"), ("instance", &a.addr)]);
     let p10 = store.wait_for(
         &format!("probe:ibprobe_latency_seconds:p10_1m{{target=\"{peer}\"}}"),
         within,

@@ -510,12 +510,29 @@ pub fn url_encode(s: &str) -> String {
 
 /// A plain HTTP/1.0 GET: returns the status code and the body.
 pub(crate) fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    http(addr, "GET", path, &[])
+}
+
+/// One HTTP/1.0 request, `body` sent after the headers when not empty;
+/// the answer's status and body.
+pub(crate) fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let length = if body.is_empty() {
+        String::new()
+    } else {
+        format!("Content-Length: {}\r\n", body.len())
+    };
     write!(
         s,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n\r\n"
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/json\r\n{length}\r\n"
     )?;
+    s.write_all(body)?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
     let split = raw

@@ -11,7 +11,7 @@
 //! evaluate there. Missing binaries fail the test with the package to
 //! install; they never skip it.
 
-use crate::prom::{binary_of, free_port, http_get, url_encode};
+use crate::prom::{binary_of, free_port, http, http_get, url_encode};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -114,6 +114,25 @@ impl VictoriaMetrics {
     /// The store's log tail, for failure messages.
     pub fn log_tail(&self) -> String {
         self.daemon.log_tail()
+    }
+
+    /// Stores samples given in the Prometheus text format, one
+    /// `name{labels} value timestamp_ms` a line, through the store's
+    /// `/api/v1/import/prometheus`, with `extra_labels` added to each (as
+    /// a scrape adds `job` and `instance`); panics unless it answers 204.
+    pub fn import(&self, text: &str, extra_labels: &[(&str, &str)]) {
+        let mut path = "/api/v1/import/prometheus?".to_string();
+        for (k, v) in extra_labels {
+            path += &format!("extra_label={}&", url_encode(&format!("{k}={v}")));
+        }
+        let (status, body) = http(&self.address, "POST", &path, text.as_bytes())
+            .unwrap_or_else(|e| panic!("POST {path} to VictoriaMetrics: {e}"));
+        assert_eq!(
+            status,
+            204,
+            "POST {path} to VictoriaMetrics: {}\nsamples:\n{text}",
+            String::from_utf8_lossy(&body)
+        );
     }
 
     /// An instant query's result array; panics on an error answer. The
