@@ -481,6 +481,22 @@ fn stream_modes(lab: &Lab) {
         if *mode == "counter" {
             assert!(n("counter_writes") > 0, "{name}: {v}");
         }
+        // Default flags: rc returns credits by RDMA write (no credit
+        // message), the others by message; both at the default batch.
+        if *mode == "plain" {
+            let (ret, batch) = match *qp {
+                "rc" => ("write", 32),
+                _ => ("piggyback", 16),
+            };
+            assert_eq!(
+                (v["credit_return"].as_str(), n("credit_batch")),
+                (Some(ret), batch),
+                "{name}: {v}"
+            );
+            if *qp == "rc" {
+                assert!(n("counter_writes") > 0 && n("credit_msgs") == 0, "{name}: {v}");
+            }
+        }
         if *mode == "window4" {
             assert!(n("max_unconsumed") <= 4, "{name}: {v}");
         }
