@@ -494,7 +494,10 @@ fn stream_modes(lab: &Lab) {
                 "{name}: {v}"
             );
             if *qp == "rc" {
-                assert!(n("counter_writes") > 0 && n("credit_msgs") == 0, "{name}: {v}");
+                assert!(
+                    n("counter_writes") > 0 && n("credit_msgs") == 0,
+                    "{name}: {v}"
+                );
             }
         }
         if *mode == "window4" {
