@@ -515,6 +515,23 @@ pub const SLOT_HEADER: usize = 16;
 /// Bytes before each message's payload in a slot: its sequence number
 /// and the tick the application handed it over.
 pub const RECORD_HEADER: usize = 16;
+/// Bytes before the payload of a compact slot (one whole message, batch
+/// 1: header and record folded into one, `probe/workload/slot.rs`).
+pub const COMPACT_HEADER: usize = 16;
+/// The version of the stream slots' layout (`probe/workload/slot.rs`),
+/// exchanged in the stream handshake: two ends that read slots apart are
+/// refused before the run. 2: the compact slot.
+pub const SLOT_FORMAT: u32 = 2;
+
+/// Bytes a data slot of `batch` messages of `size` bytes puts on the wire
+/// (batch 1: a compact slot, unless `--stamp-thread`, whose stamp lives
+/// in the full form's first record).
+pub fn data_slot_bytes(batch: u32, size: usize) -> usize {
+    match batch {
+        0 | 1 => COMPACT_HEADER + size,
+        k => SLOT_HEADER + k as usize * (RECORD_HEADER + size),
+    }
+}
 
 /// The fewest slots an shm stream ring gets when `--slots` allows (see
 /// [`StreamSpec::shm_ring_slots`]): room for a few control slots besides
@@ -566,7 +583,38 @@ impl Default for StreamSpec {
     }
 }
 
+impl CreditReturn {
+    /// How a stream over `t` returns credits unless `--credit-return`
+    /// says: on rc without acks an RDMA write of the consumed count
+    /// ([`CreditReturn::Write`]: the sender gets no receive completion and
+    /// reposts no receive for it, and one write covers
+    /// [`StreamSpec::default_credit_batch`] slots), measured against the
+    /// piggybacked credit message in `ibprobe/docs/stream-design.md`;
+    /// elsewhere, and with `--pipeline` (every slot's ack is a message
+    /// that carries its credit for free), [`CreditReturn::Piggyback`].
+    pub fn default_for(t: Transport, pipeline: Option<u32>) -> CreditReturn {
+        if t == Transport::Rc && pipeline.is_none() {
+            CreditReturn::Write
+        } else {
+            CreditReturn::Piggyback
+        }
+    }
+}
+
 impl StreamSpec {
+    /// Consumed slots per credit return unless `--credit-batch` says: half
+    /// the window for a counter write (it costs the sender nothing to
+    /// read, and half the window keeps the other half in flight while the
+    /// write travels), a quarter for a credit message (each one is a
+    /// receive on the sender's side); at least 1, never above the window.
+    pub fn default_credit_batch(ret: CreditReturn, window: u32) -> u32 {
+        let per = match ret {
+            CreditReturn::Write => 2,
+            CreditReturn::Piggyback | CreditReturn::Message => 4,
+        };
+        (window / per).max(1)
+    }
+
     /// Slots of each shm ring: `--slots`, but at most twice what can be in
     /// flight (the window, or the pipeline depth when smaller) and at
     /// least [`SHM_RING_MIN`]. A longer ring holds nothing more at any

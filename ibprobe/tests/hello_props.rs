@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ibprobe::probe::session::oob::{Hello, MAX_BODY};
 use ibprobe::probe::session::{admit, MemoryCap};
-use ibprobe::spec::{peer, session_memory, ChannelSpec, Transport};
+use ibprobe::spec::{peer, session_memory, ChannelSpec, Transport, SLOT_FORMAT};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};
@@ -36,7 +36,8 @@ fn bases() -> Vec<Value> {
         }
         v.push(json!({ "transport": t, "size": 32, "params": params,
                        "endpoint": { "port": 9 } }));
-        let mut params = json!({ "op": "send", "poll": "busy", "stream": stream });
+        let mut params =
+            json!({ "op": "send", "poll": "busy", "stream": stream, "slot_format": SLOT_FORMAT });
         if t == "model" {
             params["model"] = json!("L=5us,os=1us,or=1.5us,g=2us,G=1ns");
         }
@@ -80,6 +81,7 @@ const PATHS: &[&str] = &[
     "/params/stream/timeout/secs",
     "/params/stream/timeout/nanos",
     "/params/stream/workload",
+    "/params/slot_format",
     "/endpoint",
     "/endpoint/port",
 ];

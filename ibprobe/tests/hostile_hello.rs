@@ -15,6 +15,7 @@ use std::net::{TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use common::{ibprobe, Server};
+use ibprobe::spec::SLOT_FORMAT;
 use serde_json::{json, Value};
 
 /// The out-of-band frame of `body` (`probe/session/oob/`).
@@ -67,7 +68,7 @@ fn stream_hello(transport: &str, port: u16, spec: Value, timeout: Value) -> Valu
     json!({
         "transport": transport,
         "size": 32,
-        "params": { "op": "send", "poll": "busy", "stream": {
+        "params": { "op": "send", "poll": "busy", "slot_format": SLOT_FORMAT, "stream": {
             "spec": s, "warmup": 100, "consume_delay": secs(0), "timeout": timeout,
         }},
         "endpoint": { "port": port },

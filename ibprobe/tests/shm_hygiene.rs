@@ -19,7 +19,7 @@ use assert_cmd::cargo::cargo_bin;
 use common::Server;
 use ibprobe::probe::session::oob::{Hello, Oob, OobError};
 use ibprobe::probe::session::StreamHello;
-use ibprobe::spec::StreamSpec;
+use ibprobe::spec::{StreamSpec, SLOT_FORMAT};
 use ibprobe::transport::shm::{self, ShmSlots, Side};
 use serde_json::{json, Value};
 
@@ -119,7 +119,7 @@ fn a_sigterm_mid_stream_unlinks_the_stream_ring() {
     let (_oob, welcome) = hello(
         &server,
         32,
-        json!({ "stream": stream_hello(StreamSpec::default()) }),
+        json!({ "stream": stream_hello(StreamSpec::default()), "slot_format": SLOT_FORMAT }),
     );
     let path = ring_path(&welcome.expect("welcomed"));
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
@@ -163,7 +163,11 @@ fn a_refused_ring_leaves_no_file_and_the_server_serves_on() {
         ..StreamSpec::default()
     });
     for _ in 0..3 {
-        let (_oob, r) = hello(&server, 32, json!({ "stream": huge }));
+        let (_oob, r) = hello(
+            &server,
+            32,
+            json!({ "stream": huge, "slot_format": SLOT_FORMAT }),
+        );
         match r {
             Err(OobError::Refused(reason)) => eprintln!("refused: {reason}"),
             other => panic!("a 4 PiB ring must be refused: {other:?}"),

@@ -218,8 +218,11 @@ How it works: the sender appends each message (a 16 B record: sequence
 number and hand-over tick, then the payload) to the open slot, and posts
 the slot as ONE operation when it holds --batch messages, when --flush
 has passed since its first message, or at the end of a burst or of the
-run. Each posted slot takes a credit (--window); the receiver gives it
-back once it has consumed the slot (--credit-return). With --pipeline D
+run. At --batch 1 a slot is compact: 16 B of header and record before
+the payload (32 with --batch 2 or more, or --stamp-thread). Each posted
+slot takes a credit (--window); the receiver gives it back once it has
+consumed the slot (--credit-return: on rc an RDMA write of its count
+every half window, elsewhere a message every quarter). With --pipeline D
 every slot also needs the receiver's ack, at most D unacknowledged.
 Latency is per message, from hand-over to delivery at the receiver, so
 waiting in a batch or for a credit counts. In loopback the receiver runs
@@ -584,12 +587,15 @@ pub struct StreamKnobArgs {
     /// Every slot needs the receiver's ack; at most D unacknowledged (1: stop-and-wait).
     #[arg(long, value_name = "D")]
     pub pipeline: Option<u32>,
-    /// How credits come back: piggyback (on acks) | message | write (RDMA write, rc only).
-    #[arg(long, default_value = "piggyback", value_parser = word::<CreditReturn>)]
-    pub credit_return: CreditReturn,
+    /// How credits come back: piggyback (on acks) | message | write (RDMA
+    /// write, rc only) [default: write on rc without --pipeline (no
+    /// receive on the sending side), else piggyback].
+    #[arg(long, value_parser = word::<CreditReturn>)]
+    pub credit_return: Option<CreditReturn>,
     /// One credit message (or counter write) per this many consumed slots
-    /// [default: a quarter of the window, at least 1: on rxe a credit per
-    /// slot cost 15% of the message rate].
+    /// [default: half the window for write, a quarter for piggyback and
+    /// message, at least 1: on rxe a credit per slot cost 15% of the
+    /// message rate].
     #[arg(long, value_name = "C")]
     pub credit_batch: Option<u32>,
     /// Slots per direction in the registered pool [default: 64, or --window if larger].
@@ -618,6 +624,9 @@ impl StreamKnobArgs {
         batch: u32,
         pipeline: Option<u32>,
     ) -> StreamSpec {
+        let credit_return = self
+            .credit_return
+            .unwrap_or_else(|| CreditReturn::default_for(t, pipeline));
         StreamSpec {
             slots: self.slots.unwrap_or(window.max(64)),
             // A UD slot is one packet: start from rxe's usual 1024 B MTU.
@@ -633,8 +642,10 @@ impl StreamKnobArgs {
             batch,
             flush: self.flush,
             pipeline,
-            credit_return: self.credit_return,
-            credit_batch: self.credit_batch.unwrap_or((window / 4).max(1)),
+            credit_return,
+            credit_batch: self
+                .credit_batch
+                .unwrap_or_else(|| StreamSpec::default_credit_batch(credit_return, window)),
         }
     }
 }

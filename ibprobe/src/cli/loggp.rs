@@ -267,7 +267,7 @@ fn predictions(
                     batch,
                     flush: None,
                     pipeline,
-                    credit_return: CreditReturn::Piggyback,
+                    credit_return: Some(CreditReturn::Piggyback),
                     credit_batch: None,
                     slots: None,
                     slot_size: None,

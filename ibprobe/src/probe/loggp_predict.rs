@@ -30,8 +30,8 @@
 
 use super::loggp_fit::Fit;
 use super::workload::slot::LOGGP_HEADER as HEADER;
+use crate::spec::data_slot_bytes;
 use crate::spec::ModelParams;
-use crate::spec::{RECORD_HEADER, SLOT_HEADER};
 
 /// Bytes of a control slot (credit, ack).
 pub const CTRL_BYTES: f64 = 24.0;
@@ -165,7 +165,7 @@ pub struct Prediction {
 /// The prediction for `w` from `p`.
 pub fn predict(p: &Params, w: &Workload) -> Prediction {
     let k = f64::from(w.batch.max(1));
-    let b = (SLOT_HEADER + w.batch.max(1) as usize * (RECORD_HEADER + w.size)) as f64;
+    let b = data_slot_bytes(w.batch, w.size) as f64;
     let (os_b, or_b) = p.overheads_at(b);
     let (os_c, or_c) = p.overheads_at(CTRL_BYTES);
     let ctrl = if w.pipeline.is_some() {

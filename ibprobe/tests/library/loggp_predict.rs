@@ -15,10 +15,11 @@ fn the_slowest_stage_paces_the_stream() {
         size: 32,
         loop_ns: (0.0, 0.0),
     };
-    // Link: g + G*b = 2000 + 64 ns per slot of 64 B.
+    // Link: g + G*b = 2000 + 48 ns per slot of 48 B (a compact slot:
+    // 16 B of header before the 32 B message).
     let r = predict(&p, &w);
     assert_eq!(r.bound, "link");
-    assert!((r.msgs_per_s - 1e9 / 2064.0).abs() < 1e-6, "{r:?}");
+    assert!((r.msgs_per_s - 1e9 / 2048.0).abs() < 1e-6, "{r:?}");
     // Stop-and-wait: one round trip per slot.
     let r = predict(
         &p,
@@ -28,7 +29,7 @@ fn the_slowest_stage_paces_the_stream() {
         },
     );
     assert_eq!(r.bound, "pipeline");
-    let rtt = 1000.0 + 64.0 + 5000.0 + 1500.0 + 1000.0 + 24.0 + 5000.0 + 1500.0;
+    let rtt = 1000.0 + 48.0 + 5000.0 + 1500.0 + 1000.0 + 24.0 + 5000.0 + 1500.0;
     assert!((r.msgs_per_s - 1e9 / rtt).abs() < 1e-6, "{r:?}");
 }
 

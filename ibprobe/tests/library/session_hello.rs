@@ -2,7 +2,7 @@
 
 use ibprobe::probe::session::oob::Hello;
 use ibprobe::probe::session::*;
-use ibprobe::spec::StreamSpec;
+use ibprobe::spec::{StreamSpec, SLOT_FORMAT};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ fn stream_hello(transport: &str, slots: u32, slot_size: usize) -> Hello {
     Hello {
         transport: transport.into(),
         size: 32,
-        params: json!({ "op": "send", "stream": sh }),
+        params: json!({ "op": "send", "stream": sh, "slot_format": SLOT_FORMAT }),
         endpoint: Value::Null,
     }
 }
@@ -78,4 +78,33 @@ fn a_model_hello_is_checked_with_its_slot_size() {
     assert!(admit(&h, &spec, cap).is_ok());
     h.params["model"] = json!("L=1us");
     assert!(admit(&h, &spec, cap).unwrap_err().contains("missing"));
+}
+
+/// A client whose Hello names another stream slot layout, or none (an
+/// ibprobe from before the compact slot), is refused before anything is
+/// opened, with the layouts named and what to do.
+#[test]
+fn a_client_of_another_slot_layout_is_refused() {
+    let cap = MemoryCap::default_with("--max-session-memory");
+    let mut h = stream_hello("udp", 64, 4096);
+    assert!(admit(&h, &requested(&h, None).unwrap(), cap).is_ok());
+    for (said, names) in [
+        (None, "an older layout"),
+        (Some(json!(1)), "layout 1"),
+        (Some(json!("2")), "layout \"2\""),
+    ] {
+        match said {
+            None => {
+                h.params.as_object_mut().unwrap().remove("slot_format");
+            }
+            Some(v) => h.params["slot_format"] = v,
+        }
+        let e = admit(&h, &requested(&h, None).unwrap(), cap).unwrap_err();
+        assert!(
+            e.contains(names)
+                && e.contains(&format!("this ibprobe in layout {SLOT_FORMAT}"))
+                && e.contains("run the same ibprobe version on both ends"),
+            "{e}"
+        );
+    }
 }

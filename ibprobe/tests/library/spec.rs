@@ -330,3 +330,71 @@ fn stamp_thread_rules_name_the_flag_and_the_way_out() {
         .check_stamp(Transport::Rc, InlineMode::Off, 96, false)
         .is_ok());
 }
+
+/// The default credit return: an RDMA write on rc without a pipeline,
+/// a piggybacked message elsewhere; its default batch (half or a quarter
+/// of the window) is at least 1 and never above the window, so a default
+/// stream of any window passes the check (no sender waits for a return
+/// that needs more slots than it may post), and an explicit batch above
+/// the window is refused naming the bound.
+#[test]
+fn default_credit_returns_fit_every_window() {
+    assert_eq!(
+        CreditReturn::default_for(Transport::Rc, None),
+        CreditReturn::Write
+    );
+    assert_eq!(
+        CreditReturn::default_for(Transport::Rc, Some(2)),
+        CreditReturn::Piggyback
+    );
+    for t in [
+        Transport::Shm,
+        Transport::Udp,
+        Transport::Uc,
+        Transport::Ud,
+        Transport::Model,
+    ] {
+        assert_eq!(
+            CreditReturn::default_for(t, None),
+            CreditReturn::Piggyback,
+            "{t}"
+        );
+    }
+    for (ret, window, batch) in [
+        (CreditReturn::Write, 128, 64),
+        (CreditReturn::Write, 3, 1),
+        (CreditReturn::Write, 1, 1),
+        (CreditReturn::Piggyback, 128, 32),
+        (CreditReturn::Message, 2, 1),
+    ] {
+        assert_eq!(
+            StreamSpec::default_credit_batch(ret, window),
+            batch,
+            "{ret} {window}"
+        );
+    }
+    for window in 1..=130 {
+        let s = StreamSpec {
+            slots: window.max(64),
+            window,
+            credit_return: CreditReturn::Write,
+            credit_batch: StreamSpec::default_credit_batch(CreditReturn::Write, window),
+            slot_size: 64,
+            ..StreamSpec::default()
+        };
+        s.check(&ChannelSpec::new(Transport::Rc, 32)).unwrap();
+    }
+    let e = StreamSpec {
+        window: 4,
+        credit_batch: 8,
+        slot_size: 64,
+        ..StreamSpec::default()
+    }
+    .check(&ChannelSpec::new(Transport::Rc, 32))
+    .unwrap_err()
+    .0;
+    assert!(
+        e.starts_with("--credit-batch 8: use 1..=4 (the window)"),
+        "{e}"
+    );
+}

@@ -11,12 +11,12 @@ use std::net::IpAddr;
 use serde_json::{json, Map, Value};
 
 use super::error::{err, oob_err, refuse, SessionError};
-use super::hello::{model_of, with_hello_model, StreamHello};
+use super::hello::{model_of, slot_format_is_ours, with_hello_model, StreamHello};
 use crate::clock::hwts::REPORT_VERSION;
 use crate::probe::config::Receiver;
 use crate::probe::open::OpenError;
 use crate::probe::session::oob::{Hello, Oob, Reply};
-use crate::spec::{ChannelSpec, SpecError};
+use crate::spec::{ChannelSpec, SpecError, SLOT_FORMAT};
 use crate::transport::open::{Ask, Carry, End, EndError};
 use crate::transport::stream::SlotEnd;
 use crate::transport::{self, Channel};
@@ -44,6 +44,13 @@ pub trait Shape {
     fn end(end: End) -> Self::End;
     /// This end's verbs resources and the endpoint to hand to the peer.
     fn verbs(&self, cfg: &VerbsConfig) -> Result<(Self::Verbs, verbs::Endpoint), VerbsError>;
+    /// What the server's Welcome says beside its endpoint (the versions
+    /// the client checks with [`Shape::check_welcome`]).
+    fn welcome(&self, _endpoint: &mut Value) {}
+    /// The client's check of the server's Welcome (`theirs`, from `server`).
+    fn check_welcome(&self, _theirs: &Value, _server: IpAddr) -> Result<(), SessionError> {
+        Ok(())
+    }
 }
 
 /// A verbs end of either shape, prepared and waiting for its peer.
@@ -112,7 +119,10 @@ impl Shape for StreamHello {
         false
     }
     fn ask(&self, _: &ChannelSpec) -> Map<String, Value> {
-        Map::from_iter([("stream".to_string(), json!(self))])
+        Map::from_iter([
+            ("stream".to_string(), json!(self)),
+            ("slot_format".to_string(), json!(SLOT_FORMAT)),
+        ])
     }
     fn carry(&self) -> Carry<'_> {
         Carry::Slots(&self.spec)
@@ -129,6 +139,17 @@ impl Shape for StreamHello {
         cfg: &VerbsConfig,
     ) -> Result<(verbs::PreparedSlots, verbs::Endpoint), VerbsError> {
         verbs::prepare_slots(cfg, self.spec.slots, self.spec.slot_size)
+    }
+    fn welcome(&self, endpoint: &mut Value) {
+        if let Value::Object(m) = endpoint {
+            m.insert("slot_format".into(), json!(SLOT_FORMAT));
+        }
+    }
+    /// An older server ignores the client's `slot_format` and would read
+    /// its compact slots as garbage: refused here, before the run.
+    fn check_welcome(&self, theirs: &Value, server: IpAddr) -> Result<(), SessionError> {
+        slot_format_is_ours(theirs.get("slot_format"), &format!("server {server}"))
+            .map_err(|e| err("refused", e))
     }
 }
 
@@ -164,6 +185,7 @@ pub fn open_client<S: Shape>(
         carry: shape.carry(),
     };
     let params = hello_params(spec, shape);
+    let server_ip = ask.peer;
     let mut handshake = |endpoint| send_hello(oob, spec, &params, endpoint);
     let Some(opens) = transport::opener(spec.transport) else {
         return verbs_client(spec, shape, ask.peer, handshake);
@@ -172,6 +194,7 @@ pub fn open_client<S: Shape>(
         .client(ask)
         .map_err(|e| client_error(e, &Value::Null))?;
     let theirs = handshake(ours)?;
+    shape.check_welcome(&theirs, server_ip)?;
     let end = finish(&theirs).map_err(|e| client_error(e, &theirs))?;
     Ok(S::end(end))
 }
@@ -188,6 +211,7 @@ fn verbs_client<S: Shape>(
         .and_then(|v| shape.verbs(&v))
         .map_err(OpenError::from)?;
     let theirs = handshake(serde_json::to_value(&ep).unwrap_or_default())?;
+    shape.check_welcome(&theirs, server_ip)?;
     if shape.stamps(spec) && theirs.get("hw_report") != Some(&json!(REPORT_VERSION)) {
         return Err(err(
             "refused",
@@ -273,7 +297,7 @@ pub fn open_server<S: Shape>(
     if let Err(e) = spec.check().and_then(|()| shape.check(spec)) {
         return Err(refuse(oob, e.0));
     }
-    let (end, endpoint) = match transport::opener(spec.transport) {
+    let (end, mut endpoint) = match transport::opener(spec.transport) {
         Some(opens) => {
             let ask = Ask {
                 local,
@@ -288,6 +312,7 @@ pub fn open_server<S: Shape>(
         }
         None => verbs_server(oob, hello, spec, shape)?,
     };
+    shape.welcome(&mut endpoint);
     oob.send(&Reply::Welcome { endpoint })
         .map_err(|e| err("protocol", e))?;
     Ok(end)
@@ -376,7 +401,7 @@ mod tests {
         };
         assert_eq!(
             hello_params(&spec, &sh),
-            json!({ "op": op, "poll": poll, "stream": sh })
+            json!({ "op": op, "poll": poll, "stream": sh, "slot_format": SLOT_FORMAT })
         );
         let model = "L=1us,os=1us,or=1us,g=1us,G=1ns";
         spec.transport = Transport::Model;

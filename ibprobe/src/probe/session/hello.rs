@@ -13,7 +13,7 @@ use crate::probe::config::{ProbeConfig, Receiver};
 use crate::probe::session::oob::Hello;
 use crate::spec::{
     check_peer_wait, peer, session_memory, show_bytes, ChannelSpec, ModelParams, Op, Poll,
-    StreamSpec, StreamWorkload, Transport,
+    StreamSpec, StreamWorkload, Transport, SLOT_FORMAT,
 };
 
 /// How the client asks the server to receive (its `params.receiver`;
@@ -245,10 +245,31 @@ impl StreamHello {
     }
 }
 
-/// The stream a client's Hello asks for (None: a one-message channel).
+/// The stream a client's Hello asks for (None: a one-message channel),
+/// refused when the client writes slots of another layout than this
+/// server reads (`params.slot_format`, [`SLOT_FORMAT`]).
 pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
     let v = hello.params.get("stream")?;
+    if let Err(e) = slot_format_is_ours(hello.params.get("slot_format"), "client") {
+        return Some(Err(e));
+    }
     Some(serde_json::from_value(v.clone()).map_err(|e| {
         format!("malformed stream settings {v} ({e}); run the same ibprobe version on both ends")
     }))
+}
+
+/// A peer's stream slot layout (`said`: its `slot_format`, absent from
+/// an ibprobe older than [`SLOT_FORMAT`] 2) against this ibprobe's; `who`
+/// the peer ("client", "server ...").
+pub fn slot_format_is_ours(said: Option<&Value>, who: &str) -> Result<(), String> {
+    if said == Some(&json!(SLOT_FORMAT)) {
+        return Ok(());
+    }
+    let theirs = match said {
+        None => "an older layout (no slot_format: 32 B of header and record per message)".into(),
+        Some(v) => format!("layout {v}"),
+    };
+    Err(format!(
+        "the {who} writes stream slots in {theirs}, this ibprobe in layout {SLOT_FORMAT}; run the same ibprobe version on both ends"
+    ))
 }

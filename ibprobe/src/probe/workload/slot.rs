@@ -25,10 +25,31 @@
 //! thread keeps writing the clock there in every send buffer, so the slot
 //! arrives with the time the HCA read it.
 //!
+//! A **compact** data slot carries one whole message (batch 1, no
+//! fragment, no `--stamp-thread`) in [`COMPACT_HEADER`] bytes before its
+//! payload instead of 32: header and record folded into one, so a 32 B
+//! message is 48 B on the wire, not 64.
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..4 | `u32 len`: [`COMPACT_HEADER`] + the message size |
+//! | 4..6 | `u16`: bits 32..48 of `t_handover` |
+//! | 6..8 | `u16 flags`: [`DATA`] \| [`COMPACT`] and the flush cause, nothing else |
+//! | 8..12 | `u32`: the low 32 bits of the slot's sequence number (= its message's) |
+//! | 12..16 | `u32`: bits 0..32 of `t_handover` |
+//!
+//! The receiver widens both: the sequence number to the one nearest the
+//! slot it expects ([`widen_seq`]), the hand-over tick to the latest one
+//! not after its own arrival tick ([`widen_ticks`]: latencies up to 2^48
+//! ticks, days at any clock rate). A compact slot with another length,
+//! other flags, or (on a reliable transport) another sequence number than
+//! the next is a broken protocol: the receiver ends the run with an error.
+//! The layout's version, [`SLOT_FORMAT`], is in the stream handshake.
+//!
 //! Counters are cumulative, so a lost control slot (udp, uc, ud) only
 //! delays what the next one says.
 
-pub use crate::spec::{RECORD_HEADER, SLOT_HEADER};
+pub use crate::spec::{COMPACT_HEADER, RECORD_HEADER, SLOT_FORMAT, SLOT_HEADER};
 
 /// A data slot (messages).
 pub const DATA: u16 = 1 << 0;
@@ -41,6 +62,8 @@ pub const ACK: u16 = 1 << 3;
 /// The sender's last slot: the word is the slots posted before it, bytes
 /// 16..24 the messages sent.
 pub const FIN: u16 = 1 << 4;
+/// A compact data slot (one message, [`COMPACT_HEADER`] bytes before it).
+pub const COMPACT: u16 = 1 << 5;
 /// Bytes of a control or FIN slot.
 pub const CTRL_LEN: usize = SLOT_HEADER + 8;
 
@@ -76,6 +99,10 @@ pub enum Cause {
 }
 
 const CAUSE_SHIFT: u16 = 8;
+/// The flag bits of a flush cause.
+const CAUSE_BITS: u16 = 3 << CAUSE_SHIFT;
+/// The bits of `t_handover` a compact slot carries.
+const TICKS_48: u64 = (1 << 48) - 1;
 
 /// A slot's header.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -171,4 +198,99 @@ pub fn write_record(b: &mut [u8], at: usize, seq: u64, t_handover: u64) {
 #[inline(always)]
 pub fn read_record(b: &[u8], at: usize) -> (u64, u64) {
     (u64_at(b, at), u64_at(b, at + 8))
+}
+
+/// Writes a compact slot's header (see the module doc) for message `seq`
+/// handed over at `t_handover`, posted for `cause`; the payload of
+/// `size` bytes follows at [`COMPACT_HEADER`]. Returns the slot's length.
+#[inline(always)]
+pub fn write_compact(b: &mut [u8], seq: u64, t_handover: u64, size: usize, cause: Cause) -> usize {
+    let len = COMPACT_HEADER + size;
+    b[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+    b[4..6].copy_from_slice(&((t_handover >> 32) as u16).to_le_bytes());
+    let flags = DATA | COMPACT | ((cause as u16) << CAUSE_SHIFT);
+    b[6..8].copy_from_slice(&flags.to_le_bytes());
+    b[8..12].copy_from_slice(&(seq as u32).to_le_bytes());
+    b[12..16].copy_from_slice(&(t_handover as u32).to_le_bytes());
+    len
+}
+
+/// A compact slot as read: the low 32 bits of its sequence number and
+/// the low 48 bits of its hand-over tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compact {
+    /// Bits 0..32 of the sequence number.
+    pub seq_lo: u32,
+    /// Bits 0..48 of `t_handover`.
+    pub ticks_lo: u64,
+}
+
+/// Why a compact slot is refused: what was wrong with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadCompact {
+    /// Its length (the transport's and the header's) is not
+    /// [`COMPACT_HEADER`] + the message size.
+    Len {
+        /// The transport's length of the slot.
+        got: usize,
+        /// The header's.
+        said: u32,
+        /// What the stream's message size makes it.
+        want: usize,
+    },
+    /// Flags beside [`DATA`], [`COMPACT`] and a flush cause.
+    Flags(u16),
+}
+
+impl std::fmt::Display for BadCompact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadCompact::Len { got, said, want } => write!(
+                f,
+                "a compact slot of {got} B saying {said} B, where one message makes {want} B"
+            ),
+            BadCompact::Flags(x) => write!(f, "a compact slot with flags {x:#06x}"),
+        }
+    }
+}
+
+/// Reads the compact slot `b` of `len` bytes (the transport's) for
+/// messages of `size` bytes, refusing one whose length or flags are not
+/// a compact slot's.
+#[inline(always)]
+pub fn read_compact(b: &[u8], len: usize, size: usize) -> Result<Compact, BadCompact> {
+    let h = Header::read(b);
+    let want = COMPACT_HEADER + size;
+    if len != want || h.len as usize != want {
+        return Err(BadCompact::Len {
+            got: len,
+            said: h.len,
+            want,
+        });
+    }
+    let cause = (h.flags & CAUSE_BITS) >> CAUSE_SHIFT;
+    if h.flags & !CAUSE_BITS != DATA | COMPACT || cause > Cause::Explicit as u16 {
+        return Err(BadCompact::Flags(h.flags));
+    }
+    Ok(Compact {
+        seq_lo: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+        ticks_lo: u64::from(h.msgs) << 32
+            | u64::from(u32::from_le_bytes([b[12], b[13], b[14], b[15]])),
+    })
+}
+
+/// The sequence number whose low 32 bits are `lo` nearest to `expected`
+/// (the slot the receiver expects next); None when that would be below 0
+/// (a slot from before the stream began: not one of this stream's).
+#[inline(always)]
+pub fn widen_seq(lo: u32, expected: u64) -> Option<u64> {
+    let delta = lo.wrapping_sub(expected as u32) as i32;
+    expected.checked_add_signed(i64::from(delta))
+}
+
+/// The hand-over tick whose low 48 bits are `lo`: the latest not after
+/// `now` (the receiver's arrival tick, on the same clock).
+#[inline(always)]
+pub fn widen_ticks(lo: u64, now: u64) -> u64 {
+    now.wrapping_sub(now.wrapping_sub(lo) & TICKS_48)
 }

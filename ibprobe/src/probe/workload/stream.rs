@@ -42,7 +42,7 @@ use super::pace::{wait_until, Gate, Pacer};
 use super::pipeline::Acks;
 use super::record::Pending;
 use super::seam::{Answer, Asked, Paired, Served, Signals};
-use super::slot::{self, Cause, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
+use super::slot::{self, Cause, Header, COMPACT_HEADER, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::window::Credits;
 use crate::clock::Clock;
 use crate::probe::config::{Plan, ProbeConfig};
@@ -255,6 +255,14 @@ impl StreamPlan {
         let room = self.slot_size - SLOT_HEADER;
         (RECORD_HEADER + self.size).div_ceil(room)
     }
+
+    /// Whether the sender posts compact slots (`slot.rs`: one message in
+    /// 16 B of header instead of 32): batch 1, a message that fits one
+    /// slot, and no `--stamp-thread` (its stamp lives in the full form's
+    /// first record).
+    pub fn compact(&self) -> bool {
+        self.batch == 1 && !self.stamp && self.slots_per_msg() == 1
+    }
 }
 
 /// The sender's distributions (measured messages only).
@@ -325,6 +333,12 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     stop: &'a AtomicBool,
     /// The open slot (composed here, copied once by `send`).
     buf: Vec<u8>,
+    /// Compact slots ([`StreamPlan::compact`]): the open slot's one message
+    /// is handed over at `open_t`, its payload at [`COMPACT_HEADER`].
+    compact: bool,
+    open_t: u64,
+    /// Where the open slot's first record (or compact payload) begins.
+    first: usize,
     /// Where control slots are copied to.
     ctrl: Vec<u8>,
     used: usize,
@@ -359,14 +373,19 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// A sender on `end`; allocates its slot buffers and histograms now.
     pub fn new(end: &'a mut E, clock: &'a Clock, sp: &'a StreamPlan, stop: &'a AtomicBool) -> Self {
         let n = end.slot_size().max(CTRL_LEN);
+        let compact = sp.compact();
+        let first = if compact { COMPACT_HEADER } else { SLOT_HEADER };
         Sender {
             end,
             clock,
             sp,
             stop,
             buf: vec![0u8; n],
+            compact,
+            open_t: 0,
+            first,
             ctrl: vec![0u8; n],
-            used: SLOT_HEADER,
+            used: first,
             credits: Credits::new(sp.window),
             acks: Acks::new(sp.pipeline),
             batch: Batcher::new(sp.batch, sp.flush_ticks),
@@ -409,9 +428,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
                 self.held[slot] = 1;
             }
             None => {
-                let rec = RECORD_HEADER + self.sp.size;
                 for i in 0..n {
-                    let (seq, t_h) = slot::read_record(&self.buf, SLOT_HEADER + i * rec);
+                    let (seq, t_h) = self.record(i);
                     // Warm-up messages are not recorded.
                     self.handovers[slot * k + i] = if seq >= self.sp.warmup { t_h } else { 0 };
                 }
@@ -553,14 +571,30 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(())
     }
 
+    /// Message `i` of the open (or just posted) slot: (sequence number,
+    /// hand-over tick).
+    #[inline(always)]
+    fn record(&self, i: usize) -> (u64, u64) {
+        if self.compact {
+            (self.next_seq - 1, self.open_t)
+        } else {
+            slot::read_record(&self.buf, SLOT_HEADER + i * (RECORD_HEADER + self.sp.size))
+        }
+    }
+
     /// Appends message `next_seq`, handed over at `now`, to the open
     /// slot; true when the batch is full.
     #[inline(always)]
     fn append(&mut self, now: u64) -> bool {
         let at = self.used;
         let seq = self.next_seq;
-        slot::write_record(&mut self.buf, at, seq, now);
-        let payload = at + RECORD_HEADER;
+        let payload = if self.compact {
+            self.open_t = now;
+            at
+        } else {
+            slot::write_record(&mut self.buf, at, seq, now);
+            at + RECORD_HEADER
+        };
         self.buf[payload..payload + self.sp.size].fill(seq as u8);
         self.used = payload + self.sp.size;
         self.next_seq += 1;
@@ -574,13 +608,25 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         if msgs == 0 {
             return Ok(());
         }
-        Header {
-            len: self.used as u32,
-            msgs: msgs as u16,
-            flags: slot::data_flags(cause, false),
-            word: self.slot_seq,
+        if self.compact {
+            // One message per slot: its number is the slot's.
+            debug_assert_eq!(self.slot_seq + 1, self.next_seq);
+            slot::write_compact(
+                &mut self.buf,
+                self.slot_seq,
+                self.open_t,
+                self.sp.size,
+                cause,
+            );
+        } else {
+            Header {
+                len: self.used as u32,
+                msgs: msgs as u16,
+                flags: slot::data_flags(cause, false),
+                word: self.slot_seq,
+            }
+            .write(&mut self.buf);
         }
-        .write(&mut self.buf);
         if !self.wait_for_credit()? {
             return Ok(());
         }
@@ -589,9 +635,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         // Recorded after the post: off the path to the receiver.
         if self.measuring {
             self.credit_wait(waited);
-            let rec = RECORD_HEADER + self.sp.size;
             for i in 0..msgs as usize {
-                let (seq, t_h) = slot::read_record(&self.buf, SLOT_HEADER + i * rec);
+                let (seq, t_h) = self.record(i);
                 if seq >= self.sp.warmup {
                     self.histos
                         .in_batch
@@ -601,7 +646,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
         self.batch.posted(cause);
         self.tally.data_posts += 1;
-        self.used = SLOT_HEADER;
+        self.used = self.first;
         Ok(())
     }
 
@@ -1058,7 +1103,25 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
         if h.flags & slot::DATA == 0 {
             continue;
         }
-        let s = h.word;
+        // A compact slot (one message) is checked whole before any of it
+        // is believed: its length, its flags, its number.
+        let compact = match h.flags & slot::COMPACT != 0 {
+            true => Some(slot::read_compact(buf, len, sp.size).map_err(broken)?),
+            false => None,
+        };
+        let s = match compact {
+            None => h.word,
+            Some(c) => match slot::widen_seq(c.seq_lo, next_slot) {
+                Some(s) if s == next_slot || end.lossy() => s,
+                None if end.lossy() => continue, // from before the stream: stale
+                s => {
+                    return Err(broken(format!(
+                        "compact slot {} arrived where {next_slot} was next, on a transport that loses and reorders nothing",
+                        s.map_or_else(|| format!("{} (below 0)", c.seq_lo), |s| s.to_string())
+                    )))
+                }
+            },
+        };
         if s < next_slot {
             continue; // late or duplicated: already counted lost
         }
@@ -1080,7 +1143,7 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
         }
         // Consuming: the receiver's work on each message that ends here.
         if sp.consume_ticks > 0 {
-            for _ in 0..h.msgs {
+            for _ in 0..if compact.is_some() { 1 } else { h.msgs } {
                 wait_until(
                     clock,
                     clock.now().wrapping_add(sp.consume_ticks),
@@ -1138,7 +1201,15 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
         }
         // Recording, once the credits and acks are out (off the path back
         // to the sender): the messages that ended in this slot.
-        if h.flags & slot::FRAG != 0 {
+        if let Some(c) = compact {
+            // `read_compact` held the length to the header and the size.
+            let p = &buf[COMPACT_HEADER..len];
+            let bad = [p.first(), p.last()]
+                .into_iter()
+                .any(|b| b.is_some_and(|&b| b != s as u8));
+            let t_h = slot::widen_ticks(c.ticks_lo, now);
+            deliver(&mut t, &mut lat, clock, sp, (s, t_h), now, bad);
+        } else if h.flags & slot::FRAG != 0 {
             if frag.is_none() {
                 frag = Some(slot::read_record(buf, SLOT_HEADER));
             }
@@ -1171,6 +1242,11 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
     let (mut pending, latency) = lat;
     pending.fold(latency, clock);
     Ok(t)
+}
+
+/// The error of a slot that breaks the stream's protocol (`what` it was).
+fn broken(what: impl std::fmt::Display) -> TransportError {
+    TransportError::Completion(format!("stream protocol broken: {what}"))
 }
 
 /// Counts and records one delivered message.
