@@ -605,7 +605,7 @@ fn test_file() -> String {
             let h = host(host_index);
             let _ = write!(
                 out,
-                "          - exp_labels: {{severity: warning, host: {h}, side: {side}}}\n            exp_annotations:\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}; own wake-up p99 {}us against the mesh's median 10us (above {}x: its CPU side, else its NIC); its HCA ports counted {} error events (symbol, receive, link). Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
+                "          - exp_labels: {{severity: warning, host: {h}}}\n            exp_annotations:\n              side: \"{side}\"\n              summary: \"{h} makes the mesh's probes bad (as {side}) while its peers are fine with others\"\n              description: \"{}; {}; own wake-up p99 {}us against the mesh's median 10us (above {}x: its CPU side, else its NIC); its HCA ports counted {} error events (symbol, receive, link). Held for {wait} ({CONFIRM_ROUNDS} probe intervals), over {w}.\"\n              runbook_url: \"{RUNBOOK}#ibhostsuspect\"\n",
                 side_text("prober", pe),
                 side_text("target", te),
                 wakeup_us(&sc, host_index),

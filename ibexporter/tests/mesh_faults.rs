@@ -224,16 +224,31 @@ fn a_slow_host_is_named_by_the_alert_and_a_mesh_without_a_fault_stays_quiet() {
     let (fired, pending): (Vec<_>, Vec<_>) = others
         .iter()
         .partition(|a| label(a, "alertstate") == "firing");
-    let named = mesh.query(&firing).unwrap();
+    // The side is the suspect record's label (the alert carries it as an
+    // annotation); how many evaluations named each side since the fault
+    // shows how the suspicion grew (a side joining keeps the alert's `for`).
+    let suspect = format!("host:ibexporter_localize_suspect:1m{{host=\"{host}\"}}");
+    let side_now = mesh
+        .query(&suspect)
+        .unwrap()
+        .first()
+        .map(|s| label(s, "side").to_string())
+        .unwrap_or_else(|| "?".into());
+    let sides: Vec<String> = mesh
+        .query(&format!("count_over_time({suspect}[{since}s])"))
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} x{}", label(s, "side"), value(s)))
+        .collect();
     eprintln!(
         "fault: {host} (rack{}) traced; IBHostSuspect fired after {:.1} s (bound {} s: \
-         interval {INTERVAL_S} s + window {} s + for {} s + 4 scrapes of {SCRAPE_S} s), side {}",
+         interval {INTERVAL_S} s + window {} s + for {} s + 4 scrapes of {SCRAPE_S} s), side {side_now} \
+         (evaluations naming each side since the fault: {sides:?})",
         VICTIM / RACK,
         took.as_secs_f64(),
         bound.as_secs(),
         window.as_secs(),
         for_.as_secs(),
-        named.first().map(|s| label(s, "side")).unwrap_or("?"),
     );
     assert!(
         took <= bound,

@@ -161,6 +161,17 @@ fn side_value(metric: &str, side: &str, fmt: &str) -> String {
     )
 }
 
+/// A template giving the alert host's bad side (`prober`, `target` or
+/// `both`) from the suspect record, `-` when absent. The side is an
+/// annotation, not a label: as a label it would be part of the alert's
+/// identity, and a suspect going from one side to both would become a new
+/// alert whose `for` starts again.
+fn suspect_side(suspect: &str) -> String {
+    format!(
+        "{{{{ with printf `{suspect}{{host=%q}}` $labels.host | query }}}}{{{{ . | first | label `side` }}}}{{{{ else }}}}-{{{{ end }}}}"
+    )
+}
+
 /// A template reading one `{source_rack, target_rack}` series of the
 /// alert's pair (or `rack` series of `which` rack).
 fn pair_value(metric: &str, fmt: &str) -> String {
@@ -389,8 +400,8 @@ pub fn text(interval: Duration) -> String {
 # peers) slow, while the same peers are slow with others in at most
 # {peer_bg} of cases; lossy when it has {min_obs} probes and loses at least
 # max({loss_floor}, {loss_factor} x the mesh's loss ratio) while its peers lose less.
-# IBHostSuspect names a host with a bad side (label side: prober, target or
-# both). Rack pairs: among the cross probes of hosts not suspected, a pair
+# IBHostSuspect names a host (label host) with a bad side (annotation side:
+# prober, target or both; not a label, so the alert holds as a side joins). Rack pairs: among the cross probes of hosts not suspected, a pair
 # whose probes (both directions) are bad (slow, or lossy at least 2
 # messages and the loss threshold) at least {rp_min} times, from {rp_probers} probers,
 # at least {rp_frac} of them, while each rack's inside probes are bad at most
@@ -758,12 +769,13 @@ groups:
         out,
         r#"
       - alert: IBHostSuspect
-        expr: {suspect}
+        expr: max by (host) ({suspect})
         for: {wait}
         labels:
           severity: warning
         annotations:
-          summary: "{{{{ $labels.host }}}} makes the mesh's probes bad (as {{{{ $labels.side }}}}) while its peers are fine with others"
+          side: "{side}"
+          summary: "{{{{ $labels.host }}}} makes the mesh's probes bad (as {side}) while its peers are fine with others"
           description: >-
             {prober}; {target}; {wakeup}{errors}. Held for {wait} ({confirm} probe intervals), over {w}.
           runbook_url: {RUNBOOK}#ibhostsuspect
@@ -782,6 +794,7 @@ groups:
             inside probes are. Held for {wait} ({confirm} probe intervals), over {w}.
           runbook_url: {RUNBOOK}#ibrackpairsuspect
 "#,
+        side = suspect_side(&suspect),
         prober = side_evidence("prober"),
         wakeup = wakeup_evidence(),
         errors = port_errors_evidence(),
