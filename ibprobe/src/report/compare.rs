@@ -19,28 +19,17 @@ pub struct Metric {
     pub better: Better,
 }
 
+const fn metric(name: &'static str, better: Better) -> Metric {
+    Metric { name, better }
+}
+
 /// The latency metrics of every report, then the stream's rate.
 pub const METRICS: [Metric; 5] = [
-    Metric {
-        name: "p50",
-        better: Better::Lower,
-    },
-    Metric {
-        name: "p99",
-        better: Better::Lower,
-    },
-    Metric {
-        name: "p999",
-        better: Better::Lower,
-    },
-    Metric {
-        name: "max",
-        better: Better::Lower,
-    },
-    Metric {
-        name: "msgs_per_sec",
-        better: Better::Higher,
-    },
+    metric("p50", Better::Lower),
+    metric("p99", Better::Lower),
+    metric("p999", Better::Lower),
+    metric("max", Better::Lower),
+    metric("msgs_per_sec", Better::Higher),
 ];
 
 /// One round of one variant: a value per metric of [`METRICS`] (`None`:
@@ -162,6 +151,34 @@ pub struct EffectReport {
     pub at_clock_resolution: bool,
 }
 
+impl VariantReport {
+    /// Variant `v` (0: the baseline) named `value`, with its medians
+    /// (`x`, in [`METRICS`]' order) and its rounds; no effect yet.
+    fn new(
+        v: usize,
+        value: &str,
+        rounds_ok: usize,
+        x: RoundValues,
+        per_round: &[RoundValues],
+    ) -> Self {
+        let [p50, p99, p999, max, msgs_per_sec] = x;
+        VariantReport {
+            value: value.to_string(),
+            baseline: v == 0,
+            rounds_ok,
+            p50,
+            p99,
+            p999,
+            max,
+            msgs_per_sec,
+            effects: Vec::new(),
+            per_round: per_round.to_vec(),
+            clock_resolution_ns: None,
+            at_clock_resolution: Vec::new(),
+        }
+    }
+}
+
 impl From<Effect> for EffectReport {
     fn from(e: Effect) -> Self {
         EffectReport {
@@ -238,22 +255,15 @@ impl CompareReport {
         let mut variants: Vec<VariantReport> = labels
             .iter()
             .enumerate()
-            .map(|(v, value)| VariantReport {
-                value: value.clone(),
-                baseline: v == 0,
-                rounds_ok: values[v]
-                    .iter()
-                    .filter(|r| r.iter().any(Option::is_some))
-                    .count(),
-                p50: med(v, 0),
-                p99: med(v, 1),
-                p999: med(v, 2),
-                max: med(v, 3),
-                msgs_per_sec: med(v, 4),
-                effects: Vec::new(),
-                per_round: values[v].clone(),
-                clock_resolution_ns: None,
-                at_clock_resolution: Vec::new(),
+            .map(|(v, value)| {
+                let ok = values[v].iter().filter(|r| r.iter().any(Option::is_some));
+                VariantReport::new(
+                    v,
+                    value,
+                    ok.count(),
+                    std::array::from_fn(|m| med(v, m)),
+                    &values[v],
+                )
             })
             .collect();
         for (m, metric) in METRICS.iter().enumerate() {
@@ -288,8 +298,7 @@ impl CompareReport {
         for v in &variants {
             if v.rounds_ok < rounds {
                 warnings.push(format!(
-                    "{}={}: {} of {rounds} rounds failed and were left out",
-                    option_name_for(&option),
+                    "--{option}={}: {} of {rounds} rounds failed and were left out",
                     v.value,
                     rounds - v.rounds_ok
                 ));
@@ -325,20 +334,7 @@ impl CompareReport {
             .iter()
             .zip(values)
             .enumerate()
-            .map(|(v, (label, x))| VariantReport {
-                value: label.clone(),
-                baseline: v == 0,
-                rounds_ok: 1,
-                p50: x[0],
-                p99: x[1],
-                p999: x[2],
-                max: x[3],
-                msgs_per_sec: x[4],
-                effects: Vec::new(),
-                per_round: vec![*x],
-                clock_resolution_ns: None,
-                at_clock_resolution: Vec::new(),
-            })
+            .map(|(v, (label, x))| VariantReport::new(v, label, 1, *x, std::slice::from_ref(x)))
             .collect();
         for v in 1..variants.len() {
             for (m, metric) in METRICS.iter().enumerate() {
@@ -585,10 +581,6 @@ impl Document for CompareReport {
     fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
         Some(Box::new(self.to_value()))
     }
-}
-
-fn option_name_for(o: &str) -> String {
-    format!("--{o}")
 }
 
 fn value_of(v: &VariantReport, m: usize) -> Option<f64> {

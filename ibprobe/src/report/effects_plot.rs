@@ -4,6 +4,7 @@
 //! cross the line at 1 is an effect; its colour is the value's.
 
 use super::compare::{CompareReport, METRICS};
+use super::plot::{svg, Canvas, Drawn};
 use super::ReportError;
 use plotters::prelude::*;
 use std::path::Path;
@@ -26,7 +27,6 @@ const COLOURS: [RGBColor; 6] = [
 ];
 
 fn render(r: &CompareReport) -> Result<String, String> {
-    let e = |x: &dyn std::fmt::Display| x.to_string();
     // The metrics some variant has an effect on, in report order.
     let metrics: Vec<&str> = METRICS
         .iter()
@@ -37,13 +37,20 @@ fn render(r: &CompareReport) -> Result<String, String> {
                 .any(|v| v.effects.iter().any(|(k, _)| k == m))
         })
         .collect();
+    let groups = metrics.len().max(1);
+    svg((160 + 140 * groups as u32, 420), |root| {
+        draw(root, r, &metrics)
+    })
+}
+
+fn draw(root: &Canvas, r: &CompareReport, metrics: &[&str]) -> Drawn {
+    let groups = metrics.len().max(1);
     let points: Vec<(usize, usize, f64, f64, f64)> = r
         .variants
         .iter()
         .enumerate()
         .skip(1)
         .flat_map(|(v, vr)| {
-            let metrics = &metrics;
             // A ratio at the clock's resolution compares clock steps: not drawn.
             vr.effects.iter().filter_map(move |(k, ef)| {
                 if ef.at_clock_resolution {
@@ -64,77 +71,59 @@ fn render(r: &CompareReport) -> Result<String, String> {
         }
     }
     let (lo, hi) = (lo / 1.15, hi * 1.15);
-    let groups = metrics.len().max(1);
     let per = (r.variants.len().max(2) - 1) as f64;
-    let mut svg = String::new();
-    {
-        let root =
-            SVGBackend::with_string(&mut svg, (160 + 140 * groups as u32, 420)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| e(&x))?;
-        let title = format!("ibprobe compare: --{} ({} rounds)", r.option, r.rounds);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..groups as f64, (lo..hi).log_scale())
-            .map_err(|x| e(&x))?;
-        let names = metrics.clone();
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            // Key points every half group; only the middles are named.
-            .x_labels(groups * 2 + 1)
-            .x_label_formatter(&move |x| {
-                let i = x.floor() as usize;
-                if (x - x.floor() - 0.5).abs() < 1e-6 {
-                    names.get(i).map_or(String::new(), |s| s.to_string())
-                } else {
-                    String::new()
-                }
-            })
-            .y_desc(Y_DESC)
-            .draw()
-            .map_err(|x| e(&x))?;
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(0.0, 1.0), (groups as f64, 1.0)],
-                BLACK.stroke_width(1),
-            )))
-            .map_err(|x| e(&x))?;
-        // Each value's legend entry comes with its first point drawn (its
-        // p50 may be left out, at the clock's resolution).
-        let mut labelled = vec![false; r.variants.len()];
-        for &(v, m, ratio, a, b) in &points {
-            let colour = COLOURS[(v - 1) % COLOURS.len()];
-            let x = m as f64 + (v as f64 - 0.5) / per * 0.6 + 0.2;
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(x, a.max(lo)), (x, b.min(hi))],
-                    colour.stroke_width(2),
-                )))
-                .map_err(|x| e(&x))?;
-            let series = chart
-                .draw_series(std::iter::once(Circle::new((x, ratio), 4, colour.filled())))
-                .map_err(|x| e(&x))?;
-            if !std::mem::replace(&mut labelled[v], true) {
-                let label = r.variants[v].value.clone();
-                series
-                    .label(label)
-                    .legend(move |(px, py)| Circle::new((px, py), 4, colour.filled()));
+    let title = format!("ibprobe compare: --{} ({} rounds)", r.option, r.rounds);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..groups as f64, (lo..hi).log_scale())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        // Key points every half group; only the middles are named.
+        .x_labels(groups * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 1e-6 {
+                metrics.get(i).map_or(String::new(), |s| s.to_string())
+            } else {
+                String::new()
             }
+        })
+        .y_desc(Y_DESC)
+        .draw()?;
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(0.0, 1.0), (groups as f64, 1.0)],
+        BLACK.stroke_width(1),
+    )))?;
+    // Each value's legend entry comes with its first point drawn (its
+    // p50 may be left out, at the clock's resolution).
+    let mut labelled = vec![false; r.variants.len()];
+    for &(v, m, ratio, a, b) in &points {
+        let colour = COLOURS[(v - 1) % COLOURS.len()];
+        let x = m as f64 + (v as f64 - 0.5) / per * 0.6 + 0.2;
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(x, a.max(lo)), (x, b.min(hi))],
+            colour.stroke_width(2),
+        )))?;
+        let series =
+            chart.draw_series(std::iter::once(Circle::new((x, ratio), 4, colour.filled())))?;
+        if !std::mem::replace(&mut labelled[v], true) {
+            series
+                .label(r.variants[v].value.clone())
+                .legend(move |(px, py)| Circle::new((px, py), 4, colour.filled()));
         }
-        if !points.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|x| e(&x))?;
-        }
-        root.present().map_err(|x| e(&x))?;
     }
-    Ok(svg)
+    if !points.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

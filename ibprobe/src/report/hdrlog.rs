@@ -198,31 +198,37 @@ pub struct HdrLogWriter<W: Write> {
     path: String,
 }
 
+/// The error of a write to `path`.
+fn io(path: &str) -> impl Fn(std::io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io {
+        path: path.to_string(),
+        source,
+    }
+}
+
 impl HdrLogWriter<BufWriter<std::fs::File>> {
     /// Creates (truncates) `path` and writes the header; `comment` (e.g.
     /// the transport and size) becomes comment lines.
     pub fn create(path: &Path, comment: &str) -> Result<Self, ReportError> {
-        let io = |source| ReportError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        HdrLogWriter::new(BufWriter::new(file), comment, SystemTime::now())
-            .map(|mut w| {
-                w.path = path.display().to_string();
-                w
-            })
-            .map_err(|e| match e {
-                ReportError::Io { source, .. } => io(source),
-                other => other,
-            })
+        let shown = path.display().to_string();
+        let file = std::fs::File::create(path).map_err(io(&shown))?;
+        HdrLogWriter::start(BufWriter::new(file), comment, SystemTime::now(), shown)
     }
 }
 
 impl<W: Write> HdrLogWriter<W> {
     /// Starts a log on any writer; `start` is the run's start (StartTime
     /// and BaseTime of the log).
-    pub fn new(mut out: W, comment: &str, start: SystemTime) -> Result<Self, ReportError> {
+    pub fn new(out: W, comment: &str, start: SystemTime) -> Result<Self, ReportError> {
+        HdrLogWriter::start(out, comment, start, "<writer>".into())
+    }
+
+    fn start(
+        mut out: W,
+        comment: &str,
+        start: SystemTime,
+        path: String,
+    ) -> Result<Self, ReportError> {
         let mut serializer = V2Serializer::new();
         let mut builder = IntervalLogWriterBuilder::new();
         builder.add_comment(&format!(
@@ -233,15 +239,10 @@ impl<W: Write> HdrLogWriter<W> {
             builder.add_comment(comment);
         }
         builder.with_start_time(start).with_base_time(start);
-        let path = String::from("<writer>");
-        let io = |source| ReportError::Io {
-            path: path.clone(),
-            source,
-        };
         builder
             .begin_log_with(&mut out, &mut serializer)
-            .map_err(io)?;
-        writeln!(out, "{LEGEND}").map_err(io)?;
+            .map_err(io(&path))?;
+        writeln!(out, "{LEGEND}").map_err(io(&path))?;
         Ok(HdrLogWriter {
             out,
             serializer,
@@ -267,10 +268,7 @@ impl<W: Write> HdrLogWriter<W> {
         // An empty builder writes no header: it only wraps our writer.
         let mut w = IntervalLogWriterBuilder::new()
             .begin_log_with(&mut self.out, &mut self.serializer)
-            .map_err(|source| ReportError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+            .map_err(io(&self.path))?;
         w.write_histogram(
             &hist.to_hdr(),
             Duration::from_nanos(start_ns),
@@ -282,10 +280,7 @@ impl<W: Write> HdrLogWriter<W> {
 
     /// Flushes and returns the writer.
     pub fn finish(mut self) -> Result<W, ReportError> {
-        self.out.flush().map_err(|source| ReportError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        self.out.flush().map_err(io(&self.path))?;
         Ok(self.out)
     }
 }

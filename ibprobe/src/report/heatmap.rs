@@ -14,9 +14,11 @@
 //! scale. Cells without a value (a sweep cut short) are grey, labelled
 //! "n/a". The caller orders rows and columns; row 0 is drawn at the bottom.
 
+use super::plot::{save, svg, Canvas, Drawn};
 use super::ReportError;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 /// X axis description (the columns are message rates); public so tests
@@ -90,7 +92,7 @@ impl Grid {
 /// (an empty grid still gives a file, titled "no samples", so scripts do
 /// not trip on a missing plot).
 pub fn write_svg(path: &Path, grid: &Grid) -> Result<(), ReportError> {
-    super::plot::save(path, render(grid))
+    save(path, render(grid))
 }
 
 /// The SVG text of [`write_svg`], for callers that embed it (e.g. an HTML
@@ -142,111 +144,93 @@ fn text_colour(c: RGBColor) -> RGBColor {
 }
 
 fn render(grid: &Grid) -> Result<String, String> {
-    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-    let mut svg = String::new();
-    {
-        let (ncol, nrow) = (grid.columns.len(), grid.rows.len());
-        let width = (240 + 110 * ncol as u32).clamp(640, 2400);
-        let height = (150 + 44 * nrow as u32).clamp(360, 2400);
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(e)?;
-        let Some((lo, hi)) = grid.range() else {
-            root.titled(&format!("{}: no samples", grid.title), ("sans-serif", 22))
-                .map_err(e)?;
-            root.present().map_err(e)?;
-            drop(root);
-            return Ok(svg);
-        };
-        let (main, bar) = root.split_horizontally(width - 110);
+    let (ncol, nrow) = (grid.columns.len() as u32, grid.rows.len() as u32);
+    let width = (240 + 110 * ncol).clamp(640, 2400);
+    let height = (150 + 44 * nrow).clamp(360, 2400);
+    svg((width, height), |root| draw(root, grid, width))
+}
 
-        let xs = (0..ncol as i32 - 1).into_segmented();
-        let ys = (0..nrow as i32 - 1).into_segmented();
-        let mut chart = ChartBuilder::on(&main)
-            .caption(&grid.title, ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
-            .build_cartesian_2d(xs, ys)
-            .map_err(e)?;
-        let label = |names: &[String], v: &SegmentValue<i32>| match v {
-            SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_desc(grid.x_desc.as_deref().unwrap_or(X_DESC))
-            .y_desc(Y_DESC)
-            .x_labels(ncol)
-            .y_labels(nrow)
-            .x_label_formatter(&|v| label(&grid.columns, v))
-            .y_label_formatter(&|v| label(&grid.rows, v))
-            .label_style(("sans-serif", 15))
-            .axis_desc_style(("sans-serif", 17))
-            .draw()
-            .map_err(e)?;
-        for r in 0..nrow {
-            for c in 0..ncol {
-                let (x, y) = (c as i32, r as i32);
-                let v = grid.value(r, c);
-                let fill = v.map_or(RGBColor(210, 210, 210), |v| colour(v, lo, hi));
-                chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [
-                            (SegmentValue::Exact(x), SegmentValue::Exact(y)),
-                            (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
-                        ],
-                        fill.filled(),
-                    )))
-                    .map_err(e)?;
-                let text = v.map_or("n/a".to_string(), |v| grid.unit.text(v as f64));
-                let style = ("sans-serif", 15)
-                    .into_font()
-                    .color(&text_colour(fill))
-                    .pos(plotters::style::text_anchor::Pos::new(
-                        plotters::style::text_anchor::HPos::Center,
-                        plotters::style::text_anchor::VPos::Center,
-                    ));
-                chart
-                    .draw_series(std::iter::once(Text::new(
-                        text,
-                        (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y)),
-                        style,
-                    )))
-                    .map_err(e)?;
-            }
+fn draw(root: &Canvas, grid: &Grid, width: u32) -> Drawn {
+    let (ncol, nrow) = (grid.columns.len(), grid.rows.len());
+    let Some((lo, hi)) = grid.range() else {
+        root.titled(&format!("{}: no samples", grid.title), ("sans-serif", 22))?;
+        return Ok(());
+    };
+    let (main, bar) = root.split_horizontally(width - 110);
+    let xs = (0..ncol as i32 - 1).into_segmented();
+    let ys = (0..nrow as i32 - 1).into_segmented();
+    let mut chart = ChartBuilder::on(&main)
+        .caption(&grid.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(xs, ys)?;
+    let label = |names: &[String], v: &SegmentValue<i32>| match v {
+        SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc(grid.x_desc.as_deref().unwrap_or(X_DESC))
+        .y_desc(Y_DESC)
+        .x_labels(ncol)
+        .y_labels(nrow)
+        .x_label_formatter(&|v| label(&grid.columns, v))
+        .y_label_formatter(&|v| label(&grid.rows, v))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .draw()?;
+    for r in 0..nrow {
+        for c in 0..ncol {
+            let (x, y) = (c as i32, r as i32);
+            let v = grid.value(r, c);
+            let fill = v.map_or(RGBColor(210, 210, 210), |v| colour(v, lo, hi));
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [
+                    (SegmentValue::Exact(x), SegmentValue::Exact(y)),
+                    (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
+                ],
+                fill.filled(),
+            )))?;
+            let text = v.map_or("n/a".to_string(), |v| grid.unit.text(v as f64));
+            let style = ("sans-serif", 15)
+                .into_font()
+                .color(&text_colour(fill))
+                .pos(Pos::new(HPos::Center, VPos::Center));
+            chart.draw_series(std::iter::once(Text::new(
+                text,
+                (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y)),
+                style,
+            )))?;
         }
-
-        // The colour bar: the scale from the smallest to the largest median.
-        let (l0, l1) = ((lo.max(1) as f64).ln(), (hi.max(1) as f64).ln());
-        let top = if l1 > l0 { l1 } else { l0 + 1.0 };
-        let mut cb = ChartBuilder::on(&bar)
-            .margin_top(46)
-            .margin_bottom(60)
-            .margin_right(8)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..1f64, l0..top)
-            .map_err(e)?;
-        cb.configure_mesh()
-            .disable_mesh()
-            .disable_x_axis()
-            .y_labels(5)
-            .y_label_formatter(&|v| grid.unit.text(v.exp()))
-            .y_desc(grid.value_desc.as_deref().unwrap_or("p50 [us]"))
-            .label_style(("sans-serif", 13))
-            .draw()
-            .map_err(e)?;
-        let steps = 64;
-        cb.draw_series((0..steps).map(|i| {
-            let a = l0 + (top - l0) * i as f64 / steps as f64;
-            let b = l0 + (top - l0) * (i + 1) as f64 / steps as f64;
-            let t = i as f64 / (steps - 1) as f64;
-            Rectangle::new([(0.0, a), (1.0, b)], ramp(t).filled())
-        }))
-        .map_err(e)?;
-        root.present().map_err(e)?;
     }
-    Ok(svg)
+
+    // The colour bar: the scale from the smallest to the largest median.
+    let (l0, l1) = ((lo.max(1) as f64).ln(), (hi.max(1) as f64).ln());
+    let top = if l1 > l0 { l1 } else { l0 + 1.0 };
+    let mut cb = ChartBuilder::on(&bar)
+        .margin_top(46)
+        .margin_bottom(60)
+        .margin_right(8)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..1f64, l0..top)?;
+    cb.configure_mesh()
+        .disable_mesh()
+        .disable_x_axis()
+        .y_labels(5)
+        .y_label_formatter(&|v| grid.unit.text(v.exp()))
+        .y_desc(grid.value_desc.as_deref().unwrap_or("p50 [us]"))
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    let steps = 64;
+    cb.draw_series((0..steps).map(|i| {
+        let a = l0 + (top - l0) * i as f64 / steps as f64;
+        let b = l0 + (top - l0) * (i + 1) as f64 / steps as f64;
+        let t = i as f64 / (steps - 1) as f64;
+        Rectangle::new([(0.0, a), (1.0, b)], ramp(t).filled())
+    }))?;
+    Ok(())
 }
 
 #[cfg(test)]

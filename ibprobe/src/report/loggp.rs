@@ -8,7 +8,7 @@ use plotters::prelude::*;
 use serde_json::{json, Value};
 
 use super::model::{Align, Block, Column, Document, JsonDoc, Quote, ReportError, Table, Warning};
-use super::plot::save;
+use super::plot::{save, svg, Canvas, Drawn};
 use crate::probe::loggp_fit::{Estimate, Fit};
 use crate::spec::{ModelParams, Transport};
 use crate::transport::TransportInfo;
@@ -217,15 +217,10 @@ impl LoggpReport {
 
     /// The measured gap per message and the fitted segments, as an SVG file.
     pub fn write_svg(&self, path: &Path) -> Result<(), ReportError> {
-        let mut svg = String::new();
-        let drawn = self.draw(&mut svg);
-        save(path, drawn.map(|()| svg))
+        save(path, svg((1000, 560), |root| self.draw(root)))
     }
 
-    fn draw(&self, svg: &mut String) -> Result<(), String> {
-        let e = |e: &dyn std::fmt::Display| e.to_string();
-        let root = SVGBackend::with_string(svg, (1000, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(|x| e(&x))?;
+    fn draw(&self, root: &Canvas) -> Drawn {
         let pts = &self.fit.points;
         let x_hi = pts.iter().map(|p| p.bytes).max().unwrap_or(1).max(2) as f64 * 1.5;
         let x_lo = pts.iter().map(|p| p.bytes).min().unwrap_or(1).max(1) as f64 / 1.5;
@@ -234,25 +229,22 @@ impl LoggpReport {
             "ibprobe loggp {}: gap per message, g + G*b per segment",
             self.transport
         );
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(title, ("sans-serif", 22))
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(72)
-            .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_hi)
-            .map_err(|x| e(&x))?;
+            .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_hi)?;
         chart
             .configure_mesh()
             .x_desc("bytes per message")
             .y_desc("gap per message [ns]")
-            .draw()
-            .map_err(|x| e(&x))?;
+            .draw()?;
         chart
             .draw_series(
                 pts.iter()
                     .map(|p| Circle::new((p.bytes as f64, p.gap_ns), 5, BLUE.filled())),
-            )
-            .map_err(|x| e(&x))?
+            )?
             .label("measured (median over rounds)")
             .legend(|(x, y)| Circle::new((x + 9, y), 5, BLUE.filled()));
         for (i, s) in self.fit.segments.iter().enumerate() {
@@ -269,8 +261,7 @@ impl LoggpReport {
                 .draw_series(LineSeries::new(
                     xs.into_iter().map(|x| (x, a + c * x)),
                     color.stroke_width(2),
-                ))
-                .map_err(|x| e(&x))?
+                ))?
                 .label(format!(
                     "{}..{} B: g {} ns, G {} ns/B",
                     s.from_size,
@@ -285,9 +276,7 @@ impl LoggpReport {
             .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .draw()
-            .map_err(|x| e(&x))?;
-        root.present().map_err(|x| e(&x))?;
+            .draw()?;
         Ok(())
     }
 }

@@ -172,130 +172,90 @@ impl Report {
     }
 
     fn compute_warnings(&self) -> Vec<Warning> {
-        let mut w: Vec<Warning> = self
-            .context
-            .warnings
-            .iter()
-            .map(|m| Warning {
-                code: "context",
-                message: m.clone(),
-            })
-            .collect();
+        let mut w = Vec::new();
+        let mut warn = |code, message| w.push(Warning { code, message });
+        for m in &self.context.warnings {
+            warn("context", m.clone());
+        }
         if let Some(f) = self.context.clock.fallback() {
-            w.push(Warning {
-                code: "clock_fallback",
-                message: f.explain().to_string(),
-            });
+            warn("clock_fallback", f.explain().to_string());
         }
-        if self.run.interrupted {
-            w.push(Warning {
-                code: "interrupted",
-                message: format!(
-                    "interrupted (Ctrl-C) after {} s: the statistics cover the {} messages sent so far",
-                    format_args!("{:.3}", self.run.elapsed_ns as f64 / 1e9),
-                    self.run.sent
-                ),
-            });
+        let run = &self.run;
+        if run.interrupted {
+            warn("interrupted", format!(
+                "interrupted (Ctrl-C) after {:.3} s: the statistics cover the {} messages sent so far",
+                run.elapsed_ns as f64 / 1e9,
+                run.sent
+            ));
         }
-        if self.run.lost > 0 {
-            w.push(Warning {
-                code: "lost",
-                message: format!(
-                    "{} of {} messages lost ({:.3}%): they are not in the distributions; on UC/UD/UDP check receive-queue depth and drops (`ethtool -S`, port counters)",
-                    self.run.lost,
-                    self.run.sent,
-                    self.run.lost_fraction * 100.0
-                ),
-            });
+        if run.lost > 0 {
+            warn("lost", format!(
+                "{} of {} messages lost ({:.3}%): they are not in the distributions; on UC/UD/UDP check receive-queue depth and drops (`ethtool -S`, port counters)",
+                run.lost,
+                run.sent,
+                run.lost_fraction * 100.0
+            ));
         }
-        if self.run.missed_steps > 0 {
-            w.push(Warning {
-                code: "missed_steps",
-                message: format!(
-                    "{} of {} paced steps missed ({:.3}%): the previous message was still in flight; lower --rate or look at the tail",
-                    self.run.missed_steps,
-                    self.run.steps,
-                    self.run.missed_fraction * 100.0
-                ),
-            });
+        if run.missed_steps > 0 {
+            warn("missed_steps", format!(
+                "{} of {} paced steps missed ({:.3}%): the previous message was still in flight; lower --rate or look at the tail",
+                run.missed_steps,
+                run.steps,
+                run.missed_fraction * 100.0
+            ));
         }
-        let measured_max = self
-            .distributions
-            .iter()
-            .filter(|d| d.kind != DistKind::RttHalf && d.summary.count > 0)
+        // RTT/2 is RTT halved: RTT's warnings already cover it.
+        let measured = || {
+            self.distributions
+                .iter()
+                .filter(|d| d.kind != DistKind::RttHalf)
+        };
+        let max = measured()
+            .filter(|d| d.summary.count > 0)
             .map(|d| d.summary.max_ns)
             .max();
-        if let Some(max) = measured_max {
-            if self.run.warmup_max_ns > max {
-                w.push(Warning {
-                    code: "warmup_max",
-                    message: format!(
-                        "warm-up max {} us exceeds the measured max {} us: first-touch effects (page faults, cold caches, connection setup) were real and the warm-up kept them out of the statistics; keep --warmup at least this long",
-                        us(self.run.warmup_max_ns),
-                        us(max)
-                    ),
-                });
-            }
+        if let Some(max) = max.filter(|&m| run.warmup_max_ns > m) {
+            warn("warmup_max", format!(
+                "warm-up max {} us exceeds the measured max {} us: first-touch effects (page faults, cold caches, connection setup) were real and the warm-up kept them out of the statistics; keep --warmup at least this long",
+                us(run.warmup_max_ns),
+                us(max)
+            ));
         }
-        for d in &self.distributions {
-            let s = &d.summary;
-            if d.kind == DistKind::RttHalf {
-                continue; // RTT already warned.
-            }
+        for d in measured() {
+            let (s, label) = (&d.summary, d.kind.label());
             if s.count == 0 {
-                w.push(Warning {
-                    code: "no_samples",
-                    message: format!("{}: no samples", d.kind.label()),
-                });
+                warn("no_samples", format!("{label}: no samples"));
                 continue;
             }
             if s.p50_ns > 0 && s.max_ns > s.p50_ns.saturating_mul(OUTLIER_FACTOR) {
-                w.push(Warning {
-                    code: "max_outlier",
-                    message: format!(
-                        "{}: max {} us is {:.0}x the median {} us: a statistical outlier ({}); pin the loop to an isolated core and pre-fault memory, and read p99.9/p99.99 for the typical tail",
-                        d.kind.label(),
-                        us(s.max_ns),
-                        s.max_ns as f64 / s.p50_ns as f64,
-                        us(s.p50_ns),
-                        self.counters.as_ref().map_or_else(
-                            || "interrupt, preemption, page fault, SMI? counters were off".to_string(),
-                            counters::likely_cause
-                        )
-                    ),
-                });
+                warn("max_outlier", format!(
+                    "{label}: max {} us is {:.0}x the median {} us: a statistical outlier ({}); pin the loop to an isolated core and pre-fault memory, and read p99.9/p99.99 for the typical tail",
+                    us(s.max_ns),
+                    s.max_ns as f64 / s.p50_ns as f64,
+                    us(s.p50_ns),
+                    self.counters.as_ref().map_or_else(
+                        || "interrupt, preemption, page fault, SMI? counters were off".to_string(),
+                        counters::likely_cause
+                    )
+                ));
             }
             if s.count < FEW_SAMPLES {
-                w.push(Warning {
-                    code: "few_samples",
-                    message: format!(
-                        "{}: only {} samples, so p99.99 is the max (and p99.9 too below 1000): run longer (-n or -D) for a tail",
-                        d.kind.label(),
-                        s.count
-                    ),
-                });
+                warn("few_samples", format!(
+                    "{label}: only {} samples, so p99.99 is the max (and p99.9 too below 1000): run longer (-n or -D) for a tail",
+                    s.count
+                ));
             }
-            let q = [
-                ("min", s.min_ns),
-                ("p50", s.p50_ns),
-                ("p90", s.p90_ns),
-                ("p99", s.p99_ns),
-            ];
-            if let Some(m) = clock_resolution_warning(d.kind.label(), &q, &self.context.clock) {
-                w.push(Warning {
-                    code: "clock_resolution",
-                    message: m,
-                });
+            if let Some(m) = clock_resolution_warning(label, s, &self.context.clock) {
+                warn("clock_resolution", m);
             }
             if d.clamped > 0 {
-                w.push(Warning {
-                    code: "clamped",
-                    message: format!(
-                        "{}: {} samples above 100 s were recorded as 100 s (max is still exact)",
-                        d.kind.label(),
-                        d.clamped
-                    ),
-                });
+                warn(
+                    "clamped",
+                    format!(
+                    "{label}: {} samples above 100 s were recorded as 100 s (max is still exact)",
+                    d.clamped
+                ),
+                );
             }
         }
         w

@@ -46,24 +46,13 @@ pub enum ReportError {
     },
 }
 
-/// How the probe ran: the one-process loopback (one-way latency) or the
-/// client of a ping-pong (round trip).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// One process, both ends, one clock: one-way latency.
-    Loopback,
-    /// Client of a server that echoes: round-trip time.
-    Client,
-}
-
-impl Mode {
-    /// "loopback" / "client".
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Mode::Loopback => "loopback",
-            Mode::Client => "client",
-        }
+crate::words::vocabulary! {
+    no_from_str
+    /// How the probe ran: the one-process loopback (one-way latency) or the
+    /// client of a ping-pong (round trip); `name` is its word in every format.
+    Mode {
+        Loopback = "loopback", "One process, both ends, one clock: one-way latency.";
+        Client = "client", "Client of a server that echoes: round-trip time.";
     }
 }
 
@@ -102,68 +91,35 @@ impl ReportContext {
     }
 }
 
-/// Which distribution a row is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DistKind {
-    /// t_recv - t_subm (loopback).
-    OneWay,
-    /// t_comp - t_subm, signaled sends.
-    SendCompletion,
-    /// Round trip (client).
-    Rtt,
-    /// Round trip / 2, perftest's number.
-    RttHalf,
-    /// `--stamp-thread`: post to the HCA's read of the send buffer.
-    SendBeforeRead,
-    /// `--stamp-thread`: the HCA's read of the send buffer to the arrival.
-    SendAfterRead,
-    /// `--hw-timestamps`, round trip: (T5 - T2) - (T4 - T3), the time on
-    /// the wire and in both HCAs (R-Pingmesh's network RTT).
-    HwNetworkRtt,
-    /// `--hw-timestamps`, one-way loopback: the send completion to the
-    /// receive completion on the one HCA.
-    HwOneWay,
-    /// `--hw-timestamps`: the prober host's part, (T6 - T1) - (T5 - T2)
-    /// (one-way: the one-way latency less the HCA's part).
-    HwProberDelay,
-    /// `--hw-timestamps`, round trip: the responder's T4 - T3.
-    HwResponderDelay,
+crate::words::vocabulary! {
+    no_from_str
+    /// Which distribution a row is about: its machine name (JSON, CSV) and
+    /// its label (table, Markdown). One-way is t_recv - t_subm (loopback);
+    /// send-completion t_comp - t_subm of signaled sends; RTT/2 perftest's
+    /// number. `--stamp-thread` splits the one-way at the HCA's read of the
+    /// send buffer. `--hw-timestamps`: the network RTT is (T5 - T2) - (T4 -
+    /// T3), the time on the wire and in both HCAs (R-Pingmesh's); one-way,
+    /// the send completion to the receive completion on the one HCA; the
+    /// prober's part is (T6 - T1) - (T5 - T2) (one-way: the one-way latency
+    /// less the HCA's part); the responder's is its T4 - T3.
+    DistKind {
+        OneWay = "one_way", "one-way";
+        SendCompletion = "send_completion", "send-completion";
+        Rtt = "rtt", "RTT";
+        RttHalf = "rtt_half", "RTT/2";
+        SendBeforeRead = "before_hca_read", "before HCA read";
+        SendAfterRead = "after_hca_read", "after HCA read";
+        HwNetworkRtt = "network_rtt", "network RTT (hw)";
+        HwOneWay = "hca_one_way", "HCA one-way (hw)";
+        HwProberDelay = "prober_delay", "prober delay (hw)";
+        HwResponderDelay = "responder_delay", "responder delay (hw)";
+    }
 }
 
 impl DistKind {
-    /// Machine name: one_way, send_completion, rtt, rtt_half,
-    /// before_hca_read, after_hca_read, network_rtt, hca_one_way,
-    /// prober_delay, responder_delay (JSON, CSV).
-    pub fn name(&self) -> &'static str {
-        match self {
-            DistKind::OneWay => "one_way",
-            DistKind::SendCompletion => "send_completion",
-            DistKind::Rtt => "rtt",
-            DistKind::RttHalf => "rtt_half",
-            DistKind::SendBeforeRead => "before_hca_read",
-            DistKind::SendAfterRead => "after_hca_read",
-            DistKind::HwNetworkRtt => "network_rtt",
-            DistKind::HwOneWay => "hca_one_way",
-            DistKind::HwProberDelay => "prober_delay",
-            DistKind::HwResponderDelay => "responder_delay",
-        }
-    }
-
     /// Human label: one-way, send-completion, RTT, RTT/2 (table, Markdown).
-    pub fn label(&self) -> &'static str {
-        match self {
-            DistKind::OneWay => "one-way",
-            DistKind::SendCompletion => "send-completion",
-            DistKind::Rtt => "RTT",
-            DistKind::RttHalf => "RTT/2",
-            DistKind::SendBeforeRead => "before HCA read",
-            DistKind::SendAfterRead => "after HCA read",
-            DistKind::HwNetworkRtt => "network RTT (hw)",
-            DistKind::HwOneWay => "HCA one-way (hw)",
-            DistKind::HwProberDelay => "prober delay (hw)",
-            DistKind::HwResponderDelay => "responder delay (hw)",
-        }
+    pub fn label(self) -> &'static str {
+        self.help()
     }
 }
 
@@ -245,26 +201,25 @@ pub fn us(ns: u64) -> String {
 
 /// The `clock_resolution` warning of one distribution: `None` unless its
 /// min or p50 is within [`crate::clock::RESOLUTION_TICKS`] steps of the
-/// clock's resolution; the message names every quantile of `quantiles`
-/// (name, ns; in order, p99 at most) that is, the resolution, and what to
-/// do. Without it `compare` printed ratios such as x298 between two values
-/// of one or two clock steps.
-pub fn clock_resolution_warning(
-    label: &str,
-    quantiles: &[(&str, u64)],
-    clock: &Clock,
-) -> Option<String> {
+/// clock's resolution; the message names every quantile up to p99 that
+/// is, the resolution, and what to do. Without it `compare` printed
+/// ratios such as x298 between two values of one or two clock steps.
+pub fn clock_resolution_warning(label: &str, s: &Summary, clock: &Clock) -> Option<String> {
+    let quantiles = [
+        ("min", s.min_ns),
+        ("p50", s.p50_ns),
+        ("p90", s.p90_ns),
+        ("p99", s.p99_ns),
+    ];
     let near: Vec<String> = quantiles
         .iter()
         .filter(|(_, ns)| clock.near_resolution(*ns as f64))
         .map(|(q, ns)| format!("{q} {} us", us(*ns)))
         .collect();
-    let low = |q: &str| {
-        quantiles
-            .iter()
-            .any(|(n, ns)| *n == q && clock.near_resolution(*ns as f64))
-    };
-    if !(low("min") || low("p50")) {
+    if !quantiles[..2]
+        .iter()
+        .any(|(_, ns)| clock.near_resolution(*ns as f64))
+    {
         return None;
     }
     let res = clock.resolution_ns();
@@ -294,32 +249,20 @@ pub struct Align {
 }
 
 impl Align {
+    const fn new(left: bool, markdown: &'static str) -> Align {
+        Align { left, markdown }
+    }
     /// Left in both (Markdown's default `---`).
-    pub const LEFT: Align = Align {
-        left: true,
-        markdown: "---",
-    };
+    pub const LEFT: Align = Align::new(true, "---");
     /// Right in both.
-    pub const RIGHT: Align = Align {
-        left: false,
-        markdown: "---:",
-    };
+    pub const RIGHT: Align = Align::new(false, "---:");
     /// Left in the text table, marked left (`:---`) in Markdown.
-    pub const LEFT_MARKED: Align = Align {
-        left: true,
-        markdown: ":---",
-    };
+    pub const LEFT_MARKED: Align = Align::new(true, ":---");
     /// Left in the text table, right in Markdown (a number column whose
     /// text cells start at the margin).
-    pub const LEFT_RIGHT: Align = Align {
-        left: true,
-        markdown: "---:",
-    };
+    pub const LEFT_RIGHT: Align = Align::new(true, "---:");
     /// Right in the text table, centred in Markdown (yes/no).
-    pub const CENTRED: Align = Align {
-        left: false,
-        markdown: ":---:",
-    };
+    pub const CENTRED: Align = Align::new(false, ":---:");
 }
 
 /// One column of a [`Table`].

@@ -22,13 +22,32 @@ pub const BARS: usize = 120;
 /// 32 B, one-way". An empty histogram still produces a file (with a "no
 /// samples" title) so scripts do not trip on a missing plot.
 pub fn write_svg(path: &Path, title: &str, hist: &LatencyHistogram) -> Result<(), ReportError> {
-    let mut svg = String::new();
-    let drawn = draw(&mut svg, title, hist);
-    save(path, drawn.map(|()| svg))
+    save(path, svg((1000, 560), |root| draw(root, title, hist)))
 }
 
-/// Writes a drawn SVG to `path`, or names `path` in the drawing's error;
-/// shared with the sweep heatmap.
+/// What a drawing returns: plotters' error, boxed, so `?` serves every call.
+pub(super) type Drawn = Result<(), Box<dyn std::error::Error>>;
+
+/// The area a drawing draws on.
+pub(super) type Canvas<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// The SVG text of `draw` on a white canvas of `size` pixels, or the
+/// drawing's error; every plot of the report is drawn through it.
+pub(super) fn svg(size: (u32, u32), draw: impl FnOnce(&Canvas) -> Drawn) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        let drawn: Drawn = (|| {
+            root.fill(&WHITE)?;
+            draw(&root)?;
+            Ok(root.present()?)
+        })();
+        drawn.map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// A drawn SVG written to `path`, or `path` named in the drawing's error.
 pub(super) fn save(path: &Path, svg: Result<String, String>) -> Result<(), ReportError> {
     let svg = svg.map_err(|message| ReportError::Plot {
         path: path.display().to_string(),
@@ -40,14 +59,10 @@ pub(super) fn save(path: &Path, svg: Result<String, String>) -> Result<(), Repor
     })
 }
 
-fn draw(svg: &mut String, title: &str, hist: &LatencyHistogram) -> Result<(), String> {
+fn draw(root: &Canvas, title: &str, hist: &LatencyHistogram) -> Drawn {
     let s = hist.summary();
-    let root = SVGBackend::with_string(svg, (1000, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
     if s.count == 0 {
-        root.titled(&format!("{title}: no samples"), ("sans-serif", 22))
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
+        root.titled(&format!("{title}: no samples"), ("sans-serif", 22))?;
         return Ok(());
     }
     let to_us = |ns: u64| ns as f64 / 1000.0;
@@ -69,32 +84,28 @@ fn draw(svg: &mut String, title: &str, hist: &LatencyHistogram) -> Result<(), St
     let x0 = to_us(lo_ns);
     let x1 = to_us(hi_ns) + width_ns / 1000.0;
 
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, (0.8f64..ymax).log_scale())
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d(x0..x1, (0.8f64..ymax).log_scale())?;
     chart
         .configure_mesh()
         .x_desc("latency [us]")
         .y_desc("samples")
         .disable_x_mesh()
-        .draw()
-        .map_err(|e| e.to_string())?;
-    chart
-        .draw_series(
-            bars.iter()
-                .enumerate()
-                .filter(|(_, &c)| c > 0)
-                .map(|(i, &c)| {
-                    let a = x0 + i as f64 * width_ns / 1000.0;
-                    let b = a + width_ns / 1000.0;
-                    Rectangle::new([(a, 0.8), (b, c as f64)], BLUE.mix(0.6).filled())
-                }),
-        )
-        .map_err(|e| e.to_string())?;
+        .draw()?;
+    chart.draw_series(
+        bars.iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| {
+                let a = x0 + i as f64 * width_ns / 1000.0;
+                let b = a + width_ns / 1000.0;
+                Rectangle::new([(a, 0.8), (b, c as f64)], BLUE.mix(0.6).filled())
+            }),
+    )?;
 
     let markers: [(&str, u64, RGBColor); 4] = [
         ("p50", s.p50_ns, GREEN),
@@ -114,8 +125,7 @@ fn draw(svg: &mut String, title: &str, hist: &LatencyHistogram) -> Result<(), St
             .draw_series(LineSeries::new(
                 vec![(x, 0.8), (x, ymax)],
                 color.stroke_width(2),
-            ))
-            .map_err(|e| e.to_string())?
+            ))?
             .label(label)
             .legend(move |(lx, ly)| {
                 PathElement::new(vec![(lx, ly), (lx + 18, ly)], color.stroke_width(2))
@@ -126,8 +136,6 @@ fn draw(svg: &mut String, title: &str, hist: &LatencyHistogram) -> Result<(), St
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())?;
+        .draw()?;
     Ok(())
 }

@@ -92,7 +92,7 @@ impl Document for Report {
             format!(
                 "ibprobe {}: {} over {transport}, {} B",
                 c.tool_version,
-                c.mode.as_str(),
+                c.mode.name(),
                 c.message_size
             ),
             format!("clock: {}", c.clock.describe()),
@@ -107,7 +107,7 @@ impl Document for Report {
                 bold: format!("ibprobe {}", c.tool_version),
                 rest: format!(
                     ": {} over `{}`, {} B, clock: {}",
-                    c.mode.as_str(),
+                    c.mode.name(),
                     c.transport.name,
                     c.message_size,
                     c.clock.describe()
@@ -145,7 +145,7 @@ impl Document for Report {
                 let s = &d.summary;
                 let mut row = vec![
                     c.transport.name.clone(),
-                    c.mode.as_str().to_string(),
+                    c.mode.name().to_string(),
                     c.message_size.to_string(),
                     d.kind.name().to_string(),
                 ];
@@ -320,7 +320,7 @@ fn jreport(r: &Report) -> JReport<'_> {
             name: "ibprobe",
             version: &c.tool_version,
         },
-        mode: c.mode.as_str(),
+        mode: c.mode.name(),
         transport: JTransport {
             name: &c.transport.name,
             detail: &c.transport.detail,

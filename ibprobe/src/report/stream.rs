@@ -140,13 +140,7 @@ impl StreamReport {
         }
         let l = out.latency.summary();
         if l.count > 0 {
-            let q = [
-                ("min", l.min_ns),
-                ("p50", l.p50_ns),
-                ("p90", l.p90_ns),
-                ("p99", l.p99_ns),
-            ];
-            if let Some(m) = super::model::clock_resolution_warning("latency", &q, clock) {
+            if let Some(m) = super::model::clock_resolution_warning("latency", &l, clock) {
                 warnings.push(("clock_resolution", m));
             }
         }

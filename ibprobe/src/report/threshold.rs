@@ -81,27 +81,26 @@ impl Metric {
     }
 }
 
-/// A comparison.
+/// A comparison: `>`, `>=`, `<`, `<=`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
-    /// `>`
     Gt,
-    /// `>=`
     Ge,
-    /// `<`
     Lt,
-    /// `<=`
     Le,
 }
 
+/// Each comparison's symbol, the two-character ones first (for parsing).
+const CMPS: [(&str, Cmp); 4] = [
+    (">=", Cmp::Ge),
+    ("<=", Cmp::Le),
+    (">", Cmp::Gt),
+    ("<", Cmp::Lt),
+];
+
 impl Cmp {
     fn symbol(self) -> &'static str {
-        match self {
-            Cmp::Gt => ">",
-            Cmp::Ge => ">=",
-            Cmp::Lt => "<",
-            Cmp::Le => "<=",
-        }
+        CMPS.iter().find(|(_, c)| *c == self).map_or("", |(s, _)| s)
     }
 
     fn holds(self, measured: f64, limit: f64) -> bool {
@@ -138,15 +137,10 @@ impl std::str::FromStr for Threshold {
             .find(['>', '<'])
             .ok_or_else(|| format!("{text:?} has no comparison (>, >=, <, <=); {SYNTAX}"))?;
         let (name, rest) = text.split_at(at);
-        let (cmp, value) = if let Some(v) = rest.strip_prefix(">=") {
-            (Cmp::Ge, v)
-        } else if let Some(v) = rest.strip_prefix("<=") {
-            (Cmp::Le, v)
-        } else if let Some(v) = rest.strip_prefix('>') {
-            (Cmp::Gt, v)
-        } else {
-            (Cmp::Lt, &rest[1..])
-        };
+        let (value, cmp) = CMPS
+            .iter()
+            .find_map(|&(sym, c)| Some((rest.strip_prefix(sym)?, c)))
+            .unwrap_or((&rest[1..], Cmp::Lt));
         let metric = Metric::parse(name.trim()).ok_or_else(|| {
             format!(
                 "unknown metric {:?} in {text:?}; use one of {} (p99.9 and p99.99 also work)",
