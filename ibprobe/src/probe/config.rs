@@ -78,17 +78,14 @@ pub struct ProbeConfig {
     /// the measured part and at each interval's end (`--no-counters`: off).
     pub counters: bool,
     /// With counters: perf events even without a CPU PMU
-    /// (`--perf-counters`; where a PMU exists they are on anyway:
-    /// `counters::Meter::open`, and `counters/perf.rs` says why they are
-    /// off by default elsewhere).
+    /// (`--perf-counters`; `counters/perf.rs` says why they are off by
+    /// default there).
     pub perf_counters: bool,
     /// With counters: correlate them with each interval's tail
-    /// (`counters::attribution`; about 2 MiB of histograms per run).
-    /// Without `interval`, the attribution's intervals are
-    /// `executor::ATTRIBUTION_INTERVAL`. Off by default; the CLI turns it on with
-    /// `--attribution` or `--hdr-log` only (interval ends every 100 ms
-    /// raised the p99 in the Soft-RoCE lab: ibprobe/README.md, counters
-    /// "Cost"); ibexporter's short rounds leave it off.
+    /// (`counters::attribution`; about 2 MiB of histograms per run; its
+    /// intervals are `executor::ATTRIBUTION_INTERVAL` without `interval`).
+    /// Off by default: interval ends every 100 ms raised the p99 in the
+    /// Soft-RoCE lab (ibprobe/README.md, counters "Cost").
     pub attribution: bool,
 }
 
@@ -127,89 +124,45 @@ pub struct ConfigError(pub String);
 impl ProbeConfig {
     /// Checks every field and their combinations.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |s: String| Err(ConfigError(s));
-        if self.size == 0 {
-            return bad(
-                "--size 0: a message needs at least 1 byte; pass --size N with N >= 1 (e.g. 32)"
-                    .into(),
-            );
-        }
-        match self.length {
-            Length::Count(0) => {
-                return bad(
-                    "--count 0: nothing to measure; pass --count N with N >= 1, or --duration"
-                        .into(),
-                )
-            }
-            Length::Duration(d) if d.is_zero() => {
-                return bad(
-                    "--duration 0: nothing to measure; pass a positive duration such as 10s".into(),
-                )
-            }
-            _ => {}
-        }
-        if let Some(r) = self.rate_hz {
-            if !r.is_finite() || r <= 0.0 {
-                return bad(format!(
-                    "--rate {r}: a rate must be a positive number of messages per second; e.g. --rate 10000, or omit it to send back to back"
-                ));
-            }
-            if r > MAX_RATE_HZ {
-                return bad(format!(
-                    "--rate {r}: above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); lower it, or omit --rate to send back to back"
-                ));
-            }
-        }
-        if let Some(0) = self.burst {
-            return bad(
-                "--burst 0: a burst needs at least 1 message; pass --burst N with N >= 1".into(),
-            );
-        }
-        if self.burst.is_some() && self.pause.is_none() {
-            return bad("--burst without --pause: bursts are separated by pauses; add --pause DUR (e.g. --pause 1ms)".into());
-        }
-        if self.timeout.is_zero() {
-            return bad(
-                "--timeout 0: every message would be lost; pass a positive timeout such as 1s"
-                    .into(),
-            );
-        }
-        if self.max_consecutive_lost == 0 {
-            return bad(
-                "max_consecutive_lost 0: the first loss would end the run; use 1 or more".into(),
-            );
-        }
-        if let Some(c) = self.cpu {
+        let cpu_off = self.cpu.and_then(|c| {
             let allowed = crate::sys::host::allowed_cpus();
-            if !allowed.is_empty() && !allowed.contains(&c) {
-                return bad(format!(
-                    "--cpu {c}: this process may only run on CPUs {}; pick one of them",
-                    list(&allowed)
-                ));
-            }
-        }
-        if self.consume_delay >= self.timeout {
-            return bad(format!(
-                "--consume-delay {:?} is not below --timeout {:?}: every message would count as lost; shorten it or raise --timeout",
-                self.consume_delay, self.timeout
-            ));
-        }
-        if let Some(i) = self.interval {
-            if i < Duration::from_millis(1) {
-                return bad(format!(
-                    "interval {i:?}: shorter than 1 ms; use 1 ms or more"
-                ));
-            }
-        }
-        Ok(())
+            (!allowed.is_empty() && !allowed.contains(&c)).then_some((c, allowed))
+        });
+        let bad_rate = self.rate_hz.filter(|r| !r.is_finite() || *r <= 0.0);
+        let high_rate = self.rate_hz.filter(|r| *r > MAX_RATE_HZ);
+        let why = if self.size == 0 {
+            "--size 0: a message needs at least 1 byte; pass --size N with N >= 1 (e.g. 32)".into()
+        } else if self.length == Length::Count(0) {
+            "--count 0: nothing to measure; pass --count N with N >= 1, or --duration".into()
+        } else if self.length == Length::Duration(Duration::ZERO) {
+            "--duration 0: nothing to measure; pass a positive duration such as 10s".into()
+        } else if let Some(r) = bad_rate {
+            format!("--rate {r}: a rate must be a positive number of messages per second; e.g. --rate 10000, or omit it to send back to back")
+        } else if let Some(r) = high_rate {
+            format!("--rate {r}: above the highest supported rate {MAX_RATE_HZ} Hz (a 100 ns period); lower it, or omit --rate to send back to back")
+        } else if self.burst == Some(0) {
+            "--burst 0: a burst needs at least 1 message; pass --burst N with N >= 1".into()
+        } else if self.burst.is_some() && self.pause.is_none() {
+            "--burst without --pause: bursts are separated by pauses; add --pause DUR (e.g. --pause 1ms)".into()
+        } else if self.timeout.is_zero() {
+            "--timeout 0: every message would be lost; pass a positive timeout such as 1s".into()
+        } else if self.max_consecutive_lost == 0 {
+            "max_consecutive_lost 0: the first loss would end the run; use 1 or more".into()
+        } else if let Some((c, allowed)) = cpu_off {
+            let list: Vec<String> = allowed.iter().map(|c| c.to_string()).collect();
+            format!(
+                "--cpu {c}: this process may only run on CPUs {}; pick one of them",
+                list.join(",")
+            )
+        } else if self.consume_delay >= self.timeout {
+            format!("--consume-delay {:?} is not below --timeout {:?}: every message would count as lost; shorten it or raise --timeout", self.consume_delay, self.timeout)
+        } else if let Some(i) = self.interval.filter(|i| *i < Duration::from_millis(1)) {
+            format!("interval {i:?}: shorter than 1 ms; use 1 ms or more")
+        } else {
+            return Ok(());
+        };
+        Err(ConfigError(why))
     }
-}
-
-fn list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// How the receiving end behaves: in one-way loopback the measuring
@@ -231,10 +184,7 @@ pub struct Receiver {
 
 impl Default for Receiver {
     fn default() -> Self {
-        Receiver {
-            poll: Poll::Busy,
-            consume_delay: Duration::ZERO,
-        }
+        ProbeConfig::default().receiver()
     }
 }
 
@@ -259,11 +209,10 @@ pub struct Plan {
     pub period_ticks: u64,
     /// Messages per burst; 0: no pauses.
     pub burst: u64,
-    /// Ticks of each pause.
     pub pause_ticks: u64,
-    /// Ticks after which a message is lost.
+    /// Ticks after which a message is lost, and the same in ns (for
+    /// `Channel::wait_recv`).
     pub timeout_ticks: u64,
-    /// The same timeout in ns (for `Channel::wait_recv`).
     pub timeout_ns: u64,
     /// Losses in a row that end the run.
     pub max_consecutive_lost: u32,
@@ -279,20 +228,20 @@ pub struct Plan {
     pub hw_ts: bool,
 }
 
-/// Nanoseconds to ticks of `clock` (kept as a function so the plan's
-/// conversions read the same as the executor's).
-pub fn ns_to_ticks(clock: &Clock, ns: u64) -> u64 {
-    clock.ns_to_ticks(ns)
+/// `d` in ns, saturated.
+pub fn dur_ns(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
 }
 
-fn dur_ns(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
+/// `d` in ticks of `clock`.
+pub fn ticks(clock: &Clock, d: Duration) -> u64 {
+    clock.ns_to_ticks(dur_ns(d))
 }
 
 impl Plan {
     /// The measured part of `cfg` on `clock`.
     pub fn measured(cfg: &ProbeConfig, clock: &Clock) -> Plan {
-        let t = |d: Duration| ns_to_ticks(clock, dur_ns(d));
+        let t = |d: Duration| ticks(clock, d);
         let (count, duration_ticks) = match cfg.length {
             Length::Count(n) => (n, u64::MAX),
             Length::Duration(d) => (u64::MAX, t(d)),
@@ -302,19 +251,14 @@ impl Plan {
             duration_ticks,
             period_ticks: cfg
                 .rate_hz
-                .map(|r| ns_to_ticks(clock, (1e9 / r) as u64).max(1))
-                .unwrap_or(0),
-            burst: if cfg.pause.is_some() {
-                cfg.burst.unwrap_or(1)
-            } else {
-                0
-            },
-            pause_ticks: cfg.pause.map(t).unwrap_or(0),
+                .map_or(0, |r| clock.ns_to_ticks((1e9 / r) as u64).max(1)),
+            burst: cfg.pause.map_or(0, |_| cfg.burst.unwrap_or(1)),
+            pause_ticks: cfg.pause.map_or(0, t),
             timeout_ticks: t(cfg.timeout),
             timeout_ns: dur_ns(cfg.timeout),
             max_consecutive_lost: cfg.max_consecutive_lost,
             event: cfg.poll == Poll::Event,
-            interval_ticks: cfg.interval.map(t).unwrap_or(0),
+            interval_ticks: cfg.interval.map_or(0, t),
             // In a round trip the echo consumes (its own Plan::echo).
             consume_ticks: match cfg.mode {
                 Mode::OneWay => t(cfg.consume_delay),
@@ -329,7 +273,7 @@ impl Plan {
     pub fn echo(r: &Receiver, clock: &Clock) -> Plan {
         Plan {
             event: r.poll == Poll::Event,
-            consume_ticks: ns_to_ticks(clock, dur_ns(r.consume_delay)),
+            consume_ticks: ticks(clock, r.consume_delay),
             ..Plan::default()
         }
     }

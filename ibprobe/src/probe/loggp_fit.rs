@@ -70,11 +70,9 @@ pub const WIDE_CI: f64 = 0.20;
 /// An estimate and its 95% interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Estimate {
-    /// The median over rounds.
+    /// The median over rounds, and the 95% interval.
     pub value: f64,
-    /// Lower bound of the 95% interval.
     pub low: f64,
-    /// Upper bound.
     pub high: f64,
 }
 
@@ -83,7 +81,6 @@ pub struct Estimate {
 pub struct Segment {
     /// First and last payload size of the range.
     pub from_size: usize,
-    /// Last payload size.
     pub to_size: usize,
     /// Intercept (ns).
     pub g_ns: Estimate,
@@ -118,15 +115,11 @@ pub struct SizePoint {
 /// The LogGP parameters of one run.
 #[derive(Clone, Debug, Default)]
 pub struct Fit {
-    /// L (ns).
+    /// L, o_s, o_r, g (ns) and G (ns per byte).
     pub l: Estimate,
-    /// o_s (ns).
     pub os: Estimate,
-    /// o_r (ns).
     pub or: Estimate,
-    /// g (ns).
     pub g: Estimate,
-    /// G (ns per byte).
     pub big_g: Estimate,
     /// The size ranges of the gap fit.
     pub segments: Vec<Segment>,
@@ -138,18 +131,9 @@ pub struct Fit {
     pub warnings: Vec<String>,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n == 0 {
-        return 0.0;
-    }
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+/// The median of `v`, 0 when empty.
+pub fn median(v: &[f64]) -> f64 {
+    ibstats::median(v).unwrap_or(0.0)
 }
 
 /// The 1-based rank k of the lower bound of a distribution-free 95%
@@ -350,12 +334,10 @@ pub fn fit(s: &Samples) -> Fit {
         ));
     }
     if let (None, Some(p)) = (paced, f.points.first()) {
-        {
-            f.notes.push(format!(
-                "at {} B the gap per message ({:.1} ns) is no larger than the overhead o ({:.1} ns): the CPU, not the network, sets the pace, so g is at most what is reported",
-                p.size, p.gap_ns, o
-            ));
-        }
+        f.notes.push(format!(
+            "at {} B the gap per message ({:.1} ns) is no larger than the overhead o ({:.1} ns): the CPU, not the network, sets the pace, so g is at most what is reported",
+            p.size, p.gap_ns, o
+        ));
     }
     let mut params = [
         ("L", &mut f.l),

@@ -39,11 +39,9 @@ pub const CTRL_BYTES: f64 = 24.0;
 /// The parameters a prediction uses.
 #[derive(Clone, Debug, Default)]
 pub struct Params {
-    /// L (ns).
+    /// L, g (ns) and G (ns per byte).
     pub l: f64,
-    /// g (ns).
     pub g: f64,
-    /// G (ns per byte).
     pub big_g: f64,
     /// The gap's segments: (first bytes, g, G), ascending; the link term
     /// at b uses the last segment starting at or below b (the first below
@@ -56,7 +54,6 @@ pub struct Params {
 }
 
 impl Params {
-    /// From a measured fit.
     pub fn measured(f: &Fit) -> Params {
         Params {
             l: f.l.value,
@@ -134,31 +131,25 @@ impl Params {
     }
 }
 
-/// One stream workload.
+/// One stream workload: K, N, D, C and s of the module doc, and the
+/// loops' own work per slot (ns): (sender, receiver).
 #[derive(Clone, Copy, Debug)]
 pub struct Workload {
-    /// Messages per slot (K).
     pub batch: u32,
-    /// Credits (N slots).
     pub window: u32,
-    /// Unacknowledged slots allowed (D), when acks are asked.
     pub pipeline: Option<u32>,
-    /// One credit message per this many slots (C).
     pub credit_batch: u32,
-    /// Payload bytes per message (s).
     pub size: usize,
-    /// The loops' own work per slot (ns): (sender, receiver).
     pub loop_ns: (f64, f64),
 }
 
-/// What the parameters predict.
+/// What the parameters predict: messages per second, hand-over to
+/// delivery (ns), and what paces the stream: "sender", "receiver",
+/// "link", "window", "pipeline".
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prediction {
-    /// Messages per second.
     pub msgs_per_s: f64,
-    /// Hand-over to delivery (ns).
     pub latency_ns: f64,
-    /// What paces the stream: "sender", "receiver", "link", "window", "pipeline".
     pub bound: &'static str,
 }
 
@@ -168,11 +159,9 @@ pub fn predict(p: &Params, w: &Workload) -> Prediction {
     let b = data_slot_bytes(w.batch, w.size) as f64;
     let (os_b, or_b) = p.overheads_at(b);
     let (os_c, or_c) = p.overheads_at(CTRL_BYTES);
-    let ctrl = if w.pipeline.is_some() {
-        1.0
-    } else {
-        1.0 / f64::from(w.credit_batch.max(1))
-    };
+    let ctrl = w
+        .pipeline
+        .map_or(1.0 / f64::from(w.credit_batch.max(1)), |_| 1.0);
     let one_way = os_b + p.big_g * b + p.l + or_b;
     let rtt = one_way + os_c + p.big_g * CTRL_BYTES + p.l + or_c;
     let n = f64::from(w.window.max(1));

@@ -47,8 +47,7 @@ pub struct Outcome {
     pub interrupted: bool,
     /// Placement facts and warnings (pinned CPU, mlockall), for the report.
     pub notes: Vec<String>,
-    /// The measuring thread's counters over the measured part (None:
-    /// counters off, `--no-counters`).
+    /// The measuring thread's counters over the measured part (None: off).
     pub counters: Option<CounterReport>,
 }
 
@@ -57,19 +56,15 @@ pub struct Outcome {
 pub struct StreamOutcome {
     /// Per message: delivery at the receiver minus hand-over at the sender, ns.
     pub latency: LatencyHistogram,
-    /// The sender's distributions (time in batch, credit wait).
     pub send_histos: SendHistos,
-    /// The sender's counters.
     pub send: SendTally,
     /// The receiver's counters (in client/server: what the server reported).
     pub recv: RecvTally,
-    /// First measured hand-over to last measured delivery, ns.
+    /// First measured hand-over to last measured delivery, and the time
+    /// the sender spent in credit stalls and waiting for acks, ns.
     pub elapsed_ns: u64,
-    /// Time the sender spent in credit stalls, ns.
     pub credit_stall_ns: u64,
-    /// Time the sender spent waiting for acks, ns.
     pub ack_wait_ns: u64,
-    /// Placement facts and warnings.
     pub notes: Vec<String>,
     /// CPU of the receiving loop, when pinned.
     pub rx_cpu: Option<usize>,
@@ -85,7 +80,6 @@ pub struct StreamOutcome {
 /// thread's pace (a stamp is at most one pass older than the HCA's read).
 #[derive(Clone, Debug, Default)]
 pub struct StampRun {
-    /// (hand-over -> HCA read, HCA read -> delivery) per measured message.
     pub split: StampSplit,
     /// Mean time of one pass (a clock read and a store into every send
     /// buffer's stamp word), ns.
@@ -106,7 +100,6 @@ impl StreamOutcome {
         self.ack_wait_ns = clock.ticks_to_ns(self.send.ack_wait_ticks);
     }
 
-    /// Measured messages that never arrived.
     pub fn lost(&self) -> u64 {
         self.send.msgs.saturating_sub(self.recv.msgs)
     }
@@ -149,7 +142,6 @@ fn ratio(a: u64, b: u64) -> f64 {
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
 pub struct StreamError {
-    /// What went wrong.
     pub error: TransportError,
     /// The statistics up to the failure.
     pub outcome: Box<StreamOutcome>,

@@ -17,6 +17,7 @@
 use std::sync::atomic::AtomicBool;
 
 use super::config::{Length, Plan, ProbeConfig};
+use super::loggp_fit::median;
 use super::workload::slot::{self, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::workload::stream::{receive, send, StreamPlan};
 use crate::clock::Clock;
@@ -168,11 +169,9 @@ pub fn loop_cost_ns(
             slot_size: spec.slot_size.max(len).max(CTRL_LEN),
             sent: 0,
             credited: 0,
-            every: if spec.pipeline.is_some() {
-                1
-            } else {
-                u64::from(spec.credit_batch.max(1))
-            },
+            every: spec
+                .pipeline
+                .map_or(u64::from(spec.credit_batch.max(1)), |_| 1),
             fin: false,
         };
         let t0 = clock.now();
@@ -203,9 +202,5 @@ pub fn loop_cost_ns(
         send.push(((s1 - s0) / extra).max(0.0));
         recv.push(((r1 - r0) / extra).max(0.0));
     }
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    Ok((med(&mut send), med(&mut recv)))
+    Ok((median(&send), median(&recv)))
 }

@@ -47,17 +47,16 @@ pub fn run(
     stop: &AtomicBool,
     mut sink: Option<&mut dyn Sink>,
 ) -> Result<Outcome, RunError> {
-    let fail = |error, outcome| RunError {
+    let fail = |error, out: &mut Outcome| RunError {
         error,
-        outcome: Box::new(outcome),
+        outcome: Box::new(std::mem::take(out)),
     };
+    let mut out = Outcome::default();
     // The thesis's stamping thread: it keeps writing the clock into the
     // send buffer's stamp word, so each message carries the time the HCA
     // read it. It runs beside the whole run, on another CPU.
-    let stamps = match cfg.stamp_thread {
-        true => Some(ch.stamp_target().map_err(|e| fail(e, Outcome::default()))?),
-        false => None,
-    };
+    let stamps = cfg.stamp_thread.then(|| ch.stamp_target()).transpose();
+    let stamps = stamps.map_err(|e| fail(e, &mut out))?;
     let stamping = AtomicBool::new(true);
     std::thread::scope(|s| {
         let _stamping = stamps.map(|word| {
@@ -66,16 +65,10 @@ pub fn run(
         });
         // The one place a workload other than stop-and-wait would be picked.
         let mut work = StopWait;
-        let mut out = Outcome::default();
-        match place(cfg) {
-            Ok(notes) => out.notes = notes,
-            Err(e) => return Err(fail(e, out)),
-        }
+        out.notes = place(cfg).map_err(|e| fail(e, &mut out))?;
         // Allocated here, once: the loop only records.
-        let split = cfg.stamp_thread;
-        let (mut cur, mut total, mut warm) =
-            (Histos::new(split), Histos::new(split), Histos::new(split));
-        let mut scratch = Histos::new(split);
+        let histos = || Histos::new(cfg.stamp_thread);
+        let (mut cur, mut total, mut warm, mut scratch) = (histos(), histos(), histos(), histos());
 
         let wplan = Plan::warmup(cfg, clock);
         let cx = Ctx {
@@ -85,10 +78,7 @@ pub fn run(
             first_seq: 0,
         };
         let mut rec = Recorder::new(clock, wplan.interval_ticks, &mut scratch, &mut warm, None);
-        let w = match work.run(ch, &cx, &mut rec) {
-            Ok(t) => t,
-            Err(e) => return Err(fail(e, out)),
-        };
+        let w = work.run(ch, &cx, &mut rec).map_err(|e| fail(e, &mut out))?;
         out.warmup_count = w.sent;
         out.warmup_max_ns = warm
             .primary
@@ -103,36 +93,29 @@ pub fn run(
         // --hw-timestamps: room for the prober's stamps, and (HCA, host)
         // clock pairs around the measured part for the rate.
         let hw_clock = ch.hw_clock().filter(|_| cfg.hw_timestamps);
-        let mut hw_log = Vec::with_capacity(match hw_clock {
-            Some(_) => plan.count.min(hwts::LOG_MAX as u64) as usize,
-            None => 0,
-        });
+        let logged = hw_clock.map_or(0, |_| plan.count.min(hwts::LOG_MAX as u64) as usize);
+        let mut hw_log = Vec::with_capacity(logged);
         let mut pairs = Vec::new();
         let mut hw_pair = |ch: &mut dyn Channel| {
-            if hw_clock.is_some() {
-                if let Some(t) = ch.hw_clock_now() {
-                    pairs.push((t, clock.ticks_to_ns(clock.now())));
-                }
+            if let Some(t) = hw_clock.is_some().then(|| ch.hw_clock_now()).flatten() {
+                pairs.push((t, clock.ticks_to_ns(clock.now())));
             }
         };
         hw_pair(ch);
         let mut hw_overflow = 0;
-        // Counters (`counters/`): read before and after the measured part and
-        // at each interval's end; without --interval, every ATTRIBUTION_INTERVAL
-        // (no sink sees those intervals), so the attribution has intervals.
-        // The attribution's histograms first: allocating (and, under
-        // mlockall, faulting in) them is not part of the measured span.
+        // Counters: read before and after the measured part and at each
+        // interval's end; without --interval, every ATTRIBUTION_INTERVAL
+        // (no sink sees those), so the attribution has intervals. Its
+        // histograms first: allocating (and, under mlockall, faulting in)
+        // them is not part of the measured span.
         let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
         let mut span = span(cfg);
-        // Intervals the user asked for (--hdr-log) read the interrupts too;
-        // those of the attribution alone every counter but them
-        // (`Meter::read_without_interrupts`: `/proc/interrupts` every 100 ms
-        // went with a higher p99 in the lab, ibprobe/README.md, counters
-        // "Cost").
+        // Intervals the user asked for read the interrupts too; those of
+        // the attribution alone do not (`Meter::read_without_interrupts`:
+        // ibprobe/README.md, counters "Cost").
         let interrupts = plan.interval_ticks > 0;
         if attr.is_some() && plan.interval_ticks == 0 {
-            plan.interval_ticks =
-                config::ns_to_ticks(clock, ATTRIBUTION_INTERVAL.as_nanos() as u64);
+            plan.interval_ticks = config::ticks(clock, ATTRIBUTION_INTERVAL);
         }
         let result = if w.interrupted {
             Ok(Tally {
@@ -147,12 +130,12 @@ pub fn run(
             };
             let mut rec = Recorder::new(clock, plan.interval_ticks, &mut cur, &mut total, sink)
                 .with_hw_log(&mut hw_log);
-            if let (Some(sp), Some(a)) = (span.as_mut(), attr.as_mut()) {
+            if let (Some(sp), Some(attr)) = (span.as_mut(), attr.as_mut()) {
                 let meter = sp.meter();
                 let last = meter.read();
                 rec = rec.with_counters(IntervalCounters {
                     meter,
-                    attr: a,
+                    attr,
                     last,
                     interrupts,
                 });
@@ -167,50 +150,43 @@ pub fn run(
             r
         });
         hw_pair(ch);
-        out.hw = hw_clock.map(|mut c| {
-            let calibration = c.calibrate(&pairs);
-            ProberLog {
-                clock: c,
-                calibration,
-                stamps: hw_log,
-                overflow: hw_overflow,
-            }
+        out.hw = hw_clock.map(|mut c| ProberLog {
+            calibration: c.calibrate(&pairs),
+            clock: c,
+            stamps: hw_log,
+            overflow: hw_overflow,
         });
         if cfg.mode == Mode::OneWay {
             out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
         }
-        let has_comp = ch.has_send_completions();
-        let fill = |out: &mut Outcome, total: Histos| {
-            match cfg.mode {
-                Mode::OneWay => out.one_way = Some(total.primary),
-                Mode::RoundTrip => out.rtt = Some(total.primary),
-            }
-            if has_comp {
-                out.send_done = Some(total.send_done);
-            }
-            out.t_send_split = total.split;
-        };
-        match result {
-            Ok(t) => {
-                out.sent = t.sent;
-                out.lost = t.lost;
-                out.missed_steps = t.missed_steps;
-                out.steps = if plan.period_ticks > 0 {
-                    t.sent + t.missed_steps
-                } else {
-                    0
-                };
-                out.elapsed_ns = clock.ticks_to_ns(t.elapsed_ticks);
-                out.interrupted = t.interrupted;
-                fill(&mut out, total);
-                Ok(out)
-            }
-            Err(e) => {
-                out.sent = total.primary.len();
-                fill(&mut out, total);
-                Err(fail(e, out))
-            }
+        match cfg.mode {
+            Mode::OneWay => out.one_way = Some(total.primary),
+            Mode::RoundTrip => out.rtt = Some(total.primary),
         }
+        out.send_done = ch.has_send_completions().then_some(total.send_done);
+        out.t_send_split = total.split;
+        let t = match result {
+            Ok(t) => t,
+            Err(e) => {
+                out.sent = out
+                    .one_way
+                    .as_ref()
+                    .or(out.rtt.as_ref())
+                    .map_or(0, |h| h.len());
+                return Err(fail(e, &mut out));
+            }
+        };
+        out.sent = t.sent;
+        out.lost = t.lost;
+        out.missed_steps = t.missed_steps;
+        out.steps = if plan.period_ticks > 0 {
+            t.sent + t.missed_steps
+        } else {
+            0
+        };
+        out.elapsed_ns = clock.ticks_to_ns(t.elapsed_ticks);
+        out.interrupted = t.interrupted;
+        Ok(out)
     })
 }
 
@@ -242,7 +218,7 @@ impl EchoThread {
                 if let Some(c) = cpu {
                     pin(c, "pin echo thread")?;
                 }
-                let idle = config::ns_to_ticks(&clock, 10_000_000);
+                let idle = clock.ns_to_ticks(10_000_000);
                 let plan = Plan::echo(&receiver, &clock);
                 let (n, _) = echo(
                     &mut ch,
@@ -302,7 +278,7 @@ pub fn serve(
     if let Some(c) = cpu {
         pin(c, "pin to --cpu (sched_setaffinity)")?;
     }
-    let idle = config::ns_to_ticks(clock, SERVER_IDLE_CHECK.as_nanos() as u64);
+    let idle = config::ticks(clock, SERVER_IDLE_CHECK);
     let plan = Plan::echo(receiver, clock);
     echo(ch, clock, &plan, stop, idle, still_on, log)
 }

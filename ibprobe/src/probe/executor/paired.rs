@@ -28,14 +28,12 @@ use crate::spec::StreamSpec;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
 
-/// The stream's receiving thread in loopback.
 const STREAM_RX: PeerThread = PeerThread {
     name: "ibprobe-stream-rx",
     pin: "pin the receiving thread to --rx-cpu (sched_setaffinity)",
     panicked: "the receiving thread panicked",
 };
 
-/// loggp's answering thread in loopback.
 const LOGGP_PEER: PeerThread = PeerThread {
     name: "ibprobe-loggp-peer",
     pin: "pin the answering thread (sched_setaffinity)",
@@ -61,20 +59,15 @@ pub fn stream_loopback(
     };
     // Before this thread is pinned (the allowed CPUs are read from it).
     let stamp_cpus = cfg.stamp_thread.then(|| stamp_cpus(&[cfg.cpu, rx_cpu]));
-    match place(cfg) {
-        Ok(n) => out.notes = n,
-        Err(e) => return Err(fail(e, out)),
-    }
+    out.notes = place(cfg).map_err(|e| fail(e, &mut out))?;
     let mut work = Stream::planned(cfg, spec, clock, false);
     // `--stamp-thread`: the stamping thread runs beside both loops, on a
     // CPU neither is on when there is one (the CLI warned if not).
-    let words = match cfg.stamp_thread {
-        true => match tx.stamp_target(slot::STAMP_AT) {
-            Ok(w) => Some(w),
-            Err(e) => return Err(fail(e, out)),
-        },
-        false => None,
-    };
+    let words = cfg
+        .stamp_thread
+        .then(|| tx.stamp_target(slot::STAMP_AT))
+        .transpose();
+    let words = words.map_err(|e| fail(e, &mut out))?;
     work.sp.stamp = words.is_some();
     let stamping = AtomicBool::new(false);
     let stamp_cpu = stamp_cpus.as_ref().and_then(StampCpus::cpu);
@@ -100,38 +93,30 @@ pub fn stream_loopback(
     if let Some(c) = rx_cpu {
         out.notes.push(format!("receiver pinned to cpu {c}"));
     }
-    let send_err = match run.measured {
-        Ok((t, h)) => {
-            out.send = t;
-            out.send_histos = h;
-            None
-        }
-        Err(e) => Some(e),
-    };
-    match run.answered {
-        Ok((r, latency, split)) => {
-            (out.recv, out.latency) = (r, latency);
-            out.stamp = split.zip(stamp).map(|(split, (p, words))| StampRun {
-                split,
-                pass_ns: clock.ticks_to_ns(p.ticks) as f64 / p.passes.max(1) as f64,
-                words,
-                cpu: stamp_cpu,
-            });
-            if let Some(st) = &out.stamp {
-                out.notes.push(format!(
-                    "stamping thread {}: one pass over the stamps of {} send buffers every {:.0} ns (a stamp is at most that much older than the HCA's read); {} of {} messages split",
-                    stamp_cpu.map_or("on the loops' CPUs (none was free)".to_string(), |c| format!("on cpu {c}")),
-                    st.words,
-                    st.pass_ns,
-                    st.split.before.len(),
-                    out.latency.len()
-                ));
-            }
-        }
-        Err(e) => return Err(fail(e, out)),
+    let send_err = run
+        .measured
+        .map(|(t, h)| (out.send, out.send_histos) = (t, h))
+        .err();
+    let (r, latency, split) = run.answered.map_err(|e| fail(e, &mut out))?;
+    (out.recv, out.latency) = (r, latency);
+    out.stamp = split.zip(stamp).map(|(split, (p, words))| StampRun {
+        split,
+        pass_ns: clock.ticks_to_ns(p.ticks) as f64 / p.passes.max(1) as f64,
+        words,
+        cpu: stamp_cpu,
+    });
+    if let Some(st) = &out.stamp {
+        out.notes.push(format!(
+            "stamping thread {}: one pass over the stamps of {} send buffers every {:.0} ns (a stamp is at most that much older than the HCA's read); {} of {} messages split",
+            stamp_cpu.map_or("on the loops' CPUs (none was free)".to_string(), |c| format!("on cpu {c}")),
+            st.words,
+            st.pass_ns,
+            st.split.before.len(),
+            out.latency.len()
+        ));
     }
     if let Some(e) = send_err {
-        return Err(fail(e, out));
+        return Err(fail(e, &mut out));
     }
     out.finish(clock, out.recv.last_arrival);
     Ok(out)
@@ -152,26 +137,17 @@ pub fn stream_client(
     recv_tally: impl FnOnce() -> Result<RecvTally, TransportError>,
 ) -> Result<StreamOutcome, StreamError> {
     let mut out = StreamOutcome::default();
-    match place(cfg) {
-        Ok(n) => out.notes = n,
-        Err(e) => return Err(fail(e, out)),
-    }
+    out.notes = place(cfg).map_err(|e| fail(e, &mut out))?;
     let mut work = Stream::planned(cfg, spec, clock, true);
     let sp = span(cfg);
     let sent = work.measure(tx, stop);
     out.counters = sp.map(Span::finish);
-    let (t, mut h) = match sent {
-        Ok(r) => r,
-        Err(e) => return Err(fail(e, out)),
-    };
+    let (t, mut h) = sent.map_err(|e| fail(e, &mut out))?;
     out.latency = std::mem::take(&mut h.returned);
     out.send = t;
     out.send_histos = h;
     out.finish(clock, t.end);
-    match recv_tally() {
-        Ok(r) => out.recv = r,
-        Err(e) => return Err(fail(e, out)),
-    }
+    out.recv = recv_tally().map_err(|e| fail(e, &mut out))?;
     Ok(out)
 }
 
@@ -202,9 +178,9 @@ pub fn loggp_loopback(
     Ok(samples)
 }
 
-fn fail(error: TransportError, out: StreamOutcome) -> StreamError {
+fn fail(error: TransportError, out: &mut StreamOutcome) -> StreamError {
     StreamError {
         error,
-        outcome: Box::new(out),
+        outcome: Box::new(std::mem::take(out)),
     }
 }

@@ -12,14 +12,12 @@ use crate::probe::workload::seam::{Paired, Signals};
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
 
-/// The peer thread's names: the thread's own, and its role in errors.
+/// The peer thread's names: the thread's own (`ps`, `top -H`), and the
+/// errors of a failed pin and of its panic.
 #[derive(Clone, Copy, Debug)]
 pub struct PeerThread {
-    /// The thread's name (`ps`, `top -H`).
     pub name: &'static str,
-    /// The error of a failed pin to its CPU.
     pub pin: &'static str,
-    /// The error of its panic.
     pub panicked: &'static str,
 }
 
@@ -35,13 +33,11 @@ struct Flags {
     ready: AtomicBool,
 }
 
-/// What both sides of a [`run_pair`] returned.
+/// What both sides of a [`run_pair`] returned, and the measuring
+/// thread's counters over its side, when asked.
 pub struct PairRun<M, A> {
-    /// The measuring side's result.
     pub measured: Result<M, TransportError>,
-    /// The peer's result.
     pub answered: Result<A, TransportError>,
-    /// The measuring thread's counters over its side, when asked.
     pub counters: Option<CounterReport>,
 }
 

@@ -51,18 +51,13 @@ pub fn placement(
 /// one allowed CPU the measuring thread stays unpinned (`None`).
 ///
 /// Otherwise the two take the last two allowed CPUs (away from CPU 0's
-/// housekeeping when there are three or more). Over verbs (`verbs` is
-/// `Some`) the measuring (sending) thread takes the last and the
-/// busy-polling receiver the one before: in the Soft-RoCE guest (2 CPUs;
-/// CPU 0 takes the timer and most of the kernel's work) a stream ran
-/// fastest so (the sender on CPU 1, the receiver on CPU 0; the other way
-/// round, half its rounds ran at about half the rate), and the CPUs that
-/// take the device's interrupts (the slice) are passed over while at
-/// least two others are allowed: a busy-polling thread needs no
-/// interrupt, and one on its CPU is a stall. Other transports keep the
+/// housekeeping). Over verbs (`verbs` is `Some`: the device's interrupt
+/// CPUs, passed over while two others are allowed) the sending thread
+/// takes the last and the busy-polling receiver the one before: in the
+/// Soft-RoCE guest a stream ran fastest so (the other way round, half
+/// its rounds ran at about half the rate). Other transports keep the
 /// measuring thread on the last but one and its peer on the last (the
-/// shm stream's LogGP predictions held so on the development VM, not the
-/// other way round).
+/// shm stream's LogGP predictions held so on the development VM).
 pub fn placement_among(
     allowed: &[usize],
     verbs: Option<&[usize]>,
@@ -108,82 +103,73 @@ pub fn span(cfg: &ProbeConfig) -> Option<Span> {
 mod tests {
     use super::placement_among;
 
+    type Case = (
+        &'static [usize],
+        Option<&'static [usize]>,
+        Option<usize>,
+        Option<usize>,
+    );
+    type Cpus = (Option<usize>, Option<usize>);
     const VERBS: Option<&[usize]> = Some(&[]);
+
+    /// Each case's placement is the expected one.
+    fn check(cases: &[(Case, Cpus)]) {
+        for &((allowed, verbs, s, r), want) in cases {
+            assert_eq!(
+                placement_among(allowed, verbs, s, r),
+                want,
+                "{allowed:?} {verbs:?} {s:?} {r:?}"
+            );
+        }
+    }
 
     #[test]
     fn over_verbs_the_sender_takes_the_last_cpu_and_the_receiver_the_one_before() {
-        assert_eq!(
-            placement_among(&[0, 1], VERBS, None, None),
-            (Some(1), Some(0))
-        );
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], VERBS, None, None),
-            (Some(3), Some(2))
-        );
-        assert_eq!(
-            placement_among(&[2, 5, 7], VERBS, None, None),
-            (Some(7), Some(5))
-        );
+        check(&[
+            ((&[0, 1], VERBS, None, None), (Some(1), Some(0))),
+            ((&[0, 1, 2, 3], VERBS, None, None), (Some(3), Some(2))),
+            ((&[2, 5, 7], VERBS, None, None), (Some(7), Some(5))),
+        ]);
     }
 
     #[test]
     fn other_transports_keep_the_measuring_thread_on_the_last_but_one() {
-        assert_eq!(
-            placement_among(&[0, 1], None, None, None),
-            (Some(0), Some(1))
-        );
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], None, None, None),
-            (Some(2), Some(3))
-        );
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], None, Some(3), None),
-            (Some(3), Some(0))
-        );
+        check(&[
+            ((&[0, 1], None, None, None), (Some(0), Some(1))),
+            ((&[0, 1, 2, 3], None, None, None), (Some(2), Some(3))),
+            ((&[0, 1, 2, 3], None, Some(3), None), (Some(3), Some(0))),
+        ]);
     }
 
     #[test]
     fn asked_cpus_win_and_the_other_thread_keeps_away() {
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], VERBS, Some(3), None),
-            (Some(3), Some(2))
-        );
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], VERBS, Some(2), None),
-            (Some(2), Some(3))
-        );
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], VERBS, None, Some(3)),
-            (Some(2), Some(3))
-        );
-        assert_eq!(
-            placement_among(&[0, 1], None, Some(0), Some(0)),
-            (Some(0), Some(0))
-        );
+        check(&[
+            ((&[0, 1, 2, 3], VERBS, Some(3), None), (Some(3), Some(2))),
+            ((&[0, 1, 2, 3], VERBS, Some(2), None), (Some(2), Some(3))),
+            ((&[0, 1, 2, 3], VERBS, None, Some(3)), (Some(2), Some(3))),
+            ((&[0, 1], None, Some(0), Some(0)), (Some(0), Some(0))),
+        ]);
     }
 
     #[test]
     fn interrupt_cpus_are_passed_over_while_two_others_remain() {
-        let irq = |c: &'static [usize]| Some(c);
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], irq(&[3]), None, None),
-            (Some(2), Some(1))
-        );
-        assert_eq!(
-            placement_among(&[0, 1, 2, 3], irq(&[2, 3]), None, None),
-            (Some(1), Some(0))
-        );
-        // Only one quiet CPU: the interrupts' CPUs are used as if none.
-        assert_eq!(
-            placement_among(&[0, 1], irq(&[1]), None, None),
-            (Some(1), Some(0))
-        );
+        check(&[
+            ((&[0, 1, 2, 3], Some(&[3]), None, None), (Some(2), Some(1))),
+            (
+                (&[0, 1, 2, 3], Some(&[2, 3]), None, None),
+                (Some(1), Some(0)),
+            ),
+            // Only one quiet CPU: the interrupts' CPUs are used as if none.
+            ((&[0, 1], Some(&[1]), None, None), (Some(1), Some(0))),
+        ]);
     }
 
     #[test]
     fn one_cpu_leaves_the_sender_unpinned() {
-        assert_eq!(placement_among(&[4], VERBS, None, None), (None, Some(4)));
-        assert_eq!(placement_among(&[4], None, None, None), (None, Some(4)));
-        assert_eq!(placement_among(&[], None, None, None), (None, None));
+        check(&[
+            ((&[4], VERBS, None, None), (None, Some(4))),
+            ((&[4], None, None, None), (None, Some(4))),
+            ((&[], None, None, None), (None, None)),
+        ]);
     }
 }

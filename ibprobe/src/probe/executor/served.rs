@@ -19,23 +19,20 @@ use crate::spec::StreamWorkload;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
 
-/// How the server's end of a served workload ended, once it did.
+/// How the server's end of a served workload ended: its word, what the
+/// server says after "client PEER WORD done: ", whether Ctrl-C ended it.
 #[derive(Debug)]
 pub struct Answered {
-    /// The workload's word (the server's lines name it).
     pub word: StreamWorkload,
-    /// What the server says, after "client PEER WORD done: ".
     pub said: String,
-    /// Ctrl-C ended it.
     pub interrupted: bool,
 }
 
-/// Why a served workload failed: its loop, or the reply to its client.
+/// Why a served workload failed: pinning or its loop, or the reply to
+/// its client.
 #[derive(Debug)]
 pub enum ServeError<E> {
-    /// Pinning or the workload's loop failed.
     Loop(StreamWorkload, TransportError),
-    /// The reply could not be sent.
     Reply(E),
 }
 

@@ -33,17 +33,15 @@ pub fn free_cpu_in(allowed: &[usize], taken: &[Option<usize>]) -> Option<usize> 
     allowed.iter().copied().find(|c| !taken.contains(&Some(*c)))
 }
 
-/// The stamping thread's CPUs (see [`stamp_cpus`]).
+/// The stamping thread's CPUs (see [`stamp_cpus`]): one of its own, or
+/// (none was free) any of the process's, shared with a loop.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StampCpus {
-    /// Pinned to a CPU of its own.
     On(usize),
-    /// None was free: any of these (the process's), shared with a loop.
     Among(Vec<usize>),
 }
 
 impl StampCpus {
-    /// The CPU of its own, if it has one.
     pub fn cpu(&self) -> Option<usize> {
         match self {
             StampCpus::On(c) => Some(*c),
@@ -74,12 +72,11 @@ pub struct Stamper<'scope, 'a> {
 }
 
 /// How the stamping thread went round: its passes (one clock read and a
-/// store into every stamp word each) and the ticks they took.
+/// store into every stamp word each) and the ticks from the first to the
+/// last.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Passes {
-    /// Passes made.
     pub passes: u64,
-    /// Ticks from the first pass to the last.
     pub ticks: u64,
 }
 

@@ -96,10 +96,10 @@ impl Shape for OneMessage {
     fn carry(&self) -> Carry<'_> {
         Carry::Messages
     }
+    // Every `Opens` answers a carry with its own kind of end.
     fn end(end: End) -> Self::End {
         match end {
             End::Messages(ch) => ch,
-            // Every `Opens` answers a carry with its own kind of end.
             End::Slots(_) => unreachable!("a transport made slots for one-message ends"),
         }
     }
@@ -130,7 +130,6 @@ impl Shape for StreamHello {
     fn end(end: End) -> Self::End {
         match end {
             End::Slots(slots) => slots,
-            // Every `Opens` answers a carry with its own kind of end.
             End::Messages(_) => unreachable!("a transport made a channel for a stream"),
         }
     }
@@ -266,7 +265,6 @@ fn send_hello(
     .map_err(oob_err)
 }
 
-/// The line for a peer's endpoint that is not what `what` holds.
 fn malformed_line(what: &str, ep: &Value) -> String {
     format!("malformed {what} endpoint {ep}; run the same ibprobe version on both ends")
 }
@@ -289,11 +287,7 @@ pub fn open_server<S: Shape>(
         oob.local_addr().map_err(|e| err("protocol", e))?.ip(),
         oob.peer_addr().ip(),
     );
-    let with_model = match with_hello_model(spec, hello) {
-        Ok(s) => s,
-        Err(e) => return Err(refuse(oob, e)),
-    };
-    let spec = &with_model;
+    let spec = &with_hello_model(spec, hello).map_err(|e| refuse(oob, e))?;
     if let Err(e) = spec.check().and_then(|()| shape.check(spec)) {
         return Err(refuse(oob, e.0));
     }
@@ -336,21 +330,14 @@ fn verbs_server<S: Shape>(
     spec: &ChannelSpec,
     shape: &S,
 ) -> Result<(S::End, Value), SessionError> {
-    let theirs: verbs::Endpoint = match serde_json::from_value(hello.endpoint.clone()) {
-        Ok(ep) => ep,
-        Err(e) => {
-            return Err(refuse(
-                oob,
-                format!(
-                    "malformed verbs endpoint ({e}); run the same ibprobe version on both ends"
-                ),
-            ))
-        }
-    };
-    let (prepared, ours) = match VerbsConfig::new(spec).and_then(|v| shape.verbs(&v)) {
-        Ok(p) => p,
-        Err(e) => return Err(refuse(oob, e.message)),
-    };
+    let theirs: verbs::Endpoint = serde_json::from_value(hello.endpoint.clone()).map_err(|e| {
+        let why =
+            format!("malformed verbs endpoint ({e}); run the same ibprobe version on both ends");
+        refuse(oob, why)
+    })?;
+    let (prepared, ours) = VerbsConfig::new(spec)
+        .and_then(|v| shape.verbs(&v))
+        .map_err(|e| refuse(oob, e.message))?;
     let end = prepared.connect(&theirs).map_err(OpenError::from)?;
     let mut ours = serde_json::to_value(&ours).unwrap_or_default();
     if shape.stamps(spec) {

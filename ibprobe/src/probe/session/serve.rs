@@ -15,26 +15,19 @@ use crate::probe::session::oob::{Closing, Done, Oob};
 use crate::probe::workload::EchoEnd;
 use crate::transport::{Channel, TransportError};
 
-/// How a served session ended well.
+/// How a served session ended well: the client said Done (with what it
+/// says it sent), closed without a word after an orderly run, or Ctrl-C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServeEnd {
-    /// The client said Done; `sent` is what it says it sent.
-    Done {
-        /// Messages the client sent.
-        sent: u64,
-    },
-    /// The client closed without a word after an orderly run.
+    Done { sent: u64 },
     Closed,
-    /// The stop flag (Ctrl-C) ended it.
     Interrupted,
 }
 
 /// What [`serve`] did: messages echoed and how it ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Served {
-    /// Messages echoed.
     pub echoed: u64,
-    /// How it ended.
     pub end: ServeEnd,
 }
 
@@ -63,19 +56,20 @@ pub fn serve(
     if let Some((_, _, pairs)) = hw.as_mut() {
         hw_pair(ch, clock, pairs);
     }
+    let still_on = || match oob.poll_closing() {
+        Closing::Open => true,
+        other => {
+            closing = Some(other);
+            false
+        }
+    };
     let r = executor::serve(
         ch,
         clock,
         stop,
         cpu,
         receiver,
-        || match oob.poll_closing() {
-            Closing::Open => true,
-            other => {
-                closing = Some(other);
-                false
-            }
-        },
+        still_on,
         hw.as_mut().map(|h| &mut h.1),
     );
     if let (Some((mut c, log, mut pairs)), Some(Closing::Done(_))) = (hw, &closing) {
@@ -84,13 +78,9 @@ pub fn serve(
         oob.send(&ResponderReport::new(&c, &log.stamps, log.overflow))
             .map_err(|e| err("protocol", e))?;
     }
+    let served = |echoed, end| Ok(Served { echoed, end });
     let echoed = match r {
-        Ok((n, EchoEnd::Interrupted)) => {
-            return Ok(Served {
-                echoed: n,
-                end: ServeEnd::Interrupted,
-            })
-        }
+        Ok((n, EchoEnd::Interrupted)) => return served(n, ServeEnd::Interrupted),
         Ok((n, EchoEnd::Finished)) => n,
         Err(e) => {
             let t0 = Instant::now();
@@ -99,12 +89,7 @@ pub fn serve(
                     Closing::Open if t0.elapsed() < grace => {
                         std::thread::sleep(Duration::from_millis(5))
                     }
-                    Closing::Done(d) => {
-                        return Ok(Served {
-                            echoed: 0,
-                            end: ServeEnd::Done { sent: d.sent },
-                        })
-                    }
+                    Closing::Done(d) => return served(0, ServeEnd::Done { sent: d.sent }),
                     _ => {
                         let detail = match e {
                             TransportError::PeerLost(why) => {
@@ -119,18 +104,12 @@ pub fn serve(
         }
     };
     match closing {
-        Some(Closing::Done(d)) => Ok(Served {
-            echoed,
-            end: ServeEnd::Done { sent: d.sent },
-        }),
+        Some(Closing::Done(d)) => served(echoed, ServeEnd::Done { sent: d.sent }),
         Some(Closing::Gone(e)) => Err(err(
             "peer_lost",
             format!("client {peer} vanished after {echoed} messages: {e}"),
         )),
-        _ => Ok(Served {
-            echoed,
-            end: ServeEnd::Closed,
-        }),
+        _ => served(echoed, ServeEnd::Closed),
     }
 }
 

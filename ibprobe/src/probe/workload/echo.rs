@@ -14,23 +14,20 @@ use crate::clock::Clock;
 use crate::probe::config::Plan;
 use crate::transport::{Channel, TransportError};
 
-/// Why [`echo`] returned.
+/// Why [`echo`] returned: the idle check said the session is over, or
+/// the Ctrl-C flag was set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EchoEnd {
-    /// The idle check said the session is over.
     Finished,
-    /// The Ctrl-C flag was set.
     Interrupted,
 }
 
-/// Sends every arrival on `ch` straight back. When nothing arrived for
-/// `idle_ticks`, calls `idle` (off the fast path: it may make syscalls,
-/// e.g. look at the out-of-band connection); `false` from it ends the
-/// loop. Send completions are polled only while nothing arrived, never
-/// between an arrival and its echo. With `plan.event`, it sleeps in
-/// `Channel::wait_recv` (at most `idle_ticks` at a time) instead of
-/// spinning; the echo reads only the receive side of `plan`. Returns the
-/// number of messages echoed.
+/// Sends every arrival on `ch` straight back; returns how many. When
+/// nothing arrived for `idle_ticks`, calls `idle` (off the fast path: it
+/// may make syscalls); `false` from it ends the loop. Send completions
+/// are polled only while nothing arrived. With `plan.event` it sleeps in
+/// `Channel::wait_recv` (at most `idle_ticks` at a time); the echo reads
+/// only the receive side of `plan`.
 ///
 /// With `log` (`--hw-timestamps`, the responder of the R-Pingmesh split)
 /// it keeps each echo's HCA timestamps: T3 of the arrival, and T4 of the
@@ -49,11 +46,9 @@ pub fn echo<C: Channel + ?Sized>(
     let mut last = clock.now();
     let idle_ns = clock.ticks_to_ns(idle_ticks);
     let wait_ticks = clock.ns_to_ticks(SEND_TS_WAIT_NS);
-    // Signaled echoes whose send completion is not yet polled. They are
-    // polled while nothing arrives, so the send queue never fills: a full
-    // one makes the next `post` poll a completion first, on the way back
-    // to the client (every echo, once the queue is full, with every send
-    // signaled, the default).
+    // Signaled echoes whose send completion is not yet polled: polled
+    // while nothing arrives, so the send queue never fills (a full one
+    // makes the next `post` poll a completion on the way back).
     let mut unreaped = 0u32;
     loop {
         let got = if plan.event {

@@ -26,6 +26,7 @@ use std::time::Duration;
 use super::seam::{Answer, Asked, Paired, Served, Signals};
 pub use super::slot::LOGGP_HEADER as HEADER;
 use crate::clock::Clock;
+use crate::probe::loggp_fit::median;
 pub use crate::probe::loggp_fit::{Point, Samples};
 use crate::spec::{peer, ModelParams, StreamWorkload};
 use crate::transport::model::ModelLink;
@@ -37,7 +38,7 @@ const ORECV: u8 = 2;
 const ANSWER: u8 = 3;
 const STOP: u8 = 4;
 
-/// One message's header.
+/// One message's header (see the module doc).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Header {
     len: u32,
@@ -84,7 +85,7 @@ pub trait PrttSource {
     fn orecv(&mut self, n: u16, wait_ns: f64, bytes: usize) -> Result<Option<f64>, TransportError>;
     /// The mean time of one send call in the last burst (ns).
     fn send_call_ns(&self) -> f64;
-    /// The time of a receive call that found nothing, after the last
+    /// The time of a receive call that found nothing after the last
     /// answer (ns; 0 when it found something).
     fn empty_poll_ns(&self) -> f64 {
         0.0
@@ -98,7 +99,6 @@ pub struct SimSource {
 }
 
 impl SimSource {
-    /// A simulation of these parameters.
     pub fn new(params: ModelParams) -> SimSource {
         SimSource { params }
     }
@@ -167,11 +167,10 @@ impl<'a> SlotSource<'a> {
         timeout_ns: u64,
         stop: &'a AtomicBool,
     ) -> SlotSource<'a> {
-        let buf = vec![0; end.slot_size().max(HEADER)];
         SlotSource {
+            buf: vec![0; end.slot_size().max(HEADER)],
             end,
             clock,
-            buf,
             id: 0,
             timeout_ns,
             stop,
@@ -377,16 +376,15 @@ fn answer(
     Ok(())
 }
 
-/// How much to measure.
+/// How much to measure: payload sizes (bytes after the header,
+/// ascending), messages per burst, rounds (each gives one estimate of
+/// every parameter), repetitions of each PRTT within a round (their
+/// median counts).
 #[derive(Clone, Debug)]
 pub struct LoggpPlan {
-    /// Payload sizes (bytes after the header), ascending.
     pub sizes: Vec<usize>,
-    /// Messages per burst (n).
     pub n: u16,
-    /// Rounds (each gives one estimate of every parameter).
     pub rounds: usize,
-    /// Repetitions of each PRTT within a round (their median counts).
     pub reps: usize,
 }
 
@@ -395,16 +393,6 @@ type Measure<'a> = &'a dyn Fn(&mut dyn PrttSource) -> Result<Option<f64>, Transp
 
 /// Too many answers lost in a row: the peer does not answer.
 const MAX_LOST_IN_A_ROW: u32 = 5;
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
 
 /// Runs the plan on `src`; `step` is called after each size of each round
 /// (the progress bar). Sizes interleave within a round, rounds follow
@@ -441,21 +429,18 @@ pub fn measure(
                     None => {
                         *lost += 1;
                         in_a_row += 1;
-                        if in_a_row >= MAX_LOST_IN_A_ROW && !*answered {
-                            return Err(TransportError::Unsupported(format!(
-                                "the peer answered none of {MAX_LOST_IN_A_ROW} loggp bursts: it cannot echo them (run `ibprobe server` of this version, with the same --transport, and check that it is reachable)"
-                            )));
-                        }
                         if in_a_row >= MAX_LOST_IN_A_ROW {
-                            return Err(TransportError::PeerLost(format!(
-                                "{MAX_LOST_IN_A_ROW} loggp bursts in a row got no answer: the peer stopped answering"
-                            )));
+                            return Err(if *answered {
+                                TransportError::PeerLost(format!("{MAX_LOST_IN_A_ROW} loggp bursts in a row got no answer: the peer stopped answering"))
+                            } else {
+                                TransportError::Unsupported(format!("the peer answered none of {MAX_LOST_IN_A_ROW} loggp bursts: it cannot echo them (run `ibprobe server` of this version, with the same --transport, and check that it is reachable)"))
+                            });
                         }
                     }
                 }
             };
         }
-        Ok(median(&mut v))
+        Ok(median(&v))
     };
     for _ in 0..plan.rounds {
         let mut round = Vec::with_capacity(plan.sizes.len());
@@ -495,17 +480,14 @@ pub fn measure(
 }
 
 /// `ibprobe loggp` as a [`Paired`] workload: the client measures `plan`
-/// (PRTT over [`SlotSource`]), the peer [`respond`]s.
+/// (PRTT over [`SlotSource`], an answer later than `timeout_ns` lost,
+/// `step` after each size of each round), the peer [`respond`]s (and ends
+/// after `idle_ns` without a message).
 pub struct Loggp<'a> {
-    /// What to measure.
     pub plan: &'a LoggpPlan,
-    /// The clock of the measuring side (and of the peer in loopback).
     pub clock: Clock,
-    /// An answer later than this counts as lost.
     pub timeout_ns: u64,
-    /// The peer ends after this long without a message.
     pub idle_ns: u64,
-    /// Called after each size of each round (the progress bar).
     pub step: &'a mut dyn FnMut(),
 }
 

@@ -28,8 +28,7 @@
 //! - the Ctrl-C flag is checked between messages, and the run ends at the
 //!   plan's count or duration ([`pace::Pacer`] owns the end of a timed run).
 //!
-//! `ibprobe/tests/reference.rs` checks the no-allocation promise of the
-//! stop-and-wait loop over shm and udp.
+//! `ibprobe/tests/reference.rs` checks the no-allocation promise.
 //!
 //! # Map
 //!
@@ -45,20 +44,12 @@
 //!   [`slot`], its policies [`window`], [`batch`], [`pipeline`];
 //! - [`loggp`](mod@loggp): PRTT(n, d, s) bursts and their responder.
 //!
-//! A new workload is a file here implementing [`Workload`] or [`Paired`]:
-//! `build.rs` writes a `pub mod` line for every file of this folder
-//! (`workloads.rs` in the build's `OUT_DIR`, included here), so the file
-//! is all there is to add. A paired workload a server answers across
-//! hosts also implements [`Served`] and adds its word to
-//! `spec::StreamWorkload`: `build.rs` then writes its arm of the server's
-//! dispatch (`probe/executor/served.rs`), and the compiler asks for one
-//! per word (ARCHITECTURE.md counts the files). A new knob is a field
-//! of `probe::config::Plan` read where it acts: the receive-side
-//! `--consume-delay`, for instance, is [`pace::consume`] called in
-//! `stop_wait.rs` after an arrival and in `echo.rs` before the echo (the
-//! echo gets its `Plan` from the client's `Receiver` settings).
+//! A new workload is a file here implementing [`Workload`] or [`Paired`]
+//! (and [`Served`] when a server answers it): `build.rs` writes its
+//! `pub mod` line (included below) and its arm of the server's dispatch
+//! (ARCHITECTURE.md counts the files). A new knob is a field of
+//! `probe::config::Plan` read where it acts (e.g. [`pace::consume`]).
 
-// A `pub mod` line per file of this folder (`build.rs`; see the map).
 include!(concat!(env!("OUT_DIR"), "/workloads.rs"));
 
 pub use echo::{echo, EchoEnd};

@@ -23,20 +23,13 @@ use crate::probe::config::Plan;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {
     /// Post the next message now: `now` is the clock reading the gate
-    /// took (after any pacing wait), the message's hand-over time, so the
-    /// caller need not read the clock again.
-    Go {
-        /// The tick the gate opened at.
-        now: u64,
-    },
+    /// took (after any pacing wait), the message's hand-over time.
+    Go { now: u64 },
     /// The stop flag was set during the wait.
     Stopped,
     /// The run's time is over; `missed` steps were due before the end and
     /// never sent.
-    End {
-        /// Paced steps due before the end, never sent.
-        missed: u64,
-    },
+    End { missed: u64 },
 }
 
 /// The schedule of one run: built at its first timestamp, asked before
@@ -44,21 +37,16 @@ pub enum Gate {
 /// ([`Pacer::after_message`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Pacer {
-    /// Ticks between steps; 0: no pacing.
+    /// As in [`Plan`].
     period_ticks: u64,
-    /// Messages per burst; 0: no pauses.
     burst: u64,
-    /// Ticks of each pause.
     pause_ticks: u64,
-    /// Ticks of the run (`u64::MAX` for a counted run).
     duration_ticks: u64,
-    /// Sleep while waiting (event polling).
     event: bool,
-    /// When the run began.
+    /// When the run began, when it ends (saturated for a counted run),
+    /// and the next step's time.
     start: u64,
-    /// When the run ends (saturated for a counted run).
     deadline: u64,
-    /// The next step's time.
     step: u64,
 }
 

@@ -15,17 +15,14 @@ use crate::counters::attribution::Attributor;
 use crate::counters::{Counts, Meter};
 use crate::stats::LatencyHistogram;
 
-/// The distributions one loop fills: the primary (one-way or RTT) and the
-/// send-completion latency; with `--stamp-thread`, also one-way latency
-/// split at the HCA's read of the send buffer.
+/// The distributions one loop fills: `primary`, t_recv - t_subm (one-way
+/// latency, or the round trip); `send_done`, t_comp - t_subm for signaled
+/// sends; with `--stamp-thread`, `split`: (t_read - t_subm, t_recv -
+/// t_read), where t_read is the stamp the HCA read with the payload.
 #[derive(Clone, Debug, Default)]
 pub struct Histos {
-    /// t_recv - t_subm: one-way latency, or the round trip.
     pub primary: LatencyHistogram,
-    /// t_comp - t_subm for signaled sends.
     pub send_done: LatencyHistogram,
-    /// `--stamp-thread`: (t_read - t_subm, t_recv - t_read), where t_read
-    /// is the stamp the HCA read with the payload; None when not stamping.
     pub split: Option<(LatencyHistogram, LatencyHistogram)>,
 }
 
@@ -55,25 +52,19 @@ impl Histos {
     }
 }
 
-/// One interval's worth of samples, handed to a [`Sink`] and then reset.
+/// One interval's worth of samples, handed to a [`Sink`] and then reset:
+/// its start and end (ns since the measured part began), its samples as
+/// in [`Histos`], messages posted and lost, paced steps missed, and the
+/// measuring thread's counters over it (None: counters off).
 #[derive(Debug)]
 pub struct Interval<'a> {
-    /// Start of the interval, ns since the measured part began.
     pub start_ns: u64,
-    /// End of the interval, ns since the measured part began.
     pub end_ns: u64,
-    /// Samples of the interval (one-way or RTT).
     pub primary: &'a LatencyHistogram,
-    /// Send-completion samples of the interval.
     pub send_done: &'a LatencyHistogram,
-    /// Messages posted in the interval.
     pub sent: u64,
-    /// Messages lost in the interval.
     pub lost: u64,
-    /// Paced steps missed in the interval.
     pub missed_steps: u64,
-    /// The measuring thread's counters over the interval (None: counters
-    /// off).
     pub counters: Option<&'a Counts>,
 }
 
@@ -119,20 +110,16 @@ pub trait Sink {
     fn measuring(&mut self) {}
 }
 
-/// Counters of one loop.
+/// Counters of one loop: messages posted, lost (no arrival within the
+/// timeout), paced steps missed, ticks from the first post to the end,
+/// whether Ctrl-C ended it, the next sequence number to use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
-    /// Messages posted.
     pub sent: u64,
-    /// Messages with no arrival within the timeout.
     pub lost: u64,
-    /// Paced steps missed.
     pub missed_steps: u64,
-    /// Ticks from the first post to the end.
     pub elapsed_ticks: u64,
-    /// The Ctrl-C flag ended the loop.
     pub interrupted: bool,
-    /// Next sequence number to use.
     pub next_seq: u64,
 }
 
@@ -156,9 +143,8 @@ pub struct Recorder<'a> {
     cur: &'a mut Histos,
     total: &'a mut Histos,
     sink: Option<&'a mut dyn Sink>,
-    /// When the measured part began (ticks).
+    /// When the measured part and the current interval began (ticks).
     start: u64,
-    /// When the current interval began (ticks).
     iv_start: u64,
     run: Tallies,
     iv: Tallies,
@@ -175,7 +161,6 @@ pub struct Recorder<'a> {
 pub struct IntervalCounters<'a> {
     /// The meter opened on the measuring thread.
     pub meter: &'a mut Meter,
-    /// Where each interval's samples go, by cause.
     pub attr: &'a mut Attributor,
     /// The reading at the current interval's start.
     pub last: Counts,
@@ -219,7 +204,6 @@ impl<'a> Recorder<'a> {
         self
     }
 
-    /// Stamps that did not fit in the log.
     pub fn hw_overflow(&self) -> u64 {
         self.hw_overflow
     }
@@ -258,13 +242,11 @@ impl<'a> Recorder<'a> {
         self.iv_start = now;
     }
 
-    /// Messages posted so far in this run.
     #[inline(always)]
     pub fn sent(&self) -> u64 {
         self.run.sent
     }
 
-    /// One message was posted.
     #[inline(always)]
     pub fn posted(&mut self) {
         self.run.sent += 1;
@@ -291,14 +273,12 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// A message got no arrival within the timeout.
     #[inline(always)]
     pub fn lost(&mut self) {
         self.run.lost += 1;
         self.iv.lost += 1;
     }
 
-    /// `n` paced steps were missed.
     #[inline(always)]
     pub fn missed(&mut self, n: u64) {
         self.run.missed += n;
@@ -324,8 +304,6 @@ impl<'a> Recorder<'a> {
         self.iv_start = now;
     }
 
-    /// Hands the current interval, ending `to` ticks after the start, to
-    /// the sink (if any).
     /// The counters since the interval began, fed to the attribution.
     fn read_counters(&mut self) -> Option<Counts> {
         let ic = self.counters.as_mut()?;
@@ -340,6 +318,8 @@ impl<'a> Recorder<'a> {
         Some(d)
     }
 
+    /// Hands the current interval, ending `to` ticks after the start, to
+    /// the sink (if any).
     fn deliver(&mut self, to: u64, counters: Option<&Counts>) {
         if let Some(s) = self.sink.as_deref_mut() {
             s.interval(&Interval {
@@ -394,14 +374,10 @@ pub const PENDING: usize = 64;
 /// does not depend on the sample, no conversion) and folds the held ones
 /// into its histogram every [`PENDING`] messages and at its end.
 ///
-/// Why it exists: what the probe adds to every message is its stamp plus
-/// its record (`benches/hot_path.rs`). A histogram record is a counter
-/// increment at an index computed from the sample just read from the
-/// clock; right behind a TSC read it measured ~8 ns above the read's own
-/// 9 ns on the development VM, a store of the raw ticks ~2 ns. The
-/// conversion and the bucket work, done together later, cost the same
-/// per sample; the recorded values are identical (`ticks_to_ns` of the
-/// same ticks, into the same histogram).
+/// Why it exists: a histogram record right behind a clock read costs
+/// several times a plain store of the ticks (`benches/hot_path.rs`); done
+/// together later it costs the same per sample, and the recorded values
+/// are identical.
 #[derive(Clone, Debug)]
 pub struct Pending {
     ticks: [u64; PENDING],
@@ -429,7 +405,6 @@ impl Pending {
         self.n >= PENDING
     }
 
-    /// Whether no sample is held.
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.n == 0

@@ -18,9 +18,7 @@ use crate::transport::{Channel, TransportError};
 /// recorder: all read-only.
 #[derive(Clone, Copy)]
 pub struct Ctx<'a> {
-    /// The clock every timestamp comes from.
     pub clock: &'a Clock,
-    /// The run in clock ticks (count or duration, pacing, timeout, ...).
     pub plan: &'a Plan,
     /// The Ctrl-C flag: set, the run ends between messages.
     pub stop: &'a AtomicBool,
@@ -45,7 +43,6 @@ pub trait Workload {
 /// The flags a [`Paired`] peer reads (the executor raises them).
 #[derive(Clone, Copy)]
 pub struct Signals<'a> {
-    /// The Ctrl-C flag.
     pub stop: &'a AtomicBool,
     /// The measuring side is done (its FIN may be lost: the peer then
     /// ends after its timeout).
@@ -60,12 +57,9 @@ pub struct Signals<'a> {
 pub trait Paired {
     /// What the peer needs, moved to its thread.
     type Peer: Send;
-    /// What the measuring side returns.
     type Measured;
-    /// What the peer returns.
     type Answered: Send;
 
-    /// The peer's part of this measurement.
     fn peer(&self) -> Self::Peer;
 
     /// The measuring side on `end`, until its plan is done or `stop`.
@@ -87,14 +81,11 @@ pub trait Paired {
 /// Hello, admitted), and the server's clock and Ctrl-C flag.
 #[derive(Clone, Copy)]
 pub struct Asked<'a> {
-    /// The stream's knobs.
     pub spec: &'a StreamSpec,
     /// The client's size, warm-up, `--timeout` and `--consume-delay`.
     pub cfg: &'a ProbeConfig,
-    /// The server's clock (not the client's: its latencies are not
-    /// comparable with the client's timestamps).
+    /// The server's clock (not comparable with the client's timestamps).
     pub clock: &'a Clock,
-    /// The server's Ctrl-C flag.
     pub stop: &'a AtomicBool,
 }
 
@@ -131,9 +122,7 @@ pub trait Served {
 /// Where a served workload's reply goes: the server's out-of-band
 /// connection to its client.
 pub trait ReplyTo {
-    /// Why a reply was not sent.
     type Error;
 
-    /// Sends `msg` to the client.
     fn reply<T: serde::Serialize>(&mut self, msg: &T) -> Result<(), Self::Error>;
 }

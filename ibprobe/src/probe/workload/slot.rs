@@ -87,33 +87,27 @@ pub fn read_stamp(b: &[u8]) -> u64 {
 /// count it too).
 pub const LOGGP_HEADER: usize = 16;
 
-/// Why a data slot was posted (its flush cause, also in its flags).
+/// Why a data slot was posted (its flush cause, also in its flags): the
+/// batch was full (always, without batching), the `--flush` timer ran out
+/// on a partial batch, or the end of a burst or of the run flushed one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
-    /// The batch was full (always, without batching).
     Fill = 0,
-    /// The flush timer (`--flush`) ran out on a partial batch.
     Timer = 1,
-    /// The end of a burst or of the run flushed a partial batch.
     Explicit = 2,
 }
 
 const CAUSE_SHIFT: u16 = 8;
-/// The flag bits of a flush cause.
 const CAUSE_BITS: u16 = 3 << CAUSE_SHIFT;
 /// The bits of `t_handover` a compact slot carries.
 const TICKS_48: u64 = (1 << 48) - 1;
 
-/// A slot's header.
+/// A slot's header (see the module doc's table).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Header {
-    /// Bytes of the slot used.
     pub len: u32,
-    /// Message records that end in this slot.
     pub msgs: u16,
-    /// [`DATA`], [`FRAG`], [`CREDIT`], [`ACK`], [`FIN`] and the cause.
     pub flags: u16,
-    /// Slot sequence number, consumed count or posted count (see the table).
     pub word: u64,
 }
 
@@ -130,7 +124,6 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
 }
 
 impl Header {
-    /// Writes the header into the first 16 bytes of `b`.
     #[inline(always)]
     pub fn write(&self, b: &mut [u8]) {
         b[0..4].copy_from_slice(&self.len.to_le_bytes());
@@ -139,7 +132,6 @@ impl Header {
         put_u64(b, 8, self.word);
     }
 
-    /// Reads the header of a slot of at least 16 bytes.
     #[inline(always)]
     pub fn read(b: &[u8]) -> Header {
         Header {
@@ -219,25 +211,16 @@ pub fn write_compact(b: &mut [u8], seq: u64, t_handover: u64, size: usize, cause
 /// the low 48 bits of its hand-over tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Compact {
-    /// Bits 0..32 of the sequence number.
     pub seq_lo: u32,
-    /// Bits 0..48 of `t_handover`.
     pub ticks_lo: u64,
 }
 
 /// Why a compact slot is refused: what was wrong with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BadCompact {
-    /// Its length (the transport's and the header's) is not
-    /// [`COMPACT_HEADER`] + the message size.
-    Len {
-        /// The transport's length of the slot.
-        got: usize,
-        /// The header's.
-        said: u32,
-        /// What the stream's message size makes it.
-        want: usize,
-    },
+    /// Its length (`got` the transport's, `said` the header's) is not
+    /// `want`, [`COMPACT_HEADER`] + the message size.
+    Len { got: usize, said: u32, want: usize },
     /// Flags beside [`DATA`], [`COMPACT`] and a flush cause.
     Flags(u16),
 }

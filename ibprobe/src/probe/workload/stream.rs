@@ -1,39 +1,29 @@
 //! The stream loops: one sender and one receiver over a [`SlotEnd`] each,
 //! running at the same time (two threads in loopback, two hosts in
 //! client/server). The policies are small structs asked one question each:
-//! [`Credits`] "may I post?" (the window), [`Acks`] "may I post?" (the
-//! pipeline), [`Batcher`] "is the slot full, or its timer out?".
+//! [`Credits`] (the window) and [`Acks`] (the pipeline) "may I post?",
+//! [`Batcher`] "is the slot full, or its timer out?".
 //!
-//! The sender, per message: wait for its paced step (or take the next at
-//! once), stamp `t_handover`, append the record to the open slot, and post
-//! the slot when it is full, its `--flush` timer ran out, or a burst or the
-//! run ended. Posting waits for a credit and, with `--pipeline`, for an ack
-//! slot; that wait is the credit wait (a stall when it waits at all). A
-//! message larger than a slot is cut into fragments, one slot each.
+//! The sender, per message: wait for its paced step, stamp `t_handover`,
+//! append the record to the open slot, and post the slot when it is full,
+//! its `--flush` timer ran out, or a burst or the run ended. Posting waits
+//! for a credit and, with `--pipeline`, an ack slot (a stall when it waits
+//! at all). A message larger than a slot is cut into fragments.
 //!
-//! The receiver, per slot: copy it out (the transport's receive slot is
-//! re-posted), read the clock once, record `now - t_handover` for every
-//! record in it, spend `--consume-delay` per message, then count the slot
-//! consumed and return credits and acks as `--credit-return` says. It
+//! The receiver, per slot: copy it out, read the clock once, record
+//! `now - t_handover` for every record in it, spend `--consume-delay` per
+//! message, then return credits and acks as `--credit-return` says. It
 //! checks the window and the pipeline inside the run: when slot `s`
-//! arrives, slots `consumed..=s` are all sent and unconsumed, so
-//! `s + 1 - consumed` must not exceed the window (and `s + 1 - acked` the
-//! pipeline depth); a violation ends the run with an error.
+//! arrives, `s + 1 - consumed` must not exceed the window (and
+//! `s + 1 - acked` the pipeline depth); a violation ends the run. With
+//! `--stamp-thread` it also splits each message's latency at its slot's
+//! stamp ([`StampSplit`]).
 //!
-//! With `--stamp-thread` (`StreamPlan::stamp`) the receiver also reads
-//! each data slot's stamp, the time its send buffer was read by the HCA
-//! (`slot::STAMP_AT`, written by the executor's stamping thread), and
-//! splits each message's latency there ([`StampSplit`]).
-//!
-//! The contract of `probe/workload/mod.rs` holds: between the first and
-//! last timestamps nothing allocates (the slot buffers and histograms are
-//! made before), no lock, no syscall beyond the transport's `send`/`recv`
-//! and the clock. Losses (udp, uc, ud): the receiver counts gaps in slot
-//! sequence numbers; a sender whose credits do not come back within
-//! `--timeout` takes the slots in flight as lost and goes on, and
+//! The contract of `probe/workload/mod.rs` holds. Losses (udp, uc, ud):
+//! the receiver counts gaps in slot numbers; a sender whose credits do not
+//! come back within `--timeout` takes the slots in flight as lost, and
 //! `max_consecutive_lost` such timeouts in a row end the run. On a
-//! reliable transport (shm, rc) the first such timeout ends the run: the
-//! receiver is dead or stuck.
+//! reliable transport (shm, rc) the first such timeout ends the run.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -45,7 +35,7 @@ use super::seam::{Answer, Asked, Paired, Served, Signals};
 use super::slot::{self, Cause, Header, COMPACT_HEADER, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::window::Credits;
 use crate::clock::Clock;
-use crate::probe::config::{Plan, ProbeConfig};
+use crate::probe::config::{ticks, Plan, ProbeConfig};
 use crate::spec::{CreditReturn, StreamSpec, StreamWorkload};
 use crate::stats::LatencyHistogram;
 use crate::transport::stream::SlotEnd;
@@ -54,11 +44,9 @@ use crate::transport::TransportError;
 /// A stream as a [`Paired`] workload: the sender measures (warm-up,
 /// measured part, FIN and drain), the receiver answers.
 pub struct Stream {
-    /// The stream's knobs in the loops' terms.
     pub sp: StreamPlan,
-    /// The warm-up and the measured part, in ticks.
+    /// The warm-up and the measured part.
     pub plans: [Plan; 2],
-    /// The clock of both loops.
     pub clock: Clock,
     /// Record each message's hand-over to credit-back time
     /// (`SendHistos::returned`: the latency a client measures).
@@ -68,8 +56,6 @@ pub struct Stream {
 impl Paired for Stream {
     type Peer = (StreamPlan, Clock);
     type Measured = (SendTally, SendHistos);
-    /// The receiver's counters, its latency, and with `--stamp-thread`
-    /// that latency split at the HCA's read (`StampSplit`).
     type Answered = (RecvTally, LatencyHistogram, Option<StampSplit>);
 
     fn peer(&self) -> Self::Peer {
@@ -89,9 +75,7 @@ impl Paired for Stream {
         end: &mut dyn SlotEnd,
         sig: Signals<'_>,
     ) -> Result<Self::Answered, TransportError> {
-        // The receiver's histogram lives on its own thread (its stack and
-        // heap): written per message, it must share no cache line with
-        // the sender's data.
+        // On the receiver's thread: no cache line shared with the sender.
         let mut latency = LatencyHistogram::new();
         let mut split = sp.stamp.then(StampSplit::default);
         let t = receive_stamped(
@@ -107,9 +91,8 @@ impl Paired for Stream {
 }
 
 impl Stream {
-    /// The stream of `spec` as `cfg` plans it (size, length, warm-up,
-    /// pacing, consume delay, timeout), on `clock`; `track`: the sender
-    /// records each message's hand-over to credit-back time.
+    /// The stream of `spec` as `cfg` plans it on `clock`; `track` as
+    /// [`Stream::track`].
     pub fn planned(cfg: &ProbeConfig, spec: &StreamSpec, clock: &Clock, track: bool) -> Stream {
         let measured = Plan::measured(cfg, clock);
         Stream {
@@ -125,7 +108,6 @@ impl Stream {
 /// receiving loop counted.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StreamTally {
-    /// The receiver's counters.
     pub tally: RecvTally,
 }
 
@@ -139,8 +121,7 @@ impl Served for Stream {
 
     fn serve(end: &mut dyn SlotEnd, a: &Asked<'_>) -> Result<Answer<StreamTally>, TransportError> {
         let peer = Stream::planned(a.cfg, a.spec, a.clock, false).peer();
-        // The client's FIN may be lost: the receiver then ends after its
-        // timeout, as a peer whose measuring side is done.
+        // The client's FIN may be lost: end after the timeout then.
         let idle_ends = AtomicBool::new(true);
         let sig = Signals {
             stop: a.stop,
@@ -160,8 +141,7 @@ impl Served for Stream {
 }
 
 /// The sending side of a stream: `plans`' warm-up and measured part, the
-/// FIN and the drain, on `tx`; `track`: record each message's hand-over
-/// to credit-back time (`SendHistos::returned`).
+/// FIN and the drain, on `tx`; `track` as [`Stream::track`].
 pub fn send(
     tx: &mut dyn SlotEnd,
     [warmup, measured]: &[Plan; 2],
@@ -188,7 +168,6 @@ const CLOCK_EVERY: u32 = 16;
 pub struct StreamPlan {
     /// Message size (payload bytes).
     pub size: usize,
-    /// Bytes per slot.
     pub slot_size: usize,
     /// Credits.
     pub window: u32,
@@ -196,18 +175,14 @@ pub struct StreamPlan {
     pub batch: u32,
     /// Ticks of `--flush`; 0: none.
     pub flush_ticks: u64,
-    /// `--pipeline` depth.
     pub pipeline: Option<u32>,
-    /// How credits come back.
     pub credit_return: CreditReturn,
     /// Slots per credit message.
     pub credit_batch: u32,
-    /// Messages sent before the measured ones (sequence numbers below
-    /// this are not recorded by the receiver).
+    /// Messages sent before the measured ones (not recorded).
     pub warmup: u64,
-    /// Ticks of `--consume-delay` (receiver).
+    /// Ticks of `--consume-delay` (receiver) and of `--timeout`.
     pub consume_ticks: u64,
-    /// Ticks of `--timeout`.
     pub timeout_ticks: u64,
     /// Timeouts in a row that end a lossy run.
     pub max_consecutive_lost: u32,
@@ -231,14 +206,7 @@ impl StreamPlan {
             slot_size: spec.slot_size,
             window: spec.window,
             batch: spec.batch,
-            flush_ticks: spec
-                .flush
-                .map(|d| {
-                    clock
-                        .ns_to_ticks(d.as_nanos().min(u64::MAX as u128) as u64)
-                        .max(1)
-                })
-                .unwrap_or(0),
+            flush_ticks: spec.flush.map_or(0, |d| ticks(clock, d).max(1)),
             pipeline: spec.pipeline,
             credit_return: spec.credit_return,
             credit_batch: spec.credit_batch,
@@ -268,17 +236,14 @@ impl StreamPlan {
 /// The sender's distributions (measured messages only).
 #[derive(Clone, Debug, Default)]
 pub struct SendHistos {
-    /// Per message: its slot's post minus its hand-over (waiting in a batch,
-    /// and for a credit when the slot had to wait; such a slot's post is
-    /// read when its send returned, see `Sender::send_now`).
+    /// Per message: its slot's post minus its hand-over (see
+    /// `Sender::send_now` for when a post is read).
     pub in_batch: LatencyHistogram,
-    /// Per data slot: how long it waited for a credit or an ack once ready
-    /// (until its post returned).
+    /// Per data slot: how long it waited for a credit or an ack once ready.
     pub credit_wait: LatencyHistogram,
-    /// Per message, from its hand-over to the credit for its slot coming
-    /// back (the sender's own clock: what a client measures across hosts,
-    /// where the receiver's clock is another machine's). Filled only when
-    /// the sender was built with [`Sender::track_returns`].
+    /// Per message, from its hand-over to its slot's credit coming back,
+    /// on the sender's clock (what a client measures across hosts); only
+    /// with [`Sender::track_returns`].
     pub returned: LatencyHistogram,
 }
 
@@ -293,11 +258,9 @@ pub struct SendTally {
     pub flushes: [u64; 3],
     /// Posts that had to wait for a credit, and the ticks they waited.
     pub credit_stalls: u64,
-    /// Ticks spent in credit stalls.
     pub credit_stall_ticks: u64,
     /// Posts that had to wait for an ack (pipeline), and the ticks.
     pub ack_waits: u64,
-    /// Ticks spent waiting for acks.
     pub ack_wait_ticks: u64,
     /// Sends the transport refused for lack of room (retried).
     pub transport_full: u64,
@@ -313,8 +276,17 @@ pub struct SendTally {
     pub first_handover: u64,
     /// Tick the sender finished (drained, or gave up).
     pub end: u64,
-    /// Ctrl-C ended the run.
     pub interrupted: bool,
+}
+
+/// Where a slot's first record (or a compact slot's payload) begins.
+#[inline(always)]
+fn first_at(compact: bool) -> usize {
+    if compact {
+        COMPACT_HEADER
+    } else {
+        SLOT_HEADER
+    }
 }
 
 /// A wait for a credit or an ack: when it began, and whether a credit
@@ -333,12 +305,10 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     stop: &'a AtomicBool,
     /// The open slot (composed here, copied once by `send`).
     buf: Vec<u8>,
-    /// Compact slots ([`StreamPlan::compact`]): the open slot's one message
+    /// [`StreamPlan::compact`], asked once: the open slot's one message
     /// is handed over at `open_t`, its payload at [`COMPACT_HEADER`].
     compact: bool,
     open_t: u64,
-    /// Where the open slot's first record (or compact payload) begins.
-    first: usize,
     /// Where control slots are copied to.
     ctrl: Vec<u8>,
     used: usize,
@@ -363,9 +333,8 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     /// each slot holds; empty unless [`Sender::track_returns`].
     handovers: Vec<u64>,
     held: Vec<u32>,
-    /// The sender's counters (measured part).
+    /// The measured part's counters and distributions.
     pub tally: SendTally,
-    /// The sender's distributions (measured part).
     pub histos: SendHistos,
 }
 
@@ -374,7 +343,6 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     pub fn new(end: &'a mut E, clock: &'a Clock, sp: &'a StreamPlan, stop: &'a AtomicBool) -> Self {
         let n = end.slot_size().max(CTRL_LEN);
         let compact = sp.compact();
-        let first = if compact { COMPACT_HEADER } else { SLOT_HEADER };
         Sender {
             end,
             clock,
@@ -383,9 +351,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
             buf: vec![0u8; n],
             compact,
             open_t: 0,
-            first,
             ctrl: vec![0u8; n],
-            used: first,
+            used: first_at(compact),
             credits: Credits::new(sp.window),
             acks: Acks::new(sp.pipeline),
             batch: Batcher::new(sp.batch, sp.flush_ticks),
@@ -646,7 +613,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
         self.batch.posted(cause);
         self.tally.data_posts += 1;
-        self.used = self.first;
+        self.used = first_at(self.compact);
         Ok(())
     }
 

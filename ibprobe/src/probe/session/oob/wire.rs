@@ -20,35 +20,22 @@ pub enum OobError {
     /// No TCP connection could be made.
     #[error("cannot connect to ibprobe server at {addr}: {source}; is `ibprobe server` running there and the port open?")]
     Connect {
-        /// Where.
         addr: String,
-        /// Why.
         source: std::io::Error,
     },
     /// The address did not resolve.
     #[error("cannot resolve {addr}: {detail}; pass HOST or HOST:PORT")]
-    Resolve {
-        /// What was given.
-        addr: String,
-        /// Why.
-        detail: String,
-    },
+    Resolve { addr: String, detail: String },
     /// The peer did not answer in time.
     #[error("{peer} sent nothing for {secs} s while {what}; is it still running?")]
     Timeout {
         peer: String,
-        /// What we waited for.
         what: &'static str,
-        /// How long.
         secs: u64,
     },
     /// The peer closed the connection.
     #[error("{peer} closed the connection while {what}")]
-    Closed {
-        peer: String,
-        /// What we waited for.
-        what: &'static str,
-    },
+    Closed { peer: String, what: &'static str },
     /// The peer is not an ibprobe (wrong magic).
     #[error("{peer} is not an ibprobe peer (bad magic); check the host and port")]
     BadMagic { peer: String },
@@ -56,7 +43,6 @@ pub enum OobError {
     #[error("{peer} speaks ibprobe protocol v{theirs}, this ibprobe speaks v{ours}; run the same ibprobe version on both ends")]
     Version {
         peer: String,
-        /// Our version.
         ours: u32,
         theirs: u32,
     },
@@ -64,9 +50,7 @@ pub enum OobError {
     #[error("{peer} sent a malformed message while {what}: {detail}")]
     Malformed {
         peer: String,
-        /// What it should have been.
         what: &'static str,
-        /// Why it is not.
         detail: String,
     },
     /// The handshake as a whole took longer than its deadline
@@ -74,18 +58,12 @@ pub enum OobError {
     #[error("{peer} did not finish the handshake within {secs} s (while {what}); a client has the server's --handshake-timeout in all")]
     Deadline {
         peer: String,
-        /// What we waited for.
         what: &'static str,
-        /// The whole handshake's allowance.
         secs: f64,
     },
-    /// The stop flag (SIGINT/SIGTERM) was set while waiting.
+    /// SIGINT/SIGTERM while waiting.
     #[error("interrupted while {what} from {peer}")]
-    Interrupted {
-        peer: String,
-        /// What we waited for.
-        what: &'static str,
-    },
+    Interrupted { peer: String, what: &'static str },
     /// The server refused the client's parameters.
     #[error("server refused: {0}")]
     Refused(String),
@@ -96,9 +74,7 @@ pub enum OobError {
     #[error("{what} with {peer}: {source}")]
     Io {
         peer: String,
-        /// The operation.
         what: &'static str,
-        /// The error.
         source: std::io::Error,
     },
 }
@@ -121,15 +97,9 @@ pub struct Hello {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     /// Accepted: the server's endpoint; the run may start.
-    Welcome {
-        /// The server's transport endpoint.
-        endpoint: serde_json::Value,
-    },
+    Welcome { endpoint: serde_json::Value },
     /// Refused, with the reason and what to change.
-    Refuse {
-        /// One line.
-        reason: String,
-    },
+    Refuse { reason: String },
     /// The server holds a mesh secret: its nonce and its proof; the
     /// client answers [`Proof`], then gets Welcome or Refuse.
     Challenge {
