@@ -45,7 +45,6 @@ pub(super) struct Setup {
     pub(super) recv_off: u64,
     pub(super) recv_stride: u32,
     pub(super) target_off: u64,
-    pub(super) psn: u32,
     /// How the buffers were placed (crate::sys::mem::Region::describe).
     pub(super) memory: String,
     /// `--hw-timestamps`: the device's completion clock.
