@@ -100,6 +100,8 @@ pub struct Prepared {
     mem: RegisteredBuf,
     o: OpenedQp,
     s: Setup,
+    /// How the buffers were placed (`Region::describe`).
+    memory: String,
 }
 
 /// Creates one QP on `cfg.dev` (checked against the device: port active,
@@ -111,29 +113,6 @@ pub fn prepare(cfg: &VerbsConfig) -> Result<(Prepared, Endpoint), VerbsError> {
 
 pub(super) fn round_up(n: u64, a: u64) -> u64 {
     n.div_ceil(a) * a
-}
-
-/// The QP's buffers, pre-faulted, on the device's NUMA node when sysfs
-/// names one (a failed bind there falls back to the default policy: the
-/// user did not ask for it), in huge pages with `--hugepages` (whose
-/// refusals are input errors naming /proc/sys/vm/nr_hugepages).
-fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, VerbsError> {
-    let mut placement = Placement {
-        hugepages,
-        node: mem::rdma_device_numa_node(dev),
-        ..Placement::default()
-    };
-    let mut r = Region::new(len, &placement);
-    if let Err(MemError::Bind { .. } | MemError::NoSuchNode { .. }) = r {
-        placement.node = None;
-        r = Region::new(len, &placement);
-    }
-    r.map_err(|e| match e {
-        MemError::NoHugePages { .. } | MemError::NodeHugePages { .. } => {
-            VerbsError::config(e.to_string())
-        }
-        other => VerbsError::verbs("allocate buffers", other),
-    })
 }
 
 /// A QP in INIT with its CQs, on an opened port: what every verbs end
@@ -320,7 +299,7 @@ fn build_cq(
 
 /// The initial PSN of a QP's send queue (any 24-bit value; derived from
 /// the QPN so both ends differ).
-pub(super) fn initial_psn(qpn: u32) -> u32 {
+fn initial_psn(qpn: u32) -> u32 {
     qpn.wrapping_mul(2_654_435_761) & 0x00ff_ffff
 }
 
@@ -350,7 +329,7 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     let recv_off = send_slots * send_stride;
     let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
     let total = target_off + round_up(size.max(8), 64);
-    let (mem, memory) = registered_buffers(total as usize, cfg.hugepages, &o)?;
+    let (mem, memory) = o.buffers(total as usize, cfg.hugepages)?;
     let ep = o.endpoint(
         cfg.qp_type,
         mem.rkey(),
@@ -358,17 +337,11 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         cfg.size,
     );
     let s = Setup {
-        dev: o.dev.clone(),
-        port: o.port,
-        gid: o.gid.clone(),
-        lid: o.lid,
         qp_type: cfg.qp_type,
         op: cfg.op,
         size: cfg.size,
         mtu: o.mtu,
-        max_inline: o.max_inline,
         inline_used,
-        inline_cap: o.inline_cap,
         period: cfg.signal_period(),
         poll: cfg.poll,
         sq_depth: cfg.sq_depth,
@@ -379,10 +352,9 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         recv_off,
         recv_stride: recv_stride as u32,
         target_off,
-        memory,
         hca: o.hca,
     };
-    Ok((Prepared { mem, o, s }, ep))
+    Ok((Prepared { mem, o, s, memory }, ep))
 }
 
 impl OpenedQp {
@@ -409,111 +381,41 @@ impl OpenedQp {
             stream: None,
         }
     }
-}
 
-/// `len` bytes of placed buffers (see [`placed_buffers`]) registered on
-/// `o`'s PD for local and remote writes, with how they were placed.
-pub(super) fn registered_buffers(
-    len: usize,
-    hugepages: bool,
-    o: &OpenedQp,
-) -> Result<(RegisteredBuf, String), VerbsError> {
-    let region = placed_buffers(len, hugepages, &o.dev)?;
-    let memory = region.describe();
-    let mem = RegisteredBuf::register(
-        &o.pd,
-        region,
-        AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
-    )
-    .map_err(|e| VerbsError::verbs("register buffers", e))?;
-    Ok((mem, memory))
-}
-
-impl Prepared {
-    /// Moves the QP to RTR/RTS towards `peer` (RC/UC: the peer's QPN, PSN
-    /// and GID/LID; UD: an address handle to the peer's GID + qkey), posts
-    /// the receives and, for event polling, arms the receive CQ.
-    pub fn connect(self, peer: &Endpoint) -> Result<VerbsChannel, VerbsError> {
-        let Prepared { mem, o, mut s } = self;
-        same_qp_type(peer, s.qp_type)?;
-        if s.op.is_write() && peer.len < s.size {
-            return Err(VerbsError::config(format!(
-                "peer write target {} B < message {} B",
-                peer.len, s.size
-            )));
-        }
-        s.mtu = s.mtu.min(peer.mtu);
-        if s.qp_type == QpType::Ud && s.size > s.mtu {
-            return Err(VerbsError::config(format!(
-                "UD message {} B > path MTU {} B",
-                s.size, s.mtu
-            )));
-        }
-        let opcode = match s.op {
-            Op::Send => SendOpcode::Send,
-            Op::SendImm => SendOpcode::SendImm,
-            Op::Write => SendOpcode::Write,
-            Op::WriteImm => SendOpcode::WriteImm,
+    /// `len` bytes of buffers, pre-faulted, on the device's NUMA node when
+    /// sysfs names one (a failed bind there falls back to the default
+    /// policy: the user did not ask for it), in huge pages with
+    /// `--hugepages` (whose refusals are input errors naming
+    /// /proc/sys/vm/nr_hugepages), registered on the PD for local and
+    /// remote writes; with how they were placed.
+    pub(super) fn buffers(
+        &self,
+        len: usize,
+        hugepages: bool,
+    ) -> Result<(RegisteredBuf, String), VerbsError> {
+        let mut placement = Placement {
+            hugepages,
+            node: mem::rdma_device_numa_node(&self.dev),
+            ..Placement::default()
         };
-        let recv_len = s.size + if s.qp_type == QpType::Ud { GRH } else { 0 };
-        let recv = RecvRing::new(
-            s.prepost as usize,
-            mem.buf.addr() + s.recv_off,
-            s.recv_stride,
-            recv_len.min(s.recv_stride),
-            mem.lkey(),
-        );
-        let info = make_info(&s, o.qp.qpn(), peer);
-        let w = o.wire(mem, peer, s.mtu, recv, s.op.needs_recv())?;
-        let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
-        let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let inline_upto = if s.inline_used { s.size } else { 0 };
-        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_upto);
-        if s.poll == Poll::Event {
-            w.recv_cq
-                .req_notify()
-                .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
+        let mut r = Region::new(len, &placement);
+        if let Err(MemError::Bind { .. } | MemError::NoSuchNode { .. }) = r {
+            placement.node = None;
+            r = Region::new(len, &placement);
         }
-        let payload_off = if s.qp_type == QpType::Ud {
-            GRH as usize
-        } else {
-            0
-        };
-        Ok(VerbsChannel {
-            tpl,
-            w,
-            outstanding: 0,
-            unsignaled: 0,
-            stash: vec![(0, None); s.sq_depth as usize + 1].into_boxed_slice(),
-            stash_head: 0,
-            stash_len: 0,
-            expected: 0,
-            last_marker: 0,
-            payload_off,
-            stamp: false,
-            last_recv_off: 0,
-            last_recv_ts: None,
-            repost: None,
-            last_send_ts: None,
-            info,
-            s,
-        })
+        let region = r.map_err(|e| match e {
+            MemError::NoHugePages { .. } | MemError::NodeHugePages { .. } => {
+                VerbsError::config(e.to_string())
+            }
+            other => VerbsError::verbs("allocate buffers", other),
+        })?;
+        let memory = region.describe();
+        let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
+        let mem = RegisteredBuf::register(&self.pd, region, access)
+            .map_err(|e| VerbsError::verbs("register buffers", e))?;
+        Ok((mem, memory))
     }
-}
 
-/// Refuses a peer whose QP is not of this end's type.
-pub(super) fn same_qp_type(peer: &Endpoint, qp_type: QpType) -> Result<(), VerbsError> {
-    if peer.qp_type == qp_type {
-        return Ok(());
-    }
-    Err(VerbsError::config(format!(
-        "peer QP is {}, this one {}",
-        peer.qp_type.upper(),
-        qp_type.upper()
-    )))
-}
-
-impl OpenedQp {
     /// Moves the QP (in INIT) to RTR/RTS towards `peer` (RC/UC: the peer's
     /// QPN, PSN and GID/LID at `mtu_bytes`, routed by GID when either end
     /// has one; UD: an address handle to the peer's GID), posts every
@@ -600,8 +502,97 @@ impl OpenedQp {
     }
 }
 
-fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
-    let gid = gid_line(s.gid.as_ref(), s.lid);
+impl Prepared {
+    /// Moves the QP to RTR/RTS towards `peer` (RC/UC: the peer's QPN, PSN
+    /// and GID/LID; UD: an address handle to the peer's GID + qkey), posts
+    /// the receives and, for event polling, arms the receive CQ.
+    pub fn connect(self, peer: &Endpoint) -> Result<VerbsChannel, VerbsError> {
+        let Prepared {
+            mem,
+            o,
+            mut s,
+            memory,
+        } = self;
+        same_qp_type(peer, s.qp_type)?;
+        if s.op.is_write() && peer.len < s.size {
+            return Err(VerbsError::config(format!(
+                "peer write target {} B < message {} B",
+                peer.len, s.size
+            )));
+        }
+        s.mtu = s.mtu.min(peer.mtu);
+        if s.qp_type == QpType::Ud && s.size > s.mtu {
+            return Err(VerbsError::config(format!(
+                "UD message {} B > path MTU {} B",
+                s.size, s.mtu
+            )));
+        }
+        let opcode = match s.op {
+            Op::Send => SendOpcode::Send,
+            Op::SendImm => SendOpcode::SendImm,
+            Op::Write => SendOpcode::Write,
+            Op::WriteImm => SendOpcode::WriteImm,
+        };
+        let recv_len = s.size + if s.qp_type == QpType::Ud { GRH } else { 0 };
+        let recv = RecvRing::new(
+            s.prepost as usize,
+            mem.buf.addr() + s.recv_off,
+            s.recv_stride,
+            recv_len.min(s.recv_stride),
+            mem.lkey(),
+        );
+        let info = make_info(&s, &o, memory, peer);
+        let w = o.wire(mem, peer, s.mtu, recv, s.op.needs_recv())?;
+        let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
+        let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
+        let inline_upto = if s.inline_used { s.size } else { 0 };
+        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_upto);
+        if s.poll == Poll::Event {
+            w.recv_cq
+                .req_notify()
+                .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
+        }
+        let payload_off = if s.qp_type == QpType::Ud {
+            GRH as usize
+        } else {
+            0
+        };
+        Ok(VerbsChannel {
+            tpl,
+            w,
+            outstanding: 0,
+            unsignaled: 0,
+            stash: vec![(0, None); s.sq_depth as usize + 1].into_boxed_slice(),
+            stash_head: 0,
+            stash_len: 0,
+            expected: 0,
+            last_marker: 0,
+            payload_off,
+            stamp: false,
+            last_recv_off: 0,
+            last_recv_ts: None,
+            repost: None,
+            last_send_ts: None,
+            info,
+            s,
+        })
+    }
+}
+
+/// Refuses a peer whose QP is not of this end's type.
+pub(super) fn same_qp_type(peer: &Endpoint, qp_type: QpType) -> Result<(), VerbsError> {
+    if peer.qp_type == qp_type {
+        return Ok(());
+    }
+    Err(VerbsError::config(format!(
+        "peer QP is {}, this one {}",
+        peer.qp_type.upper(),
+        qp_type.upper()
+    )))
+}
+
+fn make_info(s: &Setup, o: &OpenedQp, memory: String, peer: &Endpoint) -> TransportInfo {
+    let gid = gid_line(o.gid.as_ref(), o.lid);
     let inline_bytes = if s.inline_used { s.size } else { 0 };
     let inline = match inline_bytes {
         0 => "inline off".to_string(),
@@ -609,31 +600,31 @@ fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
     };
     let detail = format!(
         "{} port {} {gid}, {} {}, {} B, {inline} (max {}), signal every {}, poll {}, mtu {}",
-        s.dev,
-        s.port,
+        o.dev,
+        o.port,
         s.qp_type.upper(),
         s.op.name(),
         s.size,
-        s.max_inline,
+        o.max_inline,
         s.period,
         s.poll.name(),
         s.mtu
     );
     let f = |k: &str, v: String| (k.to_string(), v);
-    let mut facts = verbs_facts(&s.dev, s.port, s.gid.as_ref(), s.qp_type, s.op);
+    let mut facts = verbs_facts(&o.dev, o.port, o.gid.as_ref(), s.qp_type, s.op);
     facts.extend([
         f("size", s.size.to_string()),
         f("inline", inline_bytes.to_string()),
-        f("inline_cap", s.inline_cap.to_string()),
-        f("max_inline", s.max_inline.to_string()),
+        f("inline_cap", o.inline_cap.to_string()),
+        f("max_inline", o.max_inline.to_string()),
         f("signal_period", s.period.to_string()),
-        f("memory", s.memory.clone()),
+        f("memory", memory),
         f("poll", s.poll.name().to_string()),
         f("sq_depth", s.sq_depth.to_string()),
         f("rq_depth", s.rq_depth.to_string()),
         f("rq_prepost", s.prepost.to_string()),
         f("mtu", s.mtu.to_string()),
-        f("qpn", qpn.to_string()),
+        f("qpn", o.qp.qpn().to_string()),
         f("peer_qpn", peer.qpn.to_string()),
     ]);
     TransportInfo {
@@ -692,13 +683,13 @@ pub(super) fn loopback_peer_dev(cfg: &VerbsConfig, first: &str) -> String {
 /// `cfg.peer_dev` (default: the same device), connects each to the other.
 pub fn loopback(cfg: &VerbsConfig) -> Result<LoopbackChannel, VerbsError> {
     let (pa, ea) = prepare_on(cfg, cfg.dev.as_deref())?;
-    let peer_dev = loopback_peer_dev(cfg, &pa.s.dev);
+    let dev = pa.o.dev.clone();
+    let peer_dev = loopback_peer_dev(cfg, &dev);
     let (pb, eb) = prepare_on(cfg, Some(&peer_dev))?;
     let b = pb.connect(&ea)?;
     let a = pa.connect(&eb)?;
     let mut info = a.info.clone();
-    info.detail = format!("loopback {} -> {}: {}", a.s.dev, b.s.dev, info.detail);
-    info.facts
-        .push(("peer_device".to_string(), b.s.dev.clone()));
+    info.detail = format!("loopback {dev} -> {peer_dev}: {}", info.detail);
+    info.facts.push(("peer_device".to_string(), peer_dev));
     Ok(LoopbackChannel { a, b, info })
 }

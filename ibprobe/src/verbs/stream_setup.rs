@@ -14,8 +14,8 @@
 use super::config::VerbsConfig;
 use super::error::VerbsError;
 use super::setup::{
-    gid_line, loopback_peer_dev, open_qp, registered_buffers, round_up, same_qp_type, verbs_facts,
-    Endpoint, OpenedQp, QpShape, StreamTarget, GRH,
+    gid_line, loopback_peer_dev, open_qp, round_up, same_qp_type, verbs_facts, Endpoint, OpenedQp,
+    QpShape, StreamTarget, GRH,
 };
 use super::slots::{SlotLayout, VerbsSlots};
 use super::types::ImmCodec;
@@ -126,7 +126,7 @@ fn prepare_slots_on(
     let recv_stride = round_up((slot_size + payload_off) as u64, 64) as usize;
     let recv_off = slots as usize * send_stride;
     let counter_off = recv_off + slots as usize * recv_stride;
-    let (mem, memory) = registered_buffers(counter_off + 128, cfg.hugepages, &o)?;
+    let (mem, memory) = o.buffers(counter_off + 128, cfg.hugepages)?;
     let recv_addr = mem.buf.addr() + recv_off as u64;
     let mut ep = o.endpoint(cfg.qp_type, mem.rkey(), recv_addr, slot_size as u32);
     ep.stream = Some(StreamTarget {
