@@ -17,9 +17,6 @@ use std::ptr::NonNull;
 pub const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
 /// How a [`Region`] is placed: what the caller asks of the kernel.
-///
-/// Why it exists: one value the verbs setup (and any other buffer owner)
-/// can carry from the command line to the allocator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
     /// Back the region with huge pages (`MAP_HUGETLB`, the default huge
@@ -39,7 +36,6 @@ pub struct Placement {
 }
 
 impl Default for Placement {
-    /// Small pages, default NUMA policy, page alignment, not locked.
     fn default() -> Self {
         Placement {
             hugepages: false,
@@ -57,9 +53,7 @@ pub enum MemError {
     /// `MAP_HUGETLB` failed: no (or too few) huge pages are reserved.
     #[error("huge pages (--hugepages): cannot map {bytes} bytes as {page_kb} kB huge pages (mmap MAP_HUGETLB: {source}); {NR_HUGEPAGES} is {nr}, free {free}: reserve enough as root, e.g. `echo {want} > {NR_HUGEPAGES}`, or drop --hugepages")]
     NoHugePages {
-        /// Bytes asked for, rounded up to whole huge pages.
         bytes: usize,
-        /// Huge page size, kB.
         page_kb: usize,
         /// The content of /proc/sys/vm/nr_hugepages ("?" if unreadable).
         nr: String,
@@ -67,7 +61,6 @@ pub enum MemError {
         free: String,
         /// A reservation that would fit this region (current + needed).
         want: usize,
-        /// What mmap said.
         source: io::Error,
     },
     /// The node has fewer free huge pages than the region needs, so
@@ -75,13 +68,9 @@ pub enum MemError {
     #[error("huge pages (--hugepages) on NUMA node {node}: {needed} pages of {page_kb} kB needed, {free} free there ({path}); reserve them on that node, e.g. `echo {needed} > {path_nr}`, or drop --hugepages")]
     NodeHugePages {
         node: u32,
-        /// Huge pages the region needs.
         needed: usize,
-        /// Free huge pages on the node.
         free: usize,
-        /// Huge page size, kB.
         page_kb: usize,
-        /// The sysfs file read.
         path: String,
         /// The sysfs file to write to reserve some.
         path_nr: String,
@@ -91,38 +80,30 @@ pub enum MemError {
         "NUMA node {node} does not exist on this host (online nodes: {online}); pick one of those"
     )]
     NoSuchNode {
-        /// The node asked for.
         node: u32,
         /// /sys/devices/system/node/online ("none" when there is no NUMA support).
         online: String,
     },
-    /// mbind refused.
     #[error("mbind of {bytes} bytes to NUMA node {node} (MPOL_BIND) failed: {source}; check the node has memory (numactl --hardware) or leave the default placement")]
     Bind {
         node: u32,
-        /// Region length.
         bytes: usize,
-        /// What mbind said.
         source: io::Error,
     },
-    /// The alignment is not a power of two.
     #[error("alignment {0} is not a power of two; use e.g. 64, 4096 or 2097152")]
     BadAlign(usize),
     /// mmap itself failed (out of address space or memory).
     #[error("mmap of {bytes} bytes failed: {source}; ask for less memory (smaller --size or queue depths)")]
-    Map {
-        /// Bytes asked for.
-        bytes: usize,
-        /// What mmap said.
-        source: io::Error,
-    },
+    Map { bytes: usize, source: io::Error },
 }
 
 /// An anonymous private mapping placed as a [`Placement`] asked, every
-/// page touched. Unmapped on drop (or handed over with [`Region::into_raw`]).
+/// page touched (so no first-touch fault lands inside a measurement).
+/// Unmapped on drop. Reads and writes of the bytes go through volatile
+/// methods: once registered (`sys::verbs::RegisteredBuf`), the HCA
+/// changes them behind the compiler's back.
 pub struct Region {
-    // Seen by `sys::verbs::PinnedBuf`, whose volatile accessors address
-    // the mapping directly.
+    // Seen by `sys::verbs`, whose stamp words address the mapping directly.
     pub(super) ptr: NonNull<u8>,
     pub(super) len: usize,
     page: usize,
@@ -131,12 +112,11 @@ pub struct Region {
     node: Option<u32>,
 }
 
-// SAFETY: the region exclusively owns its mapping; moving the owner to
-// another thread moves that ownership, and `&self` only hands out shared
-// byte slices.
+// SAFETY: the region exclusively owns its mapping, and every mutating
+// accessor works through that ownership, so moving the owner to another
+// thread (e.g. a pinned measurement thread) moves it whole. Not `Sync`:
+// the volatile writers take `&self`.
 unsafe impl Send for Region {}
-// SAFETY: shared references only allow reads of plain bytes.
-unsafe impl Sync for Region {}
 
 impl std::fmt::Debug for Region {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -294,7 +274,7 @@ impl Region {
         self.len
     }
 
-    /// Never true (a region has at least one page); for clippy's len rule.
+    /// Never true: a region has at least one page.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -304,12 +284,10 @@ impl Region {
         self.page
     }
 
-    /// Backed by huge pages.
     pub fn is_huge(&self) -> bool {
         self.huge
     }
 
-    /// The node the region is bound to, if any.
     pub fn node(&self) -> Option<u32> {
         self.node
     }
@@ -333,6 +311,90 @@ impl Region {
         // initialised (anonymous mappings are zero-filled) and the
         // lifetime is tied to &self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Writes one byte at `off` (volatile: the HCA reads it).
+    #[inline(always)]
+    pub fn write_u8(&self, off: usize, v: u8) {
+        assert!(off < self.len);
+        // SAFETY: off < len, inside the mapping owned by self.
+        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off), v) }
+    }
+
+    /// Reads one byte at `off` (volatile: the HCA writes it, e.g. the last
+    /// byte of an RDMA write target).
+    #[inline(always)]
+    pub fn read_u8(&self, off: usize) -> u8 {
+        assert!(off < self.len);
+        // SAFETY: off < len, inside the mapping owned by self.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off)) }
+    }
+
+    /// Writes the low `n` (<= 8) bytes of `v`, little-endian, at `off`.
+    #[inline(always)]
+    pub fn write_le(&self, off: usize, v: u64, n: usize) {
+        assert!(n <= 8 && off + n <= self.len);
+        let b = v.to_le_bytes();
+        for (i, byte) in b.iter().take(n).enumerate() {
+            // SAFETY: off + i < off + n <= len, inside the mapping.
+            unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off + i), *byte) }
+        }
+    }
+
+    /// Reads `n` (<= 8) bytes little-endian at `off` into the low bytes of
+    /// a u64.
+    #[inline(always)]
+    pub fn read_le(&self, off: usize, n: usize) -> u64 {
+        assert!(n <= 8 && off + n <= self.len);
+        let mut b = [0u8; 8];
+        for (i, byte) in b.iter_mut().take(n).enumerate() {
+            // SAFETY: off + i < off + n <= len, inside the mapping.
+            *byte = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off + i)) };
+        }
+        u64::from_le_bytes(b)
+    }
+
+    /// Copies `src` to `off` (a send slot the HCA reads after the post).
+    #[inline(always)]
+    pub fn write_bytes(&self, off: usize, src: &[u8]) {
+        assert!(off <= self.len && src.len() <= self.len - off);
+        // SAFETY: [off, off + src.len()) is inside the mapping owned by
+        // self; src is a distinct Rust slice, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+        }
+    }
+
+    /// Copies `into.len()` bytes at `off` into `into` (a receive slot the
+    /// HCA wrote before its completion was polled; the caller fences).
+    #[inline(always)]
+    pub fn read_bytes(&self, off: usize, into: &mut [u8]) {
+        assert!(off <= self.len && into.len() <= self.len - off);
+        // SAFETY: [off, off + into.len()) is inside the mapping owned by
+        // self; into is a distinct, exclusively borrowed Rust slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), into.as_mut_ptr(), into.len())
+        }
+    }
+
+    /// Writes the aligned u64 at `off` in one store (volatile: the HCA
+    /// reads it, e.g. the source of a counter write).
+    #[inline(always)]
+    pub fn write_u64(&self, off: usize, v: u64) {
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        // SAFETY: off is 8-aligned (the mapping is page-aligned) and
+        // off + 8 <= len, inside the mapping owned by self.
+        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off) as *mut u64, v) }
+    }
+
+    /// Reads the aligned u64 at `off` in one load (volatile: the peer's
+    /// HCA writes it, e.g. a counter word), never torn.
+    #[inline(always)]
+    pub fn read_u64(&self, off: usize) -> u64 {
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
+        // SAFETY: off is 8-aligned (the mapping is page-aligned) and
+        // off + 8 <= len, inside the mapping owned by self.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off) as *const u64) }
     }
 
     /// How many of the region's small (base) pages are resident, by
@@ -455,7 +517,6 @@ pub struct FsSpace {
     pub free: u64,
 }
 
-/// The [`FsSpace`] of the filesystem holding `dir`.
 pub fn fs_space(dir: &std::path::Path) -> io::Result<FsSpace> {
     let s = nix::sys::statvfs::statvfs(dir).map_err(io::Error::from)?;
     let unit = s.fragment_size() as u64;
@@ -648,7 +709,6 @@ mod tests {
         assert_eq!(r.addr() % huge as u64, 0);
         assert_eq!(r.resident_pages().unwrap(), 2 * huge / page_size());
         drop(r);
-        // _restore puts the old reservation back here.
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! Every `unsafe` block below carries a `SAFETY:` comment; everything
 //! exported is safe to call.
 
-use crate::sys::mem::{MemError, Placement, Region};
+use crate::sys::mem::Region;
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::Ipv6Addr;
@@ -25,204 +25,29 @@ use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair};
 use sideway::ibverbs::AccessFlags;
 
-/// Page-aligned anonymous memory, every page touched at creation (so no
-/// first-touch page fault lands inside a measurement) and shared with the
-/// HCA once registered. Reads and writes go through methods because the
-/// HCA changes it behind the compiler's back.
-pub struct PinnedBuf {
-    /// The mapping; it is unmapped when the buffer drops.
-    region: Region,
-}
-
-impl PinnedBuf {
-    /// Maps `len` bytes (rounded up to a page, at least one page), zeroed,
-    /// and pre-faults every page by writing to it: a [`Region`] with the
-    /// default placement, so the mapping code exists once.
-    pub fn new(len: usize) -> io::Result<PinnedBuf> {
-        match Region::new(len, &Placement::default()) {
-            Ok(r) => Ok(PinnedBuf::from_region(r)),
-            // The only failure of the default placement: mmap's own error.
-            Err(MemError::Map { source, .. }) => Err(source),
-            Err(e) => Err(io::Error::other(e.to_string())),
-        }
-    }
-
-    /// Takes over a placed, pre-faulted [`crate::sys::mem::Region`] (huge
-    /// pages, a NUMA node): the buffer unmaps it on drop.
-    pub fn from_region(region: Region) -> PinnedBuf {
-        PinnedBuf { region }
-    }
-
-    /// Start address, for SGEs and the peer's remote address.
-    pub fn addr(&self) -> u64 {
-        self.region.addr()
-    }
-
-    /// Mapped length in bytes (a whole number of pages).
-    pub fn len(&self) -> usize {
-        self.region.len
-    }
-
-    /// Never true (a mapping has at least one page); for clippy's len rule.
-    pub fn is_empty(&self) -> bool {
-        self.region.is_empty()
-    }
-
-    /// Writes one byte at `off` (volatile: the HCA reads it).
-    #[inline(always)]
-    pub fn write_u8(&self, off: usize, v: u8) {
-        assert!(off < self.region.len);
-        // SAFETY: off < len, inside the mapping owned by self.
-        unsafe { std::ptr::write_volatile(self.region.ptr.as_ptr().add(off), v) }
-    }
-
-    /// Reads one byte at `off` (volatile: the HCA writes it, e.g. the last
-    /// byte of an RDMA write target).
-    #[inline(always)]
-    pub fn read_u8(&self, off: usize) -> u8 {
-        assert!(off < self.region.len);
-        // SAFETY: off < len, inside the mapping owned by self.
-        unsafe { std::ptr::read_volatile(self.region.ptr.as_ptr().add(off)) }
-    }
-
-    /// Writes the low `n` (<= 8) bytes of `v`, little-endian, at `off`.
-    #[inline(always)]
-    pub fn write_le(&self, off: usize, v: u64, n: usize) {
-        assert!(n <= 8 && off + n <= self.region.len);
-        let b = v.to_le_bytes();
-        for (i, byte) in b.iter().take(n).enumerate() {
-            // SAFETY: off + i < off + n <= len, inside the mapping.
-            unsafe { std::ptr::write_volatile(self.region.ptr.as_ptr().add(off + i), *byte) }
-        }
-    }
-
-    /// Reads `n` (<= 8) bytes little-endian at `off` into the low bytes of
-    /// a u64.
-    #[inline(always)]
-    pub fn read_le(&self, off: usize, n: usize) -> u64 {
-        assert!(n <= 8 && off + n <= self.region.len);
-        let mut b = [0u8; 8];
-        for (i, byte) in b.iter_mut().take(n).enumerate() {
-            // SAFETY: off + i < off + n <= len, inside the mapping.
-            *byte = unsafe { std::ptr::read_volatile(self.region.ptr.as_ptr().add(off + i)) };
-        }
-        u64::from_le_bytes(b)
-    }
-
-    /// Copies `src` to `off` (a send slot the HCA reads after the post).
-    #[inline(always)]
-    pub fn write_bytes(&self, off: usize, src: &[u8]) {
-        assert!(off <= self.region.len && src.len() <= self.region.len - off);
-        // SAFETY: [off, off + src.len()) is inside the mapping owned by
-        // self; src is a distinct Rust slice, so the ranges do not overlap.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr(),
-                self.region.ptr.as_ptr().add(off),
-                src.len(),
-            )
-        }
-    }
-
-    /// Copies `into.len()` bytes at `off` into `into` (a receive slot the
-    /// HCA wrote before its completion was polled; the caller fences).
-    #[inline(always)]
-    pub fn read_bytes(&self, off: usize, into: &mut [u8]) {
-        assert!(off <= self.region.len && into.len() <= self.region.len - off);
-        // SAFETY: [off, off + into.len()) is inside the mapping owned by
-        // self; into is a distinct, exclusively borrowed Rust slice.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.region.ptr.as_ptr().add(off),
-                into.as_mut_ptr(),
-                into.len(),
-            )
-        }
-    }
-
-    /// Writes the aligned u64 at `off` in one store (volatile: the HCA
-    /// reads it, e.g. the source of a counter write).
-    #[inline(always)]
-    pub fn write_u64(&self, off: usize, v: u64) {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.region.len);
-        // SAFETY: off is 8-aligned (the mapping is page-aligned) and
-        // off + 8 <= len, inside the mapping owned by self.
-        unsafe { std::ptr::write_volatile(self.region.ptr.as_ptr().add(off) as *mut u64, v) }
-    }
-
-    /// Reads the aligned u64 at `off` in one load (volatile: the peer's
-    /// HCA writes it, e.g. a counter word), never torn.
-    #[inline(always)]
-    pub fn read_u64(&self, off: usize) -> u64 {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.region.len);
-        // SAFETY: off is 8-aligned (the mapping is page-aligned) and
-        // off + 8 <= len, inside the mapping owned by self.
-        unsafe { std::ptr::read_volatile(self.region.ptr.as_ptr().add(off) as *const u64) }
-    }
-}
-
 /// One 8-byte word of a registered send buffer that another thread keeps
-/// rewriting (the thesis's stamping thread, `--stamp-thread`): the value
-/// the HCA finds when it DMA-reads the buffer tells when it read it.
+/// rewriting (`--stamp-thread`): the [`StampWords`] of one buffer.
+pub type StampWord = StampWords;
+
+/// The stamp words of a ring of registered send buffers (`--stamp-thread`,
+/// the thesis's stamping thread): word `off` of each of `n` buffers
+/// `stride` bytes apart, all rewritten with one value per pass, so
+/// whichever buffer the HCA reads next carries, when it DMA-reads it, the
+/// time of the last pass before its read.
 ///
-/// Made by [`PinnedBuf::stamp_word`]; valid while the buffer lives, which
-/// its user guarantees by joining the writing thread before the channel
-/// drops (the runner's scoped thread).
-pub struct StampWord {
-    word: NonNull<u64>,
-}
-
-// SAFETY: the word is only ever written through this handle, with atomic
-// stores (see `store`), from one thread at a time (the handle is moved, not
-// shared); the buffer it points into outlives it (see the type's doc).
-unsafe impl Send for StampWord {}
-
-impl StampWord {
-    /// Stores `v` into the word (one relaxed atomic store: the HCA reads it
-    /// whenever it DMA-reads the buffer; no other thread writes it).
-    #[inline(always)]
-    pub fn store(&self, v: u64) {
-        // SAFETY: the word is 8-aligned and inside a live mapping (see
-        // `PinnedBuf::stamp_word` and the type's doc); it is accessed only
-        // atomically from Rust while this handle exists.
-        let a = unsafe { std::sync::atomic::AtomicU64::from_ptr(self.word.as_ptr()) };
-        a.store(v, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl PinnedBuf {
-    /// The aligned word at `off` as a [`StampWord`] for another thread.
-    pub fn stamp_word(&self, off: usize) -> StampWord {
-        assert!(off.is_multiple_of(8) && off + 8 <= self.region.len);
-        // SAFETY: off + 8 <= len: the pointer is inside the mapping, and
-        // non-null because the mapping's base is.
-        let p = unsafe { self.region.ptr.as_ptr().add(off) } as *mut u64;
-        StampWord {
-            word: NonNull::new(p).unwrap_or(NonNull::dangling()),
-        }
-    }
-}
-
-/// The stamp words of a ring of registered send buffers (`ibprobe stream
-/// --stamp-thread`): word `off` of each of `n` buffers `stride` bytes
-/// apart, all rewritten with one value per pass, so whichever buffer the
-/// HCA reads next carries the time of the last pass before its read.
-///
-/// Made by [`PinnedBuf::stamp_words`]; valid while the buffer lives, which
+/// Made by [`Region::stamp_words`]; valid while the buffer lives, which
 /// its user guarantees by joining the writing thread before the stream's
 /// end drops (the executor's scoped thread). The end that sends from these
 /// buffers never writes these words (it copies around them), so they are
 /// only ever written atomically, by this handle.
 pub struct StampWords {
     first: NonNull<u64>,
-    /// Stride in u64 words.
     stride: usize,
     n: usize,
 }
 
-// SAFETY: as for `StampWord`: only this handle writes the words, with
-// atomic stores, from the one thread it was moved to; the buffer outlives
-// it (see the type's doc).
+// SAFETY: only this handle writes the words, with atomic stores, from the
+// one thread it was moved to; the buffer outlives it (see the type's doc).
 unsafe impl Send for StampWords {}
 
 impl StampWords {
@@ -231,7 +56,7 @@ impl StampWords {
     pub fn store(&self, v: u64) {
         for i in 0..self.n {
             // SAFETY: word i lies at first + i * stride, inside the live
-            // mapping and 8-aligned (checked by `PinnedBuf::stamp_words`);
+            // mapping and 8-aligned (checked by `Region::stamp_words`);
             // it is accessed only atomically from Rust while this exists.
             let a = unsafe {
                 std::sync::atomic::AtomicU64::from_ptr(self.first.as_ptr().add(i * self.stride))
@@ -240,26 +65,30 @@ impl StampWords {
         }
     }
 
-    /// How many words each pass writes.
     pub fn len(&self) -> usize {
         self.n
     }
 
-    /// Whether there is none (never: `stamp_words` asks for at least one).
+    /// Never true: `stamp_words` asks for at least one.
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
 }
 
-impl PinnedBuf {
+impl Region {
+    /// The aligned word at `off` as a [`StampWord`] for another thread.
+    pub fn stamp_word(&self, off: usize) -> StampWord {
+        self.stamp_words(off, 8, 1)
+    }
+
     /// Word `off` of each of `n` (>= 1) buffers `stride` bytes apart from
     /// offset 0, as [`StampWords`] for another thread.
     pub fn stamp_words(&self, off: usize, stride: usize, n: usize) -> StampWords {
         assert!(n >= 1 && off.is_multiple_of(8) && stride.is_multiple_of(8));
-        assert!((n - 1) * stride + off + 8 <= self.region.len);
+        assert!((n - 1) * stride + off + 8 <= self.len);
         // SAFETY: off + 8 <= len: the pointer is inside the mapping, and
         // non-null because the mapping's base is.
-        let p = unsafe { self.region.ptr.as_ptr().add(off) } as *mut u64;
+        let p = unsafe { self.ptr.as_ptr().add(off) } as *mut u64;
         StampWords {
             first: NonNull::new(p).unwrap_or(NonNull::dangling()),
             stride: stride / 8,
@@ -268,28 +97,17 @@ impl PinnedBuf {
     }
 }
 
-/// A [`PinnedBuf`] registered as one memory region. The MR is declared
+/// A [`Region`] registered as one memory region. The MR is declared
 /// first so it is deregistered before the memory is unmapped.
 pub struct RegisteredBuf {
     mr: Arc<MemoryRegion>,
-    /// The memory itself.
-    pub buf: PinnedBuf,
+    pub buf: Region,
 }
 
 impl RegisteredBuf {
-    /// Maps `len` bytes (pre-faulted) and registers them with `access`.
-    pub fn new(
-        pd: &Arc<ProtectionDomain>,
-        len: usize,
-        access: AccessFlags,
-    ) -> io::Result<RegisteredBuf> {
-        Self::register(pd, PinnedBuf::new(len)?, access)
-    }
-
-    /// Registers `buf` (e.g. from [`PinnedBuf::from_region`]) with `access`.
     pub fn register(
         pd: &Arc<ProtectionDomain>,
-        buf: PinnedBuf,
+        buf: Region,
         access: AccessFlags,
     ) -> io::Result<RegisteredBuf> {
         // SAFETY: buf is valid for buf.len() bytes and lives in the same
@@ -299,12 +117,10 @@ impl RegisteredBuf {
         Ok(RegisteredBuf { mr, buf })
     }
 
-    /// Local key for SGEs.
     pub fn lkey(&self) -> u32 {
         self.mr.lkey()
     }
 
-    /// Remote key for the peer's RDMA writes.
     pub fn rkey(&self) -> u32 {
         self.mr.rkey()
     }
@@ -340,7 +156,6 @@ impl OwnedQp {
         OwnedQp { ptr, qp }
     }
 
-    /// The QP number.
     pub fn qpn(&self) -> u32 {
         self.qp.qp_number()
     }
@@ -385,11 +200,9 @@ pub struct OwnedCq {
 /// One work completion, copied out of `ibv_wc`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Completion {
-    /// The wr_id the work request was posted with.
     pub wr_id: u64,
     /// ibv_wc_status (0 = success).
     pub status: u32,
-    /// ibv_wc_opcode.
     pub opcode: u32,
     /// Bytes received (receives only; includes the 40 B GRH on UD).
     pub byte_len: u32,
@@ -465,11 +278,6 @@ impl OwnedCq {
             channel,
             cq,
         }
-    }
-
-    /// Whether completions carry the HCA's timestamp.
-    pub fn stamps(&self) -> bool {
-        self.ex.is_some()
     }
 
     /// One extended poll: up to `out.len()` completions (start, next...,
@@ -662,13 +470,9 @@ impl Drop for AddressHandle {
 /// The send opcodes the probe uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendOpcode {
-    /// IBV_WR_SEND.
     Send,
-    /// IBV_WR_SEND_WITH_IMM.
     SendImm,
-    /// IBV_WR_RDMA_WRITE.
     Write,
-    /// IBV_WR_RDMA_WRITE_WITH_IMM.
     WriteImm,
 }
 
@@ -812,12 +616,10 @@ impl RecvRing {
         RecvRing { wrs, _sges: sges }
     }
 
-    /// Number of slots.
     pub fn len(&self) -> usize {
         self.wrs.len()
     }
 
-    /// True when the ring has no slot.
     pub fn is_empty(&self) -> bool {
         self.wrs.is_empty()
     }
@@ -839,11 +641,10 @@ impl RecvRing {
     }
 }
 
-// SAFETY (all six impls): each type exclusively owns its verbs object or
+// SAFETY (all five impls): each type exclusively owns its verbs object or
 // mapping (no aliasing handle escapes), libibverbs objects may be used
 // from any thread, and every mutating call takes `&mut self`, so moving
 // one to another thread (e.g. a pinned measurement thread) is sound.
-unsafe impl Send for PinnedBuf {}
 unsafe impl Send for OwnedQp {}
 unsafe impl Send for OwnedCq {}
 unsafe impl Send for AddressHandle {}

@@ -31,6 +31,17 @@ pub enum TransportError {
     Unsupported(String),
 }
 
+/// A failed OS call `what`, as a [`TransportError`] (for `map_err`).
+pub(super) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
+    move |source| TransportError::Io { what, source }
+}
+
+/// Refuses a message size transport `t` cannot carry.
+pub(super) fn check_size(t: crate::spec::Transport, size: usize) -> Result<(), TransportError> {
+    t.check_size(crate::spec::Op::Send, size)
+        .map_err(|e| TransportError::Unsupported(e.0))
+}
+
 /// Facts about a transport instance, printed in the report.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TransportInfo {

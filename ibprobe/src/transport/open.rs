@@ -47,9 +47,7 @@ pub enum Carry<'a> {
 
 /// A session's end, as made for its [`Carry`].
 pub enum End {
-    /// For [`Carry::Messages`].
     Messages(Box<dyn Channel>),
-    /// For [`Carry::Slots`].
     Slots(Box<dyn SlotEnd>),
 }
 

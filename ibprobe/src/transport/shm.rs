@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::channel::{Channel, TransportError, TransportInfo};
+use super::channel::{check_size, io, Channel, TransportError, TransportInfo};
 use super::open::{Ask, Carry, End, EndError, Opened, Opens, Pending, StreamEnds};
 use super::stream::SlotEnd;
 use crate::spec::{ChannelSpec, StreamSpec};
@@ -50,9 +50,6 @@ use crate::sys::mem::{self, FsSpace};
 /// `StreamSpec::shm_ring_slots`, so that stop-and-wait and the round trip
 /// compare like with like).
 pub const SLOTS: usize = 8;
-
-/// Largest message the shm transport carries (1 MiB).
-pub const MAX_SIZE: usize = crate::spec::SHM_MAX_SIZE;
 
 const MAGIC: u64 = 0x4942_5052_4f42_4531; // "IBPROBE1"
 const H_MAGIC: usize = 0;
@@ -93,16 +90,6 @@ fn slot_words_for(size: usize) -> usize {
 
 fn map_bytes(slot_words: usize) -> usize {
     (LINE_WORDS + 2 * SLOTS * slot_words) * 8
-}
-
-fn check_size(size: usize) -> Result<(), TransportError> {
-    crate::spec::Transport::Shm
-        .check_size(crate::spec::Op::Send, size)
-        .map_err(|e| TransportError::Unsupported(e.0))
-}
-
-fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
-    move |source| TransportError::Io { what, source }
 }
 
 /// The server's ring file, owned by the end that created it: unlinked at
@@ -181,12 +168,7 @@ impl ShmChannel {
     /// One-way loopback in one process: `post` writes ring 0 and
     /// `poll_recv` reads it (one thread, one clock: the probe's floor).
     pub fn loopback(size: usize) -> Result<ShmChannel, TransportError> {
-        check_size(size)?;
-        let sw = slot_words_for(size);
-        let map =
-            Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
-        init_header(&map, MAGIC, SLOTS, sw);
-        let mut ch = ShmChannel::on_side(map, size, sw, Side::Client, RingFile::NONE);
+        let mut ch = ShmChannel::at(At::Anonymous, size, Side::Client)?;
         // Ring 0 both ways, and no peer to tell of a close.
         (ch.rx_base, ch.my_closed, ch.peer_closed, ch.label) = (ch.tx_base, None, None, "loopback");
         Ok(ch)
@@ -195,15 +177,9 @@ impl ShmChannel {
     /// A connected pair in one process (client end, server end), for a
     /// round trip with an echo thread.
     pub fn pair(size: usize) -> Result<(ShmChannel, ShmChannel), TransportError> {
-        check_size(size)?;
-        let sw = slot_words_for(size);
-        let map =
-            Arc::new(SharedMap::anonymous(map_bytes(sw)).map_err(io("mmap (anonymous shared)"))?);
-        init_header(&map, MAGIC, SLOTS, sw);
-        Ok((
-            ShmChannel::on_side(map.clone(), size, sw, Side::Client, RingFile::NONE),
-            ShmChannel::on_side(map, size, sw, Side::Server, RingFile::NONE),
-        ))
+        let a = ShmChannel::at(At::Anonymous, size, Side::Client)?;
+        let b = ShmChannel::on_side(a.map.clone(), size, Side::Server, RingFile::NONE);
+        Ok((a, b))
     }
 
     /// Creates the shared file at `path` (server side of a two-process
@@ -211,42 +187,25 @@ impl ShmChannel {
     /// is removed at the first message received, or when this channel
     /// drops (see [`RingFile`]).
     pub fn create(path: &Path, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
-        check_size(size)?;
-        let sw = slot_words_for(size);
-        let (map, file) = RingFile::create(path, map_bytes(sw))?;
-        init_header(&map, MAGIC, SLOTS, sw);
-        Ok(ShmChannel::on_side(Arc::new(map), size, sw, side, file))
+        ShmChannel::at(At::Create(path), size, side)
     }
 
     /// Opens the shared file a peer created at `path` (client side).
     pub fn open(path: &Path, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
-        check_size(size)?;
-        let sw = slot_words_for(size);
-        let map = SharedMap::file(path, map_bytes(sw), false).map_err(io("open shm file"))?;
-        let what = format!("shm ring for size {size}");
-        check_header(
-            &map,
-            path,
-            [MAGIC, SLOTS as u64, sw as u64],
-            &what,
-            " words",
-        )?;
-        Ok(ShmChannel::on_side(
-            Arc::new(map),
-            size,
-            sw,
-            side,
-            RingFile::NONE,
-        ))
+        ShmChannel::at(At::Open(path), size, side)
     }
 
-    fn on_side(
-        map: Arc<SharedMap>,
-        size: usize,
-        sw: usize,
-        side: Side,
-        file: RingFile,
-    ) -> ShmChannel {
+    fn at(at: At, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
+        check_size(crate::spec::Transport::Shm, size)?;
+        let sw = slot_words_for(size);
+        let header = [MAGIC, SLOTS as u64, sw as u64];
+        let what = || (format!("shm ring for size {size}"), " words");
+        let (map, file) = map_rings(at, map_bytes(sw), header, what)?;
+        Ok(ShmChannel::on_side(map, size, side, file))
+    }
+
+    fn on_side(map: Arc<SharedMap>, size: usize, side: Side, file: RingFile) -> ShmChannel {
+        let sw = slot_words_for(size);
         let rings = [LINE_WORDS, LINE_WORDS + SLOTS * sw];
         let (tx, rx, label) = ends(side);
         ShmChannel {
@@ -269,39 +228,56 @@ impl ShmChannel {
     }
 }
 
-/// Writes a ring's header: its slot count and slot length (`len`: words
-/// of a channel's slot, bytes of a stream's), then its magic, last.
-fn init_header(map: &SharedMap, magic: u64, slots: usize, len: usize) {
-    let w = map.words();
-    w[H_SLOTS].store(slots as u64, Relaxed);
-    w[H_SLOT_WORDS].store(len as u64, Relaxed);
-    w[H_MAGIC].store(magic, Release);
+/// Where a mapping of rings comes from: anonymous (this process's
+/// threads), the server's ring file created here, or the one a peer made.
+#[derive(Clone, Copy)]
+enum At<'a> {
+    Anonymous,
+    Create(&'a Path),
+    Open(&'a Path),
 }
 
-/// Refuses a file at `path` whose header is not `want` (magic, slots,
-/// slot length), saying it is not the `what` asked for and what it holds
-/// (its slot length in `unit`).
-fn check_header(
-    map: &SharedMap,
-    path: &Path,
+/// Maps `bytes` of rings as `at` says, with their header `want` (magic,
+/// slot count, slot length: words of a channel's slot, bytes of a
+/// stream's): written into a new mapping (the magic last), checked in an
+/// opened one, which is refused as not the ring `what` names (and the
+/// unit of its slot length) with what it holds.
+fn map_rings(
+    at: At,
+    bytes: usize,
     want: [u64; 3],
-    what: &str,
-    unit: &str,
-) -> Result<(), TransportError> {
+    what: impl FnOnce() -> (String, &'static str),
+) -> Result<(Arc<SharedMap>, RingFile), TransportError> {
+    let (map, file) = match at {
+        At::Anonymous => (
+            SharedMap::anonymous(bytes).map_err(io("mmap (anonymous shared)"))?,
+            RingFile::NONE,
+        ),
+        At::Create(path) => RingFile::create(path, bytes)?,
+        At::Open(path) => {
+            let map = SharedMap::file(path, bytes, false).map_err(io("open shm file"))?;
+            let w = map.words();
+            let (magic, slots, len) = (
+                w[H_MAGIC].load(Acquire),
+                w[H_SLOTS].load(Relaxed),
+                w[H_SLOT_WORDS].load(Relaxed),
+            );
+            if [magic, slots, len] != want {
+                let (what, unit) = what();
+                return Err(TransportError::Unsupported(format!(
+                    "{}: not an ibprobe {what} (magic {magic:#x}, {slots} slots of {len}{unit}); \
+                     are client and server the same ibprobe version?",
+                    path.display()
+                )));
+            }
+            return Ok((Arc::new(map), RingFile::NONE));
+        }
+    };
     let w = map.words();
-    let (magic, slots, len) = (
-        w[H_MAGIC].load(Acquire),
-        w[H_SLOTS].load(Relaxed),
-        w[H_SLOT_WORDS].load(Relaxed),
-    );
-    if [magic, slots, len] == want {
-        return Ok(());
-    }
-    Err(TransportError::Unsupported(format!(
-        "{}: not an ibprobe {what} (magic {magic:#x}, {slots} slots of {len}{unit}); \
-         are client and server the same ibprobe version?",
-        path.display()
-    )))
+    w[H_SLOTS].store(want[1], Relaxed);
+    w[H_SLOT_WORDS].store(want[2], Relaxed);
+    w[H_MAGIC].store(want[0], Release);
+    Ok((Arc::new(map), file))
 }
 
 /// The ring a side writes and the ring it reads (ring 0 is the client's),
@@ -391,11 +367,10 @@ impl Drop for ShmChannel {
         if let Some(c) = self.my_closed {
             self.map.words()[c].store(1, Release);
         }
-        // `file` unlinks the ring's name (if still there) as it drops.
     }
 }
 
-/// Magic of a stream mapping ("IBPSTRM1").
+/// "IBPSTRM1".
 const STREAM_MAGIC: u64 = 0x4942_5053_5452_4d31;
 
 /// One end of a streaming slot pool over shared memory (a
@@ -431,7 +406,6 @@ pub struct ShmSlots {
     label: &'static str,
 }
 
-/// The slot after `i` in a ring of `n`.
 #[inline(always)]
 fn next_slot(i: usize, n: usize) -> usize {
     if i + 1 == n {
@@ -459,57 +433,46 @@ impl ShmSlots {
     /// Both ends in one process (sender end, receiver end), for a
     /// loopback stream whose two loops run on two threads.
     pub fn pair(slots: u32, slot_size: usize) -> Result<(ShmSlots, ShmSlots), TransportError> {
-        let map = Arc::new(
-            SharedMap::anonymous(stream_map_bytes(slots as usize, slot_size))
-                .map_err(io("mmap (anonymous shared)"))?,
+        let a = ShmSlots::at(At::Anonymous, slots, slot_size, Side::Client)?;
+        let b = ShmSlots::on_side(
+            a.map.clone(),
+            slots,
+            slot_size,
+            Side::Server,
+            RingFile::NONE,
         );
-        init_header(&map, STREAM_MAGIC, slots as usize, slot_size);
-        Ok((
-            ShmSlots::on_side(map.clone(), slots, slot_size, Side::Client, RingFile::NONE),
-            ShmSlots::on_side(map, slots, slot_size, Side::Server, RingFile::NONE),
-        ))
+        Ok((a, b))
     }
 
-    /// Creates the shared file at `path` (the server's end of a stream
-    /// between two processes), refused when it does not fit the free
-    /// space there; removed at the first slot received, or when this end
-    /// drops (see [`RingFile`]).
+    /// As [`ShmChannel::create`], for a stream's end.
     pub fn create(
         path: &Path,
         slots: u32,
         slot_size: usize,
         side: Side,
     ) -> Result<ShmSlots, TransportError> {
-        let (map, file) = RingFile::create(path, stream_map_bytes(slots as usize, slot_size))?;
-        init_header(&map, STREAM_MAGIC, slots as usize, slot_size);
-        Ok(ShmSlots::on_side(
-            Arc::new(map),
-            slots,
-            slot_size,
-            side,
-            file,
-        ))
+        ShmSlots::at(At::Create(path), slots, slot_size, side)
     }
 
-    /// Opens the shared file a peer created at `path`.
+    /// As [`ShmChannel::open`], for a stream's end.
     pub fn open(
         path: &Path,
         slots: u32,
         slot_size: usize,
         side: Side,
     ) -> Result<ShmSlots, TransportError> {
-        let map = SharedMap::file(path, stream_map_bytes(slots as usize, slot_size), false)
-            .map_err(io("open shm file"))?;
-        let what = format!("stream ring of {slots} slots of {slot_size} B");
-        let want = [STREAM_MAGIC, u64::from(slots), slot_size as u64];
-        check_header(&map, path, want, &what, " B")?;
-        Ok(ShmSlots::on_side(
-            Arc::new(map),
-            slots,
-            slot_size,
-            side,
-            RingFile::NONE,
-        ))
+        ShmSlots::at(At::Open(path), slots, slot_size, side)
+    }
+
+    fn at(at: At, slots: u32, slot_size: usize, side: Side) -> Result<ShmSlots, TransportError> {
+        let bytes = stream_map_bytes(slots as usize, slot_size);
+        let header = [STREAM_MAGIC, u64::from(slots), slot_size as u64];
+        let what = || {
+            let what = format!("stream ring of {slots} slots of {slot_size} B");
+            (what, " B")
+        };
+        let (map, file) = map_rings(at, bytes, header, what)?;
+        Ok(ShmSlots::on_side(map, slots, slot_size, side, file))
     }
 
     fn on_side(
@@ -641,7 +604,6 @@ impl SlotEnd for ShmSlots {
 impl Drop for ShmSlots {
     fn drop(&mut self) {
         self.map.words()[self.my_closed].store(1, Release);
-        // `file` unlinks the ring's name (if still there) as it drops.
     }
 }
 

@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
 use serde_json::{json, Value};
 
-use super::channel::{Channel, TransportError, TransportInfo};
+use super::channel::{check_size, io, Channel, TransportError, TransportInfo};
 use super::open::{Ask, Carry, End, EndError, Opened, Opens, Pending, StreamEnds};
 use super::stream::SlotEnd;
 use crate::spec::{ChannelSpec, Poll, StreamSpec};
@@ -40,17 +40,6 @@ pub struct UdpChannel {
     event: bool,
 }
 
-fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
-    move |source| TransportError::Io { what, source }
-}
-
-/// Checks a message size against what UDP can carry with a sequence number.
-pub fn check_size(size: usize) -> Result<(), TransportError> {
-    crate::spec::Transport::Udp
-        .check_size(crate::spec::Op::Send, size)
-        .map_err(|e| TransportError::Unsupported(e.0))
-}
-
 fn open(addr: SocketAddr) -> Result<UdpSocket, TransportError> {
     let s = UdpSocket::bind(addr).map_err(io("bind udp socket"))?;
     s.set_nonblocking(true)
@@ -62,7 +51,7 @@ impl UdpChannel {
     /// One-way loopback: two sockets on `ip` (e.g. 127.0.0.1) in this
     /// process; `post` sends on the first, `poll_recv` reads the second.
     pub fn loopback(ip: IpAddr, size: usize) -> Result<UdpChannel, TransportError> {
-        check_size(size)?;
+        check_size(crate::spec::Transport::Udp, size)?;
         let a = open(SocketAddr::new(ip, 0))?;
         let b = open(SocketAddr::new(ip, 0))?;
         let (aa, ba) = (
@@ -91,7 +80,7 @@ impl UdpChannel {
     /// A socket bound to `addr` (port 0: any), not yet connected; call
     /// [`UdpChannel::connect`] once the peer's address is known.
     pub fn bind(addr: SocketAddr, size: usize) -> Result<UdpChannel, TransportError> {
-        check_size(size)?;
+        check_size(crate::spec::Transport::Udp, size)?;
         Ok(UdpChannel {
             tx: open(addr)?,
             rx: None,
@@ -129,7 +118,6 @@ fn addresses(sock: &UdpSocket, peer: Option<SocketAddr>) -> (String, String) {
     (local, fmt_peer(peer))
 }
 
-/// Which way a datagram failed to go.
 #[derive(Clone, Copy)]
 enum Way {
     Send,
@@ -263,12 +251,10 @@ impl UdpSlots {
         Ok((a, b))
     }
 
-    /// The address this end receives on.
     pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
         self.sock.local_addr().map_err(io("getsockname"))
     }
 
-    /// Connects to the peer: only its datagrams are received from now on.
     pub fn connect(&mut self, peer: SocketAddr) -> Result<(), TransportError> {
         self.sock.connect(peer).map_err(io("connect udp socket"))?;
         self.peer = Some(peer);
@@ -367,9 +353,7 @@ impl UdpChannel {
 /// binds, tells the peer about and connects (the model transport rides
 /// on it too).
 pub enum Socket {
-    /// For [`Carry::Messages`].
     Messages(UdpChannel),
-    /// For [`Carry::Slots`].
     Slots(UdpSlots),
 }
 
@@ -402,7 +386,6 @@ impl Socket {
         }
     }
 
-    /// The session's end: the socket itself.
     pub fn into_end(self) -> End {
         match self {
             Socket::Messages(u) => End::Messages(Box::new(u)),

@@ -1,6 +1,6 @@
 //! The typed verbs configuration of one channel.
 //!
-//! Why it exists: the setup (`channel.rs`) needs the verbs knobs of a
+//! Why it exists: the setup (`setup.rs`) needs the verbs knobs of a
 //! [`ChannelSpec`] with the QP type resolved and the defaults applied
 //! (prepost = RQ depth, the signal period), and it must be sure the
 //! static checks ran. [`VerbsConfig::new`] is the only way to build one:
@@ -20,25 +20,18 @@ pub struct VerbsConfig {
     pub dev: Option<String>,
     /// Receiver's device in one-way loopback (None: same as `dev`).
     pub peer_dev: Option<String>,
-    /// Port number.
     pub port: u8,
     /// GID index (None: the IPv4-mapped RoCE v2 GID on Ethernet).
     pub gid_index: Option<u32>,
     pub qp_type: QpType,
-    /// Operation.
     pub op: Op,
-    /// Message size in bytes.
     pub size: u32,
-    /// Inline policy.
     pub inline: InlineMode,
     /// Signaling policy (None: the workload's default, see
     /// [`VerbsConfig::signal_period`] and [`VerbsConfig::stream_signal_period`]).
     pub signal: Option<SignalMode>,
-    /// Receive completion polling.
     pub poll: Poll,
-    /// Send queue depth.
     pub sq_depth: u32,
-    /// Receive queue depth.
     pub rq_depth: u32,
     /// Receives kept posted.
     pub rq_prepost: u32,

@@ -14,9 +14,8 @@ use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState}
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::QueuePairType;
 
-use super::error::VerbsError;
+use super::error::{chain, VerbsError};
 use crate::spec::QpType;
-use crate::sys::verbs::source_chain;
 
 /// One RDMA device, as `ibprobe devices` prints it.
 #[derive(Clone, Debug, Serialize)]
@@ -25,7 +24,6 @@ pub struct DeviceInfo {
     pub name: String,
     /// Node GUID, "xxxx:xxxx:xxxx:xxxx" as ibv_devinfo prints it.
     pub node_guid: String,
-    /// Physical ports.
     pub ports: Vec<PortInfo>,
     /// NUMA node of the device's PCI function (None: not reported, e.g. rxe).
     pub numa_node: Option<i32>,
@@ -38,7 +36,6 @@ pub struct DeviceInfo {
 /// One port of a device.
 #[derive(Clone, Debug, Serialize)]
 pub struct PortInfo {
-    /// Port number (1-based).
     pub port: u8,
     /// "down", "init", "armed", "active", "active_defer".
     pub state: String,
@@ -95,7 +92,7 @@ pub fn devices() -> Result<Vec<DeviceInfo>, VerbsError> {
         let name = dev.name();
         let ctx = dev
             .open()
-            .map_err(|e| VerbsError::verbs(&format!("ibv_open_device {name}"), chain(&e)))?;
+            .map_err(|e| VerbsError::call(&format!("ibv_open_device {name}"), &e))?;
         out.push(describe(&name, &ctx, u64::from_be(dev.guid().as_u64()))?);
     }
     Ok(out)
@@ -110,40 +107,21 @@ fn device_list() -> Result<DeviceList, VerbsError> {
     Ok(list)
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
-    let c = source_chain(e);
-    if c.is_empty() {
-        e.to_string()
-    } else {
-        format!("{e}: {c}")
-    }
-}
-
 fn describe(name: &str, ctx: &Arc<DeviceContext>, guid: u64) -> Result<DeviceInfo, VerbsError> {
     let attr = ctx
         .query_device()
-        .map_err(|e| VerbsError::verbs("ibv_query_device_ex", chain(&e)))?;
+        .map_err(|e| VerbsError::call("ibv_query_device_ex", &e))?;
     let mut ports = Vec::new();
     for p in 1..=attr.phys_port_cnt() {
         ports.push(port_info(name, ctx, p)?);
     }
     let pd = ctx
         .alloc_pd()
-        .map_err(|e| VerbsError::verbs("ibv_alloc_pd", chain(&e)))?;
+        .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
     let max_inline_rc = probe_max_inline(ctx, &pd, QpType::Rc);
-    let sys = format!("/sys/class/infiniband/{name}/device");
     let numa_node =
-        ibhost::file::read_pseudo(format!("{sys}/numa_node"), ibhost::file::MAX_PSEUDO_FILE)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .filter(|n| *n >= 0);
-    let local_cpus = ibhost::file::read_pseudo(
-        format!("{sys}/local_cpulist"),
-        ibhost::file::MAX_PSEUDO_FILE,
-    )
-    .ok()
-    .map(|s| s.trim().to_string())
-    .filter(|s| !s.is_empty());
+        crate::sys::mem::rdma_device_numa_node(name).and_then(|n| i32::try_from(n).ok());
+    let local_cpus = sysfs_line(format!("/sys/class/infiniband/{name}/device/local_cpulist"));
     Ok(DeviceInfo {
         name: name.to_string(),
         node_guid: format!(
@@ -166,25 +144,21 @@ fn describe(name: &str, ctx: &Arc<DeviceContext>, guid: u64) -> Result<DeviceInf
     })
 }
 
+/// The path MTUs verbs knows, with their bytes.
+const MTUS: [(Mtu, u32); 5] = [
+    (Mtu::Mtu256, 256),
+    (Mtu::Mtu512, 512),
+    (Mtu::Mtu1024, 1024),
+    (Mtu::Mtu2048, 2048),
+    (Mtu::Mtu4096, 4096),
+];
+
 pub(crate) fn mtu_bytes(m: Mtu) -> u32 {
-    match m {
-        Mtu::Mtu256 => 256,
-        Mtu::Mtu512 => 512,
-        Mtu::Mtu1024 => 1024,
-        Mtu::Mtu2048 => 2048,
-        Mtu::Mtu4096 => 4096,
-    }
+    MTUS.iter().find(|e| e.0 == m).map_or(0, |e| e.1)
 }
 
 pub(crate) fn mtu_from_bytes(b: u32) -> Option<Mtu> {
-    Some(match b {
-        256 => Mtu::Mtu256,
-        512 => Mtu::Mtu512,
-        1024 => Mtu::Mtu1024,
-        2048 => Mtu::Mtu2048,
-        4096 => Mtu::Mtu4096,
-        _ => return None,
-    })
+    MTUS.iter().find(|e| e.1 == b).map(|e| e.0)
 }
 
 fn state_name(s: PortState) -> &'static str {
@@ -201,7 +175,7 @@ fn state_name(s: PortState) -> &'static str {
 fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo, VerbsError> {
     let pa = ctx
         .query_port(port)
-        .map_err(|e| VerbsError::verbs("ibv_query_port", chain(&e)))?;
+        .map_err(|e| VerbsError::call("ibv_query_port", &e))?;
     let gids = gid_table(name, ctx, port)?;
     Ok(PortInfo {
         port,
@@ -221,7 +195,7 @@ fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo,
 fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidInfo>, VerbsError> {
     let table = ctx
         .query_gid_table()
-        .map_err(|e| VerbsError::verbs("ibv_query_gid_table", chain(&e)))?;
+        .map_err(|e| VerbsError::call("ibv_query_gid_table", &e))?;
     let mut out = Vec::new();
     for e in table.iter().filter(|e| e.port_num() == port as u32) {
         let gid = e.gid();
@@ -230,16 +204,10 @@ fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidIn
         }
         let raw = gid.raw;
         let ipv4_mapped = raw[..10].iter().all(|b| *b == 0) && raw[10] == 0xff && raw[11] == 0xff;
-        let netdev = ibhost::file::read_pseudo(
-            format!(
-                "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
-                e.gid_index()
-            ),
-            ibhost::file::MAX_PSEUDO_FILE,
-        )
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+        let netdev = sysfs_line(format!(
+            "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
+            e.gid_index()
+        ));
         out.push(GidInfo {
             index: e.gid_index(),
             gid: Ipv6Addr::from(raw).to_string(),
@@ -254,6 +222,12 @@ fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidIn
         });
     }
     Ok(out)
+}
+
+/// A sysfs file's one line, trimmed; None when unreadable or empty.
+fn sysfs_line(path: String) -> Option<String> {
+    let s = ibhost::file::read_pseudo(path, ibhost::file::MAX_PSEUDO_FILE).ok()?;
+    Some(s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// An opened device with the facts the setup needs.
@@ -286,10 +260,10 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
         }
         let ctx = dev
             .open()
-            .map_err(|e| VerbsError::verbs(&format!("ibv_open_device {name}"), chain(&e)))?;
+            .map_err(|e| VerbsError::call(&format!("ibv_open_device {name}"), &e))?;
         let attr = ctx
             .query_device()
-            .map_err(|e| VerbsError::verbs("ibv_query_device_ex", chain(&e)))?;
+            .map_err(|e| VerbsError::call("ibv_query_device_ex", &e))?;
         if port == 0 || port > attr.phys_port_cnt() {
             if want.is_some() {
                 return Err(VerbsError::config(format!(
@@ -301,7 +275,7 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
         }
         let pa = ctx
             .query_port(port)
-            .map_err(|e| VerbsError::verbs("ibv_query_port", chain(&e)))?;
+            .map_err(|e| VerbsError::call("ibv_query_port", &e))?;
         let active = matches!(pa.port_state(), PortState::Active | PortState::ActiveDefer);
         if !active {
             if want.is_some() {

@@ -25,9 +25,7 @@ pub const NO_DEVICE_ELSE: &str = "or measure without one: --transport shm|udp|mo
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct VerbsError {
-    /// The kind (exit status selection).
     pub kind: VerbsErrorKind,
-    /// The message, one line.
     pub message: String,
 }
 
@@ -47,7 +45,6 @@ impl VerbsError {
         }
     }
 
-    /// A configuration refusal.
     pub fn config(message: impl Into<String>) -> VerbsError {
         VerbsError {
             kind: VerbsErrorKind::Config,
@@ -63,12 +60,25 @@ impl VerbsError {
         }
     }
 
+    /// A failed verbs call; `what` names it, `e` and its sources say why.
+    pub(super) fn call(what: &str, e: &dyn std::error::Error) -> VerbsError {
+        VerbsError::verbs(what, chain(e))
+    }
+
     /// Exit status the CLI should use: 2 for refusals, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self.kind {
             VerbsErrorKind::Config => 2,
             _ => 1,
         }
+    }
+}
+
+/// An error and its source chain, on one line.
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
+    match crate::sys::verbs::source_chain(e) {
+        c if c.is_empty() => e.to_string(),
+        c => format!("{e}: {c}"),
     }
 }
 

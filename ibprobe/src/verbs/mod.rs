@@ -10,34 +10,17 @@
 //! rdma-core or without a device gets [`VerbsErrorKind::NoDevice`] with a
 //! clear message, never a crash.
 //!
-//! # API
-//!
-//! - [`devices()`] lists devices, ports, GIDs, NUMA locality and
-//!   capabilities ([`DeviceInfo`], serde-serializable for `devices --json`).
-//! - [`VerbsConfig::new`] turns a [`crate::spec::ChannelSpec`] (rc, uc or
-//!   ud) into a typed, statically validated configuration.
-//!   Device-dependent limits (inline, MTU, port state, GID) are checked in
-//!   [`prepare`] (cold setup: `setup.rs`; the hot post/poll path:
-//!   `channel.rs`; the record both share and the stream's immediate
-//!   format: `types.rs`). Most callers open channels through
-//!   [`crate::probe::open`] instead of calling this module directly.
-//! - One-way loopback (one process, two QPs): [`loopback`] returns a
-//!   [`LoopbackChannel`] (implements [`crate::transport::Channel`]).
-//! - Round trip (client/server): [`prepare`] returns a [`Prepared`] QP and
-//!   the local [`Endpoint`] to send to the peer out of band (serde);
-//!   [`Prepared::connect`] with the peer's `Endpoint` returns a
-//!   [`VerbsChannel`] (implements `Channel`: `post` sends to the peer,
-//!   `poll_recv` sees what the peer sent).
-//! - Streams ([`crate::transport::stream::SlotEnd`]): a
-//!   [`VerbsSlots`] end holds a registered pool of `slots` send and receive
-//!   buffers (every receive posted up front) and sends one slot as one WR
-//!   (send, send-imm or write-imm into the peer's pool; rc also writes a
-//!   credit counter word). In one process [`stream_pair`] (sender end,
-//!   receiver end); across hosts [`prepare_slots`], then
-//!   [`PreparedSlots::connect`] with the peer's [`Endpoint`], whose
-//!   [`StreamTarget`] says where the peer's pool and counter are. Cold
-//!   setup: `stream_setup.rs` (reusing `setup.rs`'s QP creation and
-//!   connection); the hot send/recv/counter path: `slots.rs`.
+//! Its files: `device.rs` ([`devices()`], the device limits), `config.rs`
+//! ([`VerbsConfig::new`]: a [`crate::spec::ChannelSpec`] typed and
+//! statically checked), `setup.rs` (cold: one QP made, [`prepare`], then
+//! [`Prepared::connect`] with the peer's [`Endpoint`] exchanged out of
+//! band; [`loopback`] makes both in one process), `channel.rs` (hot: the
+//! [`crate::transport::Channel`]s' post and poll), `stream_setup.rs` and
+//! `slots.rs` (the same for a stream's [`VerbsSlots`] end: a registered
+//! pool of slots, every receive posted up front, the peer's pool and
+//! counter named by its [`StreamTarget`]; [`prepare_slots`],
+//! [`stream_pair`]), `types.rs` (what the cold and the hot side share).
+//! Most callers open channels through [`crate::probe::open`].
 //!
 //! Errors are [`VerbsError`]; its [`VerbsErrorKind::Config`] kind marks a
 //! refusal of the configuration (one line naming the limit; exit 2).

@@ -33,8 +33,7 @@ use crate::clock::hca::HcaClock;
 use crate::spec::{InlineMode, Op, Poll, QpType};
 use crate::sys::mem::{self, MemError, Placement, Region};
 use crate::sys::verbs::{
-    source_chain, AddressHandle, OwnedCq, OwnedQp, PinnedBuf, RecvRing, RegisteredBuf, SendOpcode,
-    SendTemplate,
+    AddressHandle, OwnedCq, OwnedQp, RecvRing, RegisteredBuf, SendOpcode, SendTemplate,
 };
 use crate::transport::TransportInfo;
 
@@ -95,16 +94,14 @@ pub struct StreamTarget {
 }
 
 /// A QP created, in INIT, with its CQs and registered buffers, waiting for
-/// the peer's [`Endpoint`]. Field order is drop order (QP before CQs,
-/// memory region before memory, everything before the PD and context).
+/// the peer's [`Endpoint`]. The memory region is dropped before the QP's
+/// resources (and so before the PD it was registered on).
 pub struct Prepared {
-    qp: OwnedQp,
-    send_cq: OwnedCq,
-    recv_cq: OwnedCq,
     mem: RegisteredBuf,
-    pd: Arc<ProtectionDomain>,
-    _ctx: Arc<DeviceContext>,
+    o: OpenedQp,
     s: Setup,
+    /// How the buffers were placed (`Region::describe`).
+    memory: String,
 }
 
 /// Creates one QP on `cfg.dev` (checked against the device: port active,
@@ -114,43 +111,8 @@ pub fn prepare(cfg: &VerbsConfig) -> Result<(Prepared, Endpoint), VerbsError> {
     prepare_on(cfg, cfg.dev.as_deref())
 }
 
-fn verr(what: &str, e: &dyn std::error::Error) -> VerbsError {
-    let c = source_chain(e);
-    VerbsError::verbs(
-        what,
-        if c.is_empty() {
-            e.to_string()
-        } else {
-            format!("{e}: {c}")
-        },
-    )
-}
-
 pub(super) fn round_up(n: u64, a: u64) -> u64 {
     n.div_ceil(a) * a
-}
-
-/// The QP's buffers, pre-faulted, on the device's NUMA node when sysfs
-/// names one (a failed bind there falls back to the default policy: the
-/// user did not ask for it), in huge pages with `--hugepages` (whose
-/// refusals are input errors naming /proc/sys/vm/nr_hugepages).
-fn placed_buffers(len: usize, hugepages: bool, dev: &str) -> Result<Region, VerbsError> {
-    let mut placement = Placement {
-        hugepages,
-        node: mem::rdma_device_numa_node(dev),
-        ..Placement::default()
-    };
-    let mut r = Region::new(len, &placement);
-    if let Err(MemError::Bind { .. } | MemError::NoSuchNode { .. }) = r {
-        placement.node = None;
-        r = Region::new(len, &placement);
-    }
-    r.map_err(|e| match e {
-        MemError::NoHugePages { .. } | MemError::NodeHugePages { .. } => {
-            VerbsError::config(e.to_string())
-        }
-        other => VerbsError::verbs("allocate buffers", other),
-    })
 }
 
 /// A QP in INIT with its CQs, on an opened port: what every verbs end
@@ -221,7 +183,9 @@ pub(super) fn open_qp(
     }
     let gid = device::pick_gid(&p, cfg.gid_index)?;
     let ctx = Arc::clone(&p.ctx);
-    let pd = ctx.alloc_pd().map_err(|e| verr("ibv_alloc_pd", &e))?;
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
     let max_inline = device::probe_max_inline(&ctx, &pd, cfg.qp_type);
     let upto = shape.inline_upto;
     let inline_cap = match cfg.inline {
@@ -244,7 +208,7 @@ pub(super) fn open_qp(
     let channel = match cfg.poll {
         Poll::Event => Some(
             ctx.create_comp_channel()
-                .map_err(|e| verr("ibv_create_comp_channel", &e))?,
+                .map_err(|e| VerbsError::call("ibv_create_comp_channel", &e))?,
         ),
         Poll::Busy => None,
     };
@@ -278,7 +242,7 @@ pub(super) fn open_qp(
         .setup_send_cq(send_cq.clone())
         .setup_recv_cq(recv_cq.clone())
         .build()
-        .map_err(|e| verr("ibv_create_qp", &e))?;
+        .map_err(|e| VerbsError::call("ibv_create_qp", &e))?;
     let mut qp = OwnedQp::new(qp);
     match cfg.qp_type {
         QpType::Ud => qp
@@ -292,7 +256,7 @@ pub(super) fn open_qp(
                 .setup_access_flags(AccessFlags::LocalWrite | AccessFlags::RemoteWrite);
             qp.qp
                 .modify(&a)
-                .map_err(|e| verr("ibv_modify_qp INIT", &e))?;
+                .map_err(|e| VerbsError::call("ibv_modify_qp INIT", &e))?;
         }
     }
     Ok(OpenedQp {
@@ -322,20 +286,20 @@ fn build_cq(
     what: &str,
 ) -> Result<GenericCompletionQueue, VerbsError> {
     if !stamps {
-        return Ok(b.build().map_err(|e| verr(what, &e))?.into());
+        return Ok(b.build().map_err(|e| VerbsError::call(what, &e))?.into());
     }
     b.setup_wc_flags(
         CreateCompletionQueueWorkCompletionFlags::StandardFlags
             | CreateCompletionQueueWorkCompletionFlags::CompletionTimestamp,
     );
     Ok(b.build_ex()
-        .map_err(|e| verr(&format!("{what} with completion timestamps"), &e))?
+        .map_err(|e| VerbsError::call(&format!("{what} with completion timestamps"), &e))?
         .into())
 }
 
 /// The initial PSN of a QP's send queue (any 24-bit value; derived from
 /// the QPN so both ends differ).
-pub(super) fn initial_psn(qpn: u32) -> u32 {
+fn initial_psn(qpn: u32) -> u32 {
     qpn.wrapping_mul(2_654_435_761) & 0x00ff_ffff
 }
 
@@ -365,7 +329,7 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     let recv_off = send_slots * send_stride;
     let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
     let total = target_off + round_up(size.max(8), 64);
-    let (mem, memory) = registered_buffers(total as usize, cfg.hugepages, &o)?;
+    let (mem, memory) = o.buffers(total as usize, cfg.hugepages)?;
     let ep = o.endpoint(
         cfg.qp_type,
         mem.rkey(),
@@ -373,17 +337,11 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         cfg.size,
     );
     let s = Setup {
-        dev: o.dev,
-        port: o.port,
-        gid: o.gid,
-        lid: o.lid,
         qp_type: cfg.qp_type,
         op: cfg.op,
         size: cfg.size,
         mtu: o.mtu,
-        max_inline: o.max_inline,
         inline_used,
-        inline_cap: o.inline_cap,
         period: cfg.signal_period(),
         poll: cfg.poll,
         sq_depth: cfg.sq_depth,
@@ -394,22 +352,9 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         recv_off,
         recv_stride: recv_stride as u32,
         target_off,
-        psn: ep.psn,
-        memory,
         hca: o.hca,
     };
-    Ok((
-        Prepared {
-            qp: o.qp,
-            send_cq: OwnedCq::new(o.send_cq, None),
-            recv_cq: OwnedCq::new(o.recv_cq, o.channel),
-            mem,
-            pd: o.pd,
-            _ctx: o.ctx,
-            s,
-        },
-        ep,
-    ))
+    Ok((Prepared { mem, o, s, memory }, ep))
 }
 
 impl OpenedQp {
@@ -436,24 +381,125 @@ impl OpenedQp {
             stream: None,
         }
     }
-}
 
-/// `len` bytes of placed buffers (see [`placed_buffers`]) registered on
-/// `o`'s PD for local and remote writes, with how they were placed.
-pub(super) fn registered_buffers(
-    len: usize,
-    hugepages: bool,
-    o: &OpenedQp,
-) -> Result<(RegisteredBuf, String), VerbsError> {
-    let region = placed_buffers(len, hugepages, &o.dev)?;
-    let memory = region.describe();
-    let mem = RegisteredBuf::register(
-        &o.pd,
-        PinnedBuf::from_region(region),
-        AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
-    )
-    .map_err(|e| VerbsError::verbs("register buffers", e))?;
-    Ok((mem, memory))
+    /// `len` bytes of buffers, pre-faulted, on the device's NUMA node when
+    /// sysfs names one (a failed bind there falls back to the default
+    /// policy: the user did not ask for it), in huge pages with
+    /// `--hugepages` (whose refusals are input errors naming
+    /// /proc/sys/vm/nr_hugepages), registered on the PD for local and
+    /// remote writes; with how they were placed.
+    pub(super) fn buffers(
+        &self,
+        len: usize,
+        hugepages: bool,
+    ) -> Result<(RegisteredBuf, String), VerbsError> {
+        let mut placement = Placement {
+            hugepages,
+            node: mem::rdma_device_numa_node(&self.dev),
+            ..Placement::default()
+        };
+        let mut r = Region::new(len, &placement);
+        if let Err(MemError::Bind { .. } | MemError::NoSuchNode { .. }) = r {
+            placement.node = None;
+            r = Region::new(len, &placement);
+        }
+        let region = r.map_err(|e| match e {
+            MemError::NoHugePages { .. } | MemError::NodeHugePages { .. } => {
+                VerbsError::config(e.to_string())
+            }
+            other => VerbsError::verbs("allocate buffers", other),
+        })?;
+        let memory = region.describe();
+        let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
+        let mem = RegisteredBuf::register(&self.pd, region, access)
+            .map_err(|e| VerbsError::verbs("register buffers", e))?;
+        Ok((mem, memory))
+    }
+
+    /// Moves the QP (in INIT) to RTR/RTS towards `peer` (RC/UC: the peer's
+    /// QPN, PSN and GID/LID at `mtu_bytes`, routed by GID when either end
+    /// has one; UD: an address handle to the peer's GID), posts every
+    /// receive of `recv` when `post`, and hands the end's verbs objects
+    /// over with `mem`.
+    pub(super) fn wire(
+        self,
+        mem: RegisteredBuf,
+        peer: &Endpoint,
+        mtu_bytes: u32,
+        mut recv: RecvRing,
+        post: bool,
+    ) -> Result<Wired, VerbsError> {
+        let OpenedQp {
+            mut qp,
+            send_cq,
+            recv_cq,
+            channel,
+            pd,
+            ctx,
+            port,
+            gid,
+            ..
+        } = self;
+        let psn = initial_psn(qp.qpn());
+        let sgid = gid.as_ref().map(|g| g.index as u8).unwrap_or(0);
+        let global = peer.global || gid.is_some();
+        let mut rtr = QueuePairAttribute::new();
+        rtr.setup_state(QueuePairState::ReadyToReceive);
+        let mut rts = QueuePairAttribute::new();
+        rts.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(psn);
+        if peer.qp_type != QpType::Ud {
+            let mut av = AddressHandleAttribute::new();
+            av.setup_port(port)
+                .setup_dest_lid(peer.lid)
+                .setup_service_level(0);
+            if global {
+                av.setup_grh_dest_gid(&Gid::from(peer.gid))
+                    .setup_grh_src_gid_index(sgid)
+                    .setup_grh_hop_limit(64);
+            }
+            let mtu =
+                device::mtu_from_bytes(mtu_bytes).ok_or_else(|| VerbsError::config("bad mtu"))?;
+            rtr.setup_path_mtu(mtu)
+                .setup_dest_qp_num(peer.qpn)
+                .setup_rq_psn(peer.psn)
+                .setup_address_vector(&av);
+        }
+        if peer.qp_type == QpType::Rc {
+            rtr.setup_max_dest_read_atomic(1).setup_min_rnr_timer(12);
+            rts.setup_timeout(14)
+                .setup_retry_cnt(7)
+                .setup_rnr_retry(7)
+                .setup_max_read_atomic(1);
+        }
+        for (a, what) in [(&rtr, "ibv_modify_qp RTR"), (&rts, "ibv_modify_qp RTS")] {
+            qp.qp.modify(a).map_err(|e| VerbsError::call(what, &e))?;
+        }
+        let ah = match peer.qp_type {
+            QpType::Ud => Some(
+                AddressHandle::new(&pd, port, peer.gid, sgid, peer.lid, global)
+                    .map_err(|e| VerbsError::verbs("ibv_create_ah", e))?,
+            ),
+            QpType::Rc | QpType::Uc => None,
+        };
+        if post {
+            for i in 0..recv.len() {
+                recv.post(&qp, i).map_err(|e| {
+                    VerbsError::verbs("ibv_post_recv", std::io::Error::from_raw_os_error(e))
+                })?;
+            }
+        }
+        Ok(Wired {
+            _ah: ah,
+            recv,
+            qp,
+            send_cq: OwnedCq::new(send_cq, None),
+            recv_cq: OwnedCq::new(recv_cq, channel),
+            mem,
+            _pd: pd,
+            _ctx: ctx,
+        })
+    }
 }
 
 impl Prepared {
@@ -462,21 +508,12 @@ impl Prepared {
     /// the receives and, for event polling, arms the receive CQ.
     pub fn connect(self, peer: &Endpoint) -> Result<VerbsChannel, VerbsError> {
         let Prepared {
-            mut qp,
-            send_cq,
-            recv_cq,
             mem,
-            pd,
-            _ctx,
+            o,
             mut s,
+            memory,
         } = self;
-        if peer.qp_type != s.qp_type {
-            return Err(VerbsError::config(format!(
-                "peer QP is {}, this one {}",
-                peer.qp_type.upper(),
-                s.qp_type.upper()
-            )));
-        }
+        same_qp_type(peer, s.qp_type)?;
         if s.op.is_write() && peer.len < s.size {
             return Err(VerbsError::config(format!(
                 "peer write target {} B < message {} B",
@@ -490,38 +527,31 @@ impl Prepared {
                 s.size, s.mtu
             )));
         }
-        let ah = connect_qp(&mut qp, &pd, s.port, s.gid.as_ref(), s.psn, s.mtu, peer)?;
         let opcode = match s.op {
             Op::Send => SendOpcode::Send,
             Op::SendImm => SendOpcode::SendImm,
             Op::Write => SendOpcode::Write,
             Op::WriteImm => SendOpcode::WriteImm,
         };
-        let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
-        let ud = ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let inline_upto = if s.inline_used { s.size } else { 0 };
-        let tpl = SendTemplate::new(opcode, mem.lkey(), rdma, ud, inline_upto);
         let recv_len = s.size + if s.qp_type == QpType::Ud { GRH } else { 0 };
-        let mut recv = RecvRing::new(
+        let recv = RecvRing::new(
             s.prepost as usize,
             mem.buf.addr() + s.recv_off,
             s.recv_stride,
             recv_len.min(s.recv_stride),
             mem.lkey(),
         );
-        if s.op.needs_recv() {
-            for i in 0..recv.len() {
-                recv.post(&qp, i).map_err(|e| {
-                    VerbsError::verbs("ibv_post_recv", std::io::Error::from_raw_os_error(e))
-                })?;
-            }
-        }
+        let info = make_info(&s, &o, memory, peer);
+        let w = o.wire(mem, peer, s.mtu, recv, s.op.needs_recv())?;
+        let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
+        let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
+        let inline_upto = if s.inline_used { s.size } else { 0 };
+        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_upto);
         if s.poll == Poll::Event {
-            recv_cq
+            w.recv_cq
                 .req_notify()
                 .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
         }
-        let info = make_info(&s, qp.qpn(), peer);
         let payload_off = if s.qp_type == QpType::Ud {
             GRH as usize
         } else {
@@ -529,16 +559,7 @@ impl Prepared {
         };
         Ok(VerbsChannel {
             tpl,
-            w: Wired {
-                _ah: ah,
-                recv,
-                qp,
-                send_cq,
-                recv_cq,
-                mem,
-                _pd: pd,
-                _ctx,
-            },
+            w,
             outstanding: 0,
             unsignaled: 0,
             stash: vec![(0, None); s.sq_depth as usize + 1].into_boxed_slice(),
@@ -558,139 +579,66 @@ impl Prepared {
     }
 }
 
-/// Moves `qp` (in INIT) to RTR/RTS towards `peer` (RC/UC: the peer's
-/// QPN, PSN and GID/LID at `mtu_bytes`; UD: returns an address handle to
-/// the peer's GID). `gid`: the local GID the QP sends from (None: LID
-/// routing); `psn`: this QP's initial send PSN.
-pub(super) fn connect_qp(
-    qp: &mut OwnedQp,
-    pd: &Arc<ProtectionDomain>,
-    port: u8,
-    gid: Option<&GidInfo>,
-    psn: u32,
-    mtu_bytes: u32,
-    peer: &Endpoint,
-) -> Result<Option<AddressHandle>, VerbsError> {
-    let sgid = gid.map(|g| g.index as u8).unwrap_or(0);
-    let global = peer.global || gid.is_some();
-    let ah = match peer.qp_type {
-        QpType::Rc | QpType::Uc => {
-            let mut av = AddressHandleAttribute::new();
-            av.setup_port(port)
-                .setup_dest_lid(peer.lid)
-                .setup_service_level(0);
-            if global {
-                av.setup_grh_dest_gid(&Gid::from(peer.gid))
-                    .setup_grh_src_gid_index(sgid)
-                    .setup_grh_hop_limit(64);
-            }
-            let mtu =
-                device::mtu_from_bytes(mtu_bytes).ok_or_else(|| VerbsError::config("bad mtu"))?;
-            let mut a = QueuePairAttribute::new();
-            a.setup_state(QueuePairState::ReadyToReceive)
-                .setup_path_mtu(mtu)
-                .setup_dest_qp_num(peer.qpn)
-                .setup_rq_psn(peer.psn)
-                .setup_address_vector(&av);
-            if peer.qp_type == QpType::Rc {
-                a.setup_max_dest_read_atomic(1).setup_min_rnr_timer(12);
-            }
-            qp.qp
-                .modify(&a)
-                .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
-            let mut a = QueuePairAttribute::new();
-            a.setup_state(QueuePairState::ReadyToSend).setup_sq_psn(psn);
-            if peer.qp_type == QpType::Rc {
-                a.setup_timeout(14)
-                    .setup_retry_cnt(7)
-                    .setup_rnr_retry(7)
-                    .setup_max_read_atomic(1);
-            }
-            qp.qp
-                .modify(&a)
-                .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
-            None
-        }
-        QpType::Ud => {
-            let mut a = QueuePairAttribute::new();
-            a.setup_state(QueuePairState::ReadyToReceive);
-            qp.qp
-                .modify(&a)
-                .map_err(|e| verr("ibv_modify_qp RTR", &e))?;
-            let mut a = QueuePairAttribute::new();
-            a.setup_state(QueuePairState::ReadyToSend).setup_sq_psn(psn);
-            qp.qp
-                .modify(&a)
-                .map_err(|e| verr("ibv_modify_qp RTS", &e))?;
-            Some(
-                AddressHandle::new(pd, port, peer.gid, sgid, peer.lid, global)
-                    .map_err(|e| VerbsError::verbs("ibv_create_ah", e))?,
-            )
-        }
-    };
-    Ok(ah)
+/// Refuses a peer whose QP is not of this end's type.
+pub(super) fn same_qp_type(peer: &Endpoint, qp_type: QpType) -> Result<(), VerbsError> {
+    if peer.qp_type == qp_type {
+        return Ok(());
+    }
+    Err(VerbsError::config(format!(
+        "peer QP is {}, this one {}",
+        peer.qp_type.upper(),
+        qp_type.upper()
+    )))
 }
 
-fn make_info(s: &Setup, qpn: u32, peer: &Endpoint) -> TransportInfo {
-    let gid = match &s.gid {
-        Some(g) => format!("gid {} ({}, {})", g.index, g.gid_type, g.gid),
-        None => format!("lid {}", s.lid),
-    };
-    let inline = if s.inline_used {
-        format!("inline {}", s.size)
-    } else {
-        "inline off".to_string()
+fn make_info(s: &Setup, o: &OpenedQp, memory: String, peer: &Endpoint) -> TransportInfo {
+    let gid = gid_line(o.gid.as_ref(), o.lid);
+    let inline_bytes = if s.inline_used { s.size } else { 0 };
+    let inline = match inline_bytes {
+        0 => "inline off".to_string(),
+        n => format!("inline {n}"),
     };
     let detail = format!(
         "{} port {} {gid}, {} {}, {} B, {inline} (max {}), signal every {}, poll {}, mtu {}",
-        s.dev,
-        s.port,
+        o.dev,
+        o.port,
         s.qp_type.upper(),
         s.op.name(),
         s.size,
-        s.max_inline,
+        o.max_inline,
         s.period,
-        match s.poll {
-            Poll::Busy => "busy",
-            Poll::Event => "event",
-        },
+        s.poll.name(),
         s.mtu
     );
     let f = |k: &str, v: String| (k.to_string(), v);
-    let mut facts = verbs_facts(&s.dev, s.port, s.gid.as_ref(), s.qp_type, s.op);
+    let mut facts = verbs_facts(&o.dev, o.port, o.gid.as_ref(), s.qp_type, s.op);
     facts.extend([
         f("size", s.size.to_string()),
-        f(
-            "inline",
-            if s.inline_used {
-                s.size.to_string()
-            } else {
-                "0".to_string()
-            },
-        ),
-        f("inline_cap", s.inline_cap.to_string()),
-        f("max_inline", s.max_inline.to_string()),
+        f("inline", inline_bytes.to_string()),
+        f("inline_cap", o.inline_cap.to_string()),
+        f("max_inline", o.max_inline.to_string()),
         f("signal_period", s.period.to_string()),
-        f("memory", s.memory.clone()),
-        f(
-            "poll",
-            match s.poll {
-                Poll::Busy => "busy",
-                Poll::Event => "event",
-            }
-            .to_string(),
-        ),
+        f("memory", memory),
+        f("poll", s.poll.name().to_string()),
         f("sq_depth", s.sq_depth.to_string()),
         f("rq_depth", s.rq_depth.to_string()),
         f("rq_prepost", s.prepost.to_string()),
         f("mtu", s.mtu.to_string()),
-        f("qpn", qpn.to_string()),
+        f("qpn", o.qp.qpn().to_string()),
         f("peer_qpn", peer.qpn.to_string()),
     ]);
     TransportInfo {
         name: "verbs".to_string(),
         detail,
         facts,
+    }
+}
+
+/// How a verbs end's report line names its source: its GID, or its LID.
+pub(super) fn gid_line(gid: Option<&GidInfo>, lid: u16) -> String {
+    match gid {
+        Some(g) => format!("gid {} ({}, {})", g.index, g.gid_type, g.gid),
+        None => format!("lid {lid}"),
     }
 }
 
@@ -735,13 +683,13 @@ pub(super) fn loopback_peer_dev(cfg: &VerbsConfig, first: &str) -> String {
 /// `cfg.peer_dev` (default: the same device), connects each to the other.
 pub fn loopback(cfg: &VerbsConfig) -> Result<LoopbackChannel, VerbsError> {
     let (pa, ea) = prepare_on(cfg, cfg.dev.as_deref())?;
-    let peer_dev = loopback_peer_dev(cfg, &pa.s.dev);
+    let dev = pa.o.dev.clone();
+    let peer_dev = loopback_peer_dev(cfg, &dev);
     let (pb, eb) = prepare_on(cfg, Some(&peer_dev))?;
     let b = pb.connect(&ea)?;
     let a = pa.connect(&eb)?;
     let mut info = a.info.clone();
-    info.detail = format!("loopback {} -> {}: {}", a.s.dev, b.s.dev, info.detail);
-    info.facts
-        .push(("peer_device".to_string(), b.s.dev.clone()));
+    info.detail = format!("loopback {dev} -> {peer_dev}: {}", info.detail);
+    info.facts.push(("peer_device".to_string(), peer_dev));
     Ok(LoopbackChannel { a, b, info })
 }

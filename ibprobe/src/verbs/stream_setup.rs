@@ -14,14 +14,14 @@
 use super::config::VerbsConfig;
 use super::error::VerbsError;
 use super::setup::{
-    connect_qp, initial_psn, loopback_peer_dev, open_qp, registered_buffers, round_up, verbs_facts,
-    Endpoint, OpenedQp, QpShape, StreamTarget, GRH,
+    gid_line, loopback_peer_dev, open_qp, round_up, same_qp_type, verbs_facts, Endpoint, OpenedQp,
+    QpShape, StreamTarget, GRH,
 };
 use super::slots::{SlotLayout, VerbsSlots};
-use super::types::{ImmCodec, Wired};
+use super::types::ImmCodec;
 use crate::spec::{Op, Poll, QpType};
 use crate::sys::verbs::{
-    Completion, OwnedCq, RecvRing, RegisteredBuf, SendOpcode, SendTemplate, POLL_BATCH,
+    Completion, RecvRing, RegisteredBuf, SendOpcode, SendTemplate, POLL_BATCH,
 };
 use crate::transport::TransportInfo;
 
@@ -126,7 +126,7 @@ fn prepare_slots_on(
     let recv_stride = round_up((slot_size + payload_off) as u64, 64) as usize;
     let recv_off = slots as usize * send_stride;
     let counter_off = recv_off + slots as usize * recv_stride;
-    let (mem, memory) = registered_buffers(counter_off + 128, cfg.hugepages, &o)?;
+    let (mem, memory) = o.buffers(counter_off + 128, cfg.hugepages)?;
     let recv_addr = mem.buf.addr() + recv_off as u64;
     let mut ep = o.endpoint(cfg.qp_type, mem.rkey(), recv_addr, slot_size as u32);
     ep.stream = Some(StreamTarget {
@@ -177,13 +177,7 @@ impl PreparedSlots {
             mut l,
             memory,
         } = self;
-        if peer.qp_type != qp_type {
-            return Err(VerbsError::config(format!(
-                "peer QP is {}, this one {}",
-                peer.qp_type.upper(),
-                qp_type.upper()
-            )));
-        }
+        same_qp_type(peer, qp_type)?;
         let Some(st) = &peer.stream else {
             return Err(VerbsError::config(
                 "the peer's endpoint has no stream pool; run `ibprobe stream` against the same ibprobe version",
@@ -199,23 +193,6 @@ impl PreparedSlots {
         if qp_type == QpType::Ud {
             ud_slot_fits(l.slot_size, mtu)?;
         }
-        let OpenedQp {
-            mut qp,
-            send_cq,
-            recv_cq,
-            channel,
-            pd,
-            ctx,
-            dev,
-            port,
-            lid,
-            gid,
-            max_inline,
-            inline_cap,
-            ..
-        } = o;
-        let psn = initial_psn(qp.qpn());
-        let ah = connect_qp(&mut qp, &pd, port, gid.as_ref(), psn, mtu, peer)?;
         let opcode = match op {
             Op::SendImm => SendOpcode::SendImm,
             Op::WriteImm => SendOpcode::WriteImm,
@@ -223,38 +200,33 @@ impl PreparedSlots {
         };
         let rdma = (op == Op::WriteImm).then_some((peer.rkey, st.recv_addr));
         l.peer_recv = rdma.map(|(_, a)| (a, u64::from(st.recv_stride)));
-        let ud = ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let tpl = SendTemplate::new(opcode, mem.lkey(), rdma, ud, inline_cap);
-        let counter_tpl = (qp_type == QpType::Rc).then(|| {
-            let inline = if inline_cap >= 8 { 8 } else { 0 };
-            let target = Some((peer.rkey, st.counter_addr));
-            SendTemplate::new(SendOpcode::Write, mem.lkey(), target, None, inline)
-        });
-        let mut recv = RecvRing::new(
+        let recv = RecvRing::new(
             l.slots as usize,
             mem.buf.addr() + l.recv_off as u64,
             l.recv_stride as u32,
             (l.slot_size + l.payload_off) as u32,
             mem.lkey(),
         );
-        for i in 0..recv.len() {
-            recv.post(&qp, i).map_err(|e| {
-                VerbsError::verbs("ibv_post_recv", std::io::Error::from_raw_os_error(e))
-            })?;
-        }
-        let gid_line = match &gid {
-            Some(g) => format!("gid {} ({}, {})", g.index, g.gid_type, g.gid),
-            None => format!("lid {lid}"),
-        };
+        let OpenedQp {
+            ref dev,
+            port,
+            lid,
+            ref gid,
+            max_inline,
+            inline_cap,
+            ..
+        } = o;
+        let counter = qp_type == QpType::Rc;
         let detail = format!(
-            "{dev} port {port} {gid_line}, {} {} stream, {} slots of {} B, inline <= {inline_cap} B (max {max_inline}), signal every {}, mtu {mtu}",
+            "{dev} port {port} {}, {} {} stream, {} slots of {} B, inline <= {inline_cap} B (max {max_inline}), signal every {}, mtu {mtu}",
+            gid_line(gid.as_ref(), lid),
             qp_type.upper(),
             op.name(),
             l.slots,
             l.slot_size,
             l.period,
         );
-        let mut facts = verbs_facts(&dev, port, gid.as_ref(), qp_type, op);
+        let mut facts = verbs_facts(dev, port, gid.as_ref(), qp_type, op);
         let f = |k: &str, v: String| (k.to_string(), v);
         facts.extend([
             f("slots", l.slots.to_string()),
@@ -265,23 +237,22 @@ impl PreparedSlots {
             f("memory", memory),
             f("sq_depth", l.sq_depth.to_string()),
             f("mtu", mtu.to_string()),
-            f("qpn", qp.qpn().to_string()),
+            f("qpn", o.qp.qpn().to_string()),
             f("peer_qpn", peer.qpn.to_string()),
-            f("counter", counter_tpl.is_some().to_string()),
+            f("counter", counter.to_string()),
         ]);
+        let w = o.wire(mem, peer, mtu, recv, true)?;
+        let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
+        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_cap);
+        let counter_tpl = counter.then(|| {
+            let inline = if inline_cap >= 8 { 8 } else { 0 };
+            let target = Some((peer.rkey, st.counter_addr));
+            SendTemplate::new(SendOpcode::Write, w.mem.lkey(), target, None, inline)
+        });
         Ok(VerbsSlots {
             tpl,
             counter_tpl,
-            w: Wired {
-                _ah: ah,
-                recv,
-                qp,
-                send_cq: OwnedCq::new(send_cq, None),
-                recv_cq: OwnedCq::new(recv_cq, channel),
-                mem,
-                _pd: pd,
-                _ctx: ctx,
-            },
+            w,
             l,
             arrived: [Completion::default(); POLL_BATCH],
             arrived_at: 0,

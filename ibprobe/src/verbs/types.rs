@@ -15,7 +15,6 @@ use std::sync::Arc;
 use sideway::ibverbs::device_context::DeviceContext;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 
-use super::device::GidInfo;
 use crate::clock::hca::HcaClock;
 use crate::spec::{Op, Poll, QpType};
 use crate::sys::verbs::{AddressHandle, Completion, OwnedCq, OwnedQp, RecvRing, RegisteredBuf};
@@ -24,17 +23,11 @@ use crate::transport::TransportError;
 /// Facts fixed at setup, shared by the prepared and connected forms.
 #[derive(Clone, Debug)]
 pub(super) struct Setup {
-    pub(super) dev: String,
-    pub(super) port: u8,
-    pub(super) gid: Option<GidInfo>,
-    pub(super) lid: u16,
     pub(super) qp_type: QpType,
     pub(super) op: Op,
     pub(super) size: u32,
     pub(super) mtu: u32,
-    pub(super) max_inline: u32,
     pub(super) inline_used: bool,
-    pub(super) inline_cap: u32,
     pub(super) period: u32,
     pub(super) poll: Poll,
     pub(super) sq_depth: u32,
@@ -45,9 +38,6 @@ pub(super) struct Setup {
     pub(super) recv_off: u64,
     pub(super) recv_stride: u32,
     pub(super) target_off: u64,
-    pub(super) psn: u32,
-    /// How the buffers were placed (crate::sys::mem::Region::describe).
-    pub(super) memory: String,
     /// `--hw-timestamps`: the device's completion clock.
     pub(super) hca: Option<HcaClock>,
 }
