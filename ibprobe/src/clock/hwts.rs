@@ -197,9 +197,9 @@ impl ProberLog {
     /// The round-trip split with the responder's report.
     pub fn split_with(&self, r: &ResponderReport) -> Result<HwSplit, String> {
         if r.version != REPORT_VERSION {
+            let v = r.version;
             return Err(format!(
-                "the responder's timestamp report is version {}, this ibprobe reads {REPORT_VERSION}; run the same ibprobe version on both ends",
-                r.version
+                "the responder's timestamp report is version {v}, this ibprobe reads {REPORT_VERSION}; run the same ibprobe version on both ends"
             ));
         }
         let mut rc = HcaClock::new("the responder's device", r.mask, r.nominal_khz)
@@ -214,9 +214,9 @@ impl ProberLog {
             .collect();
         let mut notes = self.notes("prober");
         if r.overflow > 0 {
+            let more = r.overflow;
             notes.push(format!(
-                "hw timestamps: the responder kept the first {LOG_MAX} messages' stamps ({} more not reported)",
-                r.overflow
+                "hw timestamps: the responder kept the first {LOG_MAX} messages' stamps ({more} more not reported)"
             ));
         }
         Ok(HwSplit {
@@ -227,20 +227,19 @@ impl ProberLog {
     }
 
     fn notes(&self, who: &str) -> Vec<String> {
+        let khz = self.clock.nominal_khz;
         let mut n = vec![match &self.calibration {
             Calibration::Measured { drift_ppm } => format!(
-                "hw timestamps: {who} HCA clock {} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run",
-                self.clock.nominal_khz
+                "hw timestamps: {who} HCA clock {khz} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run"
             ),
-            Calibration::Nominal(why) => format!(
-                "hw timestamps: {who} HCA clock at its nominal {} kHz ({why})",
-                self.clock.nominal_khz
-            ),
+            Calibration::Nominal(why) => {
+                format!("hw timestamps: {who} HCA clock at its nominal {khz} kHz ({why})")
+            }
         }];
         if self.overflow > 0 {
+            let more = self.overflow;
             n.push(format!(
-                "hw timestamps: the split covers the first {LOG_MAX} messages ({} more not kept)",
-                self.overflow
+                "hw timestamps: the split covers the first {LOG_MAX} messages ({more} more not kept)"
             ));
         }
         n

@@ -168,18 +168,12 @@ impl ReadCosts {
 
     /// "TSC 21 ns, clock_gettime 1420 ns (a system call: clocksource hpet)".
     pub fn describe(&self) -> String {
-        format!(
-            "per read: {}clock_gettime {:.0} ns ({}clocksource {})",
-            self.tsc_ns
-                .map_or(String::new(), |t| format!("TSC {t:.0} ns, ")),
-            self.monotonic_ns,
-            if self.monotonic_is_syscall {
-                "a system call: "
-            } else {
-                "vDSO: "
-            },
-            self.clocksource
-        )
+        let tsc = self
+            .tsc_ns
+            .map_or(String::new(), |t| format!("TSC {t:.0} ns, "));
+        let how = ["vDSO", "a system call"][usize::from(self.monotonic_is_syscall)];
+        let (ns, source) = (self.monotonic_ns, self.clocksource);
+        format!("per read: {tsc}clock_gettime {ns:.0} ns ({how}: clocksource {source})")
     }
 }
 
@@ -206,13 +200,8 @@ impl AutoReason {
                 "the kernel's clocksource is the TSC (clock_gettime reads it with more work)",
             ),
         };
-        format!(
-            "auto chose the TSC although {}: {why} and the TSC calibrated stably",
-            match missing {
-                Fallback::NoNonstopTsc => "the CPU flags lack nonstop_tsc",
-                _ => "the CPU flags lack constant_tsc",
-            }
-        )
+        let flag = ["constant_tsc", "nonstop_tsc"][usize::from(*missing == Fallback::NoNonstopTsc)];
+        format!("auto chose the TSC although the CPU flags lack {flag}: {why} and the TSC calibrated stably")
     }
 }
 
@@ -241,14 +230,6 @@ crate::words::vocabulary! {
         Auto = "auto", "The TSC when it calibrates stably and the CPU flags vouch for it, or clock_gettime is a system call, or the kernel's own clocksource is the TSC; else clock_gettime(CLOCK_MONOTONIC_RAW). The report says which and why.";
         Tsc = "tsc", "The TSC even without constant_tsc/nonstop_tsc in the flags (VMs and emulators often hide them while their TSC is constant); calibration must still be stable, or the run falls back and says why.";
         Monotonic = "monotonic", "clock_gettime(CLOCK_MONOTONIC_RAW).";
-    }
-}
-
-// The enum comes from a macro, which cannot mark a `#[default]` variant.
-#[allow(clippy::derivable_impls)]
-impl Default for ClockChoice {
-    fn default() -> Self {
-        ClockChoice::Auto
     }
 }
 
@@ -427,17 +408,17 @@ impl Clock {
 
     fn describe_kind(&self) -> String {
         match (self.kind, self.calibration) {
-            (ClockKind::Tsc { hz }, Some(c)) => format!(
-                "TSC {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW, {} x {} ms, spread {:.1} ppm)",
-                hz / 1e9,
-                c.windows,
-                c.window_ns / 1_000_000,
-                c.spread_ppm
-            ),
+            (ClockKind::Tsc { hz }, Some(c)) => {
+                let (ghz, n, ms, ppm) =
+                    (hz / 1e9, c.windows, c.window_ns / 1_000_000, c.spread_ppm);
+                format!("TSC {ghz:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW, {n} x {ms} ms, spread {ppm:.1} ppm)")
+            }
             (ClockKind::Tsc { hz }, None) => format!("TSC {:.3} GHz", hz / 1e9),
-            (ClockKind::MonotonicRaw, _) => self.fallback.map_or("CLOCK_MONOTONIC_RAW".into(), |f| {
-                format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.explain())
-            }),
+            (ClockKind::MonotonicRaw, _) => {
+                self.fallback.map_or("CLOCK_MONOTONIC_RAW".into(), |f| {
+                    format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.explain())
+                })
+            }
         }
     }
 

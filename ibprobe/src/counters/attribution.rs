@@ -149,7 +149,6 @@ impl CauseLine {
     /// 184.000 us; without: p99.9 2.100 us, max 3.000 us".
     pub fn sentence(&self) -> String {
         let us = |ns: u64| format!("{:.3} us", ns as f64 / 1000.0);
-        let total = self.with.intervals + self.without.intervals;
         let side = |s: &Side| {
             if s.intervals == 0 {
                 "none".to_string()
@@ -157,13 +156,14 @@ impl CauseLine {
                 format!("p99.9 {}, max {}", us(s.p999_ns), us(s.max_ns))
             }
         };
-        format!(
-            "intervals with {} ({} of {}): {}; without: {}",
-            self.phrase,
+        let (n, total) = (
             self.with.intervals,
-            total,
-            side(&self.with),
-            side(&self.without)
+            self.with.intervals + self.without.intervals,
+        );
+        let (with, without) = (side(&self.with), side(&self.without));
+        format!(
+            "intervals with {} ({n} of {total}): {with}; without: {without}",
+            self.phrase
         )
     }
 

@@ -139,16 +139,11 @@ impl Meter {
         c
     }
 
-    /// Reads every counter but the interrupts: the thread's own
-    /// (getrusage, its sched file for what perf did not count, perf
-    /// events if asked for) and SMIs, a few system calls that cost about
-    /// the same on any machine.
-    ///
-    /// Why it exists: the attribution's intervals (every 100 ms) read
-    /// this. `/proc/interrupts` is the costly read: the kernel prints the
-    /// whole table, every source on every CPU, each time, and reading it
-    /// every 100 ms went with a higher p99 in the lab (ibprobe/README.md,
-    /// counters "Cost").
+    /// Reads every counter but the interrupts: the thread's own (getrusage,
+    /// its sched file for what perf did not count, perf events) and SMIs.
+    /// The attribution's intervals (every 100 ms) read this: the kernel
+    /// prints the whole `/proc/interrupts` table at each read, which went
+    /// with a higher p99 (ibprobe/README.md, counters "Cost").
     pub fn read_without_interrupts(&mut self) -> Counts {
         let mut c = Counts::default();
         self.perf.read(&mut c);

@@ -80,14 +80,8 @@ fn seconds_to_ns(s: &str) -> Option<u64> {
         return None;
     }
     let sec: u64 = sec.parse().ok()?;
-    let mut ns: u64 = if frac.is_empty() {
-        0
-    } else {
-        frac.parse().ok()?
-    };
-    for _ in frac.len()..9 {
-        ns *= 10;
-    }
+    // At most 9 digits (checked above): the parse fails only when empty.
+    let ns = frac.parse::<u64>().unwrap_or(0) * 10u64.pow(9 - frac.len() as u32);
     sec.checked_mul(1_000_000_000)?.checked_add(ns)
 }
 
@@ -404,11 +398,12 @@ impl TimerlatAccumulator {
                     Context::Thread if s.last_irq.is_none() => {}
                     Context::Thread => {
                         s.run.thread.record(latency_ns);
-                        if s.run
+                        let worse = s
+                            .run
                             .worst
                             .as_ref()
-                            .is_none_or(|w| latency_ns > w.thread_ns)
-                        {
+                            .is_none_or(|w| latency_ns > w.thread_ns);
+                        if worse {
                             let irq_ns = s.last_irq.filter(|&(q, _)| q == seq).map(|(_, v)| v);
                             s.run.worst = Some(WorstWakeup {
                                 thread_ns: latency_ns,

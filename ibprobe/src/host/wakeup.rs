@@ -2,13 +2,12 @@
 //! measurement, recorded in the crate's streaming histograms.
 //!
 //! Why it exists: the verbs probe's tail is only as good as the cores it
-//! runs on. ibtune isolates cores, moves IRQs and timers away and turns
-//! off deep C-states; this measures what that bought: one thread per
-//! chosen CPU, pinned, SCHED_FIFO, sleeps with
+//! runs on; this measures what ibtune's isolation bought: one pinned
+//! SCHED_FIFO thread per chosen CPU sleeps with
 //! `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` to the next multiple
-//! of the interval and records how late it woke (now - deadline). Unlike
-//! cyclictest's default it does not write /dev/cpu_dma_latency, so it
-//! measures the C-state policy the host really has (ibtune's, or none).
+//! of the interval and records how late it woke. Unlike cyclictest it
+//! does not write /dev/cpu_dma_latency: it measures the host's own
+//! C-state policy.
 //!
 //! Memory is constant: one histogram per CPU, allocated before the
 //! threads start; the loop records, it never allocates.

@@ -162,9 +162,7 @@ impl LatencyHistogram {
     }
 
     /// Records `n` samples of 0 ns: the same distribution as `n` calls of
-    /// `record(0)`, in one step (a loop that counts its zero samples, such
-    /// as a stream sender's posts that waited for no credit, adds them
-    /// once, off its hot path).
+    /// `record(0)`, in one step (off a hot path that only counts them).
     pub fn record_zeros(&mut self, n: u64) {
         if n == 0 {
             return;
@@ -230,13 +228,9 @@ impl LatencyHistogram {
     }
 
     /// The non-empty buckets in ascending order, as (the highest value
-    /// the bucket holds, its count), with no allocation.
-    ///
-    /// Why it exists: a consumer that keeps its own coarser histogram
-    /// (ibexporter's classic, native and window buckets) needs the counts
-    /// without building a 224 KiB `hdrhistogram::Histogram` per round.
-    /// Consecutive indexes cover contiguous ranges, so a bucket's highest
-    /// value is the next bucket's lowest minus one.
+    /// the bucket holds, its count), with no allocation: for a consumer
+    /// with its own coarser histogram (ibexporter's buckets), without a
+    /// 224 KiB `hdrhistogram::Histogram` per round.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.filled().map(|(i, c)| (value_for(i + 1) - 1, c))
     }
@@ -261,10 +255,8 @@ impl LatencyHistogram {
         self.sum += other.sum;
         self.sum_sq += other.sum_sq;
         self.total += other.total;
-        self.bucketed = (
-            self.bucketed.0.min(other.bucketed.0),
-            self.bucketed.1.max(other.bucketed.1),
-        );
+        self.bucketed.0 = self.bucketed.0.min(other.bucketed.0);
+        self.bucketed.1 = self.bucketed.1.max(other.bucketed.1);
         let r = other.occupied();
         for (a, b) in self.counts[r.clone()].iter_mut().zip(&other.counts[r]) {
             *a += *b;
