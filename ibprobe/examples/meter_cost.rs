@@ -90,7 +90,7 @@ fn main() {
     let mut attr = Attributor::new();
     let (mut cur, mut total) = (LatencyHistogram::new(), LatencyHistogram::new());
     let mut d = Counts::default();
-    for c in Counter::ALL {
+    for &c in Counter::ALL {
         d.set(c, Some(1));
     }
     time("interval merges", &mut || {

@@ -145,9 +145,9 @@ fn ibprobe_follows_its_map() {
             ("stats", &[]),
             ("spec", &["words"]),
             ("sys", &[]),
-            ("counters", &["stats"]),
+            ("counters", &["stats", "words"]),
             ("clock", &["stats", "sys", "words"]),
-            ("host", &["clock", "counters", "stats", "sys"]),
+            ("host", &["clock", "counters", "stats", "sys", "words"]),
             ("transport", &["clock", "spec", "sys"]),
             ("verbs", &["clock", "spec", "sys", "transport"]),
             (

@@ -4,40 +4,21 @@
 //! calls that read it live in `sys/verbs.rs` and `verbs/`.
 //!
 //! Why it exists: differences of completion timestamps are taken modulo
-//! the mask (the counter wraps: a 48-bit counter at 1 GHz every 3.3 days,
-//! a narrower one sooner) and converted to nanoseconds with the rate
-//! measured against the host clock ([`HcaClock::calibrate`], from
-//! `ibv_query_rt_values_ex` readings paired with host clock reads), since
-//! the nominal rate can be off by tens of ppm. A device whose mask is 0
-//! (rxe) stamps nothing: [`HcaClock::new`] refuses it with the sentence
-//! users see.
-//!
-//! Unverified on hardware here (no device of this machine stamps
-//! completions); tested on synthetic clocks.
+//! the mask (the counter wraps) and converted to nanoseconds with the rate
+//! measured against the host clock ([`HcaClock::calibrate`]), since the
+//! nominal rate can be off by tens of ppm. A device whose mask is 0 (rxe)
+//! stamps nothing: [`HcaClock::new`] refuses it. Unverified on hardware
+//! here; tested on synthetic clocks.
 
 /// Why an HCA clock description cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HcaClockError {
-    /// The device stamps no completions.
     #[error("{dev} reports completion_timestamp_mask 0: no hardware completion timestamps; run without --hw-timestamps")]
-    NoTimestamps {
-        /// The device name, e.g. rxe0.
-        dev: String,
-    },
-    /// The device does not say how fast its clock runs.
+    NoTimestamps { dev: String },
     #[error("{dev} reports hca_core_clock 0: its completion timestamps cannot be converted to time; run without --hw-timestamps")]
-    NoRate {
-        /// The device name.
-        dev: String,
-    },
-    /// The mask is not a run of low bits, so wraparound is undefined.
+    NoRate { dev: String },
     #[error("{dev} reports completion_timestamp_mask {mask:#x}, not 2^k - 1: wraparound of its clock is undefined; run without --hw-timestamps")]
-    OddMask {
-        /// The device name.
-        dev: String,
-        /// The mask as reported.
-        mask: u64,
-    },
+    OddMask { dev: String, mask: u64 },
 }
 
 /// Largest drift from the nominal rate a calibration may show (ppm);
@@ -66,10 +47,8 @@ impl HcaClock {
             return Err(HcaClockError::NoTimestamps { dev: dev.into() });
         }
         if mask & mask.wrapping_add(1) != 0 {
-            return Err(HcaClockError::OddMask {
-                dev: dev.into(),
-                mask,
-            });
+            let dev = dev.into();
+            return Err(HcaClockError::OddMask { dev, mask });
         }
         if khz == 0 {
             return Err(HcaClockError::NoRate { dev: dev.into() });
@@ -108,8 +87,7 @@ impl HcaClock {
         };
         // Unwrap the ticks: each pair is after the one before.
         let mut x = Vec::with_capacity(pairs.len());
-        let mut acc = 0u64;
-        let mut prev = t0;
+        let (mut acc, mut prev) = (0u64, t0);
         for &(t, h) in pairs {
             acc = acc.wrapping_add(self.elapsed(prev, t));
             prev = t;
@@ -140,10 +118,7 @@ impl HcaClock {
 pub enum Calibration {
     /// The rate was measured; the HCA clock runs `drift_ppm` ppm slower
     /// (positive: each tick is longer) than `hca_core_clock` says.
-    Measured {
-        /// (measured ns per tick / nominal - 1) x 1e6.
-        drift_ppm: f64,
-    },
+    Measured { drift_ppm: f64 },
     /// The nominal rate stays, for the reason given.
     Nominal(String),
 }

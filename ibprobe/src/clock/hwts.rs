@@ -1,29 +1,12 @@
-//! Hardware completion timestamps (`--hw-timestamps`): the HCA's clock
-//! and the R-Pingmesh split of a round trip. Pure computation: no verbs
-//! call, no clock read; `verbs/` reads the stamps, this file turns them
-//! into nanoseconds and distributions.
-//!
-//! Why it exists: a round trip measured on the host clock mixes the
-//! network with both hosts' software. With completion timestamps taken by
-//! the HCAs (R-Pingmesh, SIGCOMM'24; `shared/ANCHORS.md`), one round trip
-//! of message `seq` has six times:
-//!
-//! | time | where | clock |
-//! |---|---|---|
-//! | T1 | prober posts the probe | prober's host clock |
-//! | T2 | prober's send completion | prober's HCA |
-//! | T3 | responder's receive completion | responder's HCA |
-//! | T4 | responder's send completion (the echo) | responder's HCA |
-//! | T5 | prober's receive completion (the echo) | prober's HCA |
-//! | T6 | prober sees the echo | prober's host clock |
-//!
-//! and splits into (only timestamps of one clock are ever subtracted):
-//! - network RTT = (T5 - T2) - (T4 - T3)
-//! - prober delay = (T6 - T1) - (T5 - T2)
-//! - responder delay = T4 - T3
-//!
-//! HCA ticks become nanoseconds through [`HcaClock`] (`clock/hca.rs`:
-//! the mask's wraparound, the rate measured against the host clock).
+//! Hardware completion timestamps (`--hw-timestamps`): the R-Pingmesh
+//! split of a round trip (SIGCOMM'24; `shared/ANCHORS.md`) into network
+//! RTT = (T5 - T2) - (T4 - T3), prober delay = (T6 - T1) - (T5 - T2) and
+//! responder delay = T4 - T3, where T1/T6 are the prober's post and sight
+//! of the echo (host clock), T2/T5 its send and receive completions and
+//! T3/T4 the responder's (each on its own HCA's [`HcaClock`]): only
+//! timestamps of one clock are subtracted. The method:
+//! `ibprobe/docs/methods.md`, "Where the time goes". Pure computation:
+//! `verbs/` reads the stamps.
 //!
 //! The responder reports its (T3, T4) per sequence number after the run
 //! (`session/serve.rs`); they may come in any order, some may be missing (a
@@ -31,9 +14,8 @@
 //! parts come out negative is counted as invalid, as R-Pingmesh's
 //! `invalid_rtt`, instead of being recorded ([`split`]).
 //!
-//! Unverified on hardware here: no device of this machine has a non-zero
-//! `completion_timestamp_mask` (rxe reports 0). Everything below is tested
-//! on synthetic completion streams (unit tests and proptest).
+//! Unverified on hardware here (rxe's `completion_timestamp_mask` is 0):
+//! tested on synthetic completion streams.
 
 use crate::clock::hca::{Calibration, HcaClock};
 use crate::stats::LatencyHistogram;
@@ -43,40 +25,30 @@ use crate::stats::LatencyHistogram;
 /// an unsignaled send).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProberStamp {
-    /// The message's sequence number.
     pub seq: u64,
-    /// T1: post, host ns.
     pub t1_ns: u64,
-    /// T2: send completion, prober HCA ticks.
     pub t2: Option<u64>,
-    /// T5: receive completion of the echo, prober HCA ticks.
     pub t5: Option<u64>,
-    /// T6: the echo seen by the prober, host ns.
     pub t6_ns: u64,
 }
 
-/// The responder's times of one message, raw HCA ticks of its device.
+/// The responder's times of one message (T3, T4), raw HCA ticks of its
+/// device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ResponderStamp {
-    /// The message's sequence number.
     pub seq: u64,
-    /// T3: receive completion.
     pub t3: Option<u64>,
-    /// T4: send completion of the echo.
     pub t4: Option<u64>,
 }
 
-/// The split of a run's round trips into three distributions, and why
-/// the messages left out were left out.
+/// The split of a run's round trips into the three distributions (the
+/// module doc's), and why the messages left out were left out.
 #[derive(Clone, Debug, Default)]
 pub struct Split {
-    /// (T5 - T2) - (T4 - T3).
     pub network_rtt: LatencyHistogram,
-    /// (T6 - T1) - (T5 - T2).
     pub prober_delay: LatencyHistogram,
-    /// T4 - T3.
     pub responder_delay: LatencyHistogram,
-    /// Messages whose prober stamps (T2 or T5) are missing.
+    /// Messages without T2 or T5.
     pub missing_prober: u64,
     /// Messages the responder reported no (or an incomplete) T3/T4 for.
     pub missing_responder: u64,
@@ -91,7 +63,6 @@ impl Split {
         self.network_rtt.len()
     }
 
-    /// True when no message could be split.
     pub fn is_empty(&self) -> bool {
         self.network_rtt.is_empty()
     }
@@ -129,17 +100,10 @@ pub fn split(
             out.missing_prober += 1;
             continue;
         };
+        // The first of equal keys (the sort is stable: the first report).
         let r = responder
-            .binary_search_by_key(&p.seq, |r| r.seq)
-            .ok()
-            .map(|i| {
-                // The first of equal keys: binary_search may land on any.
-                let mut i = i;
-                while i > 0 && responder[i - 1].seq == p.seq {
-                    i -= 1;
-                }
-                responder[i]
-            });
+            .get(responder.partition_point(|r| r.seq < p.seq))
+            .filter(|r| r.seq == p.seq);
         let Some((Some(t3), Some(t4))) = r.map(|r| (r.t3, r.t4)) else {
             out.missing_responder += 1;
             continue;
@@ -165,9 +129,7 @@ pub const LOG_MAX: usize = 1 << 18;
 /// per answered message.
 #[derive(Clone, Debug)]
 pub struct ProberLog {
-    /// The prober's HCA clock, rate as calibrated.
     pub clock: HcaClock,
-    /// What the calibration did.
     pub calibration: Calibration,
     /// One record per answered message, in order.
     pub stamps: Vec<ProberStamp>,
@@ -178,13 +140,11 @@ pub struct ProberLog {
 /// The responder's side, as it reports it to the prober after the run.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ResponderReport {
-    /// Format of this report (1).
+    /// Format of this report ([`REPORT_VERSION`]).
     pub version: u32,
-    /// completion_timestamp_mask of the responder's device.
+    /// The responder's [`HcaClock`], as calibrated.
     pub mask: u64,
-    /// hca_core_clock, kHz.
     pub nominal_khz: u64,
-    /// ns per tick as the responder calibrated it.
     pub ns_per_tick: f64,
     /// (seq, T3, T4) per echoed message; a missing stamp is absent.
     pub stamps: Vec<(u64, Option<u64>, Option<u64>)>,
@@ -202,7 +162,6 @@ pub struct HwSplit {
     /// on one HCA and `prober_delay` the host's part of the one-way
     /// latency; no responder.
     pub one_way: bool,
-    /// The distributions and the counts of what was left out.
     pub split: Split,
     /// Sentences for the report (calibration, overflow).
     pub notes: Vec<String>,
@@ -238,9 +197,9 @@ impl ProberLog {
     /// The round-trip split with the responder's report.
     pub fn split_with(&self, r: &ResponderReport) -> Result<HwSplit, String> {
         if r.version != REPORT_VERSION {
+            let v = r.version;
             return Err(format!(
-                "the responder's timestamp report is version {}, this ibprobe reads {REPORT_VERSION}; run the same ibprobe version on both ends",
-                r.version
+                "the responder's timestamp report is version {v}, this ibprobe reads {REPORT_VERSION}; run the same ibprobe version on both ends"
             ));
         }
         let mut rc = HcaClock::new("the responder's device", r.mask, r.nominal_khz)
@@ -255,9 +214,9 @@ impl ProberLog {
             .collect();
         let mut notes = self.notes("prober");
         if r.overflow > 0 {
+            let more = r.overflow;
             notes.push(format!(
-                "hw timestamps: the responder kept the first {LOG_MAX} messages' stamps ({} more not reported)",
-                r.overflow
+                "hw timestamps: the responder kept the first {LOG_MAX} messages' stamps ({more} more not reported)"
             ));
         }
         Ok(HwSplit {
@@ -268,20 +227,19 @@ impl ProberLog {
     }
 
     fn notes(&self, who: &str) -> Vec<String> {
+        let khz = self.clock.nominal_khz;
         let mut n = vec![match &self.calibration {
             Calibration::Measured { drift_ppm } => format!(
-                "hw timestamps: {who} HCA clock {} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run",
-                self.clock.nominal_khz
+                "hw timestamps: {who} HCA clock {khz} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run"
             ),
-            Calibration::Nominal(why) => format!(
-                "hw timestamps: {who} HCA clock at its nominal {} kHz ({why})",
-                self.clock.nominal_khz
-            ),
+            Calibration::Nominal(why) => {
+                format!("hw timestamps: {who} HCA clock at its nominal {khz} kHz ({why})")
+            }
         }];
         if self.overflow > 0 {
+            let more = self.overflow;
             n.push(format!(
-                "hw timestamps: the split covers the first {LOG_MAX} messages ({} more not kept)",
-                self.overflow
+                "hw timestamps: the split covers the first {LOG_MAX} messages ({more} more not kept)"
             ));
         }
         n
@@ -292,7 +250,7 @@ impl ProberLog {
 /// (recording never allocates: past the capacity only a count grows).
 #[derive(Clone, Debug, Default)]
 pub struct ResponderLog {
-    /// (seq, T3, T4) per echoed message, in echo order.
+    /// In echo order.
     pub stamps: Vec<ResponderStamp>,
     /// Echoed messages that did not fit.
     pub overflow: u64,

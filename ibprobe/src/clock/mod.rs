@@ -5,38 +5,18 @@
 //! measurement) and converted to nanoseconds with a calibrated factor,
 //! never with /proc/cpuinfo's MHz (perftest's flaw).
 //!
-//! [`Clock::calibrate`] picks the time-stamp counter when /proc/cpuinfo's
-//! `flags` (never its `cpu MHz`) show both `constant_tsc` (the TSC ticks at
-//! a fixed rate whatever the P-state) and `nonstop_tsc` (it keeps ticking
-//! in deep C-states). It measures the TSC frequency against
-//! CLOCK_MONOTONIC_RAW over [`CALIBRATION_WINDOWS`] windows of
-//! [`CALIBRATION_WINDOW_MS`] ms, takes the median and requires the windows
-//! to agree within [`CALIBRATION_MAX_SPREAD_PPM`]; otherwise it falls back
-//! to CLOCK_MONOTONIC_RAW and says why ([`Clock::fallback`]).
+//! [`Clock::calibrate`] (`auto`) picks the TSC when the CPU flags vouch for
+//! it, or clock_gettime is a system call, or the kernel's clocksource is
+//! the TSC, and its calibration against CLOCK_MONOTONIC_RAW is stable;
+//! else CLOCK_MONOTONIC_RAW, saying why ([`Clock::fallback`],
+//! [`Clock::auto_reason`]). The method: `ibprobe/docs/methods.md`, "The
+//! clock". Conversions are fixed point: `ns = ticks * mult >> 32` (no
+//! division in the hot path).
 //!
-//! Where the flags do not vouch for the TSC (most VMs and emulators hide
-//! them), `auto` measures what one read of each clock costs
-//! ([`ReadCosts`]): when clock_gettime is a system call there (the kernel's
-//! clocksource has no vDSO path, as under QEMU TCG: about a microsecond per
-//! read, inside every measurement) and the TSC still calibrates stably, it
-//! uses the TSC and says why ([`Clock::auto_reason`]); perftest always
-//! reads the TSC, so the two are then compared on the same clock. So it
-//! does where the kernel's own clocksource is the TSC (a VM whose
-//! hypervisor hides the flags but whose TSC the kernel validated and
-//! keeps under its clocksource watchdog): clock_gettime then reads that
-//! same counter with a scaling and a sequence lock around it. The check
-//! costs one small sysfs read and the read-cost measurement `auto` makes
-//! anyway.
-//!
-//! Conversions are fixed point: `ns = ticks * mult >> 32` (one 64x64->128
-//! multiply and a shift, no division in the hot path).
-//!
-//! Every clock a run uses also knows its resolution ([`Clock::resolution_ns`]):
-//! the smallest non-zero step two back-to-back reads show, measured when the
-//! clock is chosen ([`RESOLUTION_READS`] reads). A latency within
-//! [`RESOLUTION_TICKS`] such steps is barely resolved (a ratio of two of
-//! them says more about the clock than about the path), so the reports
-//! warn there ([`Clock::near_resolution`]).
+//! Every clock also knows its resolution ([`Clock::resolution_ns`]: the
+//! smallest non-zero step of back-to-back reads, measured when chosen); a
+//! latency within [`RESOLUTION_TICKS`] such steps is barely resolved, so
+//! the reports warn there ([`Clock::near_resolution`]).
 
 pub mod hca;
 pub mod hwts;
@@ -66,11 +46,9 @@ const SHIFT: u32 = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ClockKind {
-    /// rdtsc, calibrated against CLOCK_MONOTONIC_RAW.
-    Tsc {
-        /// Measured TSC frequency.
-        hz: f64,
-    },
+    /// rdtsc at its measured frequency, calibrated against
+    /// CLOCK_MONOTONIC_RAW.
+    Tsc { hz: f64 },
     /// clock_gettime(CLOCK_MONOTONIC_RAW).
     MonotonicRaw,
 }
@@ -81,7 +59,6 @@ pub enum ClockKind {
 pub struct Calibration {
     /// Median of the per-window frequencies, Hz.
     pub hz: f64,
-    /// Windows measured.
     pub windows: u32,
     /// Length of each window, ns (by CLOCK_MONOTONIC_RAW).
     pub window_ns: u64,
@@ -94,16 +71,10 @@ pub struct Calibration {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fallback {
-    /// Not an x86_64 build: there is no TSC to read.
     NoTsc,
-    /// /proc/cpuinfo could not be read.
     NoCpuinfo,
-    /// /proc/cpuinfo's flags lack `constant_tsc`.
     NoConstantTsc,
-    /// /proc/cpuinfo's flags lack `nonstop_tsc`.
     NoNonstopTsc,
-    /// The calibration windows disagreed by more than the accepted spread
-    /// (a migrating or throttled TSC, or a noisy VM).
     UnstableCalibration,
 }
 
@@ -153,18 +124,16 @@ impl ReadCosts {
     /// where a read is a system call).
     pub fn measure() -> ReadCosts {
         let per_read = |f: &dyn Fn() -> u64| {
-            let mut best = f64::INFINITY;
-            for _ in 0..5 {
+            let batch = |_| {
                 let m0 = tsc::monotonic_raw_ns();
                 let mut sink = 0u64;
                 for _ in 0..1000 {
                     sink = sink.wrapping_add(f());
                 }
                 std::hint::black_box(sink);
-                let dt = tsc::monotonic_raw_ns().saturating_sub(m0) as f64 / 1000.0;
-                best = best.min(dt);
-            }
-            best
+                tsc::monotonic_raw_ns().saturating_sub(m0) as f64 / 1000.0
+            };
+            (0..5).map(batch).fold(f64::INFINITY, f64::min)
         };
         let monotonic_ns = per_read(&tsc::monotonic_raw_ns);
         let tsc_ns = tsc::TSC_AVAILABLE.then(|| per_read(&tsc::rdtsc));
@@ -184,13 +153,11 @@ impl ReadCosts {
             .chain(SYSCALL_CLOCKSOURCES.iter())
             .find(|&&k| k == clocksource)
             .copied();
-        let monotonic_is_syscall = if VDSO_CLOCKSOURCES.contains(&clocksource) {
-            false
-        } else if SYSCALL_CLOCKSOURCES.contains(&clocksource) {
-            true
-        } else {
-            monotonic_ns > 100.0 && tsc_ns.is_some_and(|t| monotonic_ns > 4.0 * t)
-        };
+        // A clocksource not known either way: judged by its read cost.
+        let monotonic_is_syscall = SYSCALL_CLOCKSOURCES.contains(&clocksource)
+            || (!VDSO_CLOCKSOURCES.contains(&clocksource)
+                && monotonic_ns > 100.0
+                && tsc_ns.is_some_and(|t| monotonic_ns > 4.0 * t));
         ReadCosts {
             tsc_ns,
             monotonic_ns,
@@ -201,38 +168,24 @@ impl ReadCosts {
 
     /// "TSC 21 ns, clock_gettime 1420 ns (a system call: clocksource hpet)".
     pub fn describe(&self) -> String {
-        format!(
-            "per read: {}clock_gettime {:.0} ns ({}clocksource {})",
-            self.tsc_ns
-                .map_or(String::new(), |t| format!("TSC {t:.0} ns, ")),
-            self.monotonic_ns,
-            if self.monotonic_is_syscall {
-                "a system call: "
-            } else {
-                "vDSO: "
-            },
-            self.clocksource
-        )
+        let tsc = self
+            .tsc_ns
+            .map_or(String::new(), |t| format!("TSC {t:.0} ns, "));
+        let how = ["vDSO", "a system call"][usize::from(self.monotonic_is_syscall)];
+        let (ns, source) = (self.monotonic_ns, self.clocksource);
+        format!("per read: {tsc}clock_gettime {ns:.0} ns ({how}: clocksource {source})")
     }
 }
 
 /// Why `--clock auto` chose the TSC although the CPU flags do not vouch
-/// for it.
+/// for it (`missing`: the flag that was missing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AutoReason {
-    /// clock_gettime is a system call here and the TSC calibrated stably.
-    FallbackIsSyscall {
-        /// Which flag was missing.
-        missing: Fallback,
-    },
-    /// The kernel's own clocksource is the TSC (its clocksource watchdog
-    /// keeps it only while it stays stable), so clock_gettime reads the
-    /// same counter through more work; and the TSC calibrated stably.
-    KernelClockIsTsc {
-        /// Which flag was missing.
-        missing: Fallback,
-    },
+    /// clock_gettime is a system call here.
+    FallbackIsSyscall { missing: Fallback },
+    /// The kernel's own clocksource is the TSC.
+    KernelClockIsTsc { missing: Fallback },
 }
 
 impl AutoReason {
@@ -247,13 +200,8 @@ impl AutoReason {
                 "the kernel's clocksource is the TSC (clock_gettime reads it with more work)",
             ),
         };
-        format!(
-            "auto chose the TSC although {}: {why} and the TSC calibrated stably",
-            match missing {
-                Fallback::NoNonstopTsc => "the CPU flags lack nonstop_tsc",
-                _ => "the CPU flags lack constant_tsc",
-            }
-        )
+        let flag = ["constant_tsc", "nonstop_tsc"][usize::from(*missing == Fallback::NoNonstopTsc)];
+        format!("auto chose the TSC although the CPU flags lack {flag}: {why} and the TSC calibrated stably")
     }
 }
 
@@ -270,12 +218,9 @@ pub struct Clock {
     to_ticks_mult: u64,
     calibration: Option<Calibration>,
     fallback: Option<Fallback>,
-    /// What each clock costs per read (measured by `auto`).
     costs: Option<ReadCosts>,
-    /// Why `auto` chose the TSC against the flags.
     auto_reason: Option<AutoReason>,
-    /// The smallest non-zero step between two reads, ns (one tick until
-    /// measured by [`Clock::choose`] or [`Clock::calibrate`]).
+    /// One tick until measured by [`Clock::choose`] or [`Clock::calibrate`].
     resolution_ns: f64,
 }
 
@@ -285,14 +230,6 @@ crate::words::vocabulary! {
         Auto = "auto", "The TSC when it calibrates stably and the CPU flags vouch for it, or clock_gettime is a system call, or the kernel's own clocksource is the TSC; else clock_gettime(CLOCK_MONOTONIC_RAW). The report says which and why.";
         Tsc = "tsc", "The TSC even without constant_tsc/nonstop_tsc in the flags (VMs and emulators often hide them while their TSC is constant); calibration must still be stable, or the run falls back and says why.";
         Monotonic = "monotonic", "clock_gettime(CLOCK_MONOTONIC_RAW).";
-    }
-}
-
-// The enum comes from a macro, which cannot mark a `#[default]` variant.
-#[allow(clippy::derivable_impls)]
-impl Default for ClockChoice {
-    fn default() -> Self {
-        ClockChoice::Auto
     }
 }
 
@@ -310,9 +247,7 @@ impl Clock {
     }
 
     /// This clock with its resolution measured: the smallest positive
-    /// difference of [`RESOLUTION_READS`] back-to-back reads, in ns (for
-    /// the TSC its read cost in ticks; for clock_gettime whatever the
-    /// kernel's clocksource and vDSO show).
+    /// difference of [`RESOLUTION_READS`] back-to-back reads, in ns.
     pub fn with_measured_resolution(self) -> Clock {
         let mut prev = self.now();
         let mut step = u64::MAX;
@@ -370,12 +305,8 @@ impl Clock {
         Clock::monotonic_because(Fallback::UnstableCalibration)
     }
 
-    /// The best clock this machine offers: the calibrated TSC when the CPU
-    /// flags allow it and calibration is stable; also when they do not but
-    /// clock_gettime is a system call here and calibration is stable (see
-    /// the module doc); else CLOCK_MONOTONIC_RAW (with [`Clock::fallback`]
-    /// saying why). The read costs of both clocks are kept for the report.
-    /// Takes about 0.1 s.
+    /// The best clock this machine offers (`auto`, see the module doc),
+    /// with the read costs of both clocks. Takes about 0.1 s.
     pub fn calibrate() -> Clock {
         let costs = ReadCosts::measure();
         let with_costs = |c: Clock| {
@@ -388,10 +319,9 @@ impl Clock {
         if !tsc::TSC_AVAILABLE {
             return with_costs(Clock::monotonic_because(Fallback::NoTsc));
         }
-        let cpuinfo = match ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
-        {
-            Ok(s) => s,
-            Err(_) => return with_costs(Clock::monotonic_because(Fallback::NoCpuinfo)),
+        let Ok(cpuinfo) = ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
+        else {
+            return with_costs(Clock::monotonic_because(Fallback::NoCpuinfo));
         };
         match auto_decision(tsc_flags_ok(&cpuinfo), &costs) {
             Ok(reason) => {
@@ -405,12 +335,10 @@ impl Clock {
         }
     }
 
-    /// What one read of each clock costs (measured by `auto`).
     pub fn read_costs(&self) -> Option<ReadCosts> {
         self.costs
     }
 
-    /// Why `auto` chose the TSC although the CPU flags do not vouch for it.
     pub fn auto_reason(&self) -> Option<AutoReason> {
         self.auto_reason
     }
@@ -450,14 +378,11 @@ impl Clock {
             to_ns_mult: to_ns.clamp(1.0, u64::MAX as f64) as u64,
             to_ticks_mult: to_ticks.clamp(1.0, u64::MAX as f64) as u64,
             calibration: Some(cal),
-            fallback: None,
-            costs: None,
-            auto_reason: None,
             resolution_ns: 1e9 / cal.hz.max(1.0),
+            ..Clock::monotonic()
         }
     }
 
-    /// Which clock this is.
     pub fn kind(&self) -> ClockKind {
         self.kind
     }
@@ -468,7 +393,6 @@ impl Clock {
         self.calibration.map_or(0.0, |c| c.spread_ppm)
     }
 
-    /// Why the TSC was not used, when [`Clock::calibrate`] fell back.
     pub fn fallback(&self) -> Option<Fallback> {
         self.fallback
     }
@@ -476,34 +400,28 @@ impl Clock {
     /// One line for the report, e.g. "TSC 2.995 GHz (calibrated against
     /// CLOCK_MONOTONIC_RAW, 5 x 20 ms, spread 12 ppm)".
     pub fn describe(&self) -> String {
-        let mut s = self.describe_kind();
-        if let Some(r) = self.auto_reason {
-            s.push_str(&format!("; {}", r.explain()));
-        }
-        if let Some(c) = self.costs {
-            s.push_str(&format!("; {}", c.describe()));
-        }
-        s
+        let reason = self.auto_reason.map(|r| format!("; {}", r.explain()));
+        let costs = self.costs.map(|c| format!("; {}", c.describe()));
+        let (reason, costs) = (reason.unwrap_or_default(), costs.unwrap_or_default());
+        format!("{}{reason}{costs}", self.describe_kind())
     }
 
     fn describe_kind(&self) -> String {
         match (self.kind, self.calibration) {
-            (ClockKind::Tsc { hz }, Some(c)) => format!(
-                "TSC {:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW, {} x {} ms, spread {:.1} ppm)",
-                hz / 1e9,
-                c.windows,
-                c.window_ns / 1_000_000,
-                c.spread_ppm
-            ),
+            (ClockKind::Tsc { hz }, Some(c)) => {
+                let (ghz, n, ms, ppm) =
+                    (hz / 1e9, c.windows, c.window_ns / 1_000_000, c.spread_ppm);
+                format!("TSC {ghz:.3} GHz (calibrated against CLOCK_MONOTONIC_RAW, {n} x {ms} ms, spread {ppm:.1} ppm)")
+            }
             (ClockKind::Tsc { hz }, None) => format!("TSC {:.3} GHz", hz / 1e9),
-            (ClockKind::MonotonicRaw, _) => match self.fallback {
-                Some(f) => format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.explain()),
-                None => "CLOCK_MONOTONIC_RAW".to_string(),
-            },
+            (ClockKind::MonotonicRaw, _) => {
+                self.fallback.map_or("CLOCK_MONOTONIC_RAW".into(), |f| {
+                    format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.explain())
+                })
+            }
         }
     }
 
-    /// Current time in ticks.
     #[inline(always)]
     pub fn now(&self) -> u64 {
         if self.tsc {
@@ -513,7 +431,7 @@ impl Clock {
         }
     }
 
-    /// Nanoseconds in a difference of ticks (fixed point, saturating).
+    /// Ns in a difference of ticks (fixed point, saturating).
     #[inline(always)]
     pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
         mul_shift(ticks, self.to_ns_mult)
@@ -526,10 +444,8 @@ impl Clock {
     }
 
     /// Busy-waits until `now() >= deadline` (ticks of this clock) and
-    /// returns the `now()` that ended the wait. `--rate` pacing uses it: a
-    /// TSC-paced wait missed fewer steps than timerfd in the thesis. A
-    /// deadline already past returns at once (the caller counts a missed
-    /// step by comparing the return value with the deadline).
+    /// returns the `now()` that ended the wait (`--rate` pacing; a deadline
+    /// already past returns at once).
     #[inline]
     pub fn spin_until(&self, deadline: u64) -> u64 {
         loop {
@@ -592,13 +508,11 @@ pub fn tsc_flags_ok(cpuinfo: &str) -> Result<(), Fallback> {
         })
         .ok_or(Fallback::NoConstantTsc)?;
     let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-    if !has("constant_tsc") {
-        return Err(Fallback::NoConstantTsc);
+    match (has("constant_tsc"), has("nonstop_tsc")) {
+        (false, _) => Err(Fallback::NoConstantTsc),
+        (_, false) => Err(Fallback::NoNonstopTsc),
+        _ => Ok(()),
     }
-    if !has("nonstop_tsc") {
-        return Err(Fallback::NoNonstopTsc);
-    }
-    Ok(())
 }
 
 /// Reads (tsc, monotonic ns) as close together as possible: the pair with
@@ -621,32 +535,24 @@ fn paired_read() -> (u64, u64) {
 /// windows of `window_ms` ms; returns the median and the spread.
 fn measure_tsc_hz(windows: usize, window_ms: u64) -> Calibration {
     let mut hz: Vec<f64> = Vec::with_capacity(windows);
-    let window_ns = window_ms * 1_000_000;
     for _ in 0..windows {
         let (t0, m0) = paired_read();
         std::thread::sleep(std::time::Duration::from_millis(window_ms));
         let (t1, m1) = paired_read();
         let dm = m1.saturating_sub(m0);
-        if dm == 0 {
-            continue;
+        if dm > 0 {
+            hz.push(t1.wrapping_sub(t0) as f64 * 1e9 / dm as f64);
         }
-        hz.push(t1.wrapping_sub(t0) as f64 * 1e9 / dm as f64);
     }
     hz.sort_by(|a, b| a.total_cmp(b));
-    if hz.is_empty() {
-        return Calibration {
-            hz: 0.0,
-            windows: 0,
-            window_ns,
-            spread_ppm: f64::INFINITY,
-        };
-    }
-    let median = hz[hz.len() / 2];
-    let spread = (hz[hz.len() - 1] - hz[0]) / median * 1e6;
+    let (median, spread_ppm) = match (hz.first(), hz.get(hz.len() / 2), hz.last()) {
+        (Some(lo), Some(&m), Some(hi)) => (m, (hi - lo) / m * 1e6),
+        _ => (0.0, f64::INFINITY),
+    };
     Calibration {
         hz: median,
         windows: hz.len() as u32,
-        window_ns,
-        spread_ppm: spread,
+        window_ns: window_ms * 1_000_000,
+        spread_ppm,
     }
 }

@@ -13,64 +13,32 @@ use serde::Serialize;
 use super::counts::{Counter, Counts};
 use crate::stats::LatencyHistogram;
 
-/// A cause an interval may have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// At least one context switch of the measuring thread.
-    ContextSwitch,
-    /// At least one page fault (minor or major).
-    PageFault,
-    /// At least one CPU migration.
-    Migration,
-    /// At least one SMI.
-    Smi,
-    /// At least one interrupt on the measuring CPU.
-    Interrupt,
+crate::words::vocabulary! {
+    no_from_str
+    /// A cause an interval may have (at least one of it in the interval):
+    /// its name in JSON and its phrase for sentences (`help`), in the
+    /// order a tie is broken.
+    Cause {
+        ContextSwitch = "context_switch", "a context switch";
+        PageFault = "page_fault", "a page fault";
+        Migration = "cpu_migration", "a CPU migration";
+        Smi = "smi", "an SMI";
+        Interrupt = "interrupt", "an interrupt";
+    }
 }
 
 impl Cause {
-    /// Every cause, in the order a tie is broken.
-    pub const ALL: [Cause; 5] = [
-        Cause::ContextSwitch,
-        Cause::PageFault,
-        Cause::Migration,
-        Cause::Smi,
-        Cause::Interrupt,
-    ];
-
-    /// The name in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cause::ContextSwitch => "context_switch",
-            Cause::PageFault => "page_fault",
-            Cause::Migration => "cpu_migration",
-            Cause::Smi => "smi",
-            Cause::Interrupt => "interrupt",
-        }
-    }
-
-    /// "a context switch", for sentences.
-    pub fn phrase(self) -> &'static str {
-        match self {
-            Cause::ContextSwitch => "a context switch",
-            Cause::PageFault => "a page fault",
-            Cause::Migration => "a CPU migration",
-            Cause::Smi => "an SMI",
-            Cause::Interrupt => "an interrupt",
-        }
-    }
-
     /// How many of this cause `d` counted; None when not counted.
     fn count(self, d: &Counts) -> Option<u64> {
         match self {
             Cause::ContextSwitch => d.get(Counter::ContextSwitches),
-            Cause::PageFault => match (
-                d.get(Counter::PageFaultsMinor),
-                d.get(Counter::PageFaultsMajor),
-            ) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-            },
+            Cause::PageFault => {
+                let (a, b) = (
+                    d.get(Counter::PageFaultsMinor),
+                    d.get(Counter::PageFaultsMajor),
+                );
+                a.zip(b).map(|(a, b)| a + b).or(a).or(b)
+            }
             Cause::Migration => d.get(Counter::CpuMigrations),
             Cause::Smi => d.get(Counter::Smis),
             Cause::Interrupt => d.get(Counter::Interrupts),
@@ -78,12 +46,11 @@ impl Cause {
     }
 }
 
+/// A cause's intervals without it (`sides[0]`) and with it (`sides[1]`):
+/// their pooled samples and how many.
 struct Group {
     cause: Cause,
-    with: LatencyHistogram,
-    without: LatencyHistogram,
-    n_with: u64,
-    n_without: u64,
+    sides: [(LatencyHistogram, u64); 2],
 }
 
 /// Collects intervals; allocated before the run.
@@ -106,10 +73,7 @@ impl Attributor {
                 .iter()
                 .map(|&cause| Group {
                     cause,
-                    with: LatencyHistogram::new(),
-                    without: LatencyHistogram::new(),
-                    n_with: 0,
-                    n_without: 0,
+                    sides: [(LatencyHistogram::new(), 0), (LatencyHistogram::new(), 0)],
                 })
                 .collect(),
             intervals: 0,
@@ -123,24 +87,18 @@ impl Attributor {
         }
         self.intervals += 1;
         for g in &mut self.groups {
-            match g.cause.count(d) {
-                None => {}
-                Some(0) => {
-                    g.without.merge(h);
-                    g.n_without += 1;
-                }
-                Some(_) => {
-                    g.with.merge(h);
-                    g.n_with += 1;
-                }
+            if let Some(n) = g.cause.count(d) {
+                let side = &mut g.sides[usize::from(n > 0)];
+                side.0.merge(h);
+                side.1 += 1;
             }
         }
     }
 
     /// The result; causes never counted are left out.
     pub fn finish(&self) -> Attribution {
-        let side = |h: &LatencyHistogram, n: u64| Side {
-            intervals: n,
+        let side = |(h, n): &(LatencyHistogram, u64)| Side {
+            intervals: *n,
             samples: h.len(),
             p999_ns: h.summary().p999_ns,
             max_ns: h.max_ns(),
@@ -150,28 +108,25 @@ impl Attributor {
             causes: self
                 .groups
                 .iter()
-                .filter(|g| g.n_with + g.n_without > 0)
+                .filter(|g| g.sides[0].1 + g.sides[1].1 > 0)
                 .map(|g| CauseLine {
                     cause: g.cause.name(),
-                    phrase: g.cause.phrase(),
-                    with: side(&g.with, g.n_with),
-                    without: side(&g.without, g.n_without),
+                    phrase: g.cause.help(),
+                    with: side(&g.sides[1]),
+                    without: side(&g.sides[0]),
                 })
                 .collect(),
         }
     }
 }
 
-/// The intervals on one side of a cause.
+/// The intervals on one side of a cause: their samples' pooled p99.9 (0
+/// when none) and max.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Side {
-    /// Intervals on this side.
     pub intervals: u64,
-    /// Their samples.
     pub samples: u64,
-    /// The pooled p99.9, ns (0 when none).
     pub p999_ns: u64,
-    /// The largest sample, ns.
     pub max_ns: u64,
 }
 
@@ -194,7 +149,6 @@ impl CauseLine {
     /// 184.000 us; without: p99.9 2.100 us, max 3.000 us".
     pub fn sentence(&self) -> String {
         let us = |ns: u64| format!("{:.3} us", ns as f64 / 1000.0);
-        let total = self.with.intervals + self.without.intervals;
         let side = |s: &Side| {
             if s.intervals == 0 {
                 "none".to_string()
@@ -202,13 +156,14 @@ impl CauseLine {
                 format!("p99.9 {}, max {}", us(s.p999_ns), us(s.max_ns))
             }
         };
-        format!(
-            "intervals with {} ({} of {}): {}; without: {}",
-            self.phrase,
+        let (n, total) = (
             self.with.intervals,
-            total,
-            side(&self.with),
-            side(&self.without)
+            self.with.intervals + self.without.intervals,
+        );
+        let (with, without) = (side(&self.with), side(&self.without));
+        format!(
+            "intervals with {} ({n} of {total}): {with}; without: {without}",
+            self.phrase
         )
     }
 
@@ -223,12 +178,11 @@ impl CauseLine {
     }
 }
 
-/// Per-interval attribution of a run.
+/// Per-interval attribution of a run: the intervals with samples, one
+/// line per cause that was counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Attribution {
-    /// Intervals with samples.
     pub intervals: u64,
-    /// One line per cause that was counted.
     pub causes: Vec<CauseLine>,
 }
 
@@ -255,11 +209,7 @@ impl Attribution {
                 .iter()
                 .filter(ok)
                 .filter(|c| (c.cause == Cause::Interrupt.name()) == interrupt)
-                .max_by(|a, b| {
-                    a.tail_ratio()
-                        .partial_cmp(&b.tail_ratio())
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                })
+                .max_by(|a, b| a.tail_ratio().total_cmp(&b.tail_ratio()))
         };
         best(false).or_else(|| best(true))
     }

@@ -9,87 +9,26 @@ use std::os::unix::fs::FileExt;
 
 use serde::Serialize;
 
-/// One counter the report can carry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Counter {
-    /// All context switches of the measuring thread.
-    ContextSwitches,
-    /// Involuntary context switches (preemption): the thread wanted to run.
-    InvoluntaryContextSwitches,
-    /// The thread moved to another CPU.
-    CpuMigrations,
-    /// Minor page faults (no I/O: first touch, copy on write).
-    PageFaultsMinor,
-    /// Major page faults (the page came from disk).
-    PageFaultsMajor,
-    /// CPU cycles (PMU).
-    Cycles,
-    /// Instructions retired (PMU).
-    Instructions,
-    /// Last-level cache misses (PMU).
-    CacheMisses,
-    /// Interrupts on the measuring CPU(s), all sources.
-    Interrupts,
-    /// System management interrupts (MSR_SMI_COUNT).
-    Smis,
+crate::words::vocabulary! {
+    no_from_str
+    /// One counter the report can carry: its name in JSON, CSV and
+    /// metrics, and what it counts (docs, metric help), in report order.
+    Counter {
+        ContextSwitches = "context_switches", "context switches of the measuring thread";
+        InvoluntaryContextSwitches = "involuntary_context_switches", "involuntary context switches (preemptions) of the measuring thread";
+        CpuMigrations = "cpu_migrations", "moves of the measuring thread to another CPU";
+        PageFaultsMinor = "page_faults_minor", "minor page faults of the measuring thread";
+        PageFaultsMajor = "page_faults_major", "major page faults (disk) of the measuring thread";
+        Cycles = "cycles", "CPU cycles of the measuring thread (PMU)";
+        Instructions = "instructions", "instructions retired by the measuring thread (PMU)";
+        CacheMisses = "cache_misses", "last-level cache misses of the measuring thread (PMU)";
+        Interrupts = "interrupts", "interrupts on the measuring CPU, all sources";
+        Smis = "smis", "system management interrupts (MSR_SMI_COUNT)";
+    }
 }
 
 /// How many [`Counter`]s there are.
-pub const N: usize = 10;
-
-impl Counter {
-    /// Every counter, in report order.
-    pub const ALL: [Counter; N] = [
-        Counter::ContextSwitches,
-        Counter::InvoluntaryContextSwitches,
-        Counter::CpuMigrations,
-        Counter::PageFaultsMinor,
-        Counter::PageFaultsMajor,
-        Counter::Cycles,
-        Counter::Instructions,
-        Counter::CacheMisses,
-        Counter::Interrupts,
-        Counter::Smis,
-    ];
-
-    /// The name in JSON, CSV and metrics (snake_case).
-    pub fn name(self) -> &'static str {
-        match self {
-            Counter::ContextSwitches => "context_switches",
-            Counter::InvoluntaryContextSwitches => "involuntary_context_switches",
-            Counter::CpuMigrations => "cpu_migrations",
-            Counter::PageFaultsMinor => "page_faults_minor",
-            Counter::PageFaultsMajor => "page_faults_major",
-            Counter::Cycles => "cycles",
-            Counter::Instructions => "instructions",
-            Counter::CacheMisses => "cache_misses",
-            Counter::Interrupts => "interrupts",
-            Counter::Smis => "smis",
-        }
-    }
-
-    /// What it counts, one line (docs, metric help).
-    pub fn help(self) -> &'static str {
-        match self {
-            Counter::ContextSwitches => "context switches of the measuring thread",
-            Counter::InvoluntaryContextSwitches => {
-                "involuntary context switches (preemptions) of the measuring thread"
-            }
-            Counter::CpuMigrations => "moves of the measuring thread to another CPU",
-            Counter::PageFaultsMinor => "minor page faults of the measuring thread",
-            Counter::PageFaultsMajor => "major page faults (disk) of the measuring thread",
-            Counter::Cycles => "CPU cycles of the measuring thread (PMU)",
-            Counter::Instructions => "instructions retired by the measuring thread (PMU)",
-            Counter::CacheMisses => "last-level cache misses of the measuring thread (PMU)",
-            Counter::Interrupts => "interrupts on the measuring CPU, all sources",
-            Counter::Smis => "system management interrupts (MSR_SMI_COUNT)",
-        }
-    }
-
-    fn idx(self) -> usize {
-        self as usize
-    }
-}
+pub const N: usize = Counter::ALL.len();
 
 /// A value per counter; `None`: not counted here.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,34 +37,25 @@ pub struct Counts(pub [Option<u64>; N]);
 impl Counts {
     /// The value of `c`, if counted.
     pub fn get(&self, c: Counter) -> Option<u64> {
-        self.0[c.idx()]
+        self.0[c as usize]
     }
 
     /// Sets `c`.
     pub fn set(&mut self, c: Counter, v: Option<u64>) {
-        self.0[c.idx()] = v;
+        self.0[c as usize] = v;
     }
 
     /// `self - before`, per counter (a counter missing in either is missing).
     pub fn since(&self, before: &Counts) -> Counts {
-        let mut d = Counts::default();
-        for i in 0..N {
-            d.0[i] = match (self.0[i], before.0[i]) {
-                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
-                _ => None,
-            };
-        }
-        d
+        Counts(std::array::from_fn(|i| {
+            Some(self.0[i]?.saturating_sub(before.0[i]?))
+        }))
     }
 
     /// Adds `other` into `self` (missing stays missing).
     pub fn add(&mut self, other: &Counts) {
-        for i in 0..N {
-            self.0[i] = match (self.0[i], other.0[i]) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, None) => a,
-                (None, b) => b,
-            };
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a = a.zip(b).map(|(a, b)| a + b).or(*a).or(b);
         }
     }
 
@@ -133,7 +63,7 @@ impl Counts {
     pub fn iter(&self) -> impl Iterator<Item = (Counter, u64)> + '_ {
         Counter::ALL
             .iter()
-            .filter_map(move |&c| self.get(c).map(|v| (c, v)))
+            .filter_map(move |&c| Some((c, self.get(c)?)))
     }
 }
 
@@ -153,7 +83,6 @@ pub struct SourceCount {
     pub source: String,
     /// The kernel's description of a named line, or the chip of an IRQ.
     pub what: String,
-    /// Count during the run.
     pub count: u64,
 }
 

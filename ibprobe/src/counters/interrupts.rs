@@ -12,24 +12,12 @@ use std::io;
 
 use super::counts::{read_proc, SourceCount};
 
-/// One line of `/proc/interrupts`, summed over the CPUs asked for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceLine {
-    /// `LOC`, or `29:virtio0-input.0` (IRQ number and action names).
-    pub source: String,
-    /// The description of a named line, or the chip of an IRQ.
-    pub what: String,
-    /// The sum of the counts of the CPUs asked for.
-    pub count: u64,
-}
-
 /// The column of each CPU in `cpus` (from the `CPU0 CPU1 ...` header of
 /// `text`); CPUs the header does not list are left out.
 pub fn columns(text: &str, cpus: &[usize]) -> Vec<usize> {
-    let Some(header) = text.lines().find(|l| !l.trim().is_empty()) else {
-        return Vec::new();
-    };
+    let header = text.lines().find(|l| !l.trim().is_empty());
     let names: Vec<Option<usize>> = header
+        .unwrap_or_default()
         .split_whitespace()
         .map(|t| t.strip_prefix("CPU").and_then(|n| n.parse().ok()))
         .collect();
@@ -42,32 +30,24 @@ pub fn columns(text: &str, cpus: &[usize]) -> Vec<usize> {
 /// the rest of the line after the count columns). None for the header and
 /// lines without `label:`.
 fn split_line<'a>(line: &'a str, cols: &[usize]) -> Option<(&'a str, u64, &'a str)> {
-    let (label, rest) = line.split_once(':')?;
+    let (label, mut rest) = line.split_once(':')?;
     let label = label.trim();
     if label.is_empty() {
         return None;
     }
     let mut sum = 0u64;
-    let mut rest_start = rest;
-    let mut i = 0usize;
-    let mut s = rest;
-    loop {
-        let t = s.trim_start();
+    for i in 0.. {
+        let t = rest.trim_start();
         let end = t.find(char::is_whitespace).unwrap_or(t.len());
-        let tok = &t[..end];
-        match tok.parse::<u64>() {
-            Ok(v) if !tok.is_empty() => {
-                if cols.contains(&i) {
-                    sum = sum.saturating_add(v);
-                }
-                i += 1;
-                s = &t[end..];
-                rest_start = s;
-            }
-            _ => break,
+        let Ok(v) = t[..end].parse::<u64>() else {
+            break;
+        };
+        if cols.contains(&i) {
+            sum = sum.saturating_add(v);
         }
+        rest = &t[end..];
     }
-    Some((label, sum, rest_start.trim()))
+    Some((label, sum, rest.trim()))
 }
 
 /// The total of the `cols` columns over every line of `text`.
@@ -80,41 +60,39 @@ pub fn total_of(text: &str, cols: &[usize]) -> u64 {
 }
 
 /// Every line of `text`, summed over the `cols` columns.
-pub fn parse_sources(text: &str, cols: &[usize]) -> Vec<SourceLine> {
+pub fn parse_sources(text: &str, cols: &[usize]) -> Vec<SourceCount> {
     text.lines()
         .skip(1)
         .filter_map(|l| split_line(l, cols))
         .map(|(label, count, rest)| {
-            if label.chars().all(|c| c.is_ascii_digit()) {
-                // "PCI-MSIX-0000:00:03.0 1-edge virtio1-input.0": the chip,
-                // a hwirq/trigger word, then the action names.
-                let mut words = rest.split_whitespace();
-                let chip = words.next().unwrap_or_default().to_string();
-                let names: Vec<&str> = words
-                    .filter(|w| {
-                        !(w.ends_with("-edge")
-                            || w.ends_with("-level")
-                            || *w == "edge"
-                            || *w == "level"
-                            || w.ends_with("-fasteoi"))
-                    })
-                    .collect();
-                let source = if names.is_empty() {
-                    label.to_string()
-                } else {
-                    format!("{label}:{}", names.join(" "))
-                };
-                SourceLine {
+            if !label.chars().all(|c| c.is_ascii_digit()) {
+                let (source, what) = (label.to_string(), rest.to_string());
+                return SourceCount {
                     source,
-                    what: chip,
+                    what,
                     count,
-                }
+                };
+            }
+            // "PCI-MSIX-0000:00:03.0 1-edge virtio1-input.0": the chip,
+            // a hwirq/trigger word, then the action names.
+            let mut words = rest.split_whitespace();
+            let what = words.next().unwrap_or_default().to_string();
+            let trigger = |w: &str| {
+                ["edge", "level"].contains(&w)
+                    || ["-edge", "-level", "-fasteoi"]
+                        .iter()
+                        .any(|t| w.ends_with(t))
+            };
+            let names: Vec<&str> = words.filter(|w| !trigger(w)).collect();
+            let source = if names.is_empty() {
+                label.to_string()
             } else {
-                SourceLine {
-                    source: label.to_string(),
-                    what: rest.to_string(),
-                    count,
-                }
+                format!("{label}:{}", names.join(" "))
+            };
+            SourceCount {
+                source,
+                what,
+                count,
             }
         })
         .collect()
@@ -122,7 +100,7 @@ pub fn parse_sources(text: &str, cols: &[usize]) -> Vec<SourceLine> {
 
 /// Interrupts per source between two readings, largest first; sources
 /// with none left out.
-pub fn delta(before: &[SourceLine], after: &[SourceLine]) -> Vec<SourceCount> {
+pub fn delta(before: &[SourceCount], after: &[SourceCount]) -> Vec<SourceCount> {
     let mut out: Vec<SourceCount> = after
         .iter()
         .filter_map(|a| {
@@ -132,9 +110,8 @@ pub fn delta(before: &[SourceLine], after: &[SourceLine]) -> Vec<SourceCount> {
                 .map_or(0, |b| b.count);
             let n = a.count.saturating_sub(b);
             (n > 0).then(|| SourceCount {
-                source: a.source.clone(),
-                what: a.what.clone(),
                 count: n,
+                ..a.clone()
             })
         })
         .collect();
@@ -169,29 +146,24 @@ impl InterruptTable {
         })
     }
 
-    /// Reads the table into the buffer; the text read (cut at the
-    /// buffer's end, which only loses lines past twice the size at open).
-    fn fill(&mut self) -> Option<&str> {
+    /// Reads the table into the buffer: the text read (whole lines, cut at
+    /// the buffer's end, which only loses lines past twice the size at
+    /// open) and the columns.
+    fn fill(&mut self) -> Option<(&str, &[usize])> {
         let n = read_proc(&self.file, &mut self.buf)?;
         let text = &self.buf[..n];
-        // Whole lines only.
         let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        std::str::from_utf8(&text[..end]).ok()
+        Some((std::str::from_utf8(&text[..end]).ok()?, &self.cols))
     }
 
     /// The total of the CPUs' columns now; no allocation.
     pub fn total(&mut self) -> Option<u64> {
-        let cols = std::mem::take(&mut self.cols);
-        let r = self.fill().map(|t| total_of(t, &cols));
-        self.cols = cols;
-        r
+        self.fill().map(|(t, cols)| total_of(t, cols))
     }
 
     /// The lines now, by source (allocates).
-    pub fn sources(&mut self) -> Vec<SourceLine> {
-        let cols = self.cols.clone();
-        self.fill()
-            .map(|t| parse_sources(t, &cols))
-            .unwrap_or_default()
+    pub fn sources(&mut self) -> Vec<SourceCount> {
+        let lines = self.fill().map(|(t, cols)| parse_sources(t, cols));
+        lines.unwrap_or_default()
     }
 }

@@ -14,22 +14,16 @@
 //!   switches and page faults (always there);
 //! - `/proc/thread-self/sched` ([`sched`]): CPU migrations (kernels with
 //!   `CONFIG_SCHED_DEBUG`);
-//! - where a CPU PMU exists (`/sys/bus/event_source/devices/cpu`; most
-//!   VMs have none), or when asked (`--perf-counters`, [`Meter::open`]'s
-//!   `perf`): `perf_event_open` through perf-event2 ([`perf`]): hardware
-//!   events (cycles, instructions, cache misses), and software events for
-//!   the same counts as the two above. Without a PMU no perf event is
-//!   opened by default: an event on the thread makes the kernel do perf's
-//!   work at each of its context switches, for counts the first two
-//!   sources (the kernel's own accounting) give anyway;
+//! - where a CPU PMU exists (most VMs have none), or when asked
+//!   (`--perf-counters`): perf events ([`perf`]): cycles, instructions,
+//!   cache misses, and the same counts as the two above;
 //! - `/proc/interrupts` ([`interrupts`]): per source, the counts of the
 //!   measuring CPU (the pinned one, or all CPUs the thread may use);
 //! - `/dev/cpu/N/msr` register 0x34 (`MSR_SMI_COUNT`, Intel): SMIs, where
 //!   the msr module is loaded and readable (root).
 //!
 //! [`attribution`] correlates per-interval counters with each interval's
-//! tail. What may use this module: `probe`, `report`, `cli`; it uses
-//! `stats` only.
+//! tail.
 
 pub mod attribution;
 mod counts;
@@ -50,15 +44,12 @@ use self::sched::SchedFile;
 /// had intervals).
 #[derive(Clone, Debug, Default)]
 pub struct CounterReport {
-    /// Deltas over the measured part.
     pub counts: Counts,
     /// The CPUs whose interrupts were counted.
     pub cpus: Vec<usize>,
     /// Interrupts on those CPUs by source, largest first (zero ones left out).
     pub interrupts_by_source: Vec<SourceCount>,
-    /// What could not be counted, and why.
     pub missing: Vec<Missing>,
-    /// Per-interval correlation of counters with the tail.
     pub attribution: Option<attribution::Attribution>,
 }
 
@@ -70,7 +61,7 @@ impl CounterReport {
 }
 
 /// An open set of counters for the calling thread. Opening never fails:
-/// what cannot be opened is recorded in [`Meter::missing`].
+/// what cannot be opened is recorded in `missing`.
 pub struct Meter {
     perf: PerfSet,
     sched: Option<SchedFile>,
@@ -97,55 +88,37 @@ impl Meter {
             PerfSet::not_asked(&mut missing)
         };
         let sched = match SchedFile::open() {
-            Ok(f) => Some(f),
+            Ok(f) => Ok(Some(f)),
+            Err(_) if perf.counts(Counter::CpuMigrations) => Ok(None),
             Err(e) => {
-                if !perf.counts(Counter::CpuMigrations) {
-                    let why = match perf.refused() {
-                        Some(r) => format!("/proc/thread-self/sched is not readable ({e}: a kernel without CONFIG_SCHED_DEBUG?), and {r}"),
-                        None => format!("/proc/thread-self/sched is not readable ({e}: a kernel without CONFIG_SCHED_DEBUG?); --perf-counters counts them with perf_event_open"),
-                    };
-                    missing.push(Missing {
-                        counters: vec![Counter::CpuMigrations.name()],
-                        why,
-                    });
-                }
-                None
+                let no = format!("/proc/thread-self/sched is not readable ({e}: a kernel without CONFIG_SCHED_DEBUG?)");
+                Err(match perf.refused() {
+                    Some(r) => format!("{no}, and {r}"),
+                    None => format!("{no}; --perf-counters counts them with perf_event_open"),
+                })
             }
         };
-        let irq = match InterruptTable::open(cpus) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                missing.push(Missing {
-                    counters: vec![Counter::Interrupts.name()],
-                    why: format!("/proc/interrupts is not readable ({e}); mount /proc"),
-                });
-                None
-            }
-        };
-        let cpu0 = cpus.first().copied().unwrap_or(0);
-        let path = format!("/dev/cpu/{cpu0}/msr");
+        let irq = InterruptTable::open(cpus)
+            .map_err(|e| format!("/proc/interrupts is not readable ({e}); mount /proc"));
+        let path = format!("/dev/cpu/{}/msr", cpus.first().copied().unwrap_or(0));
         let smi = match File::open(&path) {
-            Ok(f) => {
-                let mut b = [0u8; 8];
-                match f.read_at(&mut b, MSR_SMI_COUNT) {
-                    Ok(8) => Some(f),
-                    Ok(_) | Err(_) => {
-                        missing.push(Missing {
-                            counters: vec![Counter::Smis.name()],
-                            why: format!("{path} has no readable MSR_SMI_COUNT (0x34): not an Intel CPU, or a VM that hides it"),
-                        });
-                        None
-                    }
-                }
-            }
-            Err(e) => {
-                missing.push(Missing {
-                    counters: vec![Counter::Smis.name()],
-                    why: format!("{path}: {e}; SMIs need the msr module (`modprobe msr`) and root"),
-                });
-                None
-            }
+            Ok(f) if f.read_at(&mut [0u8; 8], MSR_SMI_COUNT).is_ok_and(|n| n == 8) => Ok(f),
+            Ok(_) => Err(format!("{path} has no readable MSR_SMI_COUNT (0x34): not an Intel CPU, or a VM that hides it")),
+            Err(e) => Err(format!("{path}: {e}; SMIs need the msr module (`modprobe msr`) and root")),
         };
+        // What could not be opened is said in this order: sched, interrupts, SMIs.
+        let mut or_missing = |c: Counter, why: String| {
+            missing.push(Missing {
+                counters: vec![c.name()],
+                why,
+            })
+        };
+        let sched = sched.unwrap_or_else(|why| {
+            or_missing(Counter::CpuMigrations, why);
+            None
+        });
+        let irq = irq.map_err(|why| or_missing(Counter::Interrupts, why)).ok();
+        let smi = smi.map_err(|why| or_missing(Counter::Smis, why)).ok();
         Meter {
             perf,
             sched,
@@ -166,30 +139,17 @@ impl Meter {
         c
     }
 
-    /// Reads every counter but the interrupts: the thread's own
-    /// (getrusage, its sched file, perf events if asked for) and SMIs, a
-    /// few system calls that cost about the same on any machine.
-    ///
-    /// Why it exists: the attribution's intervals (every 100 ms) read
-    /// this. `/proc/interrupts` is the costly read: the kernel prints the
-    /// whole table, every source on every CPU, each time (~70 us on a
-    /// 2-CPU VM, ~0.4 ms in the lab's emulated guest, more with hundreds of
-    /// HCA vectors), and reading it every 100 ms went with a higher p99 in
-    /// the lab (ibprobe/README.md, counters "Cost").
+    /// Reads every counter but the interrupts: the thread's own (getrusage,
+    /// its sched file for what perf did not count, perf events) and SMIs.
+    /// The attribution's intervals (every 100 ms) read this: the kernel
+    /// prints the whole `/proc/interrupts` table at each read, which went
+    /// with a higher p99 (ibprobe/README.md, counters "Cost").
     pub fn read_without_interrupts(&mut self) -> Counts {
         let mut c = Counts::default();
         self.perf.read(&mut c);
-        self.read_accounting_and_smis(&mut c);
-        c
-    }
-
-    /// getrusage and the sched file (for what perf did not count) and
-    /// SMIs.
-    fn read_accounting_and_smis(&mut self, c: &mut Counts) {
-        if c.get(Counter::CpuMigrations).is_none() {
-            if let Some(f) = self.sched.as_mut() {
-                c.set(Counter::CpuMigrations, f.migrations());
-            }
+        let uncounted = c.get(Counter::CpuMigrations).is_none();
+        if let Some(f) = self.sched.as_mut().filter(|_| uncounted) {
+            c.set(Counter::CpuMigrations, f.migrations());
         }
         if let Ok(u) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD) {
             let (vol, invol) = (
@@ -197,14 +157,14 @@ impl Meter {
                 u.involuntary_context_switches(),
             );
             c.set(Counter::InvoluntaryContextSwitches, Some(invol as u64));
-            if c.get(Counter::ContextSwitches).is_none() {
-                c.set(Counter::ContextSwitches, Some((vol + invol) as u64));
-            }
-            if c.get(Counter::PageFaultsMinor).is_none() {
-                c.set(Counter::PageFaultsMinor, Some(u.minor_page_faults() as u64));
-            }
-            if c.get(Counter::PageFaultsMajor).is_none() {
-                c.set(Counter::PageFaultsMajor, Some(u.major_page_faults() as u64));
+            for (k, v) in [
+                (Counter::ContextSwitches, vol + invol),
+                (Counter::PageFaultsMinor, u.minor_page_faults()),
+                (Counter::PageFaultsMajor, u.major_page_faults()),
+            ] {
+                if c.get(k).is_none() {
+                    c.set(k, Some(v as u64));
+                }
             }
         }
         if let Some(f) = &self.smi {
@@ -213,30 +173,7 @@ impl Meter {
                 c.set(Counter::Smis, Some(u64::from_le_bytes(b) & 0xffff_ffff));
             }
         }
-    }
-
-    /// The interrupt counts by source now (allocates: before and after a
-    /// run only).
-    pub fn read_sources(&mut self) -> Vec<interrupts::SourceLine> {
-        self.irq.as_mut().map(|t| t.sources()).unwrap_or_default()
-    }
-
-    /// The report of a run measured between `before` and `after` (with
-    /// the sources read at the same moments).
-    pub fn report(
-        &self,
-        before: &Counts,
-        after: &Counts,
-        src_before: &[interrupts::SourceLine],
-        src_after: &[interrupts::SourceLine],
-    ) -> CounterReport {
-        CounterReport {
-            counts: after.since(before),
-            cpus: self.cpus.clone(),
-            interrupts_by_source: interrupts::delta(src_before, src_after),
-            missing: self.missing.clone(),
-            attribution: None,
-        }
+        c
     }
 }
 
@@ -245,7 +182,7 @@ impl Meter {
 pub struct Span {
     meter: Meter,
     before: Counts,
-    src_before: Vec<interrupts::SourceLine>,
+    src_before: Vec<SourceCount>,
 }
 
 impl Span {
@@ -253,7 +190,7 @@ impl Span {
     /// it: the measured part starts now.
     pub fn start(cpus: &[usize], perf: bool) -> Span {
         let mut meter = Meter::open(cpus, perf);
-        let src_before = meter.read_sources();
+        let src_before = meter.irq.as_mut().map(|t| t.sources()).unwrap_or_default();
         let before = meter.read();
         Span {
             meter,
@@ -270,17 +207,22 @@ impl Span {
     /// Reads again: the report of the span.
     pub fn finish(mut self) -> CounterReport {
         let after = self.meter.read();
-        let src_after = self.meter.read_sources();
-        self.meter
-            .report(&self.before, &after, &self.src_before, &src_after)
+        let src_after = self.meter.irq.as_mut().map(|t| t.sources());
+        CounterReport {
+            counts: after.since(&self.before),
+            cpus: self.meter.cpus,
+            interrupts_by_source: interrupts::delta(
+                &self.src_before,
+                &src_after.unwrap_or_default(),
+            ),
+            missing: self.meter.missing,
+            attribution: None,
+        }
     }
 }
 
 /// The CPUs a thread's interrupts are counted on: the pinned CPU, else
 /// every CPU the calling thread may use.
 pub fn measuring_cpus(pinned: Option<usize>) -> Vec<usize> {
-    match pinned {
-        Some(c) => vec![c],
-        None => ibhost::rt::allowed_cpus(),
-    }
+    pinned.map_or_else(ibhost::rt::allowed_cpus, |c| vec![c])
 }

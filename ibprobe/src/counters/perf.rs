@@ -1,37 +1,17 @@
-//! The measuring thread's perf events (perf-event2), opened where a CPU
-//! PMU exists or when asked (`--perf-counters`): hardware events where a
-//! PMU exists, and software events for what the kernel's accounting also
-//! counts.
+//! The measuring thread's perf events (perf-event2): hardware events
+//! where a CPU PMU exists, and software events for what the kernel's
+//! accounting also counts; opened where a PMU exists or when asked
+//! (`--perf-counters`), saying once why any could not be (paranoid level,
+//! seccomp, no PMU). Without a PMU it is off by default: an event on a
+//! thread makes the kernel do perf's work at each of its context switches,
+//! for counts its own accounting keeps anyway (`getrusage`, `sched.rs`).
 //!
-//! Why it exists: `perf_event_open` is the one way to count a thread's
-//! cycles, instructions and cache misses; this file opens the events and
-//! says, once, why any could not be opened (paranoid level, seccomp, no
-//! PMU). Without a PMU it is off by default because an event on a thread
-//! is not free for that thread: the kernel does perf's work (`perf_event_task_sched_out`
-//! / `_in`) at each of its context switches, and the software kinds' hooks
-//! run at every page fault of the machine while a key is on, for counts
-//! the kernel's own accounting keeps anyway (`getrusage`, `sched.rs`:
-//! nothing per context switch, and no privilege needed). What the perf
-//! events cost on the p99, against a build without them, is measured in
-//! ibprobe/README.md (counters, "Cost"), beside the bench that measures it.
-//!
-//! Opening and closing software events is not free for the whole machine:
-//! the kernel turns each software event kind on with a static key
-//! (`perf_swevent_enabled[kind]`, and `perf_sched_events` for any per-task
-//! event) when the first event of that kind opens, and off when the last
-//! closes. Each flip patches kernel text (`text_poke_bp`: an int3 on the
-//! site, then synchronising IPIs to every CPU, isolated ones included). A
-//! caller that opens counters per round (ibexporter: several rounds a
-//! second) would patch kernel text eight times per round. So the first
-//! open in a process also opens one disabled event of each software kind
-//! on the process's main thread and keeps it until the process exits
-//! ([`hold_static_keys`]): later opens and closes only move the keys'
-//! reference counts. Under QEMU TCG the flips can also hang a guest: one
-//! vCPU waits in `close()` -> `sw_perf_event_destroy` ->
-//! `static_key_slow_dec` -> `text_poke_bp_batch` -> `on_each_cpu` for the
-//! other, which keeps trapping in `asm_exc_int3` on a jump-label site
-//! whose bytes are already the restored NOP (a stale translation under
-//! TCG: real CPUs re-fetch after the int3).
+//! The first open in a process also keeps one disabled event of each
+//! software kind open on the main thread until it exits
+//! ([`hold_static_keys`]), so that a caller opening counters per round
+//! (ibexporter) does not flip the kernel's static keys, patching kernel
+//! text with IPIs to every CPU, each round (`ibprobe/docs/methods.md`,
+//! "Perf events and the kernel's static keys").
 
 use std::io;
 use std::path::Path;
@@ -66,17 +46,14 @@ pub fn pmu_present() -> bool {
     Path::new(CPU_PMU).exists()
 }
 
-/// Set (to anything) in the environment: behave as if `perf_event_open`
-/// were refused (EACCES), for tests of the refusal path on hosts where
-/// the test cannot take the permission away (root ignores
-/// `perf_event_paranoid`).
+/// Set in the environment: behave as if `perf_event_open` were refused
+/// (EACCES), for tests of that path (root ignores `perf_event_paranoid`).
 pub const REFUSE_ENV: &str = "IBPROBE_COUNTERS_REFUSE_PERF";
 
 /// The opened perf counters of the calling thread.
 pub struct PerfSet {
     open: Vec<(Counter, PerfCounter)>,
-    /// Why the software events could not be opened (the kernel's
-    /// accounting stands in for them), when they could not.
+    /// Why the software events could not be opened.
     refused: Option<String>,
 }
 
@@ -96,9 +73,8 @@ fn why(e: &io::Error) -> String {
     }
 }
 
-/// The disabled software events that keep the kernel's static keys on
-/// for the process's life (see the module docs); empty where they could
-/// not be opened (then neither can the counters).
+/// The events [`hold_static_keys`] holds (empty where they could not be
+/// opened: then neither can the counters).
 static KEY_HOLDERS: OnceLock<Vec<PerfCounter>> = OnceLock::new();
 
 /// Opens, once per process, one disabled event of each software kind on
@@ -171,18 +147,14 @@ fn no_pmu() -> Missing {
 }
 
 impl PerfSet {
-    /// Opens what it can for the calling thread (kernel side included:
-    /// a context switch happens in the kernel); says in `missing` which
-    /// hardware counters it could not open, and why. Refused software
-    /// events are kept in [`PerfSet::refused`]: the kernel's accounting
-    /// counts the same, so the caller says what is missing.
+    /// Opens what it can for the calling thread (kernel side included);
+    /// says in `missing` which hardware counters it could not open, and
+    /// why. Why software events were refused is kept in `refused`, for the
+    /// caller to say (the kernel's accounting counts the same).
     pub fn open(missing: &mut Vec<Missing>) -> PerfSet {
         hold_static_keys();
         let mut open = Vec::new();
-        let refused = match open_all(&SOFTWARE, &mut open) {
-            (_, Some(e)) => Some(why(&e)),
-            (_, None) => None,
-        };
+        let refused = open_all(&SOFTWARE, &mut open).1.map(|e| why(&e));
         if !pmu_present() {
             missing.push(no_pmu());
         } else if let (failed, Some(e)) = open_all(&HARDWARE, &mut open) {
@@ -209,7 +181,6 @@ impl PerfSet {
         self.open.iter().any(|(k, _)| *k == c)
     }
 
-    /// Why the software events were refused, if they were.
     pub fn refused(&self) -> Option<&str> {
         self.refused.as_deref()
     }
@@ -229,7 +200,6 @@ impl PerfSet {
         self.open.len()
     }
 
-    /// True when none is.
     pub fn is_empty(&self) -> bool {
         self.open.is_empty()
     }

@@ -1,16 +1,11 @@
 //! `/proc/thread-self/sched`: the scheduler's own count of the measuring
 //! thread's CPU migrations (`se.nr_migrations`).
 //!
-//! Why it exists: the kernel counts a thread's migrations whether anyone
-//! asks or not, as it counts its context switches and page faults (which
-//! getrusage returns). Reading that costs one `pread` per interval and
-//! nothing per context switch, where a perf event for the same count
-//! makes the kernel do perf's work at every context switch of the thread,
-//! keeps perf's static keys on (`perf.rs`) and needs a privilege an
-//! unprivileged user lacks at the usual paranoid level 2. The file exists
-//! on kernels built with `CONFIG_SCHED_DEBUG` (Debian's, Ubuntu's,
-//! RHEL's); where it does not, migrations are missing unless perf events
-//! count them (a PMU host, or `--perf-counters`).
+//! Why it exists: the kernel counts them anyway; reading that costs one
+//! `pread` per interval, no privilege and nothing per context switch,
+//! unlike a perf event (`perf.rs`). The file exists on kernels built with
+//! `CONFIG_SCHED_DEBUG` (Debian's, Ubuntu's, RHEL's); elsewhere migrations
+//! are missing unless perf events count them (a PMU, `--perf-counters`).
 
 use std::fs::File;
 use std::io;

@@ -1,26 +1,17 @@
 //! `ibprobe host --trace`: the kernel's timerlat tracer, driven through
-//! tracefs, which splits a wake-up into IRQ latency (timer expiry to its
-//! interrupt handler) and thread latency (expiry to the woken thread
-//! running), and with the `osnoise:*` events names what ran on the CPU
-//! instead (interrupts, softirqs, other threads, NMIs).
-//!
-//! Why it exists: `ibprobe host` (cyclictest's measurement, `wakeup.rs`)
-//! says how late a thread woke; a user tuning a host then needs to know
-//! whether the time went to the interrupt or to scheduling, and what
-//! blocked it. That is what `rtla timerlat` shows; this gives the same
-//! split in ibprobe's formats, without rtla installed.
+//! tracefs, which splits a wake-up into IRQ latency and thread latency
+//! and, with the `osnoise:*` events, names what ran on the CPU instead:
+//! `rtla timerlat`'s split in ibprobe's formats, without rtla
+//! (`ibprobe/docs/methods.md`, "Wake-up split").
 //!
 //! How: a private tracefs instance (`instances/ibprobe-timerlat-PID`)
 //! with the `timerlat` tracer and the osnoise events enabled; the global
 //! `osnoise/cpus` and `osnoise/timerlat_period_us` are set for the run and
 //! written back afterwards ([`Session`]'s drop, also on error and Ctrl-C);
 //! the instance's `trace_pipe` is read without blocking and every line
-//! goes to the pure [`TimerlatAccumulator`]. Nothing here runs on the
-//! measured CPUs except the kernel's own timerlat threads.
-//!
-//! Refused, with what to do: tracefs not mounted, a kernel without the
-//! tracer (Debian's standard kernels; its PREEMPT_RT kernels have it), not
-//! root, another osnoise/timerlat user (rtla) running.
+//! goes to the pure [`TimerlatAccumulator`]. Refused, with what to do:
+//! tracefs not mounted, a kernel without the tracer, not root, another
+//! osnoise/timerlat user (rtla) running.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -37,14 +28,12 @@ pub const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/
 
 /// How often the trace is read when it has nothing new: rarely, since
 /// every read makes the kernel format text, and on a host short of cores
-/// that work shows up in the very latencies being measured (in the lab's
-/// emulated guest, reading every 10 ms doubled the mean latency against
-/// rtla's once a second). The kernel keeps about 1.4 MB per CPU meanwhile.
+/// that work shows up in the very latencies being measured. The kernel
+/// keeps about 1.4 MB per CPU meanwhile.
 pub const READ_EVERY: Duration = Duration::from_millis(250);
 
 /// timerlat's period limits (the kernel refuses others).
 pub const MIN_PERIOD: Duration = Duration::from_micros(100);
-/// See [`MIN_PERIOD`].
 pub const MAX_PERIOD: Duration = Duration::from_secs(1);
 
 /// What to trace.
@@ -56,13 +45,11 @@ pub struct TimerlatConfig {
     pub period: Duration,
     /// Thread samples per CPU, or a duration.
     pub length: WakeupLength,
-    /// tracefs mount point; `None`: the first of [`TRACEFS_PATHS`] that is
-    /// mounted.
+    /// `None`: the first of [`TRACEFS_PATHS`] that is mounted.
     pub tracefs: Option<PathBuf>,
     /// Trace the interference (the `osnoise:*` events) for the top sources
-    /// and the worst wake-up's causes. Each traced interrupt and context
-    /// switch costs the kernel an event: in the lab's emulated guest this
-    /// raised mean timerlat latency 2-3x; on real hardware far less.
+    /// and the worst wake-up's causes (each traced interrupt and context
+    /// switch costs the kernel an event).
     pub interference: bool,
 }
 
@@ -71,9 +58,8 @@ pub struct TimerlatConfig {
 pub struct TimerlatOutcome {
     /// One entry per CPU, in the order of [`TimerlatConfig::cpus`].
     pub cpus: Vec<CpuTimerlat>,
-    /// The tracefs mount used.
     pub tracefs: PathBuf,
-    /// Wall time of the run, ns.
+    /// Wall time of the run.
     pub elapsed_ns: u64,
     /// The stop flag (Ctrl-C) ended the run early.
     pub interrupted: bool,
@@ -86,68 +72,41 @@ pub struct TimerlatOutcome {
 /// Why a traced run could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum TimerlatError {
-    /// No tracefs mount.
     #[error("tracefs is not mounted (looked at {}); mount it as root: `mount -t tracefs nodev /sys/kernel/tracing`", TRACEFS_PATHS.join(", "))]
     NoTracefs,
-    /// The kernel has no timerlat tracer.
     #[error("kernel {release} has no timerlat tracer ({path} lists: {tracers}); it needs CONFIG_TIMERLAT_TRACER, which Debian's PREEMPT_RT kernels (linux-image-rt-amd64) have and its standard ones do not; `ibprobe host` without --trace measures thread wake-up latency on any kernel")]
     NoTimerlat {
-        /// The running kernel.
         release: String,
-        /// available_tracers.
         path: String,
-        /// What it lists.
         tracers: String,
     },
     /// tracefs refused us (not root).
     #[error("cannot use tracefs at {path} ({source}); timerlat needs root: run `sudo ibprobe host --trace`")]
-    Permission {
-        /// The file or folder.
-        path: String,
-        /// What the kernel said.
-        source: io::Error,
-    },
+    Permission { path: String, source: io::Error },
     /// Someone else runs an osnoise-family tracer.
     #[error("{what} already runs the {tracer} tracer (rtla or another ibprobe?); only one osnoise/timerlat user at a time: wait for it or stop it (`echo nop > {path}`)")]
     Busy {
-        /// Which instance.
         what: String,
-        /// Its tracer.
         tracer: String,
         /// Its current_tracer file.
         path: String,
     },
-    /// A tracefs file could not be read or written.
     #[error("tracefs: {path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// What the kernel said.
-        source: io::Error,
-    },
-    /// The run started but no sample came.
+    Io { path: String, source: io::Error },
     #[error("timerlat produced no sample on cpu {cpu} in {secs:.1} s; check `{tracefs}/osnoise/cpus` and dmesg")]
     NoSamples {
-        /// The silent CPU.
         cpu: usize,
-        /// How long we waited.
         secs: f64,
-        /// The tracefs used.
         tracefs: String,
     },
 }
 
 fn io_err(path: &Path, source: io::Error) -> TimerlatError {
+    let path = path.display().to_string();
     if source.kind() == io::ErrorKind::PermissionDenied {
-        TimerlatError::Permission {
-            path: path.display().to_string(),
-            source,
-        }
+        TimerlatError::Permission { path, source }
     } else {
-        TimerlatError::Io {
-            path: path.display().to_string(),
-            source,
-        }
+        TimerlatError::Io { path, source }
     }
 }
 
@@ -168,10 +127,10 @@ pub fn find_tracefs(given: Option<&Path>) -> Result<PathBuf, TimerlatError> {
         Some(p) => vec![p.to_path_buf()],
         None => TRACEFS_PATHS.iter().map(PathBuf::from).collect(),
     };
-    candidates
+    let mounted = candidates
         .into_iter()
-        .find(|p| p.join("available_tracers").exists())
-        .ok_or(TimerlatError::NoTracefs)
+        .find(|p| p.join("available_tracers").exists());
+    mounted.ok_or(TimerlatError::NoTracefs)
 }
 
 /// Checks that the kernel behind `tracefs` has the timerlat tracer.
@@ -196,16 +155,16 @@ pub fn check_timerlat(tracefs: &Path) -> Result<(), TimerlatError> {
 /// Refuses when the top-level trace or another instance runs an
 /// osnoise-family tracer (they share the osnoise settings).
 fn check_not_busy(tracefs: &Path) -> Result<(), TimerlatError> {
-    let mut places = vec![("the top-level trace".to_string(), tracefs.to_path_buf())];
-    if let Ok(dir) = fs::read_dir(tracefs.join("instances")) {
-        for e in dir.flatten() {
-            places.push((
-                format!("tracefs instance {}", e.file_name().to_string_lossy()),
-                e.path(),
-            ));
-        }
-    }
-    for (what, dir) in places {
+    let instances = fs::read_dir(tracefs.join("instances"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    let instances = instances.map(|e| {
+        let what = format!("tracefs instance {}", e.file_name().to_string_lossy());
+        (what, e.path())
+    });
+    let top = ("the top-level trace".to_string(), tracefs.to_path_buf());
+    for (what, dir) in std::iter::once(top).chain(instances) {
         let path = dir.join("current_tracer");
         let Ok(t) = read(&path) else {
             continue;
@@ -242,12 +201,10 @@ impl Session {
             tracer_set: false,
         };
         let cpus = ibhost::cpulist::CpuSet::from_iter_u32(cfg.cpus.iter().map(|&c| c as u32));
+        let period = cfg.period.as_micros().to_string();
         for (file, value) in [
             ("osnoise/cpus", cpus.to_list()),
-            (
-                "osnoise/timerlat_period_us",
-                cfg.period.as_micros().to_string(),
-            ),
+            ("osnoise/timerlat_period_us", period),
         ] {
             let path = tracefs.join(file);
             let old = read(&path)?;
@@ -331,23 +288,19 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
         if acc.complete() {
             break;
         }
-        if let WakeupLength::Duration(d) = cfg.length {
-            if t0.elapsed() >= d {
-                break;
-            }
+        if matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
+            break;
         }
         if stop.load(Ordering::Relaxed) {
             interrupted = true;
             break;
         }
-        if t0.elapsed() > silence {
-            if let Some(c) = acc.silent_cpu() {
-                return Err(TimerlatError::NoSamples {
-                    cpu: c,
-                    secs: t0.elapsed().as_secs_f64(),
-                    tracefs: tracefs.display().to_string(),
-                });
-            }
+        if let Some(cpu) = acc.silent_cpu().filter(|_| t0.elapsed() > silence) {
+            return Err(TimerlatError::NoSamples {
+                cpu,
+                secs: t0.elapsed().as_secs_f64(),
+                tracefs: tracefs.display().to_string(),
+            });
         }
     }
     let elapsed_ns = t0.elapsed().as_nanos() as u64;

@@ -4,10 +4,8 @@
 //! interference sources (osnoise events) on each CPU, and what happened on
 //! the CPU while its worst thread wake-up waited.
 //!
-//! Why it exists apart from `timerlat.rs`: that file talks to tracefs (a
-//! root-only kernel interface found on few test machines); this one is
-//! plain text in, numbers out, so it is tested on synthetic lines copied
-//! from a real PREEMPT_RT kernel (Debian 6.1.0-rt, the Soft-RoCE lab).
+//! Apart from `timerlat.rs` (tracefs: root only, on few test machines) so
+//! that it is tested on lines copied from a real PREEMPT_RT kernel.
 //!
 //! The lines it reads (the kernel's `trace_osnoise.c` and
 //! `include/trace/events/osnoise.h` formats, after the usual
@@ -36,29 +34,15 @@ pub enum Context {
     UserRet,
 }
 
-/// The kind of an interference (osnoise) event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NoiseKind {
-    /// A hardware interrupt handler.
-    Irq,
-    /// A softirq.
-    Softirq,
-    /// Another thread ran on the CPU.
-    Thread,
-    /// A non-maskable interrupt.
-    Nmi,
-}
-
-impl NoiseKind {
-    /// The word the reports use.
-    pub fn name(self) -> &'static str {
-        match self {
-            NoiseKind::Irq => "irq",
-            NoiseKind::Softirq => "softirq",
-            NoiseKind::Thread => "thread",
-            NoiseKind::Nmi => "nmi",
-        }
+crate::words::vocabulary! {
+    no_from_str
+    /// The kind of an interference (osnoise) event; its name is the word
+    /// the reports use and, with `_noise`, the trace event's.
+    NoiseKind {
+        Irq = "irq", "A hardware interrupt handler.";
+        Softirq = "softirq", "A softirq.";
+        Thread = "thread", "Another thread ran on the CPU.";
+        Nmi = "nmi", "A non-maskable interrupt.";
     }
 }
 
@@ -67,36 +51,26 @@ impl NoiseKind {
 pub enum TraceEvent<'a> {
     /// A timerlat latency sample.
     Latency {
-        /// CPU of the sample.
         cpu: usize,
-        /// Trace timestamp of the line, ns.
+        /// Trace timestamp of the line.
         ts_ns: u64,
         /// Activation number on that CPU (`#N`): pairs IRQ and thread.
         seq: u64,
-        /// IRQ, thread or return to user.
         context: Context,
-        /// Latency, ns.
         latency_ns: u64,
     },
     /// An interference event (the `osnoise:*` trace events).
     Noise {
-        /// CPU it ran on.
         cpu: usize,
-        /// Kind of interference.
         kind: NoiseKind,
         /// What it was: `local_timer:236`, `kworker/1:1:30`, `TIMER:1`.
         source: &'a str,
-        /// When it started (trace clock), ns.
+        /// When it started (trace clock).
         start_ns: u64,
-        /// How long it ran, ns.
         duration_ns: u64,
     },
     /// The kernel dropped events of a CPU's buffer (the reader was late).
-    Lost {
-        cpu: usize,
-        /// How many.
-        events: u64,
-    },
+    Lost { cpu: usize, events: u64 },
 }
 
 /// "12.345678" (seconds, any number of decimals up to 9) -> ns.
@@ -106,14 +80,8 @@ fn seconds_to_ns(s: &str) -> Option<u64> {
         return None;
     }
     let sec: u64 = sec.parse().ok()?;
-    let mut ns: u64 = if frac.is_empty() {
-        0
-    } else {
-        frac.parse().ok()?
-    };
-    for _ in frac.len()..9 {
-        ns *= 10;
-    }
+    // At most 9 digits (checked above): the parse fails only when empty.
+    let ns = frac.parse::<u64>().unwrap_or(0) * 10u64.pow(9 - frac.len() as u32);
     sec.checked_mul(1_000_000_000)?.checked_add(ns)
 }
 
@@ -143,35 +111,33 @@ fn split_prefix(line: &str) -> Option<(usize, u64, &str)> {
 }
 
 /// `#4     context    irq timer_latency     39200 ns`
-fn parse_latency(rest: &str) -> Option<(u64, Context, u64)> {
+fn parse_latency(cpu: usize, ts_ns: u64, rest: &str) -> Option<TraceEvent<'_>> {
     let mut w = rest.split_whitespace();
     let seq = w.next()?.strip_prefix('#')?.parse().ok()?;
-    if w.next()? != "context" {
-        return None;
-    }
+    w.next().filter(|&x| x == "context")?;
     let context = match w.next()? {
         "irq" => Context::Irq,
         "thread" => Context::Thread,
         "user-ret" => Context::UserRet,
         _ => return None,
     };
-    if w.next()? != "timer_latency" {
-        return None;
-    }
+    w.next().filter(|&x| x == "timer_latency")?;
     let latency_ns = w.next()?.parse().ok()?;
-    (w.next()? == "ns").then_some((seq, context, latency_ns))
+    w.next().filter(|&x| x == "ns")?;
+    Some(TraceEvent::Latency {
+        cpu,
+        ts_ns,
+        seq,
+        context,
+        latency_ns,
+    })
 }
 
 /// `irq_noise: local_timer:236 start 15.562137318 duration 81631 ns`
-fn parse_noise(rest: &str) -> Option<(NoiseKind, &str, u64, u64)> {
+fn parse_noise(cpu: usize, rest: &str) -> Option<TraceEvent<'_>> {
     let (event, body) = rest.split_once(": ")?;
-    let kind = match event {
-        "irq_noise" => NoiseKind::Irq,
-        "softirq_noise" => NoiseKind::Softirq,
-        "thread_noise" => NoiseKind::Thread,
-        "nmi_noise" => NoiseKind::Nmi,
-        _ => return None,
-    };
+    let event = event.strip_suffix("_noise")?;
+    let kind = *NoiseKind::ALL.iter().find(|k| k.name() == event)?;
     // nmi_noise has no source: "start X duration Y ns".
     let (source, tail) = match body.find(" start ") {
         Some(i) => (body[..i].trim(), &body[i + 1..]),
@@ -179,48 +145,11 @@ fn parse_noise(rest: &str) -> Option<(NoiseKind, &str, u64, u64)> {
         None => return None,
     };
     let mut w = tail.split_whitespace();
-    if w.next()? != "start" {
-        return None;
-    }
+    w.next().filter(|&x| x == "start")?;
     let start_ns = seconds_to_ns(w.next()?)?;
-    if w.next()? != "duration" {
-        return None;
-    }
+    w.next().filter(|&x| x == "duration")?;
     let duration_ns = w.next()?.parse().ok()?;
-    (w.next()? == "ns").then_some((kind, source, start_ns, duration_ns))
-}
-
-/// `CPU:1 [LOST 120 EVENTS]`
-fn parse_lost(line: &str) -> Option<(usize, u64)> {
-    let rest = line.trim().strip_prefix("CPU:")?;
-    let (cpu, rest) = rest.split_once(' ')?;
-    let n = rest
-        .trim()
-        .strip_prefix("[LOST ")?
-        .strip_suffix(" EVENTS]")?;
-    Some((cpu.parse().ok()?, n.parse().ok()?))
-}
-
-/// Reads one trace line; `None` for comments, other events and anything
-/// that does not parse (the reader counts those).
-pub fn parse_line(line: &str) -> Option<TraceEvent<'_>> {
-    if line.starts_with('#') || line.trim().is_empty() {
-        return None;
-    }
-    if let Some((cpu, events)) = parse_lost(line) {
-        return Some(TraceEvent::Lost { cpu, events });
-    }
-    let (cpu, ts_ns, rest) = split_prefix(line)?;
-    if let Some((seq, context, latency_ns)) = parse_latency(rest) {
-        return Some(TraceEvent::Latency {
-            cpu,
-            ts_ns,
-            seq,
-            context,
-            latency_ns,
-        });
-    }
-    let (kind, source, start_ns, duration_ns) = parse_noise(rest)?;
+    w.next().filter(|&x| x == "ns")?;
     Some(TraceEvent::Noise {
         cpu,
         kind,
@@ -230,19 +159,40 @@ pub fn parse_line(line: &str) -> Option<TraceEvent<'_>> {
     })
 }
 
+/// `CPU:1 [LOST 120 EVENTS]`
+fn parse_lost(line: &str) -> Option<TraceEvent<'_>> {
+    let rest = line.trim().strip_prefix("CPU:")?;
+    let (cpu, rest) = rest.split_once(' ')?;
+    let n = rest
+        .trim()
+        .strip_prefix("[LOST ")?
+        .strip_suffix(" EVENTS]")?;
+    let (cpu, events) = (cpu.parse().ok()?, n.parse().ok()?);
+    Some(TraceEvent::Lost { cpu, events })
+}
+
+/// Reads one trace line; `None` for comments, other events and anything
+/// that does not parse (the reader counts those).
+pub fn parse_line(line: &str) -> Option<TraceEvent<'_>> {
+    if line.starts_with('#') || line.trim().is_empty() {
+        return None;
+    }
+    parse_lost(line).or_else(|| {
+        let (cpu, ts_ns, rest) = split_prefix(line)?;
+        parse_latency(cpu, ts_ns, rest).or_else(|| parse_noise(cpu, rest))
+    })
+}
+
 /// One interference source on a CPU, summed over a run (or over one
 /// sample's window).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct NoiseSource {
-    /// irq, softirq, thread or nmi.
     pub kind: NoiseKind,
     /// What it was (the trace event's own words: `local_timer:236`).
     pub source: String,
-    /// How many times it ran.
+    /// How many times it ran, its total and its longest time on the CPU.
     pub count: u64,
-    /// Its total time on the CPU, ns.
     pub total_ns: u64,
-    /// Its longest single run, ns.
     pub max_ns: u64,
     /// It is ibprobe's own trace reader (a thread of this process): the
     /// measurement's cost, to be kept off the measured CPUs.
@@ -254,11 +204,10 @@ pub struct NoiseSource {
 /// expiry to the thread's wake-up).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct WorstWakeup {
-    /// Thread latency, ns.
     pub thread_ns: u64,
-    /// IRQ latency of the same activation, ns (None when its line was lost).
+    /// IRQ latency of the same activation (None when its line was lost).
     pub irq_ns: Option<u64>,
-    /// Trace timestamp of the thread's wake-up, ns.
+    /// Trace timestamp of the thread's wake-up.
     pub at_ns: u64,
     /// Interference inside the window, longest first; the time of each
     /// counts only the part inside the window.
@@ -266,7 +215,7 @@ pub struct WorstWakeup {
 }
 
 /// One CPU's accumulated run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct CpuTimerlat {
     pub cpu: usize,
     /// Timer expiry -> IRQ handler, ns.
@@ -278,7 +227,6 @@ pub struct CpuTimerlat {
     pub sources: Vec<NoiseSource>,
     /// The worst thread wake-up and its blocking causes.
     pub worst: Option<WorstWakeup>,
-    /// Events of this CPU the kernel dropped.
     pub lost_events: u64,
 }
 
@@ -301,7 +249,7 @@ struct RecentNoise {
 #[derive(Debug)]
 struct CpuState {
     run: CpuTimerlat,
-    /// IRQ latency of the last activations, by sequence number.
+    /// The last IRQ sample: (sequence number, latency).
     last_irq: Option<(u64, u64)>,
     recent: VecDeque<RecentNoise>,
 }
@@ -311,8 +259,7 @@ struct CpuState {
 /// thread samples (the `--count` of a run). A CPU's thread samples count
 /// from its first IRQ sample on: the tracer runs before tracing is
 /// switched on, so the first activation traced may be a thread event
-/// whose IRQ event came while tracing was still off (seen in a lab run on
-/// the RT kernel: 1000 thread samples, 999 IRQ samples), and both
+/// whose IRQ event came while tracing was still off, and both
 /// distributions must cover the same activations.
 #[derive(Debug)]
 pub struct TimerlatAccumulator {
@@ -355,11 +302,7 @@ fn is_thread_of(tid: u32, pid: u32) -> bool {
 }
 
 fn by_total_time(list: &mut [NoiseSource]) {
-    list.sort_by(|a, b| {
-        b.total_ns
-            .cmp(&a.total_ns)
-            .then_with(|| a.source.cmp(&b.source))
-    });
+    list.sort_by(|a, b| (b.total_ns, &a.source).cmp(&(a.total_ns, &b.source)));
 }
 
 impl TimerlatAccumulator {
@@ -372,11 +315,7 @@ impl TimerlatAccumulator {
                 .map(|&cpu| CpuState {
                     run: CpuTimerlat {
                         cpu,
-                        irq: LatencyHistogram::new(),
-                        thread: LatencyHistogram::new(),
-                        sources: Vec::new(),
-                        worst: None,
-                        lost_events: 0,
+                        ..Default::default()
                     },
                     last_irq: None,
                     recent: VecDeque::with_capacity(RECENT_NOISE),
@@ -400,11 +339,8 @@ impl TimerlatAccumulator {
     pub fn line(&mut self, line: &str) {
         match parse_line(line) {
             Some(e) => self.event(e),
-            None => {
-                if !line.starts_with('#') && !line.trim().is_empty() {
-                    self.unparsed += 1;
-                }
-            }
+            None if !line.starts_with('#') && !line.trim().is_empty() => self.unparsed += 1,
+            None => {}
         }
     }
 
@@ -423,9 +359,7 @@ impl TimerlatAccumulator {
                 start_ns,
                 duration_ns,
             } => {
-                let pid = (kind == NoiseKind::Thread)
-                    .then(|| thread_pid(source))
-                    .flatten();
+                let pid = thread_pid(source).filter(|_| kind == NoiseKind::Thread);
                 // The idle task (pid 0) is reported as thread noise by
                 // some kernels; an idle CPU is not interference.
                 if pid == Some(0) {
@@ -464,11 +398,12 @@ impl TimerlatAccumulator {
                     Context::Thread if s.last_irq.is_none() => {}
                     Context::Thread => {
                         s.run.thread.record(latency_ns);
-                        if s.run
+                        let worse = s
+                            .run
                             .worst
                             .as_ref()
-                            .is_none_or(|w| latency_ns > w.thread_ns)
-                        {
+                            .is_none_or(|w| latency_ns > w.thread_ns);
+                        if worse {
                             let irq_ns = s.last_irq.filter(|&(q, _)| q == seq).map(|(_, v)| v);
                             s.run.worst = Some(WorstWakeup {
                                 thread_ns: latency_ns,

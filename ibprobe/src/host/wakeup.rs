@@ -2,13 +2,12 @@
 //! measurement, recorded in the crate's streaming histograms.
 //!
 //! Why it exists: the verbs probe's tail is only as good as the cores it
-//! runs on. ibtune isolates cores, moves IRQs and timers away and turns
-//! off deep C-states; this measures what that bought: one thread per
-//! chosen CPU, pinned, SCHED_FIFO, sleeps with
+//! runs on; this measures what ibtune's isolation bought: one pinned
+//! SCHED_FIFO thread per chosen CPU sleeps with
 //! `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` to the next multiple
-//! of the interval and records how late it woke (now - deadline). Unlike
-//! cyclictest's default it does not write /dev/cpu_dma_latency, so it
-//! measures the C-state policy the host really has (ibtune's, or none).
+//! of the interval and records how late it woke. Unlike cyclictest it
+//! does not write /dev/cpu_dma_latency: it measures the host's own
+//! C-state policy.
 //!
 //! Memory is constant: one histogram per CPU, allocated before the
 //! threads start; the loop records, it never allocates.
@@ -40,7 +39,6 @@ pub struct WakeupConfig {
     pub priority: i32,
     /// Time between deadlines.
     pub interval: Duration,
-    /// Count or duration.
     pub length: WakeupLength,
     /// mlockall before the threads start (a failure is a note).
     pub lock_memory: bool,
@@ -49,9 +47,8 @@ pub struct WakeupConfig {
 /// One CPU's result.
 #[derive(Clone, Debug)]
 pub struct CpuWakeup {
-    /// The CPU the thread was pinned to.
     pub cpu: usize,
-    /// How late each wake-up was, ns.
+    /// How late each wake-up was.
     pub latency: LatencyHistogram,
     /// Deadlines skipped because the thread woke after the following one
     /// had already passed (a wake-up later than the interval).
@@ -80,27 +77,12 @@ pub struct WakeupOutcome {
 pub enum WakeupError {
     /// SCHED_FIFO refused (no privilege, or an RT throttling cgroup).
     #[error("cannot make a thread SCHED_FIFO at priority {priority} ({source}); run as root or with CAP_SYS_NICE (or an RLIMIT_RTPRIO of at least {priority}), e.g. `sudo ibprobe host`")]
-    Fifo {
-        /// The priority asked for.
-        priority: i32,
-        /// What sched_setscheduler said.
-        source: io::Error,
-    },
-    /// The thread could not be pinned to its CPU.
+    Fifo { priority: i32, source: io::Error },
     #[error("cannot pin the thread for cpu {cpu} (sched_setaffinity: {source}); pick CPUs this process may use (see `taskset -p $$`)")]
-    Pin {
-        cpu: usize,
-        /// What sched_setaffinity said.
-        source: io::Error,
-    },
+    Pin { cpu: usize, source: io::Error },
     /// clock_nanosleep failed with something other than EINTR.
     #[error("clock_nanosleep on cpu {cpu} failed: {source}")]
-    Sleep {
-        cpu: usize,
-        /// What clock_nanosleep said.
-        source: io::Error,
-    },
-    /// A thread could not be started.
+    Sleep { cpu: usize, source: io::Error },
     #[error("cannot start a measuring thread: {0}")]
     Spawn(io::Error),
 }
@@ -167,12 +149,9 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
                 }
                 setup?;
                 let span = crate::counters::Span::start(&[cpu], false);
-                let mut r = measure(cpu, hist, interval, length, &stop_t, &abort_t);
-                let counters = span.finish();
-                if let Ok(c) = r.as_mut() {
-                    c.counters = Some(counters);
-                }
-                r
+                let r = measure(cpu, hist, interval, length, &stop_t, &abort_t);
+                let counters = Some(span.finish());
+                r.map(|c| CpuWakeup { counters, ..c })
             })
             .map_err(WakeupError::Spawn);
         match h {
@@ -198,23 +177,12 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
         std::thread::sleep(Duration::from_millis(10));
     }
     out.elapsed_ns = rt::monotonic_ns().saturating_sub(t0);
-    let mut first_err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(c)) => out.cpus.push(c),
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(WakeupError::Spawn(io::Error::other(
-                    "a measuring thread panicked",
-                )));
-            }
-        }
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
+    // Every thread has finished: the first error, in CPU order, is the run's.
+    let panicked = || WakeupError::Spawn(io::Error::other("a measuring thread panicked"));
+    out.cpus = handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+        .collect::<Result<_, _>>()?;
     out.interrupted = stop_mirror.load(Ordering::Relaxed);
     Ok(out)
 }

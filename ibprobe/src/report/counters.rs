@@ -105,7 +105,7 @@ pub fn table_lines(r: &CounterReport) -> Vec<String> {
 /// counted), `cpus`, `interrupts_by_source`, `missing`, `attribution`.
 pub fn json(r: &CounterReport) -> Value {
     let mut m = Map::new();
-    for c in Counter::ALL {
+    for &c in Counter::ALL {
         m.insert(c.name().into(), json!(r.counts.get(c)));
     }
     m.insert("cpus".into(), json!(r.cpus));

@@ -122,8 +122,13 @@ impl Default for LatencyHistogram {
 impl LatencyHistogram {
     /// 1 ns to 100 s, 3 significant digits; allocated once, here (224 KiB).
     pub fn new() -> Self {
+        Self::with_counts(vec![0u64; COUNTS_LEN].into_boxed_slice())
+    }
+
+    /// An empty histogram over `counts` (all zero).
+    fn with_counts(counts: Box<[u64]>) -> Self {
         LatencyHistogram {
-            counts: vec![0u64; COUNTS_LEN].into_boxed_slice(),
+            counts,
             total: 0,
             true_max: 0,
             true_min: u64::MAX,
@@ -157,9 +162,7 @@ impl LatencyHistogram {
     }
 
     /// Records `n` samples of 0 ns: the same distribution as `n` calls of
-    /// `record(0)`, in one step (a loop that counts its zero samples, such
-    /// as a stream sender's posts that waited for no credit, adds them
-    /// once, off its hot path).
+    /// `record(0)`, in one step (off a hot path that only counts them).
     pub fn record_zeros(&mut self, n: u64) {
         if n == 0 {
             return;
@@ -188,12 +191,10 @@ impl LatencyHistogram {
         self.total += count;
     }
 
-    /// Number of samples.
     pub fn len(&self) -> u64 {
         self.total
     }
 
-    /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }
@@ -215,9 +216,8 @@ impl LatencyHistogram {
         h
     }
 
-    /// The non-empty buckets in ascending order, as (index, count): the
-    /// one walk `to_hdr`, `buckets` and `halved` share (the occupied range
-    /// only, no allocation).
+    /// The non-empty buckets in ascending order, as (index, count), with
+    /// no allocation.
     fn filled(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         let r = self.occupied();
         self.counts[r.clone()]
@@ -228,13 +228,9 @@ impl LatencyHistogram {
     }
 
     /// The non-empty buckets in ascending order, as (the highest value
-    /// the bucket holds, its count), with no allocation.
-    ///
-    /// Why it exists: a consumer that keeps its own coarser histogram
-    /// (ibexporter's classic, native and window buckets) needs the counts
-    /// without building a 224 KiB `hdrhistogram::Histogram` per round.
-    /// Consecutive indexes cover contiguous ranges, so a bucket's highest
-    /// value is the next bucket's lowest minus one.
+    /// the bucket holds, its count), with no allocation: for a consumer
+    /// with its own coarser histogram (ibexporter's buckets), without a
+    /// 224 KiB `hdrhistogram::Histogram` per round.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.filled().map(|(i, c)| (value_for(i + 1) - 1, c))
     }
@@ -244,7 +240,7 @@ impl LatencyHistogram {
         self.sum
     }
 
-    /// The largest sample recorded (0 when empty), exact.
+    /// The largest sample (0 when empty), exact.
     pub fn max_ns(&self) -> u64 {
         self.true_max
     }
@@ -259,10 +255,8 @@ impl LatencyHistogram {
         self.sum += other.sum;
         self.sum_sq += other.sum_sq;
         self.total += other.total;
-        self.bucketed = (
-            self.bucketed.0.min(other.bucketed.0),
-            self.bucketed.1.max(other.bucketed.1),
-        );
+        self.bucketed.0 = self.bucketed.0.min(other.bucketed.0);
+        self.bucketed.1 = self.bucketed.1.max(other.bucketed.1);
         let r = other.occupied();
         for (a, b) in self.counts[r.clone()].iter_mut().zip(&other.counts[r]) {
             *a += *b;
@@ -271,12 +265,8 @@ impl LatencyHistogram {
 
     /// The bucket indexes that can be non-empty: from the smallest
     /// sample's to the largest's (a round of 1-50 us spans 6 000 of the
-    /// 28 672), and those a derived distribution filled.
-    ///
-    /// Why it exists: merging and resetting only this range is what keeps
-    /// an interval's end cheap (a whole histogram is 224 KiB; under the
-    /// lab's emulated CPU, the merges and the reset of whole histograms at
-    /// an interval's end took ~3 ms).
+    /// 28 672), and those a derived distribution filled. Merging and
+    /// resetting only this range keeps an interval's end cheap.
     fn occupied(&self) -> std::ops::Range<usize> {
         let (mut lo, mut hi) = self.bucketed;
         if self.true_min <= self.true_max {
@@ -294,15 +284,7 @@ impl LatencyHistogram {
     pub fn reset(&mut self) {
         let r = self.occupied();
         self.counts[r].fill(0);
-        self.bucketed = (COUNTS_LEN, 0);
-        self.total = 0;
-        self.true_max = 0;
-        self.true_min = u64::MAX;
-        self.over_10us = 0;
-        self.over_20us = 0;
-        self.clamped = 0;
-        self.sum = 0;
-        self.sum_sq = 0;
+        *self = Self::with_counts(std::mem::take(&mut self.counts));
     }
 
     /// A percentile by the module's definition (0 when empty); `q` in
@@ -315,11 +297,8 @@ impl LatencyHistogram {
     /// walk over the occupied buckets (no allocation; 0 when empty): the
     /// same values as HdrHistogram's `value_at_quantile` on
     /// [`Self::to_hdr`] (the lowest value of the bucket for q = 0, else
-    /// its highest), clamped into `[min, max]`.
-    ///
-    /// Why not `to_hdr` here: building the 224 KiB HDR histogram for every
-    /// summary was a third of a short debug run's CPU time (`perf
-    /// record`; the attribution alone summarises ten distributions).
+    /// its highest), clamped into `[min, max]`; without building the
+    /// 224 KiB HDR histogram per summary.
     pub fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
         let mut out = [0u64; N];
         if self.total == 0 {
@@ -348,11 +327,7 @@ impl LatencyHistogram {
 
     /// Exact mean, ns (0 when empty).
     pub fn mean(&self) -> f64 {
-        let n = self.total;
-        if n == 0 {
-            return 0.0;
-        }
-        self.sum as f64 / n as f64
+        self.sum as f64 / self.total.max(1) as f64
     }
 
     /// Exact population standard deviation, ns (0 when empty).
@@ -392,11 +367,7 @@ impl LatencyHistogram {
             max_ns: self.true_max,
             mean_ns: self.mean(),
             stdev_ns: self.stdev(),
-            over_10us: if n == 0 {
-                0.0
-            } else {
-                self.over_10us as f64 / n as f64
-            },
+            over_10us: self.over_10us as f64 / n.max(1) as f64,
             over_10us_count: self.over_10us,
         }
     }
@@ -416,11 +387,9 @@ impl LatencyHistogram {
             out.record_bucketed(mid / 2, c);
         }
         out.true_max = self.true_max / 2;
-        out.true_min = if self.is_empty() {
-            u64::MAX
-        } else {
-            self.true_min / 2
-        };
+        if !self.is_empty() {
+            out.true_min = self.true_min / 2;
+        }
         out.sum = self.sum / 2;
         out.sum_sq = self.sum_sq / 4;
         out.clamped = self.clamped;
@@ -444,25 +413,16 @@ impl LatencyHistogram {
 /// mean, stdev and the >10 us count are exact.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Summary {
-    /// Samples recorded.
     pub count: u64,
-    /// Smallest sample.
     pub min_ns: u64,
-    /// Median.
     pub p50_ns: u64,
-    /// 90th percentile.
     pub p90_ns: u64,
-    /// 99th percentile.
     pub p99_ns: u64,
-    /// 99.9th percentile.
     pub p999_ns: u64,
-    /// 99.99th percentile.
     pub p9999_ns: u64,
-    /// The true maximum (not dropped, not bucketed).
     pub max_ns: u64,
-    /// Mean, floating point.
     pub mean_ns: f64,
-    /// Population standard deviation, floating point.
+    /// Population standard deviation.
     pub stdev_ns: f64,
     /// Fraction of samples above 10 us (0..1).
     pub over_10us: f64,

@@ -78,7 +78,7 @@ fn labels(k: &SeriesKey) -> Labels {
 impl Collector for CounterStore {
     fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let m = self.sums.lock().unwrap_or_else(|p| p.into_inner());
-        for c in Counter::ALL {
+        for &c in Counter::ALL {
             let samples: Vec<(Labels, u64)> = m
                 .iter()
                 .filter_map(|(k, v)| Counts(*v).get(c).map(|n| (labels(k), n)))
