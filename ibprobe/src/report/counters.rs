@@ -37,7 +37,6 @@ fn cpus_phrase(cpus: &[usize]) -> String {
     }
 }
 
-/// The counted value or "n/a".
 fn val(r: &CounterReport, c: Counter) -> String {
     r.counts.get(c).map_or("n/a".into(), thousands)
 }
@@ -140,7 +139,6 @@ pub fn csv_cells(r: Option<&CounterReport>) -> Vec<String> {
     cells(r.map(|r| &r.counts))
 }
 
-/// One cell per counter, empty where not counted.
 fn cells(c: Option<&crate::counters::Counts>) -> Vec<String> {
     Counter::ALL
         .iter()
@@ -158,7 +156,6 @@ pub fn interval_csv_header() -> String {
     format!("start_s,end_s,samples,p999_ns,max_ns,{}", csv_header())
 }
 
-/// One interval's row of that file.
 pub fn interval_csv_row(
     start_ns: u64,
     end_ns: u64,

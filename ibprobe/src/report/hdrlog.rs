@@ -82,12 +82,10 @@ const V2_HEADER: usize = 40;
 /// The most bytes one count takes in a V2 payload (a LEB128 varint).
 const MAX_VARINT: usize = 9;
 
-/// The big-endian u32 at `at`, if there.
 fn be_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// The big-endian u64 at `at`, if there.
 fn be_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }

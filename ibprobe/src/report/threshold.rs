@@ -43,9 +43,7 @@ crate::words::vocabulary! {
 /// or a stream (`stream`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {
-    /// `ibprobe loopback` and `ibprobe client`.
     Latency,
-    /// `ibprobe stream`.
     Stream,
 }
 
@@ -58,7 +56,6 @@ impl Metric {
         )
     }
 
-    /// Whether runs of `kind` report this metric.
     pub fn reported_by(self, kind: RunKind) -> bool {
         match self {
             Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls => {
@@ -116,9 +113,7 @@ impl Cmp {
 /// One `--fail-if` expression, parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Threshold {
-    /// What it reads.
     pub metric: Metric,
-    /// How it compares.
     pub cmp: Cmp,
     /// The limit: ns for latencies, else the count or rate.
     pub value: f64,
@@ -236,7 +231,6 @@ pub fn from_summary(s: &crate::stats::Summary, m: Metric) -> Option<f64> {
     })
 }
 
-/// One threshold, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
     pub threshold: Threshold,
@@ -249,7 +243,6 @@ pub struct Checked {
 /// Every `--fail-if` of a run, checked.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FailIf {
-    /// In the order given.
     pub checked: Vec<Checked>,
 }
 
