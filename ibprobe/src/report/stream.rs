@@ -204,6 +204,7 @@ impl StreamReport {
             "ack_wait_ns": o.ack_wait_ns,
             "flushes": {"fill": s.flushes[0], "timer": s.flushes[1], "explicit": s.flushes[2]},
         });
+        // Two `json!`s: one of every field passes the macro's recursion limit.
         let more = json!({
             "max_in_flight": s.max_in_flight,
             "max_unconsumed": r.max_unconsumed,
@@ -226,22 +227,19 @@ impl StreamReport {
         });
         if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
             a.extend(b);
-            if let Some(st) = &o.stamp {
-                a.insert(
-                    "t_send_split".into(),
-                    json!({
-                        "before_hca_read": Tail::of(&st.split.before),
-                        "after_hca_read": Tail::of(&st.split.after),
-                        "latency": Tail::of(&st.split.latency),
-                        "stamp_pass_ns": st.pass_ns,
-                        "stamp_words": st.words,
-                        "stamp_cpu": st.cpu,
-                    }),
-                );
-            }
-            if let Some(f) = &self.fail_if {
-                a.insert("fail_if".into(), f.json());
-            }
+        }
+        if let Some(st) = &o.stamp {
+            v["t_send_split"] = json!({
+                "before_hca_read": Tail::of(&st.split.before),
+                "after_hca_read": Tail::of(&st.split.after),
+                "latency": Tail::of(&st.split.latency),
+                "stamp_pass_ns": st.pass_ns,
+                "stamp_words": st.words,
+                "stamp_cpu": st.cpu,
+            });
+        }
+        if let Some(f) = &self.fail_if {
+            v["fail_if"] = f.json();
         }
         v
     }

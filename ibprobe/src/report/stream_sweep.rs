@@ -185,28 +185,17 @@ pub fn heat_grid(t: Transport, axes: &Axes, cells: &[StreamReport], throughput: 
             columns.push(k);
         }
     }
-    let values = axes
-        .sizes
-        .iter()
-        .map(|&s| {
-            columns
-                .iter()
-                .map(|k| {
-                    cells
-                        .iter()
-                        .find(|c| c.size == s && &column(axes, c) == k)
-                        .filter(|c| c.out.recv.msgs > 0)
-                        .map(|c| {
-                            if throughput {
-                                c.out.msgs_per_sec() as u64
-                            } else {
-                                c.out.latency.summary().p99_ns
-                            }
-                        })
-                })
-                .collect()
+    let values = Grid::values(&axes.sizes, &columns, |&s, k| {
+        let c = cells
+            .iter()
+            .find(|c| c.size == s && &column(axes, c) == k)
+            .filter(|c| c.out.recv.msgs > 0)?;
+        Some(if throughput {
+            c.out.msgs_per_sec() as u64
+        } else {
+            c.out.latency.summary().p99_ns
         })
-        .collect();
+    });
     Grid {
         title: format!(
             "ibprobe stream sweep: {} {}",

@@ -244,20 +244,10 @@ pub fn heat_grid(t: Transport, sizes: &[usize], rates: &[f64], cells: &[Cell]) -
         title: format!("ibprobe sweep: {} one-way loopback, p50 [us]", t.name()),
         columns: rates.iter().map(|&r| rate_label(r)).collect(),
         rows: sizes.iter().map(|s| s.to_string()).collect(),
-        values: sizes
-            .iter()
-            .map(|&s| {
-                rates
-                    .iter()
-                    .map(|&r| {
-                        find(cells, s, r)
-                            .and_then(Cell::one_way)
-                            .filter(|d| d.summary.count > 0)
-                            .map(|d| d.summary.p50_ns)
-                    })
-                    .collect()
-            })
-            .collect(),
+        values: Grid::values(sizes, rates, |&s, &r| {
+            let d = find(cells, s, r).and_then(Cell::one_way)?;
+            (d.summary.count > 0).then_some(d.summary.p50_ns)
+        }),
         ..Grid::default()
     }
 }
