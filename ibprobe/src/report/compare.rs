@@ -13,7 +13,6 @@ use super::model::{Align, Block, Column, Document, JsonDoc, Spacing, Table};
 /// which way is better, and whether it is a latency (ns) or a rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Metric {
-    /// JSON key and column name.
     pub name: &'static str,
     /// Lower latency, or a higher rate, is better.
     pub better: Better,
@@ -81,7 +80,6 @@ pub fn round_resolution(doc: &serde_json::Value) -> Option<f64> {
     .filter(|r| *r > 0.0)
 }
 
-/// The coarser of two resolutions a variant's rounds reported.
 pub fn coarser(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.max(y)),
@@ -96,11 +94,9 @@ pub type SamplingIntervals = [Option<(f64, f64)>; METRICS.len()];
 /// What one variant measured, and its effect against the baseline.
 #[derive(Clone, Debug, Serialize)]
 pub struct VariantReport {
-    /// The option's value.
     pub value: String,
     /// The first value given: what the others are compared with.
     pub baseline: bool,
-    /// Rounds that gave a report.
     pub rounds_ok: usize,
     /// Medians over rounds (ns; messages/s for `msgs_per_sec`).
     pub p50: Option<f64>,
@@ -129,7 +125,6 @@ pub struct VariantReport {
 /// An effect as printed: [`Effect`] with its verdict as a word.
 #[derive(Clone, Debug, Serialize)]
 pub struct EffectReport {
-    /// Variant / baseline.
     pub ratio: f64,
     /// 95% interval of the ratio `[low, high]`.
     pub ci: [f64; 2],
@@ -139,7 +134,6 @@ pub struct EffectReport {
     pub confidence: f64,
     /// Exact signed-rank p, and after Holm over the variants.
     pub p: f64,
-    /// `p` after Holm's correction over the variants.
     pub p_adjusted: f64,
     /// Smallest effect this run could tell from noise (ratio above 1).
     pub detectable: f64,
@@ -195,22 +189,18 @@ impl From<Effect> for EffectReport {
     }
 }
 
-/// The whole comparison.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareReport {
-    /// `ibprobe.compare/1`.
     pub schema: &'static str,
     /// The ibprobe command compared, as given after `--`.
     pub command: Vec<String>,
     /// The option varied (its long name).
     pub option: String,
-    /// Rounds (blocks) run.
     pub rounds: usize,
     /// Seed of the run order (give it back with --seed to repeat it).
     pub seed: u64,
     /// The run order: per block, the variant indexes in the order run.
     pub order: Vec<Vec<usize>>,
-    /// The baseline first.
     pub variants: Vec<VariantReport>,
     /// Lines a reader must see (too few rounds, failed rounds).
     pub warnings: Vec<String>,
@@ -567,12 +557,7 @@ impl Document for CompareReport {
                 bold: title,
                 rest: String::new(),
             },
-            Block::Table(Table {
-                columns,
-                unit: "",
-                sep: "  ",
-                rows,
-            }),
+            Table::block(columns, "  ", rows),
             Block::Context(footer.clone()),
             Block::List(footer, Spacing::Before),
         ]

@@ -37,7 +37,6 @@ fn cpus_phrase(cpus: &[usize]) -> String {
     }
 }
 
-/// The counted value or "n/a".
 fn val(r: &CounterReport, c: Counter) -> String {
     r.counts.get(c).map_or("n/a".into(), thousands)
 }
@@ -140,7 +139,6 @@ pub fn csv_cells(r: Option<&CounterReport>) -> Vec<String> {
     cells(r.map(|r| &r.counts))
 }
 
-/// One cell per counter, empty where not counted.
 fn cells(c: Option<&crate::counters::Counts>) -> Vec<String> {
     Counter::ALL
         .iter()
@@ -158,7 +156,6 @@ pub fn interval_csv_header() -> String {
     format!("start_s,end_s,samples,p999_ns,max_ns,{}", csv_header())
 }
 
-/// One interval's row of that file.
 pub fn interval_csv_row(
     start_ns: u64,
     end_ns: u64,
@@ -184,31 +181,23 @@ pub fn likely_cause(r: &CounterReport) -> String {
         return format!("likely {}: {}", cause_word(c.cause), c.sentence());
     }
     let n = |c| r.counts.get(c).unwrap_or(0);
-    let mut seen = Vec::new();
-    if n(Counter::InvoluntaryContextSwitches) > 0 {
-        seen.push(format!(
-            "{} involuntary context switches (preemption)",
-            thousands(n(Counter::InvoluntaryContextSwitches))
-        ));
-    } else if n(Counter::ContextSwitches) > 0 {
-        seen.push(format!(
-            "{} context switches",
-            thousands(n(Counter::ContextSwitches))
-        ));
-    }
-    let faults = n(Counter::PageFaultsMinor) + n(Counter::PageFaultsMajor);
-    if faults > 0 {
-        seen.push(format!("{} page faults", thousands(faults)));
-    }
-    if n(Counter::CpuMigrations) > 0 {
-        seen.push(format!(
-            "{} CPU migrations",
-            thousands(n(Counter::CpuMigrations))
-        ));
-    }
-    if n(Counter::Smis) > 0 {
-        seen.push(format!("{} SMIs", thousands(n(Counter::Smis))));
-    }
+    let switches = match n(Counter::InvoluntaryContextSwitches) {
+        0 => (n(Counter::ContextSwitches), "context switches"),
+        i => (i, "involuntary context switches (preemption)"),
+    };
+    let seen: Vec<String> = [
+        switches,
+        (
+            n(Counter::PageFaultsMinor) + n(Counter::PageFaultsMajor),
+            "page faults",
+        ),
+        (n(Counter::CpuMigrations), "CPU migrations"),
+        (n(Counter::Smis), "SMIs"),
+    ]
+    .into_iter()
+    .filter(|&(k, _)| k > 0)
+    .map(|(k, what)| format!("{} {what}", thousands(k)))
+    .collect();
     if !seen.is_empty() {
         return format!("the counters saw {} during the run", seen.join(", "));
     }

@@ -7,12 +7,9 @@
 //! crate's `IntervalLogIterator` read, so the tail of any window can be
 //! recomputed later.
 //!
-//! Format: comment lines (tool, context), `#[StartTime: ...]` and
-//! `#[BaseTime: ...]` (both the run's start, so interval timestamps are
-//! seconds since the start), the legend line, then one line per interval
-//! and distribution: `Tag=<name>,<start s>,<length s>,<max ns>,<base64 V2
-//! histogram>`. Values are nanoseconds; tags are the JSON distribution
-//! names (`one_way`, `send_completion`, `rtt`).
+//! The file's layout is in `report/README.md`. The module also encodes a
+//! whole histogram as one string for the JSON reports, and decodes one
+//! with its size bounded before anything is allocated.
 
 use super::model::ReportError;
 use crate::stats::LatencyHistogram;
@@ -82,12 +79,10 @@ const V2_HEADER: usize = 40;
 /// The most bytes one count takes in a V2 payload (a LEB128 varint).
 const MAX_VARINT: usize = 9;
 
-/// The big-endian u32 at `at`, if there.
 fn be_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-/// The big-endian u64 at `at`, if there.
 fn be_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }

@@ -72,6 +72,17 @@ impl Unit {
 }
 
 impl Grid {
+    /// The values of a grid: `f` of each row and column.
+    pub fn values<R, C>(
+        rows: &[R],
+        columns: &[C],
+        f: impl Fn(&R, &C) -> Option<u64>,
+    ) -> Vec<Vec<Option<u64>>> {
+        rows.iter()
+            .map(|r| columns.iter().map(|c| f(r, c)).collect())
+            .collect()
+    }
+
     fn value(&self, row: usize, col: usize) -> Option<u64> {
         self.values
             .get(row)

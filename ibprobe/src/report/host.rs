@@ -1,9 +1,6 @@
 //! The report of `ibprobe host`: one row of wake-up latency statistics
 //! per CPU, with the kernel facts that explain them, as a table, CSV,
 //! Markdown or the `ibprobe.host/1` JSON document.
-//!
-//! Why it exists: every output format of every command lives in
-//! `crate::report`; `cli/host.rs` measures and hands the outcome here.
 
 use std::time::Duration;
 
@@ -16,7 +13,6 @@ use crate::stats::Summary;
 /// The JSON schema identifier of `ibprobe host --format json`.
 pub const SCHEMA: &str = "ibprobe.host/1";
 
-/// One CPU's row of the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct CpuRow {
     pub cpu: usize,
@@ -31,7 +27,6 @@ pub struct CpuRow {
     pub missed: u64,
     /// The measuring thread's counters (`report::counters::json`).
     pub counters: Option<serde_json::Value>,
-    /// Their table lines.
     #[serde(skip)]
     pub counter_lines: Vec<String>,
 }
@@ -52,7 +47,6 @@ pub struct KernelInfo {
 pub struct HostRun<S, C> {
     /// The schema (`ibprobe.host/1`, `ibprobe.timerlat/1`).
     pub schema: &'static str,
-    /// This crate's version.
     pub version: &'static str,
     pub kernel: KernelInfo,
     /// What the command was asked to do.
@@ -62,7 +56,6 @@ pub struct HostRun<S, C> {
     pub elapsed_ns: u64,
     /// Ctrl-C ended the run early.
     pub interrupted: bool,
-    /// One row per CPU.
     pub cpus: Vec<C>,
     /// Placement facts, how the run was set up.
     pub notes: Vec<String>,
@@ -73,7 +66,6 @@ pub struct HostRun<S, C> {
 /// `ibprobe host`'s settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct WakeupSettings {
-    /// SCHED_FIFO priority.
     pub fifo_priority: i32,
     /// Interval between deadlines, ns.
     pub interval_ns: u64,
@@ -195,7 +187,6 @@ pub(super) fn us_table(columns: &[Column], more: &[Column], rows: Vec<Vec<String
 }
 
 impl KernelInfo {
-    /// The running kernel's release and flavour.
     pub fn this_host() -> KernelInfo {
         KernelInfo {
             release: read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "?".into()),
@@ -217,7 +208,6 @@ fn in_list(file: &str, cpu: usize) -> bool {
 }
 
 impl HostReport {
-    /// Builds the report of a run.
     pub fn new(cfg: &WakeupConfig, o: &wakeup::WakeupOutcome) -> HostReport {
         let cpus: Vec<CpuRow> = o.cpus.iter().map(row).collect();
         let mut warnings = run_warnings(o.interrupted, o.elapsed_ns, None, "wake-ups");

@@ -13,7 +13,6 @@ use crate::probe::loggp_fit::{Estimate, Fit};
 use crate::spec::{ModelParams, Transport};
 use crate::transport::TransportInfo;
 
-/// The schema of the JSON document.
 pub const SCHEMA: &str = "ibprobe.loggp/1";
 
 /// One prediction of a stream workload against its measurement.
@@ -25,9 +24,7 @@ pub struct PredictionRow {
     pub window: u32,
     /// Pipeline depth D (unacknowledged slots), when acks are asked.
     pub pipeline: Option<u32>,
-    /// Payload bytes per message.
     pub size: usize,
-    /// Predicted messages per second.
     pub predicted_msgs_per_s: f64,
     /// Measured messages per second (none with --simulate).
     pub measured_msgs_per_s: Option<f64>,
@@ -43,26 +40,13 @@ pub struct PredictionRow {
     pub loop_ns: [f64; 2],
 }
 
-/// `v` with `digits` decimals, or "-".
 fn or_dash(v: Option<f64>, digits: usize) -> String {
     v.map(|x| format!("{x:.digits$}"))
         .unwrap_or_else(|| "-".into())
 }
 
 impl PredictionRow {
-    /// The cells both tables show: pipeline, measured msg/s, ratio, measured p50.
-    fn cells(&self) -> [String; 4] {
-        [
-            self.pipeline
-                .map(|d| d.to_string())
-                .unwrap_or_else(|| "-".into()),
-            or_dash(self.measured_msgs_per_s, 0),
-            or_dash(self.ratio(), 2),
-            or_dash(self.measured_p50_ns, 0),
-        ]
-    }
-
-    /// measured / predicted messages per second.
+    /// Measured / predicted messages per second.
     pub fn ratio(&self) -> Option<f64> {
         self.measured_msgs_per_s
             .map(|m| m / self.predicted_msgs_per_s)
@@ -73,13 +57,11 @@ impl PredictionRow {
 #[derive(Clone, Debug)]
 pub struct LoggpReport {
     pub transport: Transport,
-    /// Facts of the transport.
     pub info: TransportInfo,
     /// "loopback", "client" or "simulate".
     pub mode: String,
     /// The model's parameters (the truth), on `--transport model`.
     pub truth: Option<ModelParams>,
-    /// Messages per burst.
     pub n: u16,
     pub rounds: usize,
     /// Repetitions per PRTT per round.
@@ -88,11 +70,9 @@ pub struct LoggpReport {
     pub lost: u64,
     /// Seconds the measurement took.
     pub elapsed_s: f64,
-    /// The parameters.
     pub fit: Fit,
     /// Warnings of the run (clock resolution, placement).
     pub warnings: Vec<String>,
-    /// Notes of the run.
     pub notes: Vec<String>,
     /// `--predict`: the stream workloads predicted (and measured).
     pub predictions: Vec<PredictionRow>,
@@ -128,43 +108,35 @@ impl LoggpReport {
 
     /// The `ibprobe.loggp/1` document.
     pub fn json(&self) -> Value {
-        let mut o = serde_json::Map::new();
-        o.insert("schema".into(), json!(SCHEMA));
-        o.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
-        o.insert("transport".into(), json!(self.transport.name()));
-        o.insert("transport_detail".into(), json!(self.info.detail));
-        o.insert("mode".into(), json!(self.mode));
+        let mut o = json!({
+            "schema": SCHEMA,
+            "tool_version": env!("CARGO_PKG_VERSION"),
+            "transport": self.transport.name(),
+            "transport_detail": self.info.detail,
+            "mode": self.mode,
+            "segments": self.fit.segments,
+            "points": self.fit.points,
+            "method": { "n": self.n, "rounds": self.rounds, "reps": self.reps, "lost": self.lost, "elapsed_s": self.elapsed_s },
+            "notes": self.all_notes(),
+            "warnings": self.all_warnings(),
+        });
         for (_, key, e, _) in params(&self.fit) {
-            o.insert(key.into(), json!(e.value));
-            o.insert(format!("{key}_ci"), json!([e.low, e.high]));
+            o[key] = json!(e.value);
+            o[format!("{key}_ci")] = json!([e.low, e.high]);
         }
-        o.insert("segments".into(), json!(self.fit.segments));
-        o.insert("points".into(), json!(self.fit.points));
         if let Some([l, os, or, g, big_g]) = self.truth_ns() {
-            o.insert(
-                "model".into(),
-                json!({ "L_ns": l, "os_ns": os, "or_ns": or, "g_ns": g, "G_ns_per_byte": big_g }),
-            );
+            o["model"] =
+                json!({ "L_ns": l, "os_ns": os, "or_ns": or, "g_ns": g, "G_ns_per_byte": big_g });
         }
-        o.insert(
-            "method".into(),
-            json!({ "n": self.n, "rounds": self.rounds, "reps": self.reps, "lost": self.lost, "elapsed_s": self.elapsed_s }),
-        );
         if !self.predictions.is_empty() {
-            let rows: Vec<Value> = self
-                .predictions
-                .iter()
-                .map(|p| {
-                    let mut v = json!(p);
-                    v["ratio"] = json!(p.ratio());
-                    v
-                })
-                .collect();
-            o.insert("predictions".into(), json!(rows));
+            let ratio = |p: &PredictionRow| {
+                let mut v = json!(p);
+                v["ratio"] = json!(p.ratio());
+                v
+            };
+            o["predictions"] = self.predictions.iter().map(ratio).collect();
         }
-        o.insert("notes".into(), json!(self.all_notes()));
-        o.insert("warnings".into(), json!(self.all_warnings()));
-        Value::Object(o)
+        o
     }
 
     fn all_notes(&self) -> Vec<String> {
@@ -343,14 +315,7 @@ impl Document for LoggpReport {
         ];
         let only_text = |b| Block::OnlyText(Box::new(b));
         let only_markdown = |b| Block::OnlyMarkdown(Box::new(b));
-        let table = |columns: Vec<Column>, rows: Vec<Vec<String>>| {
-            Block::Table(Table {
-                columns,
-                unit: "",
-                sep: " ",
-                rows,
-            })
-        };
+        let table = |columns, rows| Table::block(columns, " ", rows);
         let mut blocks = vec![
             Block::Context(vec![self.headline(), String::new()]),
             Block::Heading(format!(
@@ -375,17 +340,16 @@ impl Document for LoggpReport {
         ];
         if !self.predictions.is_empty() {
             let rows = self.predictions.iter().map(|p| {
-                let [pipe, meas, ratio, p50] = p.cells();
                 vec![
                     p.batch.to_string(),
                     p.window.to_string(),
-                    pipe,
+                    p.pipeline.map_or("-".into(), |d| d.to_string()),
                     p.size.to_string(),
                     format!("{:.0}", p.predicted_msgs_per_s),
-                    meas,
-                    ratio,
+                    or_dash(p.measured_msgs_per_s, 0),
+                    or_dash(p.ratio(), 2),
                     format!("{:.0}", p.predicted_latency_ns),
-                    p50,
+                    or_dash(p.measured_p50_ns, 0),
                     p.bound.clone(),
                 ]
             });

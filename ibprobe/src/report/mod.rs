@@ -42,7 +42,6 @@ pub mod sweep;
 pub mod threshold;
 pub mod timerlat;
 
-use crate::clock::ClockKind;
 use crate::probe::outcome::Outcome;
 use crate::stats::LatencyHistogram;
 
@@ -259,13 +258,5 @@ impl Report {
             }
         }
         w
-    }
-
-    /// The clock's kind as the JSON `clock.kind` string.
-    pub fn clock_kind_name(&self) -> &'static str {
-        match self.context.clock.kind() {
-            ClockKind::Tsc { .. } => "tsc",
-            ClockKind::MonotonicRaw => "monotonic_raw",
-        }
     }
 }

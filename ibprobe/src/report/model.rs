@@ -25,9 +25,7 @@ pub enum ReportError {
     /// A file could not be created or written.
     #[error("cannot write {path}: {source} (check that the directory exists and is writable)")]
     Io {
-        /// The file.
         path: String,
-        /// The error.
         source: std::io::Error,
     },
     /// The HDR interval log rejected a histogram or a tag.
@@ -38,12 +36,7 @@ pub enum ReportError {
     Format(String),
     /// The plot could not be drawn.
     #[error("plot {path}: {message}")]
-    Plot {
-        /// The SVG file.
-        path: String,
-        /// What plotters said.
-        message: String,
-    },
+    Plot { path: String, message: String },
 }
 
 crate::words::vocabulary! {
@@ -62,13 +55,10 @@ crate::words::vocabulary! {
 pub struct ReportContext {
     /// The tool's version (defaults to this crate's).
     pub tool_version: String,
-    /// Loopback or client.
     pub mode: Mode,
-    /// The transport's facts.
     pub transport: TransportInfo,
     /// The clock every timestamp came from.
     pub clock: Clock,
-    /// Payload size, bytes.
     pub message_size: u64,
     /// The effective configuration, echoed as key/values (in this order).
     pub config: Vec<(String, String)>,
@@ -126,7 +116,6 @@ impl DistKind {
 /// One distribution of the report.
 #[derive(Clone, Debug)]
 pub struct Distribution {
-    /// Which one.
     pub kind: DistKind,
     /// Its statistics (definitions in [`crate::stats`]).
     pub summary: Summary,
@@ -148,7 +137,6 @@ pub struct Warning {
     pub message: String,
 }
 
-/// Counters of the run.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct RunCounters {
     /// Messages posted in the measured part.
@@ -163,7 +151,6 @@ pub struct RunCounters {
     pub warmup_max_ns: u64,
     /// Paced steps planned (`--rate`), 0 when unpaced.
     pub steps: u64,
-    /// Paced steps missed.
     pub missed_steps: u64,
     /// missed_steps / steps (0 when unpaced).
     pub missed_fraction: f64,
@@ -176,9 +163,7 @@ pub struct RunCounters {
 /// Everything a run's outputs print, computed once.
 #[derive(Clone, Debug)]
 pub struct Report {
-    /// Context given by the runner.
     pub context: ReportContext,
-    /// Counters of the run.
     pub run: RunCounters,
     /// One-way, send-completion, RTT, RTT/2: those the run measured, in
     /// this order.
@@ -236,8 +221,6 @@ pub fn clock_resolution_warning(label: &str, s: &Summary, clock: &Clock) -> Opti
     ))
 }
 
-// ------------------------------------------------------------ documents
-
 /// How a column lines up: in the text table (left or right, padded to
 /// its width) and in Markdown (the alignment row's cell, e.g. `---:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,7 +237,6 @@ impl Align {
     }
     /// Left in both (Markdown's default `---`).
     pub const LEFT: Align = Align::new(true, "---");
-    /// Right in both.
     pub const RIGHT: Align = Align::new(false, "---:");
     /// Left in the text table, marked left (`:---`) in Markdown.
     pub const LEFT_MARKED: Align = Align::new(true, ":---");
@@ -276,7 +258,6 @@ pub struct Column {
     /// Width of the text table's cells (0: the column's longest cell or
     /// title).
     pub width: usize,
-    /// How its cells line up.
     pub align: Align,
 }
 
@@ -301,14 +282,24 @@ impl Column {
 /// widths, Markdown writes a pipe table.
 #[derive(Clone, Debug, Default)]
 pub struct Table {
-    /// The columns, in order.
     pub columns: Vec<Column>,
     /// What the text table's header says after the last title (its unit).
     pub unit: &'static str,
     /// What stands between two cells in the text table.
     pub sep: &'static str,
-    /// One cell per column, per row.
     pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table without a unit, its cells `sep` apart in the text table.
+    pub fn block(columns: Vec<Column>, sep: &'static str, rows: Vec<Vec<String>>) -> Block {
+        Block::Table(Table {
+            columns,
+            unit: "",
+            sep,
+            rows,
+        })
+    }
 }
 
 /// How a Markdown list is set apart from what precedes it.
@@ -343,32 +334,25 @@ pub enum Block {
     Context(Vec<String>),
     /// Markdown's title paragraph: `bold` in bold, then `rest`.
     Title {
-        /// The bold part.
         bold: String,
-        /// What follows it on the line.
         rest: String,
     },
-    /// A table, in both.
     Table(Table),
     /// A Markdown list (the text table has these lines in its context).
     List(Vec<String>, Spacing),
     /// Markdown's title as a heading (`###`).
     Heading(String),
-    /// The warnings, in both.
     Warnings {
         /// The warnings (with their codes where the report has them).
         list: Vec<Warning>,
         /// After a blank line in the text table.
         gap: bool,
-        /// How Markdown sets them.
         style: Quote,
     },
     /// Notes, in both: `note:` lines in the text table, paragraphs in
     /// Markdown.
     Notes(Vec<String>),
-    /// A block only the text table prints.
     OnlyText(Box<Block>),
-    /// A block only Markdown prints.
     OnlyMarkdown(Box<Block>),
 }
 
@@ -376,9 +360,7 @@ pub enum Block {
 /// renderer where RFC 4180 needs it).
 #[derive(Clone, Debug, Default)]
 pub struct Csv {
-    /// The header line.
     pub header: String,
-    /// One cell per column, per row.
     pub rows: Vec<Vec<String>>,
 }
 
@@ -386,7 +368,6 @@ pub struct Csv {
 /// (`ibprobe.report/1`, `ibprobe.host/1`, ...) is written down once, as
 /// the type, and serialized in its field order.
 pub trait JsonDoc {
-    /// Pretty JSON.
     fn pretty(&self) -> String;
 }
 

@@ -15,7 +15,6 @@ use crate::stats::LatencyHistogram;
 use plotters::prelude::*;
 use std::path::Path;
 
-/// Number of histogram bars.
 pub const BARS: usize = 120;
 
 /// Draws `hist` to the SVG file `path`; `title` is e.g. "shm loopback,

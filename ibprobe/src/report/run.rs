@@ -42,7 +42,6 @@ fn columns() -> Vec<Column> {
     ]
 }
 
-/// One distribution's cells, in [`columns`]' order.
 fn row(d: &Distribution) -> Vec<String> {
     let s = &d.summary;
     vec![
@@ -113,12 +112,7 @@ impl Document for Report {
                     c.clock.describe()
                 ),
             },
-            Block::Table(Table {
-                columns: columns(),
-                unit: "",
-                sep: " ",
-                rows: self.distributions.iter().map(row).collect(),
-            }),
+            Table::block(columns(), " ", self.distributions.iter().map(row).collect()),
             Block::List(counter_lines, Spacing::Before),
             Block::Warnings {
                 list: self.warnings.clone(),
@@ -314,6 +308,10 @@ pub fn json_value(r: &Report) -> serde_json::Value {
 
 fn jreport(r: &Report) -> JReport<'_> {
     let c = &r.context;
+    let hz = match c.clock.kind() {
+        ClockKind::Tsc { hz } => Some(hz),
+        ClockKind::MonotonicRaw => None,
+    };
     JReport {
         schema: SCHEMA,
         tool: JTool {
@@ -327,11 +325,8 @@ fn jreport(r: &Report) -> JReport<'_> {
             facts: Pairs(&c.transport.facts),
         },
         clock: JClock {
-            kind: r.clock_kind_name(),
-            hz: match c.clock.kind() {
-                ClockKind::Tsc { hz } => Some(hz),
-                ClockKind::MonotonicRaw => None,
-            },
+            kind: hz.map_or("monotonic_raw", |_| "tsc"),
+            hz,
             description: c.clock.describe(),
             calibration_error_ppm: c.clock.calibration_error_ppm(),
             fallback: c.clock.fallback().map(|f| f.explain()),

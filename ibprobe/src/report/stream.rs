@@ -24,15 +24,10 @@ use crate::transport::TransportInfo;
 /// Percentiles of one stream distribution, ns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Tail {
-    /// Samples.
     pub count: u64,
-    /// Median.
     pub p50: u64,
-    /// 99th percentile.
     pub p99: u64,
-    /// 99.9th percentile.
     pub p999: u64,
-    /// 99.99th percentile.
     pub p9999: u64,
     /// The true maximum (not a bucket bound).
     pub max: u64,
@@ -40,7 +35,6 @@ pub struct Tail {
 }
 
 impl Tail {
-    /// The percentiles of `h`.
     pub fn of(h: &LatencyHistogram) -> Tail {
         let s: Summary = h.summary();
         Tail {
@@ -55,6 +49,11 @@ impl Tail {
     }
 }
 
+/// A pipeline depth, or "off" (no acks).
+pub(super) fn pipe(p: Option<u32>) -> String {
+    p.map_or("off".into(), |d| d.to_string())
+}
+
 /// Everything the stream outputs print, computed once.
 #[derive(Clone, Debug)]
 pub struct StreamReport {
@@ -65,13 +64,10 @@ pub struct StreamReport {
     pub mode: &'static str,
     /// Message size, bytes.
     pub size: usize,
-    /// The stream's knobs.
     pub spec: StreamSpec,
-    /// The clock's name.
     pub clock: String,
     /// The clock's resolution (smallest step between two reads), ns.
     pub clock_resolution_ns: f64,
-    /// The measured outcome.
     pub out: StreamOutcome,
     /// Warnings (code, sentence).
     pub warnings: Vec<(&'static str, String)>,
@@ -95,7 +91,6 @@ impl super::threshold::Measured for StreamReport {
 }
 
 impl StreamReport {
-    /// The report of one run.
     pub fn new(
         transport: Transport,
         info: TransportInfo,
@@ -159,7 +154,6 @@ impl StreamReport {
         }
     }
 
-    /// Payload bytes delivered per second.
     pub fn bytes_per_sec(&self) -> f64 {
         self.out.msgs_per_sec() * self.size as f64
     }
@@ -210,6 +204,7 @@ impl StreamReport {
             "ack_wait_ns": o.ack_wait_ns,
             "flushes": {"fill": s.flushes[0], "timer": s.flushes[1], "explicit": s.flushes[2]},
         });
+        // Two `json!`s: one of every field passes the macro's recursion limit.
         let more = json!({
             "max_in_flight": s.max_in_flight,
             "max_unconsumed": r.max_unconsumed,
@@ -232,22 +227,19 @@ impl StreamReport {
         });
         if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
             a.extend(b);
-            if let Some(st) = &o.stamp {
-                a.insert(
-                    "t_send_split".into(),
-                    json!({
-                        "before_hca_read": Tail::of(&st.split.before),
-                        "after_hca_read": Tail::of(&st.split.after),
-                        "latency": Tail::of(&st.split.latency),
-                        "stamp_pass_ns": st.pass_ns,
-                        "stamp_words": st.words,
-                        "stamp_cpu": st.cpu,
-                    }),
-                );
-            }
-            if let Some(f) = &self.fail_if {
-                a.insert("fail_if".into(), f.json());
-            }
+        }
+        if let Some(st) = &o.stamp {
+            v["t_send_split"] = json!({
+                "before_hca_read": Tail::of(&st.split.before),
+                "after_hca_read": Tail::of(&st.split.after),
+                "latency": Tail::of(&st.split.latency),
+                "stamp_pass_ns": st.pass_ns,
+                "stamp_words": st.words,
+                "stamp_cpu": st.cpu,
+            });
+        }
+        if let Some(f) = &self.fail_if {
+            v["fail_if"] = f.json();
         }
         v
     }
@@ -268,9 +260,7 @@ impl StreamReport {
             self.spec
                 .flush
                 .map_or("off".to_string(), ibhost::duration::format),
-            self.spec
-                .pipeline
-                .map_or("off".to_string(), |d| d.to_string()),
+            pipe(self.spec.pipeline),
             self.spec.credit_return,
             self.spec.credit_batch,
             self.spec.slots,
@@ -412,27 +402,31 @@ impl Document for StreamReport {
             String::new(),
         ];
         let rate = |t, a| Column::new(t, 0, a);
-        let summary = Table {
-            columns: vec![
+        let summary = Table::block(
+            vec![
                 rate("msg/s", Align::RIGHT),
                 rate("ops/msg", Align::RIGHT),
                 rate("ops/msg (all)", Align::RIGHT),
                 rate("credit stalls", Align::RIGHT),
                 rate("flushes fill/timer/explicit", Align::LEFT),
             ],
-            unit: "",
-            sep: " ",
-            rows: vec![vec![
+            " ",
+            vec![vec![
                 format!("{:.0}", o.msgs_per_sec()),
                 format!("{:.4}", o.ops_per_msg()),
                 format!("{:.4}", o.ops_per_msg_total()),
                 s.credit_stalls.to_string(),
                 format!("{}/{}/{}", s.flushes[0], s.flushes[1], s.flushes[2]),
             ]],
-        };
+        );
         let c = |t, w| Column::new(t, w, Align::RIGHT);
-        let tails = Table {
-            columns: vec![
+        let tails = self.tail_rows().into_iter().map(|(name, d)| {
+            let mut row = vec![name.to_string(), d.count.to_string()];
+            row.extend([d.p50, d.p99, d.p999, d.p9999, d.max].map(us));
+            row
+        });
+        let tails = Table::block(
+            vec![
                 Column::new("distribution (us)", 34, Align::LEFT),
                 c("count", 9),
                 c("p50", 10),
@@ -441,18 +435,9 @@ impl Document for StreamReport {
                 c("p99.99", 10),
                 c("max", 10),
             ],
-            unit: "",
-            sep: " ",
-            rows: self
-                .tail_rows()
-                .into_iter()
-                .map(|(name, d)| {
-                    let mut row = vec![name.to_string(), d.count.to_string()];
-                    row.extend([d.p50, d.p99, d.p999, d.p9999, d.max].map(us));
-                    row
-                })
-                .collect(),
-        };
+            " ",
+            tails.collect(),
+        );
         let counters: Vec<String> = o
             .counters
             .iter()
@@ -474,8 +459,8 @@ impl Document for StreamReport {
                     self.knobs_line()
                 ),
             },
-            Block::OnlyMarkdown(Box::new(Block::Table(summary))),
-            Block::Table(tails),
+            Block::OnlyMarkdown(Box::new(summary)),
+            tails,
             Block::Context(
                 counters
                     .iter()

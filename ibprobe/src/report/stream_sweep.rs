@@ -6,10 +6,7 @@
 //! ([`StreamReport`]); the grid shows throughput and the latency tail of
 //! each, one row per cell, in run order (sizes, then rates, windows,
 //! batches, pipelines).
-//!
-//! JSON: `{ "schema": "ibprobe.stream-sweep/1", "transport", "axes":
-//! {"sizes", "rates_hz", "windows", "batches", "pipelines"}, "interrupted",
-//! "cells": [<ibprobe.stream/1 of that cell, as `stream --json` prints it>] }`.
+//! Its JSON's fields are in `report/README.md`.
 
 use serde_json::json;
 
@@ -17,29 +14,20 @@ use super::heatmap::{Grid, Unit};
 use super::model::{
     us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing, Table, Warning,
 };
-use super::stream::{StreamReport, CSV_HEADER};
+use super::stream::{pipe, StreamReport, CSV_HEADER};
 use crate::spec::Transport;
 
-/// The JSON schema identifier of a stream sweep.
 pub const SCHEMA: &str = "ibprobe.stream-sweep/1";
 
 /// The axes a stream sweep ran over.
 #[derive(Clone, Debug)]
 pub struct Axes {
-    /// Message sizes.
     pub sizes: Vec<usize>,
-    /// Rates, 0 = back to back.
     pub rates: Vec<f64>,
-    /// Credit windows.
     pub windows: Vec<u32>,
-    /// Batch sizes.
     pub batches: Vec<u32>,
     /// Pipeline depths (None: no acks).
     pub pipelines: Vec<Option<u32>>,
-}
-
-fn pipe(p: Option<u32>) -> String {
-    p.map_or("off".into(), |d| d.to_string())
 }
 
 /// The label of a cell's column: the values of the axes that vary.
@@ -110,7 +98,6 @@ fn column_all(c: &StreamReport) -> String {
 /// prints with a stream axis.
 pub struct StreamSweepReport<'a> {
     pub transport: Transport,
-    /// The axes it ran over.
     pub axes: &'a Axes,
     /// The cells that ran, in run order.
     pub cells: &'a [StreamReport],
@@ -145,15 +132,13 @@ impl Document for StreamSweepReport<'_> {
                 bold: heading,
                 rest: String::new(),
             },
-            Block::Table(Table {
-                columns: HEAD
-                    .iter()
+            Table::block(
+                HEAD.iter()
                     .map(|h| Column::new(h, 0, Align::RIGHT))
                     .collect(),
-                unit: "",
-                sep: "  ",
-                rows: self.cells.iter().map(|c| row(c).to_vec()).collect(),
-            }),
+                "  ",
+                self.cells.iter().map(|c| row(c).to_vec()).collect(),
+            ),
             Block::OnlyText(Box::new(Block::Warnings {
                 list: plain.collect(),
                 gap: true,
@@ -200,28 +185,17 @@ pub fn heat_grid(t: Transport, axes: &Axes, cells: &[StreamReport], throughput: 
             columns.push(k);
         }
     }
-    let values = axes
-        .sizes
-        .iter()
-        .map(|&s| {
-            columns
-                .iter()
-                .map(|k| {
-                    cells
-                        .iter()
-                        .find(|c| c.size == s && &column(axes, c) == k)
-                        .filter(|c| c.out.recv.msgs > 0)
-                        .map(|c| {
-                            if throughput {
-                                c.out.msgs_per_sec() as u64
-                            } else {
-                                c.out.latency.summary().p99_ns
-                            }
-                        })
-                })
-                .collect()
+    let values = Grid::values(&axes.sizes, &columns, |&s, k| {
+        let c = cells
+            .iter()
+            .find(|c| c.size == s && &column(axes, c) == k)
+            .filter(|c| c.out.recv.msgs > 0)?;
+        Some(if throughput {
+            c.out.msgs_per_sec() as u64
+        } else {
+            c.out.latency.summary().p99_ns
         })
-        .collect();
+    });
     Grid {
         title: format!(
             "ibprobe stream sweep: {} {}",

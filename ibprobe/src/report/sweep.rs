@@ -1,20 +1,11 @@
 //! The formats of `ibprobe sweep`'s grid: table, Markdown, CSV, the
 //! `ibprobe.sweep/1` JSON document and the heatmap's grid.
 //!
-//! Why it exists: every format of every command lives in `crate::report`;
-//! the sweep command (`cli/sweep.rs`) runs the cells and hands them here.
-//!
 //! - `table` (and `markdown`): rows = sizes, columns = rates, each cell
 //!   `p50 / p99` of the one-way latency in us, plus the share of missed
 //!   paced steps in paced columns;
-//! - `csv`: header [`CSV_HEADER`], one row per cell (rate_hz 0 = back to
-//!   back), the one-way distribution;
-//! - `json`: schema [`SCHEMA`] (`ibprobe.sweep/1`): `{ "schema",
-//!   "transport", "sizes": [bytes], "rates_hz": [0 = back to back],
-//!   "length": {"count": N} | {"duration_ns": N}, "warmup", "interrupted",
-//!   "cells": [{ "size", "rate_hz", "report": <ibprobe.report/1 of that
-//!   cell, as `loopback --format json` prints it> }] }`, cells in run
-//!   order (sizes outer, rates inner);
+//! - `csv` and `json` (schema [`SCHEMA`]): one row or object per cell,
+//!   in run order (sizes outer, rates inner), as `report/README.md` says;
 //! - [`heat_grid`]: the p50s for [`super::heatmap`].
 
 use serde_json::json;
@@ -44,7 +35,6 @@ pub fn csv_header() -> String {
 
 /// One cell of the grid: its size, its rate and its report.
 pub struct Cell {
-    /// Message size in bytes.
     pub size: usize,
     /// Messages per second, 0 = back to back.
     pub rate: f64,
@@ -53,7 +43,6 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// The one-way distribution of the cell.
     pub fn one_way(&self) -> Option<&Distribution> {
         let d = &self.report.distributions;
         d.iter().find(|d| d.kind == DistKind::OneWay).or(d.first())
@@ -138,13 +127,10 @@ fn heading(t: Transport, length: Length, warmup: u64) -> String {
 /// prints.
 pub struct SweepReport<'a> {
     pub transport: Transport,
-    /// The `--sizes` list, in order.
     pub sizes: &'a [usize],
-    /// The `--rates` list, in order.
     pub rates: &'a [f64],
     /// The cells that ran, in run order.
     pub cells: &'a [Cell],
-    /// Each cell's length.
     pub length: Length,
     /// Warm-up messages per cell.
     pub warmup: u64,
@@ -196,12 +182,7 @@ impl Document for SweepReport<'_> {
                 bold: heading,
                 rest: "; cells: one-way p50 / p99 [us]".into(),
             },
-            Block::Table(Table {
-                columns,
-                unit: "",
-                sep: "   ",
-                rows: rows.collect(),
-            }),
+            Table::block(columns, "   ", rows.collect()),
             Block::Warnings {
                 list: warnings.collect(),
                 gap: true,
@@ -263,20 +244,10 @@ pub fn heat_grid(t: Transport, sizes: &[usize], rates: &[f64], cells: &[Cell]) -
         title: format!("ibprobe sweep: {} one-way loopback, p50 [us]", t.name()),
         columns: rates.iter().map(|&r| rate_label(r)).collect(),
         rows: sizes.iter().map(|s| s.to_string()).collect(),
-        values: sizes
-            .iter()
-            .map(|&s| {
-                rates
-                    .iter()
-                    .map(|&r| {
-                        find(cells, s, r)
-                            .and_then(Cell::one_way)
-                            .filter(|d| d.summary.count > 0)
-                            .map(|d| d.summary.p50_ns)
-                    })
-                    .collect()
-            })
-            .collect(),
+        values: Grid::values(sizes, rates, |&s, &r| {
+            let d = find(cells, s, r).and_then(Cell::one_way)?;
+            (d.summary.count > 0).then_some(d.summary.p50_ns)
+        }),
         ..Grid::default()
     }
 }

@@ -1,22 +1,13 @@
-//! `--fail-if`: pass/fail thresholds on a run's results, for
-//! acceptance tests and the CI of a cluster (perftest users ask for them:
-//! linux-rdma/perftest #311, #214).
+//! `--fail-if`: pass/fail thresholds on a run's results, for acceptance
+//! tests and the CI of a cluster.
 //!
 //! Why it exists: a run that exits non-zero when p99 is too high is what a
 //! script needs; parsing `p99>20us` once into a [`Threshold`], checking it
 //! against any report that can answer [`Measured::value`], and listing the
 //! violated ones in every output format ([`FailIf`]) keeps that in one file.
-//!
-//! An expression is `METRIC OP VALUE` without spaces inside (spaces around
-//! the whole are ignored): METRIC one of [`Metric`], OP one of `>`, `>=`,
-//! `<`, `<=`, VALUE a duration with its unit for latencies (`20us`,
-//! `1.5ms`, `800ns`) and a number with an optional k, M or G suffix (times
-//! 1e3, 1e6, 1e9) for counts and rates (`0`, `1M`). The latency metrics
-//! read the report's first distribution: one-way in `loopback`, the round
-//! trip with `--round-trip` and in `client`, hand-over to delivery (or to
-//! the credit back, against a server) in `stream`. A threshold *holds*
-//! when its comparison is true of the measured value, and a run with any
-//! threshold holding exits 1 (`cli::EXIT_THRESHOLD`).
+//! The expression's grammar (`METRIC OP VALUE`) is the user's, in
+//! `ibprobe/README.md`; a threshold *holds* when its comparison is true of
+//! the measured value, and a run with any threshold holding exits 1.
 
 use serde_json::{json, Value};
 
@@ -43,9 +34,7 @@ crate::words::vocabulary! {
 /// or a stream (`stream`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {
-    /// `ibprobe loopback` and `ibprobe client`.
     Latency,
-    /// `ibprobe stream`.
     Stream,
 }
 
@@ -58,7 +47,6 @@ impl Metric {
         )
     }
 
-    /// Whether runs of `kind` report this metric.
     pub fn reported_by(self, kind: RunKind) -> bool {
         match self {
             Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls => {
@@ -116,9 +104,7 @@ impl Cmp {
 /// One `--fail-if` expression, parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Threshold {
-    /// What it reads.
     pub metric: Metric,
-    /// How it compares.
     pub cmp: Cmp,
     /// The limit: ns for latencies, else the count or rate.
     pub value: f64,
@@ -236,7 +222,6 @@ pub fn from_summary(s: &crate::stats::Summary, m: Metric) -> Option<f64> {
     })
 }
 
-/// One threshold, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
     pub threshold: Threshold,
@@ -249,7 +234,6 @@ pub struct Checked {
 /// Every `--fail-if` of a run, checked.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FailIf {
-    /// In the order given.
     pub checked: Vec<Checked>,
 }
 

@@ -2,11 +2,7 @@
 //! thread latency of the kernel's timerlat tracer as two distributions,
 //! the CPU's top interference sources during the run, and what ran on the
 //! CPU while its worst wake-up waited. Table, CSV, Markdown, or the
-//! `ibprobe.timerlat/1` JSON document.
-//!
-//! Why it exists: every output format of every command lives in
-//! `crate::report`; `cli/host.rs` runs [`crate::host::timerlat`] and
-//! hands the outcome here.
+//! `ibprobe.timerlat/1` JSON document, from [`crate::host::timerlat`]'s outcome.
 
 use std::time::Duration;
 
@@ -24,7 +20,6 @@ pub const SCHEMA: &str = "ibprobe.timerlat/1";
 /// Interference sources listed per CPU.
 pub const TOP_SOURCES: usize = 5;
 
-/// One CPU of the report.
 #[derive(Clone, Debug, Serialize)]
 pub struct TimerlatCpu {
     pub cpu: usize,
@@ -43,7 +38,6 @@ pub struct TimerlatCpu {
 /// `ibprobe host --trace`'s settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct TimerlatSettings {
-    /// Timer period, ns.
     pub period_ns: u64,
 }
 
@@ -78,7 +72,6 @@ fn source_text(s: &NoiseSource) -> String {
 }
 
 impl TimerlatReport {
-    /// Builds the report of a run.
     pub fn new(cfg: &TimerlatConfig, o: &TimerlatOutcome) -> TimerlatReport {
         let cpus: Vec<TimerlatCpu> = o.cpus.iter().map(cpu_of).collect();
         let mut warnings = host::run_warnings(o.interrupted, o.elapsed_ns, None, "samples");
@@ -122,7 +115,6 @@ impl TimerlatReport {
         )
     }
 
-    /// (cpu, context, summary) rows in order.
     fn rows(&self) -> impl Iterator<Item = (usize, &'static str, &Summary)> {
         self.cpus
             .iter()

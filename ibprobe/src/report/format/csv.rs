@@ -3,7 +3,6 @@
 
 use crate::report::model::Document;
 
-// `--format csv`: its place in `--format`'s list and its help line.
 word!(3, "One header row and one row per distribution.");
 
 /// `doc` as CSV (None: it has no CSV).

@@ -3,7 +3,6 @@
 
 use crate::report::model::Document;
 
-// `--format json`: its place in `--format`'s list and its help line.
 word!(2, "The `ibprobe.report/1` JSON document.");
 
 /// `doc` as JSON (None: it has no JSON document).

@@ -3,7 +3,6 @@
 
 use crate::report::model::{fail_if_text, Block, Document, Quote, Spacing, Table};
 
-// `--format markdown`: its place in `--format`'s list and its help line.
 word!(4, "A Markdown table, for issues and wikis.");
 
 /// `doc` as Markdown.

@@ -32,7 +32,6 @@ pub fn perftest_row(bytes: u64, d: &Distribution) -> String {
     )
 }
 
-// `--format perftest`: its place in `--format`'s list and its help line.
 word!(
     5,
     "perftest's (ib_send_lat) header and result line, for its parsers."

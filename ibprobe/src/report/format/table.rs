@@ -3,7 +3,6 @@
 
 use crate::report::model::{fail_if_text, Block, Document, Table};
 
-// `--format table`: its place in `--format`'s list and its help line.
 word!(1, "Human-readable table (hyperfine-like), with warnings.");
 
 /// `doc` as the text table.
