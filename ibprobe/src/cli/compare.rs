@@ -48,14 +48,11 @@ struct Varied {
 impl Varied {
     /// The arguments that set `value` (a flag: present when on).
     fn args(&self, value: &str) -> Vec<String> {
-        if self.flag {
-            if value == "on" {
-                vec![format!("--{}", self.long)]
-            } else {
-                vec![]
-            }
-        } else {
-            vec![format!("--{}", self.long), value.to_string()]
+        let long = format!("--{}", self.long);
+        match (self.flag, value) {
+            (false, v) => vec![long, v.to_string()],
+            (true, "on") => vec![long],
+            (true, _) => vec![],
         }
     }
 }
