@@ -17,7 +17,7 @@ use crate::probe::session::{self, StreamHello};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::progress::{phase_message, run_bar};
 use crate::report::stream::StreamReport;
-use crate::report::threshold::FailIf;
+use crate::report::threshold::{FailIf, RunKind};
 use crate::report::Format;
 use crate::spec::{ChannelSpec, StreamSpec};
 use crate::transport::{TransportError, TransportInfo};
@@ -26,9 +26,7 @@ use std::sync::atomic::AtomicBool;
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let t = &a.transport;
-    let fail_if = a
-        .fail_if
-        .thresholds(crate::report::threshold::RunKind::Stream)?;
+    let fail_if = a.fail_if.thresholds(RunKind::Stream)?;
     super::common::warn_model_resolution(t);
     let format = a.measure.format();
     if format == Format::Perftest {
