@@ -1,33 +1,12 @@
 //! ibprobe: a verbs latency probe with true percentiles, as a library with
 //! a thin CLI, so ibexporter can embed the same probe.
 //!
-//! Map of the crate (one folder per concern; `ARCHITECTURE.md` at the
-//! workspace root says what may use what and where new things go):
-//! - [`spec`]: the vocabulary, defined once: [`spec::Transport`],
-//!   [`spec::Op`], [`spec::Poll`], the verbs knobs and
-//!   [`spec::ChannelSpec`], with every static check of a channel;
-//! - [`clock`]: the one clock every timestamp comes from (TSC calibrated
-//!   against CLOCK_MONOTONIC_RAW, or clock_gettime), an HCA's completion
-//!   clock and the split of a round trip by its timestamps (`clock::hwts`);
-//! - [`counters`]: the measuring thread's kernel and hardware counters
-//!   (perf events, getrusage, `/proc/interrupts`, SMIs) and their
-//!   per-interval attribution to the tail;
-//! - [`host`]: host measurement apart from any transport: wake-up latency
-//!   per CPU and the kernel's timerlat tracer (`ibprobe host`);
-//! - [`stats`]: the streaming HDR histogram and the summary computed from it;
-//! - [`transport`]: the [`transport::Channel`] trait and one file per
-//!   reference transport (shm, udp); verbs lives in [`verbs`];
-//! - [`verbs`]: RC/UC/UD over sideway + rdma-mummy-sys (cold setup and
-//!   the hot data path in separate files); device listing;
-//! - [`probe`]: the probe's configuration, [`probe::open`] (both ends in
-//!   this process) and [`probe::session`] (the one client/server
-//!   handshake), the executor and the measurement loops
-//!   (`probe/workload/`, small enough to read in one sitting);
-//! - [`report`]: every output format of every command (table, JSON, CSV,
-//!   Markdown, perftest, the sweep's grid), HDR interval logs, SVG plots;
-//! - [`cli`]: the command line; `cli/args.rs` is the only file that knows
-//!   clap;
-//! - [`sys`]: all `unsafe` of the crate.
+//! Map of the crate: `ARCHITECTURE.md` at the workspace root (one
+//! folder per concern, what may use what, where new things go). In
+//! short: [`spec`] is the vocabulary with every static check of a
+//! channel, [`probe`] opens channels and measures them, [`report`]
+//! renders every output, [`cli`] is the command line (the only module
+//! that knows clap) and [`sys`] holds all `unsafe`.
 //!
 //! Opening a channel and measuring it, as ibexporter does:
 //!

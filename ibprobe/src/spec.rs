@@ -264,20 +264,15 @@ pub struct VerbsKnobs {
     pub dev: Option<String>,
     /// Receiver's device in one-way loopback (None: same as `dev`).
     pub peer_dev: Option<String>,
-    /// Port number.
     pub port: u8,
     /// GID index (None: the IPv4-mapped RoCE v2 GID on Ethernet).
     pub gid_index: Option<u32>,
-    /// Operation.
     pub op: Op,
-    /// Inline policy.
     pub inline: InlineMode,
     /// Signaling policy; None: the workload's (every send for round trips
     /// and one-way probes, [`SignalMode::STREAM_DEFAULT`] for streams).
     pub signal: Option<SignalMode>,
-    /// Send queue depth.
     pub sq_depth: u32,
-    /// Receive queue depth.
     pub rq_depth: u32,
     /// Receives kept posted (None: the RQ depth).
     pub rq_prepost: Option<u32>,
@@ -325,7 +320,6 @@ pub struct ChannelSpec {
     pub transport: Transport,
     /// Message size in bytes.
     pub size: usize,
-    /// Busy or event polling.
     pub poll: Poll,
     /// Verbs knobs (ignored by shm and udp).
     pub verbs: VerbsKnobs,
@@ -539,7 +533,7 @@ pub fn data_slot_bytes(batch: u32, size: usize) -> usize {
 /// the receiver.
 pub const SHM_RING_MIN: u32 = 8;
 
-/// A streaming workload's knobs (issue 13; design in
+/// A streaming workload's knobs (design in
 /// `ibprobe/docs/stream-design.md`): a pool of slots per direction, a
 /// credit window, batching with a flush timer, pipelined acks.
 /// [`StreamSpec::check`] holds every refusal of a combination.
@@ -561,7 +555,6 @@ pub struct StreamSpec {
     /// Posted slots that may await the application's ack (None: no
     /// acks; 1 is stop-and-wait).
     pub pipeline: Option<u32>,
-    /// How credits come back.
     pub credit_return: CreditReturn,
     /// With [`CreditReturn::Message`], one credit message per this many
     /// consumed slots.

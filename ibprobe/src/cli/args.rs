@@ -13,7 +13,6 @@
 //! feeds, and the code that uses it.
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
@@ -22,6 +21,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use super::error::CliError;
 use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
+use crate::report::stream_sweep::Axes;
 use crate::report::threshold::{RunKind, Threshold};
 use crate::report::Format;
 use crate::spec::{
@@ -171,6 +171,8 @@ const COMPARE_FORMATS: &[(Format, &str)] = &[
 /// `ibprobe compare`: rounds of a command (`--vary` and COMMAND), or two
 /// saved reports.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("format", |a| a.value_parser(formats(COMPARE_FORMATS))))]
+#[command(mut_arg("plot", |a| a.help("Draw each value's effect with its 95% interval, per metric, as SVG")))]
 pub struct CompareArgs {
     /// Rounds: each runs every value once (at least 2; 6 or more for a verdict).
     #[arg(long, value_name = "N", short = 'r', default_value_t = 10)]
@@ -187,29 +189,13 @@ pub struct CompareArgs {
     /// Seed of the round order (printed in the report, to repeat an order).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Output format.
-    #[arg(long, short = 'f', value_parser = formats(COMPARE_FORMATS), default_value = "table")]
-    pub format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
-    /// Draw each value's effect with its 95% interval, per metric, as SVG.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
-    /// No progress bar (it is also hidden when stderr is not a terminal).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    // --format, --json, --plot, --quiet, with the formats and plot above.
+    #[command(flatten)]
+    pub output: Output,
     /// The ibprobe command to run, after `--`: loopback, client or stream
     /// with its options (without --format/--json: compare reads its JSON).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
-}
-
-impl CompareArgs {
-    /// The output format (`--json` wins over `--format`).
-    pub fn format(&self) -> Format {
-        json_or(self.json, self.format)
-    }
 }
 
 /// Shown after `ibprobe stream --help`.
@@ -321,12 +307,6 @@ pub fn json_or(json: bool, format: Format) -> Format {
     }
 }
 
-/// A `value_parser` for any `FromStr` word of `crate::spec` whose error
-/// is one line.
-fn word<T: FromStr<Err = crate::spec::SpecError>>(s: &str) -> Result<T, String> {
-    s.parse().map_err(|e: crate::spec::SpecError| e.0)
-}
-
 /// Options every probing subcommand shares.
 #[derive(Args, Debug, Clone)]
 pub struct TransportArgs {
@@ -372,17 +352,17 @@ pub struct VerbsArgs {
     #[arg(long)]
     pub gid_index: Option<u32>,
     /// Operation: send | send-imm | write-imm | write (write polls the last byte, as ib_write_lat).
-    #[arg(long, default_value = "send", value_parser = word::<Op>)]
+    #[arg(long, default_value = "send")]
     pub op: Op,
     /// Inline data: auto (up to the device's max inline) | off | N bytes.
-    #[arg(long, default_value = "auto", value_parser = word::<InlineMode>)]
+    #[arg(long, default_value = "auto")]
     pub inline: InlineMode,
     /// Signal every send, every Nth, or auto (SQ depth / 2, the thesis's best)
     /// [default: every; streams: auto].
-    #[arg(long, value_parser = word::<SignalMode>)]
+    #[arg(long)]
     pub signal: Option<SignalMode>,
     /// Completion polling: busy | event (completion channel).
-    #[arg(long, default_value = "busy", value_parser = word::<Poll>)]
+    #[arg(long, default_value = "busy")]
     pub poll: Poll,
     /// Send queue depth.
     #[arg(long, default_value_t = 128)]
@@ -399,6 +379,31 @@ pub struct VerbsArgs {
     /// Put the message buffers in huge pages (reserve them first in /proc/sys/vm/nr_hugepages).
     #[arg(long)]
     pub hugepages: bool,
+}
+
+/// `--format`, `--json`, `--plot` and `--quiet` of `compare`, `loggp` and
+/// `sweep`. The formats offered and what the plot draws are each
+/// command's own (its `mut_arg`s).
+#[derive(Args, Debug, Clone)]
+pub struct Output {
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "table")]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+impl Output {
+    /// The output format (`--json` wins over `--format`).
+    pub fn format(&self) -> Format {
+        json_or(self.json, self.format)
+    }
 }
 
 /// How much to measure and the warm-up before it, as `loopback`,
@@ -522,16 +527,13 @@ pub struct StampArgs {
 /// `ibprobe loopback`.
 #[derive(Args, Debug, Clone)]
 pub struct LoopbackArgs {
-    /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// Measurement.
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// shm/udp: measure the round trip through an echo thread instead of one-way.
     #[arg(long)]
     pub round_trip: bool,
-    /// The stamping thread.
     #[command(flatten)]
     pub stamp: StampArgs,
     /// Verbs ud|uc, one device: the HCA stamps each completion; splits
@@ -540,7 +542,6 @@ pub struct LoopbackArgs {
     /// ConnectX; rxe is refused). Unverified on hardware by this project.
     #[arg(long)]
     pub hw_timestamps: bool,
-    /// Pass/fail thresholds.
     #[command(flatten)]
     pub fail_if: FailIfArgs,
 }
@@ -554,7 +555,7 @@ pub struct FailIfArgs {
     /// distribution (one-way; round trip with --round-trip and in client), lost, and for
     /// stream msgs_per_sec bytes_per_sec credit_stalls. OP: > >= < <=. VALUE: a duration with
     /// its unit for latencies (20us, 1.5ms), else a number with an optional k, M or G.
-    #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
+    #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<Threshold>,
 }
 
@@ -566,13 +567,8 @@ impl FailIfArgs {
     }
 }
 
-/// `--fail-if EXPR`.
-pub fn parse_threshold(s: &str) -> Result<Threshold, String> {
-    s.parse()
-}
-
 /// The knobs of a stream (`ibprobe stream`, and `sweep`'s stream axes).
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct StreamKnobArgs {
     /// Credits: slots the sender may have posted and not yet seen consumed.
     #[arg(long, default_value_t = 64)]
@@ -590,7 +586,7 @@ pub struct StreamKnobArgs {
     /// How credits come back: piggyback (on acks) | message | write (RDMA
     /// write, rc only) [default: write on rc without --pipeline (no
     /// receive on the sending side), else piggyback].
-    #[arg(long, value_parser = word::<CreditReturn>)]
+    #[arg(long)]
     pub credit_return: Option<CreditReturn>,
     /// One credit message (or counter write) per this many consumed slots
     /// [default: half the window for write, a quarter for piggyback and
@@ -663,10 +659,8 @@ pub struct StreamArgs {
     /// Transport and placement (--cpu pins the sender).
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// Measurement.
     #[command(flatten)]
     pub measure: MeasureArgs,
-    /// The stream.
     #[command(flatten)]
     pub stream: StreamKnobArgs,
     /// CPU of the receiving thread [default: the last two allowed CPUs; over
@@ -680,7 +674,6 @@ pub struct StreamArgs {
     /// The mesh secret (with HOST).
     #[command(flatten)]
     pub secret: SecretArgs,
-    /// Pass/fail thresholds.
     #[command(flatten)]
     pub fail_if: FailIfArgs,
 }
@@ -709,7 +702,6 @@ impl SecretArgs {
 /// `ibprobe server`.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
-    /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
     /// TCP address to listen on for clients (the out-of-band exchange).
@@ -725,7 +717,7 @@ pub struct ServerArgs {
     /// Refuse a client whose session would take more memory than this here
     /// (stream slots x slot size, the receiving queue, the shm ring or verbs
     /// slot pools), e.g. 64MiB or 2GiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, default_value = "256MiB")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::spec::parse_bytes, default_value = "256MiB")]
     pub max_session_memory: u64,
     /// The mesh secret clients must prove.
     #[command(flatten)]
@@ -737,10 +729,8 @@ pub struct ServerArgs {
 pub struct ClientArgs {
     /// The server: HOST, HOST:PORT or an IP address (port 18515 by default).
     pub host: String,
-    /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
-    /// Measurement.
     #[command(flatten)]
     pub measure: MeasureArgs,
     /// Give up connecting (and on each handshake read) after this long.
@@ -755,7 +745,6 @@ pub struct ClientArgs {
     /// is refused). Unverified on hardware by this project.
     #[arg(long)]
     pub hw_timestamps: bool,
-    /// Pass/fail thresholds.
     #[command(flatten)]
     pub fail_if: FailIfArgs,
 }
@@ -811,11 +800,12 @@ const LOGGP_FORMATS: &[(Format, &str)] = &[
 
 /// `ibprobe loggp`.
 #[derive(Args, Clone, Debug)]
+#[command(mut_arg("format", |a| a.value_parser(formats(LOGGP_FORMATS))))]
+#[command(mut_arg("plot", |a| a.help("Draw the gap per message and the fitted segments as an SVG")))]
 pub struct LoggpArgs {
     /// HOST[:PORT] of `ibprobe server` to measure against; without it both
     /// ends run in this process (loopback).
     pub host: Option<String>,
-    /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
     /// CPU of the answering thread in loopback [default: the last two allowed
@@ -846,18 +836,9 @@ pub struct LoggpArgs {
     /// How long to wait for `ibprobe server` to accept (with HOST).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
-    /// Output format.
-    #[arg(long, short = 'f', value_parser = formats(LOGGP_FORMATS), default_value = "table")]
-    pub format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
-    /// Draw the gap per message and the fitted segments as an SVG.
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
-    /// No progress bar (it is also hidden when stderr is not a terminal).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    // --format, --json, --plot, --quiet, with the formats and plot above.
+    #[command(flatten)]
+    pub output: Output,
     /// Predict `ibprobe stream` for --batches x --windows (x --pipelines)
     /// and run the same streams: predicted, measured, ratio. With HOST
     /// each runs as `ibprobe stream HOST` does, a session of its own: run
@@ -885,13 +866,6 @@ pub struct LoggpArgs {
     pub predict_duration: Duration,
 }
 
-impl LoggpArgs {
-    /// The output format (`--json` wins).
-    pub fn format(&self) -> Format {
-        json_or(self.json, self.format)
-    }
-}
-
 /// The output formats a grid has (perftest's one-line format has no grid).
 const SWEEP_FORMATS: &[(Format, &str)] = &[
     (
@@ -912,8 +886,9 @@ const SWEEP_FORMATS: &[(Format, &str)] = &[
 #[command(mut_arg("count", |a| a.help("Measured messages per cell [default: 1000, unless --duration]")))]
 #[command(mut_arg("duration", |a| a.help("Measure each cell for this long instead of a count, e.g. 1s, 200ms")))]
 #[command(mut_arg("warmup", |a| a.help("Warm-up messages before each cell's measured part (excluded)")))]
+#[command(mut_arg("format", |a| a.value_parser(formats(SWEEP_FORMATS))))]
+#[command(mut_arg("plot", |a| a.help("Draw the grid of p50s as an SVG heatmap (x = rate, y = size)")))]
 pub struct SweepArgs {
-    /// Transport and placement.
     #[command(flatten)]
     pub transport: TransportArgs,
     /// Message sizes in bytes: a list (8,64,512) and/or doubling ranges between
@@ -941,18 +916,9 @@ pub struct SweepArgs {
     /// Do not mlockall (by default all memory is locked when allowed).
     #[arg(long)]
     pub no_mlock: bool,
-    /// Output format.
-    #[arg(long, short = 'f', value_parser = formats(SWEEP_FORMATS), default_value = "table")]
-    pub format: Format,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
-    /// Draw the grid of p50s as an SVG heatmap (x = rate, y = size).
-    #[arg(long, value_name = "FILE.svg")]
-    pub plot: Option<PathBuf>,
-    /// No progress bar (it is also hidden when stderr is not a terminal).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    // --format, --json, --plot, --quiet, with the formats and plot above.
+    #[command(flatten)]
+    pub output: Output,
     /// Stream axis: credit windows, e.g. 1,4,16 (any stream axis makes every
     /// cell an `ibprobe stream` run; see `ibprobe stream --help`).
     #[arg(long, value_name = "LIST")]
@@ -981,15 +947,17 @@ pub enum HeatValue {
 }
 
 impl SweepArgs {
-    /// The stream axes (windows, batches, pipelines), when any is given;
-    /// an axis not given is the single value of its `--window`,
-    /// `--batch`, `--pipeline` flag.
-    pub fn stream_axes(&self) -> Result<Option<StreamAxes>, String> {
+    /// The axes of a stream sweep over `sizes` x `rates`, when any stream
+    /// axis (windows, batches, pipelines) is given; an axis not given is
+    /// the single value of its `--window`, `--batch`, `--pipeline` flag.
+    pub fn stream_axes(&self, sizes: &[usize], rates: &[f64]) -> Result<Option<Axes>, String> {
         if self.windows.is_none() && self.batches.is_none() && self.pipelines.is_none() {
             return Ok(None);
         }
         let k = &self.stream;
-        Ok(Some(StreamAxes {
+        Ok(Some(Axes {
+            sizes: sizes.to_vec(),
+            rates: rates.to_vec(),
             windows: match &self.windows {
                 Some(s) => parse_counts("--windows", s, 1)?,
                 None => vec![k.window],
@@ -1007,17 +975,6 @@ impl SweepArgs {
             },
         }))
     }
-}
-
-/// The stream axes of a sweep.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StreamAxes {
-    /// Credit windows.
-    pub windows: Vec<u32>,
-    /// Batch sizes.
-    pub batches: Vec<u32>,
-    /// Pipeline depths (None: no acks).
-    pub pipelines: Vec<Option<u32>>,
 }
 
 /// A list of whole numbers, each at least `min`, e.g. `1,4,16`.
@@ -1162,12 +1119,6 @@ impl MeasureArgs {
     pub fn format(&self) -> Format {
         json_or(self.json, self.format)
     }
-}
-
-/// A byte count with binary units (`256MiB`), through the vocabulary's
-/// one parser.
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    crate::spec::parse_bytes(s).map_err(|e| e.0)
 }
 
 /// The `--rates` list in messages per second, 0 = back to back, with

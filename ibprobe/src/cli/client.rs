@@ -9,13 +9,12 @@ use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::session::oob::{Done, Oob, OobError, DEFAULT_PORT};
 use crate::probe::session::{self, OneMessage};
+use crate::report::threshold::RunKind;
 
 /// Runs `ibprobe client`; the exit code.
 pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
     let t = &a.transport;
-    let fail_if = a
-        .fail_if
-        .thresholds(crate::report::threshold::RunKind::Latency)?;
+    let fail_if = a.fail_if.thresholds(RunKind::Latency)?;
     let mut cfg = a.measure.probe_config(t, Mode::RoundTrip, default_cpu(t))?;
     if a.hw_timestamps {
         crate::spec::check_hw_timestamps(t.transport, t.verbs.signal, true, false)

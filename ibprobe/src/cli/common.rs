@@ -5,13 +5,16 @@
 //! in order (settings -> channel -> run -> print); the steps they have in
 //! common are written once, here.
 
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use super::args::{MeasureArgs, TransportArgs};
 use super::error::{CliError, EXIT_INTERRUPTED, EXIT_THRESHOLD};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
-use crate::probe::executor;
+use crate::probe::executor::{self, placement};
 use crate::probe::open::{OpenError, OpenErrorKind};
 use crate::probe::session::SessionError;
 use crate::probe::workload::{Interval, Sink};
@@ -36,10 +39,6 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Below this (ns) the real-time model's busy-waits are at the edge of
-/// what the clock resolves.
-pub const MODEL_FLOOR_NS: f64 = 1000.0;
-
 /// With `--transport model` in real time: a warning when a parameter is
 /// below about 1 us, where busy-waits on a clock that costs tens of ns
 /// to read are off by that much.
@@ -48,7 +47,7 @@ pub fn model_resolution_warning(t: &TransportArgs) -> Option<String> {
         .model
         .filter(|_| t.transport == crate::spec::Transport::Model)?;
     let small = m.smallest_ns();
-    (small < MODEL_FLOOR_NS).then(|| format!(
+    (small < 1000.0).then(|| format!(
         "--model has a parameter of {small:.1} ns: the real-time emulation busy-waits on a clock whose reads cost tens of ns, so below about 1 us its errors are of that order (`ibprobe loggp --simulate` is exact at any scale)"
     ))
 }
@@ -66,20 +65,30 @@ pub fn warn_model_resolution(t: &TransportArgs) {
 /// `taskset`): each then waits a scheduler tick for the other, and the
 /// run measures the scheduler, not the transport.
 pub fn warn_shared_cpu(peer: &str) {
-    if let Some(w) = shared_cpu_warning(&ibhost::rt::allowed_cpus(), peer) {
-        say!("warning: {w}");
-    }
+    let [only] = ibhost::rt::allowed_cpus()[..] else {
+        return;
+    };
+    let other = if only == 0 { 1 } else { only - 1 };
+    say!(
+        "warning: this process may run on CPU {only} only (its affinity: a cpuset, a container or taskset), so the measuring thread and the {peer} share it and each waits a scheduler tick for the other (a stream measured about 7x slower so); allow a second CPU (e.g. taskset -c {lo},{hi}, or two CPUs in the cpuset) to measure the transport",
+        lo = other.min(only),
+        hi = other.max(only),
+    );
 }
 
-/// The warning for `allowed` (this process's CPUs), if it is one CPU.
-pub fn shared_cpu_warning(allowed: &[usize], peer: &str) -> Option<String> {
-    let [only] = allowed else { return None };
-    let other = if *only == 0 { 1 } else { only - 1 };
-    Some(format!(
-        "this process may run on CPU {only} only (its affinity: a cpuset, a container or taskset), so the measuring thread and the {peer} share it and each waits a scheduler tick for the other (a stream measured about 7x slower so); allow a second CPU (e.g. taskset -c {lo},{hi}, or two CPUs in the cpuset) to measure the transport",
-        lo = other.min(*only),
-        hi = other.max(*only),
-    ))
+/// The CPUs of a stream's two loops (the sender or measuring thread,
+/// then the receiving or answering one), chosen once, before this thread
+/// is pinned (which narrows what it may use); in `loopback` (both loops
+/// here) a warning when they can only share one CPU.
+pub fn stream_placement(
+    t: &TransportArgs,
+    rx_cpu: Option<usize>,
+    loopback: bool,
+) -> (Option<usize>, Option<usize>) {
+    if loopback {
+        warn_shared_cpu("receiving thread");
+    }
+    placement(default_cpu(t), rx_cpu, hca_irq_cpus(t).as_deref())
 }
 
 /// `--stamp-thread`: the warning when no allowed CPU is left for the
@@ -166,18 +175,13 @@ fn device(dev: Option<&str>) -> Option<verbs::DeviceInfo> {
 /// no interrupts of its own (rxe: its packets come through the network
 /// device's) or they cannot be read. A few dozen small files, read once
 /// before the run.
-pub fn hca_irq_cpus(t: &TransportArgs) -> Option<Vec<usize>> {
+fn hca_irq_cpus(t: &TransportArgs) -> Option<Vec<usize>> {
     t.transport.qp_type()?;
-    Some(device_irq_cpus(t))
-}
-
-fn device_irq_cpus(t: &TransportArgs) -> Vec<usize> {
-    let Some(d) = device(t.verbs.dev.as_deref()) else {
-        return Vec::new();
-    };
-    let dir = format!("/sys/class/infiniband/{}/device/msi_irqs", d.name);
-    let Ok(irqs) = std::fs::read_dir(dir) else {
-        return Vec::new();
+    let irqs = device(t.verbs.dev.as_deref()).and_then(|d| {
+        std::fs::read_dir(format!("/sys/class/infiniband/{}/device/msi_irqs", d.name)).ok()
+    });
+    let Some(irqs) = irqs else {
+        return Some(Vec::new());
     };
     let mut cpus: Vec<usize> = irqs
         .flatten()
@@ -195,70 +199,91 @@ fn device_irq_cpus(t: &TransportArgs) -> Vec<usize> {
         .collect();
     cpus.sort_unstable();
     cpus.dedup();
-    cpus
+    Some(cpus)
 }
 
 /// Writes every interval to an HDR log (off the fast path: between messages).
-pub struct HdrSink {
-    log: Option<HdrLogWriter<std::io::BufWriter<std::fs::File>>>,
+struct HdrSink {
+    log: HdrLogWriter<BufWriter<File>>,
     tag: &'static str,
     error: Option<ReportError>,
     /// `FILE.counters.csv`: the counters of each interval (opened at the
     /// first interval that has them).
-    counters: Option<(
-        std::path::PathBuf,
-        Option<std::io::BufWriter<std::fs::File>>,
-    )>,
-}
-
-/// The side file of `--hdr-log FILE` with each interval's counters.
-pub fn counters_side_file(hdr_log: &std::path::Path) -> std::path::PathBuf {
-    let mut s = hdr_log.as_os_str().to_owned();
-    s.push(".counters.csv");
-    s.into()
+    counters_path: PathBuf,
+    counters: Option<BufWriter<File>>,
 }
 
 impl HdrSink {
+    /// The sink of `--hdr-log`, if given.
+    fn create(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<HdrSink>, CliError> {
+        let Some(path) = &m.hdr_log else {
+            return Ok(None);
+        };
+        let log = HdrLogWriter::create(path, comment)
+            .map_err(|e| CliError::input(format!("--hdr-log {}: {e}", path.display())))?;
+        let mut counters_path = path.as_os_str().to_owned();
+        counters_path.push(".counters.csv");
+        Ok(Some(HdrSink {
+            log,
+            tag: if mode == Mode::OneWay {
+                "one_way"
+            } else {
+                "rtt"
+            },
+            error: None,
+            counters_path: counters_path.into(),
+            counters: None,
+        }))
+    }
+
     /// Appends the interval's counters to the side file.
     fn counters_row(&mut self, iv: &Interval<'_>) -> Result<(), ReportError> {
-        use std::io::Write as _;
-        let (Some(c), Some((path, file))) = (iv.counters, self.counters.as_mut()) else {
+        let Some(c) = iv.counters else {
             return Ok(());
         };
         let io = |source| ReportError::Io {
-            path: path.display().to_string(),
+            path: self.counters_path.display().to_string(),
             source,
         };
-        if file.is_none() {
-            let mut f = std::io::BufWriter::new(std::fs::File::create(&*path).map_err(io)?);
-            writeln!(f, "{}", report_counters::interval_csv_header()).map_err(io)?;
-            *file = Some(f);
+        let f = match &mut self.counters {
+            Some(f) => f,
+            None => {
+                let mut f = BufWriter::new(File::create(&self.counters_path).map_err(io)?);
+                writeln!(f, "{}", report_counters::interval_csv_header()).map_err(io)?;
+                self.counters.insert(f)
+            }
+        };
+        let row = report_counters::interval_csv_row(iv.start_ns, iv.end_ns, iv.primary, c);
+        writeln!(f, "{row}").map_err(io)
+    }
+
+    /// Ends the log and the side file; the first error of the run's, if any.
+    fn finish(self) -> Result<(), CliError> {
+        let failed = |e| CliError::run(format!("--hdr-log: {e}"));
+        if let Some(e) = self.error {
+            return Err(failed(e));
         }
-        if let Some(f) = file.as_mut() {
-            writeln!(
-                f,
-                "{}",
-                report_counters::interval_csv_row(iv.start_ns, iv.end_ns, iv.primary, c)
-            )
-            .map_err(io)?;
+        self.log.finish().map_err(failed)?;
+        match self.counters {
+            Some(mut f) => f.flush().map_err(|e| {
+                CliError::run(format!("--hdr-log {}: {e}", self.counters_path.display()))
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
 impl Sink for HdrSink {
     fn interval(&mut self, iv: &Interval<'_>) {
-        let (Some(log), None) = (self.log.as_mut(), self.error.as_ref()) else {
+        if self.error.is_some() {
             return;
-        };
+        }
+        let log = &mut self.log;
         let mut r = log.write_interval(self.tag, iv.primary, iv.start_ns, iv.end_ns);
         if r.is_ok() && !iv.send_done.is_empty() {
             r = log.write_interval("send_completion", iv.send_done, iv.start_ns, iv.end_ns);
         }
-        if r.is_ok() {
-            r = self.counters_row(iv);
-        }
-        if let Err(e) = r {
+        if let Err(e) = r.and_then(|_| self.counters_row(iv)) {
             self.error = Some(e);
         }
     }
@@ -298,55 +323,29 @@ impl Sink for RunSink<'_> {
     }
 }
 
-pub fn hdr_sink(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<HdrSink>, CliError> {
-    let Some(path) = &m.hdr_log else {
-        return Ok(None);
-    };
-    let log = HdrLogWriter::create(path, comment)
-        .map_err(|e| CliError::input(format!("--hdr-log {}: {e}", path.display())))?;
-    Ok(Some(HdrSink {
-        log: Some(log),
-        tag: if mode == Mode::OneWay {
-            "one_way"
-        } else {
-            "rtt"
-        },
-        error: None,
-        counters: Some((counters_side_file(path), None)),
-    }))
-}
-
 /// The run's settings as the report's `config` pairs.
-pub fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
-    let mut v = vec![
-        ("transport".to_string(), t.transport.name().to_string()),
-        ("size".into(), cfg.size.to_string()),
-    ];
-    match cfg.length {
-        Length::Count(n) => v.push(("count".into(), n.to_string())),
-        Length::Duration(d) => v.push(("duration".into(), format!("{d:?}"))),
-    }
-    v.push(("warmup".into(), cfg.warmup.to_string()));
-    if let Some(r) = cfg.rate_hz {
-        v.push(("rate_hz".into(), r.to_string()));
-    }
-    if let Some(b) = cfg.burst {
-        v.push(("burst".into(), b.to_string()));
-    }
-    if let Some(p) = cfg.pause {
-        v.push(("pause".into(), format!("{p:?}")));
-    }
-    v.push((
-        "cpu".into(),
-        cfg.cpu
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "unpinned".into()),
-    ));
-    v.push(("timeout".into(), format!("{:?}", cfg.timeout)));
-    if !cfg.consume_delay.is_zero() {
-        v.push(("consume_delay".into(), format!("{:?}", cfg.consume_delay)));
-    }
-    v
+fn config_echo(cfg: &ProbeConfig, t: &TransportArgs) -> Vec<(String, String)> {
+    let length = match cfg.length {
+        Length::Count(n) => ("count", n.to_string()),
+        Length::Duration(d) => ("duration", format!("{d:?}")),
+    };
+    let delay = Some(cfg.consume_delay).filter(|d| !d.is_zero());
+    [
+        Some(("transport", t.transport.name().to_string())),
+        Some(("size", cfg.size.to_string())),
+        Some(length),
+        Some(("warmup", cfg.warmup.to_string())),
+        cfg.rate_hz.map(|r| ("rate_hz", r.to_string())),
+        cfg.burst.map(|b| ("burst", b.to_string())),
+        cfg.pause.map(|p| ("pause", format!("{p:?}"))),
+        Some(("cpu", cfg.cpu.map_or("unpinned".into(), |c| c.to_string()))),
+        Some(("timeout", format!("{:?}", cfg.timeout))),
+        delay.map(|d| ("consume_delay", format!("{d:?}"))),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// The report context of one run: its settings echoed, and a warning when
@@ -386,7 +385,7 @@ pub fn measure_and_print(
     after_run: Option<AfterRun<'_>>,
 ) -> Result<(Outcome, u8), CliError> {
     let info = ch.info();
-    let mut sink = hdr_sink(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
+    let mut sink = HdrSink::create(m, cfg.mode, &format!("{} {} B", info.detail, cfg.size))?;
     let (bar, by_time) = run_bar(m.quiet, cfg.length, cfg.warmup);
     let mut run_sink = RunSink {
         hdr: sink.as_mut(),
@@ -407,19 +406,8 @@ pub fn measure_and_print(
         report.fail_if = Some(FailIf::check(fail_if, &report));
     }
     print!("{}", report.render(m.format()));
-    if let Some(mut s) = sink {
-        if let Some(e) = s.error.take() {
-            return Err(CliError::run(format!("--hdr-log: {e}")));
-        }
-        if let Some(log) = s.log.take() {
-            log.finish()
-                .map_err(|e| CliError::run(format!("--hdr-log: {e}")))?;
-        }
-        if let Some((path, Some(mut f))) = s.counters.take() {
-            use std::io::Write as _;
-            f.flush()
-                .map_err(|e| CliError::run(format!("--hdr-log {}: {e}", path.display())))?;
-        }
+    if let Some(s) = sink {
+        s.finish()?;
     }
     if let Some(path) = &m.plot {
         let hist = outcome.one_way.as_ref().or(outcome.rtt.as_ref());

@@ -14,13 +14,8 @@
 //! SIGTERM or SIGHUP to compare is forwarded to the round (an ibprobe
 //! prints what it has on SIGINT), the round is killed if it has not ended
 //! 5 s later, and compare reports the rounds done. A round's stdout is kept
-//! up to [`MAX_ROUND_REPORT`], its stderr as a short excerpt.
-//!
-//! Exit codes: 0 done; 2 bad input (an unknown option, one value, fewer
-//! than 2 rounds, a command that is not loopback/client/stream, or a value
-//! the command refused, with the command's own one-line reason); 3 every
-//! round of some value failed; 130 SIGINT, SIGTERM or SIGHUP (the rounds
-//! done are compared).
+//! up to [`MAX_ROUND_REPORT`], its stderr as a short excerpt. The exit
+//! codes are those of `COMPARE_AFTER_HELP` (`args.rs`).
 
 use std::process::Command as Process;
 
@@ -53,14 +48,11 @@ struct Varied {
 impl Varied {
     /// The arguments that set `value` (a flag: present when on).
     fn args(&self, value: &str) -> Vec<String> {
-        if self.flag {
-            if value == "on" {
-                vec![format!("--{}", self.long)]
-            } else {
-                vec![]
-            }
-        } else {
-            vec![format!("--{}", self.long), value.to_string()]
+        let long = format!("--{}", self.long);
+        match (self.flag, value) {
+            (false, v) => vec![long, v.to_string()],
+            (true, "on") => vec![long],
+            (true, _) => vec![],
         }
     }
 }
@@ -96,14 +88,14 @@ fn varied(a: &CompareArgs) -> Result<Varied, CliError> {
             "--vary {vary}: give at least two non-empty values, the first being the baseline, e.g. --vary {name}=A,B"
         )));
     }
-    let mut seen = Vec::new();
-    for v in &values {
-        if seen.contains(&v) {
-            return Err(CliError::input(format!(
-                "--vary {vary}: the value {v} is given twice; list each value once"
-            )));
-        }
-        seen.push(v);
+    if let Some((_, v)) = values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+    {
+        return Err(CliError::input(format!(
+            "--vary {vary}: the value {v} is given twice; list each value once"
+        )));
     }
     let top = Cli::command();
     let sub = top
@@ -261,7 +253,7 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
     });
     let n = var.values.len();
     let order = ibstats::schedule(n, a.rounds as usize, seed);
-    let bar = progress_bar(a.quiet, (n * order.len()) as u64, "runs");
+    let bar = progress_bar(a.output.quiet, (n * order.len()) as u64, "runs");
     let mut values: Vec<Vec<RoundValues>> = vec![Vec::new(); n];
     let mut resolution: Vec<Option<f64>> = vec![None; n];
     let mut failures: Vec<String> = Vec::new();
@@ -412,8 +404,8 @@ fn saved(a: &CompareArgs) -> Result<u8, CliError> {
 
 /// Writes the plot if asked, and prints the report in its format.
 fn print_report(a: &CompareArgs, report: &CompareReport) -> Result<(), CliError> {
-    if let Some(path) = &a.plot {
+    if let Some(path) = &a.output.plot {
         effects_plot::write_svg(path, report).map_err(|e| CliError::run(e.to_string()))?;
     }
-    super::common::print_report(report, a.format())
+    super::common::print_report(report, a.output.format())
 }

@@ -34,11 +34,8 @@ pub fn run(json: bool) -> Result<u8, CliError> {
         return Ok(0);
     }
     for d in &list {
-        let numa = d
-            .numa_node
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| "-".into());
-        let cpus = d.local_cpus.clone().unwrap_or_else(|| "-".into());
+        let numa = d.numa_node.map_or("-".into(), |n| n.to_string());
+        let cpus = d.local_cpus.as_deref().unwrap_or("-");
         println!(
             "{}  guid {}  numa {}  cpus {}  max_inline_rc {}  max_qp_wr {}  cqe_timestamps {}",
             d.name,

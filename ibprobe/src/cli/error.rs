@@ -27,26 +27,23 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// Bad input (exit 2).
-    pub fn input(m: impl Into<String>) -> CliError {
+    fn new(code: u8, m: impl Into<String>) -> CliError {
         CliError {
-            code: EXIT_INPUT,
+            code,
             message: m.into(),
         }
+    }
+    /// Bad input (exit 2).
+    pub fn input(m: impl Into<String>) -> CliError {
+        CliError::new(EXIT_INPUT, m)
     }
     /// The measured command failed in every round (exit 6).
     pub fn command(m: impl Into<String>) -> CliError {
-        CliError {
-            code: EXIT_COMMAND,
-            message: m.into(),
-        }
+        CliError::new(EXIT_COMMAND, m)
     }
     /// The run failed (exit 3).
     pub fn run(m: impl Into<String>) -> CliError {
-        CliError {
-            code: EXIT_RUN,
-            message: m.into(),
-        }
+        CliError::new(EXIT_RUN, m)
     }
     /// A run against a peer that failed part way names the peer: a
     /// completion error such as "remote operation error" is most often its

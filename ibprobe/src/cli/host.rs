@@ -10,8 +10,6 @@
 
 use std::time::Duration;
 
-use indicatif::ProgressBar;
-
 use ibhost::cpulist::CpuSet;
 
 use super::args::HostArgs;
@@ -72,20 +70,18 @@ fn pick_cpus(list: Option<&str>, allowed: &[usize], which: &str) -> Result<Vec<u
             )))
         }
     };
-    let mut seen = Vec::new();
-    for &c in &cpus {
-        if seen.contains(&c) {
+    for (i, c) in cpus.iter().enumerate() {
+        if cpus[..i].contains(c) {
             return Err(CliError::input(format!(
                 "--cpus {s}: CPU {c} is listed twice; list each CPU once"
             )));
         }
-        if !allowed.contains(&c) {
+        if !allowed.contains(c) {
             return Err(CliError::input(format!(
                 "--cpus {s}: CPU {c} is not {which} (allowed: {}); pick from those",
                 cpulist_string(allowed)
             )));
         }
-        seen.push(c);
     }
     Ok(cpus)
 }
@@ -131,21 +127,22 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
     );
     bar.set_message(format!("measuring {} CPUs", cpus.len()));
     let r = if a.trace {
-        run_timerlat(a, cpus, length, &bar)
+        run_timerlat(a, cpus, length)
     } else {
-        run_wakeup(a, cpus, length, &bar)
+        run_wakeup(a, cpus, length)
     };
+    // Cleared before the report: a terminal shows both.
     bar.finish_and_clear();
-    r
+    let (report, interrupted) = r?;
+    super::common::print_report(report.as_ref(), super::args::json_or(a.json, a.format))?;
+    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
 }
 
+/// A host report, and whether Ctrl-C cut its run short.
+type Measured = Result<(Box<dyn Document>, bool), CliError>;
+
 /// `ibprobe host` with its own SCHED_FIFO threads.
-fn run_wakeup(
-    a: &HostArgs,
-    cpus: Vec<usize>,
-    length: WakeupLength,
-    bar: &ProgressBar,
-) -> Result<u8, CliError> {
+fn run_wakeup(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Measured {
     let cfg = WakeupConfig {
         cpus,
         priority: a.fifo,
@@ -153,30 +150,18 @@ fn run_wakeup(
         length,
         lock_memory: !a.no_mlock,
     };
-    let stop = stop_flag()?;
-    let outcome = wakeup::run(&cfg, stop);
-    bar.finish_and_clear(); // before the report: a terminal shows both
-    let outcome = outcome.map_err(|e| match e {
+    let outcome = wakeup::run(&cfg, stop_flag()?).map_err(|e| match e {
         WakeupError::Fifo { .. } | WakeupError::Pin { .. } => CliError::input(e.to_string()),
         _ => CliError::run(e.to_string()),
     })?;
-    print_report(&HostReport::new(&cfg, &outcome), outcome.interrupted, a)
-}
-
-/// Prints a host report in the format asked (`--json` wins); the exit
-/// code says whether Ctrl-C cut the run short.
-fn print_report(report: &dyn Document, interrupted: bool, a: &HostArgs) -> Result<u8, CliError> {
-    super::common::print_report(report, super::args::json_or(a.json, a.format))?;
-    Ok(if interrupted { EXIT_INTERRUPTED } else { 0 })
+    Ok((
+        Box::new(HostReport::new(&cfg, &outcome)),
+        outcome.interrupted,
+    ))
 }
 
 /// `ibprobe host --trace`: the kernel's timerlat tracer on the CPUs.
-fn run_timerlat(
-    a: &HostArgs,
-    cpus: Vec<usize>,
-    length: WakeupLength,
-    bar: &ProgressBar,
-) -> Result<u8, CliError> {
+fn run_timerlat(a: &HostArgs, cpus: Vec<usize>, length: WakeupLength) -> Measured {
     if !(timerlat::MIN_PERIOD..=timerlat::MAX_PERIOD).contains(&a.interval) {
         return Err(CliError::input(format!(
             "--period {:?} with --trace: timerlat's period is 100us to 1s; pick one in that range",
@@ -190,14 +175,12 @@ fn run_timerlat(
         tracefs: a.tracefs.clone(),
         interference: !a.no_interference,
     };
-    let stop = stop_flag()?;
-    let outcome = timerlat::run(&cfg, stop);
-    bar.finish_and_clear();
-    let outcome = outcome.map_err(|e| match e {
+    let outcome = timerlat::run(&cfg, stop_flag()?).map_err(|e| match e {
         TimerlatError::Io { .. } | TimerlatError::NoSamples { .. } => CliError::run(e.to_string()),
         _ => CliError::input(e.to_string()),
     })?;
-    print_report(&TimerlatReport::new(&cfg, &outcome), outcome.interrupted, a)
+    let report = TimerlatReport::new(&cfg, &outcome);
+    Ok((Box::new(report), outcome.interrupted))
 }
 
 #[cfg(test)]

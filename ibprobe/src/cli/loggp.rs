@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 use std::sync::atomic::AtomicBool;
 
 use super::args::{parse_counts, parse_sizes, LoggpArgs, StreamKnobArgs};
-use super::common::{default_cpu, model_resolution_warning, open_err, session_err, stop_flag};
+use super::common::{
+    default_cpu, model_resolution_warning, open_err, session_err, stop_flag, stream_placement,
+};
 use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::{Length, ProbeConfig};
-use crate::probe::executor::{loggp_loopback, placement, stream_loopback};
+use crate::probe::executor::{loggp_loopback, stream_loopback};
 use crate::probe::loggp_fit::fit;
 use crate::probe::loggp_predict::{predict, Params, Workload};
 use crate::probe::open;
@@ -122,22 +124,14 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
         ));
     }
     let stop = stop_flag()?;
-    if a.host.is_none() && !a.simulate {
-        super::common::warn_shared_cpu("receiving thread");
-    }
-    // Once, before this thread is pinned (which narrows what it may use).
-    let (cpu, rx_cpu) = placement(
-        default_cpu(t),
-        a.rx_cpu,
-        super::common::hca_irq_cpus(t).as_deref(),
-    );
+    let (cpu, rx_cpu) = stream_placement(t, a.rx_cpu, a.host.is_none() && !a.simulate);
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     if !a.simulate {
         warnings.extend(model_resolution_warning(t));
     }
     let bar = progress_bar(
-        a.quiet,
+        a.output.quiet,
         (plan.rounds * plan.sizes.len()) as u64,
         "sizes x rounds",
     );
@@ -215,8 +209,8 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     if a.predict {
         predictions(a, &mut report, stop, clock, (cpu, rx_cpu))?;
     }
-    super::common::print_report(&report, a.format())?;
-    if let Some(path) = &a.plot {
+    super::common::print_report(&report, a.output.format())?;
+    if let Some(path) = &a.output.plot {
         report
             .write_svg(path)
             .map_err(|e| CliError::run(format!("--plot: {e}")))?;
@@ -263,14 +257,8 @@ fn predictions(
         for &window in &windows {
             for &pipeline in &pipelines {
                 let knobs = StreamKnobArgs {
-                    window,
-                    batch,
-                    flush: None,
-                    pipeline,
                     credit_return: Some(CreditReturn::Piggyback),
-                    credit_batch: None,
-                    slots: None,
-                    slot_size: None,
+                    ..StreamKnobArgs::default()
                 };
                 let shape = knobs.spec_with(t.transport, a.predict_size, window, batch, pipeline);
                 let loop_ns = if a.simulate {
@@ -325,11 +313,9 @@ fn predictions(
                                 &clock,
                                 stop,
                             )
-                            .map_err(|e| {
-                                CliError {
-                                    code: e.code,
-                                    message: format!("{what} against {host}: {} (each workload is a session of its own: run the server with --forever)", e.message),
-                                }
+                            .map_err(|e| CliError {
+                                message: format!("{what} against {host}: {} (each workload is a session of its own: run the server with --forever)", e.message),
+                                ..e
                             })?
                             .1
                         }

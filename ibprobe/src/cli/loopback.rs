@@ -7,13 +7,12 @@ use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::open;
+use crate::report::threshold::RunKind;
 
 /// Runs `ibprobe loopback`; the exit code.
 pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let t = &a.transport;
-    let fail_if = a
-        .fail_if
-        .thresholds(crate::report::threshold::RunKind::Latency)?;
+    let fail_if = a.fail_if.thresholds(RunKind::Latency)?;
     if a.hw_timestamps {
         crate::spec::check_hw_timestamps(
             t.transport,

@@ -1,4 +1,4 @@
-//! The command line: `ibprobe devices | loopback | server | client | stream | sweep | host | compare`.
+//! The command line: `ibprobe devices | loopback | server | client | stream | sweep | host | compare | loggp`.
 //!
 //! Why it exists: a thin layer over the library. Map:
 //! - `args.rs`: every clap type, and their conversion into the library's
@@ -7,15 +7,11 @@
 //! - `common.rs`: what the probing commands share (placement, report
 //!   context, HDR log sink, measure-and-print, error mapping);
 //! - one file per command: `devices.rs`, `loopback.rs`, `server.rs`,
-//!   `client.rs`, `stream.rs`, `sweep.rs`, `host.rs`, `compare.rs` (which runs the
-//!   others as child processes); each reads in order: settings ->
-//!   channel (`crate::probe::open` or `crate::probe::session`) -> run ->
-//!   print (`crate::report`).
-//!
-//! Exit codes: 0 ok, 2 bad input (one line on stderr: what, with what
-//! input, what to do), 3 the run failed (peer lost, transport error), 4 a
-//! `--fail-if` threshold holds (after printing the report), 130
-//! interrupted by Ctrl-C after printing the statistics collected so far.
+//!   `client.rs`, `stream.rs`, `sweep.rs`, `host.rs`, `loggp.rs`,
+//!   `compare.rs` (which runs the others as child processes); each reads
+//!   in order: settings -> channel (`crate::probe::open` or
+//!   `crate::probe::session`) -> run -> print (`crate::report`);
+//! - `error.rs`: how a command fails, with the exit codes of `ibhost::exit`.
 
 pub mod args;
 mod client;

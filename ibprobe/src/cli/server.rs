@@ -124,12 +124,8 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         poll: spec.poll,
         ..admitted.receiver
     };
-    let mut ch = session::open_server(&mut oob, &hello, &spec, &OneMessage::default()).map_err(
-        |e| match e.reason {
-            "refused" => refused(e),
-            _ => session_err(e),
-        },
-    )?;
+    let mut ch = session::open_server(&mut oob, &hello, &spec, &OneMessage::default())
+        .map_err(open_failed)?;
     say!(
         "ibprobe server: client {peer}: {} B over {}",
         hello.size,
@@ -182,6 +178,14 @@ fn refused(e: session::SessionError) -> CliError {
     CliError::run(format!("refused {}", e.detail))
 }
 
+/// A server end that could not be opened: a refusal, or a failed handshake.
+fn open_failed(e: session::SessionError) -> CliError {
+    match e.reason {
+        "refused" => refused(e),
+        _ => session_err(e),
+    }
+}
+
 /// One client of a paired workload (its Hello admitted for `spec`):
 /// opens the stream it asks for and answers it with the workload its
 /// Hello names (`probe/executor/served.rs`: the stream's receiving loop,
@@ -200,10 +204,7 @@ fn serve_stream(
     // which after the handshake the client's first slots would wait out
     // (a credit stall inside its measured run).
     let clock = Clock::choose(t.clock);
-    let mut end = session::open_server(&mut oob, hello, spec, sh).map_err(|e| match e.reason {
-        "refused" => refused(e),
-        _ => session_err(e),
-    })?;
+    let mut end = session::open_server(&mut oob, hello, spec, sh).map_err(open_failed)?;
     say!(
         "ibprobe server: client {peer}: stream of {} B messages over {}",
         hello.size,

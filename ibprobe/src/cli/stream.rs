@@ -4,12 +4,12 @@
 //! clock; with HOST it is the sending side against `ibprobe server`.
 
 use super::args::StreamArgs;
-use super::common::{default_cpu, open_err, say, session_err, stop_flag};
+use super::common::{open_err, say, session_err, stop_flag, stream_placement};
 use super::error::CliError;
 use crate::clock::Clock;
 use crate::probe::config::Mode;
 use crate::probe::config::ProbeConfig;
-use crate::probe::executor::{placement, stream_client, stream_loopback};
+use crate::probe::executor::{stream_client, stream_loopback};
 use crate::probe::open;
 use crate::probe::outcome::StreamOutcome;
 use crate::probe::session::oob::{Oob, StreamTally, DEFAULT_PORT};
@@ -17,7 +17,7 @@ use crate::probe::session::{self, StreamHello};
 use crate::report::hdrlog::HdrLogWriter;
 use crate::report::progress::{phase_message, run_bar};
 use crate::report::stream::StreamReport;
-use crate::report::threshold::FailIf;
+use crate::report::threshold::{FailIf, RunKind};
 use crate::report::Format;
 use crate::spec::{ChannelSpec, StreamSpec};
 use crate::transport::{TransportError, TransportInfo};
@@ -26,9 +26,7 @@ use std::sync::atomic::AtomicBool;
 /// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let t = &a.transport;
-    let fail_if = a
-        .fail_if
-        .thresholds(crate::report::threshold::RunKind::Stream)?;
+    let fail_if = a.fail_if.thresholds(RunKind::Stream)?;
     super::common::warn_model_resolution(t);
     let format = a.measure.format();
     if format == Format::Perftest {
@@ -36,14 +34,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             "--format perftest has no stream row; use table, json, csv or markdown",
         ));
     }
-    if a.host.is_none() {
-        super::common::warn_shared_cpu("receiving thread");
-    }
-    let (cpu, rx_cpu) = placement(
-        default_cpu(t),
-        a.rx_cpu,
-        super::common::hca_irq_cpus(t).as_deref(),
-    );
+    let (cpu, rx_cpu) = stream_placement(t, a.rx_cpu, a.host.is_none());
     if a.host.is_none() && cpu.is_some() && cpu == rx_cpu {
         return Err(CliError::input(format!(
             "--rx-cpu {} is the sender's CPU: both loops spin, and on one CPU each waits a scheduler tick for the other (about 125 messages/s); pick another CPU for --rx-cpu or --cpu",

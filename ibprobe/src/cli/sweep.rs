@@ -8,23 +8,18 @@
 //! ([`crate::probe::executor::run`], a fresh channel from
 //! [`crate::probe::open::loopback`] per cell so cells are independent),
 //! shows an indicatif progress bar on stderr, and prints one grid in the
-//! formats of [`crate::report::sweep`].
-//!
-//! Exit codes as the other subcommands: 2 for bad lists or sizes the
-//! transport cannot carry (checked before anything runs), 3 when a cell
-//! fails (the cells done so far are printed first), 130 on Ctrl-C (the
-//! cells done so far, and the interrupted one, are printed).
+//! formats of [`crate::report::sweep`]. Every cell is checked before
+//! the first runs; a failed or interrupted sweep prints the cells done.
 
-use indicatif::ProgressBar;
-
-use super::args::{parse_rates, parse_sizes, HeatValue, StreamAxes, SweepArgs};
+use super::args::{parse_rates, parse_sizes, HeatValue, SweepArgs};
 use super::common::{self, default_cpu, open_err, report_context, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
-use crate::probe::executor::{self, placement, stream_loopback};
+use crate::probe::executor::{self, stream_loopback};
 use crate::probe::open::{self, OpenError};
 use crate::report::heatmap::{self, Grid};
+use crate::report::progress::progress_bar;
 use crate::report::stream::StreamReport;
 use crate::report::stream_sweep::{self, Axes, StreamSweepReport};
 use crate::report::sweep::{self as formats, rate_label, Cell, SweepReport};
@@ -54,31 +49,20 @@ fn cell_config(
         lock_memory: !a.no_mlock,
         ..ProbeConfig::default()
     };
-
     cfg.validate().map_err(|e| CliError::input(e.0))?;
     Ok(cfg)
 }
 
-fn config_echo(cfg: &ProbeConfig, t: &super::args::TransportArgs) -> Vec<(String, String)> {
-    let mut v = common::config_echo(cfg, t);
-    v.push(("sweep".into(), "true".into()));
-    v
-}
-
-fn progress(a: &SweepArgs, cells: u64) -> ProgressBar {
-    crate::report::progress::progress_bar(a.quiet, cells, "cells")
-}
-
 /// `ibprobe sweep`: checks every cell's configuration, runs the cells in
-/// order (sizes outer, rates inner), prints the grid, draws `--plot`.
-/// Runs `ibprobe sweep`; the exit code.
+/// order (sizes outer, rates inner), prints the grid, draws `--plot`;
+/// the exit code.
 pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     super::common::warn_model_resolution(t);
     let sizes = parse_sizes(&a.sizes).map_err(CliError::input)?;
     let rates = parse_rates(&a.rates).map_err(CliError::input)?;
-    if let Some(axes) = a.stream_axes().map_err(CliError::input)? {
-        return run_stream(a, sizes, rates, axes);
+    if let Some(axes) = a.stream_axes(&sizes, &rates).map_err(CliError::input)? {
+        return run_stream(a, axes);
     }
     // Everything that can be refused is refused before the first cell runs.
     for &size in &sizes {
@@ -106,7 +90,7 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
             CliError::run(format!("{} probe failed at {at}: {e}", t.transport.name()))
         })?;
         let mut ctx = report_context(cfg, t, crate::report::Mode::Loopback, info, clock);
-        ctx.config = config_echo(cfg, t);
+        ctx.config.push(("sweep".into(), "true".into()));
         let cell = Cell {
             size: cfg.size,
             rate: rate_of(cfg),
@@ -146,7 +130,7 @@ fn run_cells<P, C>(
     at: impl Fn(&P) -> String,
     mut cell: impl FnMut(&P, &str) -> Result<(C, bool), CliError>,
 ) -> Ran<C> {
-    let bar = progress(a, plan.len() as u64);
+    let bar = progress_bar(a.output.quiet, plan.len() as u64, "cells");
     let mut cells = Vec::new();
     for p in plan {
         let at = at(p);
@@ -185,8 +169,8 @@ fn finish(
     failure: Option<CliError>,
     interrupted: bool,
 ) -> Result<u8, CliError> {
-    common::print_report(report, super::args::json_or(a.json, a.format))?;
-    if let Some(path) = &a.plot {
+    common::print_report(report, a.output.format())?;
+    if let Some(path) = &a.output.plot {
         heatmap::write_svg(path, &grid()).map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
     if let Some(e) = failure {
@@ -198,18 +182,12 @@ fn finish(
 /// A stream sweep: every cell of sizes x rates x windows x batches x
 /// pipelines is an `ibprobe stream` loopback run (a fresh pair of ends per
 /// cell); every cell's configuration is checked before the first runs.
-fn run_stream(
-    a: &SweepArgs,
-    sizes: Vec<usize>,
-    rates: Vec<f64>,
-    axes: StreamAxes,
-) -> Result<u8, CliError> {
+fn run_stream(a: &SweepArgs, axes: Axes) -> Result<u8, CliError> {
     let t = &a.transport;
-    super::common::warn_shared_cpu("receiving thread");
-    let (cpu, rx_cpu) = placement(default_cpu(t), None, common::hca_irq_cpus(t).as_deref());
+    let (cpu, rx_cpu) = common::stream_placement(t, None, true);
     let mut plan = Vec::new();
-    for &size in &sizes {
-        for &rate in &rates {
+    for &size in &axes.sizes {
+        for &rate in &axes.rates {
             for &window in &axes.windows {
                 for &batch in &axes.batches {
                     for &pipeline in &axes.pipelines {
@@ -252,13 +230,6 @@ fn run_stream(
         Ok((r, interrupted))
     });
     let tr = t.transport;
-    let axes = Axes {
-        sizes,
-        rates,
-        windows: axes.windows,
-        batches: axes.batches,
-        pipelines: axes.pipelines,
-    };
     let report = StreamSweepReport {
         transport: tr,
         axes: &axes,
