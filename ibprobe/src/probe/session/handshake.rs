@@ -38,9 +38,7 @@ pub trait Shape {
     /// What the client's Hello params carry beside the channel's op,
     /// poll, model and `hw_timestamps` (which [`open_client`] puts over them).
     fn ask(&self, spec: &ChannelSpec) -> Map<String, Value>;
-    /// What this shape's ends carry, for the transport that makes them.
     fn carry(&self) -> Carry<'_>;
-    /// This shape's end, from what a transport made for [`Shape::carry`].
     fn end(end: End) -> Self::End;
     /// This end's verbs resources and the endpoint to hand to the peer.
     fn verbs(&self, cfg: &VerbsConfig) -> Result<(Self::Verbs, verbs::Endpoint), VerbsError>;
@@ -55,9 +53,7 @@ pub trait Shape {
 
 /// A verbs end of either shape, prepared and waiting for its peer.
 pub trait PreparedEnd {
-    /// The connected end.
     type End;
-    /// Connects the QP to the peer's endpoint.
     fn connect(self, peer: &verbs::Endpoint) -> Result<Self::End, VerbsError>;
 }
 

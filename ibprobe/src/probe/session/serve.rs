@@ -9,7 +9,7 @@ use super::error::{err, SessionError};
 use crate::clock::hwts::{ResponderLog, ResponderReport};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
-use crate::probe::executor;
+use crate::probe::executor::{self, one_message::hw_pair};
 use crate::probe::outcome::Outcome;
 use crate::probe::session::oob::{Closing, Done, Oob};
 use crate::probe::workload::EchoEnd;
@@ -110,13 +110,6 @@ pub fn serve(
             format!("client {peer} vanished after {echoed} messages: {e}"),
         )),
         _ => served(echoed, ServeEnd::Closed),
-    }
-}
-
-/// One (HCA ticks, host ns) pair for the rate of the HCA clock (cold).
-fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
-    if let Some(t) = ch.hw_clock_now() {
-        pairs.push((t, clock.ticks_to_ns(clock.now())));
     }
 }
 

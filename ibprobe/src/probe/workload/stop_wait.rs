@@ -186,11 +186,8 @@ impl Workload for StopWait {
     }
 }
 
-/// Runs `plan` stop-and-wait on `ch`, recording into `cur` (delivered to
-/// `sink` and merged into `total` every `plan.interval_ticks`, and at the
-/// end). Sequence numbers start at `first_seq`. Returns the counters; an
-/// error from the transport, or `max_consecutive_lost` losses in a row,
-/// ends it.
+/// Runs `plan` stop-and-wait on `ch` from `first_seq`, recording into
+/// `cur` as [`Recorder::new`] says.
 #[allow(clippy::too_many_arguments)]
 pub fn measure<C: Channel + ?Sized>(
     ch: &mut C,
