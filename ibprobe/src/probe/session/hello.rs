@@ -119,12 +119,8 @@ pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitt
         sh.check_peer(&spec)?;
     }
     let receiver = receiver(hello)?;
-    check_peer_wait(
-        "--consume-delay",
-        receiver.consume_delay,
-        peer::MAX_CONSUME_DELAY,
-    )
-    .map_err(|e| e.0)?;
+    let delay = receiver.consume_delay;
+    check_peer_wait("--consume-delay", delay, peer::MAX_CONSUME_DELAY).map_err(|e| e.0)?;
     if let Some(m) = model_of(&spec) {
         let bytes = stream.as_ref().map_or(spec.size, |s| s.spec.slot_size);
         m.check_peer(bytes).map_err(|e| e.0)?;
@@ -210,15 +206,9 @@ impl StreamHello {
                 peer::MAX_WARMUP
             ));
         }
-        check_peer_wait("--timeout", self.timeout, peer::MAX_TIMEOUT)
-            .and_then(|()| {
-                check_peer_wait(
-                    "--consume-delay",
-                    self.consume_delay,
-                    peer::MAX_CONSUME_DELAY,
-                )
-            })
-            .map_err(|e| e.0)
+        check_peer_wait("--timeout", self.timeout, peer::MAX_TIMEOUT).map_err(|e| e.0)?;
+        let delay = self.consume_delay;
+        check_peer_wait("--consume-delay", delay, peer::MAX_CONSUME_DELAY).map_err(|e| e.0)
     }
 
     /// The receiving loop's configuration for messages of `size` bytes:

@@ -35,11 +35,9 @@ enum Msg {
     Arrived {
         recv: u64,
         comp: Option<u64>,
-        /// `--stamp-thread`: (post to HCA read, HCA read to arrival), ns;
-        /// None when the stamp is not inside the message's flight.
+        /// `--stamp-thread`: (post to HCA read, HCA read to arrival), ns.
         split: Option<(u64, u64)>,
-        /// `--hw-timestamps`: (T2, T5), the HCA's send and receive
-        /// completion timestamps.
+        /// `--hw-timestamps`: (T2, T5), the HCA's completion timestamps.
         hw: (Option<u64>, Option<u64>),
     },
     Lost,
