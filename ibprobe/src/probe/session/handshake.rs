@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use serde_json::{json, Map, Value};
 
-use super::error::{err, oob_err, refuse, SessionError};
+use super::error::{err, oob_err, protocol, refuse, SessionError};
 use super::hello::{model_of, slot_format_is_ours, with_hello_model, StreamHello};
 use crate::clock::hwts::REPORT_VERSION;
 use crate::probe::config::Receiver;
@@ -266,7 +266,7 @@ fn malformed_line(what: &str, ep: &Value) -> String {
 }
 
 fn malformed(what: &str, ep: &Value) -> SessionError {
-    err("protocol", malformed_line(what, ep))
+    protocol(malformed_line(what, ep))
 }
 
 /// The server end of the handshake: opens this end of the channel
@@ -280,7 +280,7 @@ pub fn open_server<S: Shape>(
     shape: &S,
 ) -> Result<S::End, SessionError> {
     let (local, peer) = (
-        oob.local_addr().map_err(|e| err("protocol", e))?.ip(),
+        oob.local_addr().map_err(protocol)?.ip(),
         oob.peer_addr().ip(),
     );
     let spec = &with_hello_model(spec, hello).map_err(|e| refuse(oob, e))?;
@@ -303,8 +303,7 @@ pub fn open_server<S: Shape>(
         None => verbs_server(oob, hello, spec, shape)?,
     };
     shape.welcome(&mut endpoint);
-    oob.send(&Reply::Welcome { endpoint })
-        .map_err(|e| err("protocol", e))?;
+    oob.send(&Reply::Welcome { endpoint }).map_err(protocol)?;
     Ok(end)
 }
 

@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::{err, refuse, SessionError};
+use super::error::{oob_err, refuse, SessionError};
 use super::handshake::{open_server, OneMessage};
 use super::hello::{admit, requested, Admitted, MemoryCap};
 use super::serve::serve;
 use crate::clock::Clock;
 use crate::probe::session::auth::Secret;
-use crate::probe::session::oob::{Oob, OobError};
+use crate::probe::session::oob::Oob;
 use crate::spec::{ChannelSpec, Poll, Transport};
 use crate::transport::{Channel, TransportError};
 
@@ -148,10 +148,8 @@ const SERVED: [Transport; 4] = [Transport::Udp, Transport::Rc, Transport::Uc, Tr
 /// too.
 pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u64, SessionError> {
     oob = oob.with_secret(o.secret.clone());
-    let hello = oob.read_hello().map_err(|e| match e {
-        OobError::Auth(_) => err("auth", e),
-        e => err("protocol", e),
-    })?;
+    // read_hello never answers Refused: its errors map as the client's.
+    let hello = oob.read_hello().map_err(oob_err)?;
     let served = |s: ChannelSpec| {
         match SERVED.contains(&s.transport) {
         true => admit(&hello, &s, o.memory),

@@ -5,7 +5,7 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::error::{err, SessionError};
+use super::error::{err, protocol, SessionError};
 use crate::clock::hwts::{ResponderLog, ResponderReport};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
@@ -76,7 +76,7 @@ pub fn serve(
         hw_pair(ch, clock, &mut pairs);
         let _ = c.calibrate(&pairs);
         oob.send(&ResponderReport::new(&c, &log.stamps, log.overflow))
-            .map_err(|e| err("protocol", e))?;
+            .map_err(protocol)?;
     }
     let served = |echoed, end| Ok(Served { echoed, end });
     let echoed = match r {
@@ -135,10 +135,8 @@ pub(super) fn hw_finish_after(
         sent,
         interrupted: outcome.interrupted,
     })
-    .map_err(|e| err("protocol", e))?;
-    let rep: ResponderReport = oob
-        .recv("hardware timestamp report")
-        .map_err(|e| err("protocol", e))?;
-    outcome.hw_split = Some(log.split_with(&rep).map_err(|e| err("protocol", e))?);
+    .map_err(protocol)?;
+    let rep: ResponderReport = oob.recv("hardware timestamp report").map_err(protocol)?;
+    outcome.hw_split = Some(log.split_with(&rep).map_err(protocol)?);
     Ok(())
 }
