@@ -11,23 +11,21 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::spec::Poll;
 
-/// What is measured.
+/// What is measured: one process owns both ends (t_recv - t_subm on one
+/// clock), or post and wait for the peer's echo (the round trip).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
-    /// One process owns both ends: t_recv - t_subm on one clock.
     OneWay,
-    /// Post, wait for the peer's echo: the round trip time.
     RoundTrip,
 }
 
-/// When the measured part ends.
+/// When the measured part ends: after this many measured messages, or
+/// this much wall time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Length {
-    /// After this many measured messages.
     Count(u64),
-    /// After this much wall time.
     Duration(Duration),
 }
 
@@ -40,7 +38,6 @@ pub const MAX_RATE_HZ: f64 = 10_000_000.0;
 pub struct ProbeConfig {
     /// Message size in bytes.
     pub size: usize,
-    /// Count or duration of the measured part.
     pub length: Length,
     /// Messages sent before the measured part (excluded, max kept).
     pub warmup: u64,
@@ -56,9 +53,7 @@ pub struct ProbeConfig {
     pub timeout: Duration,
     /// This many losses in a row mean the peer is gone: the run fails.
     pub max_consecutive_lost: u32,
-    /// One-way loopback or round trip.
     pub mode: Mode,
-    /// Busy or event polling.
     pub poll: Poll,
     /// mlockall before the run (a failure is reported, not fatal).
     pub lock_memory: bool,
@@ -175,7 +170,6 @@ impl ProbeConfig {
 /// knob is a field here and its line in the workload that receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Receiver {
-    /// Busy or event polling.
     pub poll: Poll,
     /// Time spent on each message before the next is taken (or echoed).
     #[serde(default)]
@@ -216,7 +210,6 @@ pub struct Plan {
     pub timeout_ns: u64,
     /// Losses in a row that end the run.
     pub max_consecutive_lost: u32,
-    /// Event polling.
     pub event: bool,
     /// Ticks between sink deliveries; 0: none.
     pub interval_ticks: u64,

@@ -28,20 +28,17 @@
 //! clamped to 0 with a note; an interval wider than 20% of its value
 //! gives a warning.
 
-/// One size in one round: medians of `reps` repetitions, ns.
+/// One size in one round: medians of `reps` repetitions, ns: PRTT(1, 0,
+/// s), PRTT(n, 0, s), the delay d of the o_s measurement, PRTT(n, d, s).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Point {
     /// Payload bytes.
     pub size: usize,
     /// Bytes per message (header and payload): what G counts.
     pub bytes: usize,
-    /// PRTT(1, 0, s).
     pub p1: f64,
-    /// PRTT(n, 0, s).
     pub pn: f64,
-    /// The delay d of the o_s measurement.
     pub d: f64,
-    /// PRTT(n, d, s).
     pub pd: f64,
     /// The send call's own time in the bursts of PRTT(n, d, s).
     pub send_call: f64,
@@ -82,33 +79,27 @@ pub struct Segment {
     /// First and last payload size of the range.
     pub from_size: usize,
     pub to_size: usize,
-    /// Intercept (ns).
+    /// Intercept (ns) and slope (ns per byte).
     pub g_ns: Estimate,
-    /// Slope (ns per byte).
     #[serde(rename = "G_ns_per_byte")]
     pub big_g: Estimate,
     /// The largest relative distance of a median point from the line.
     pub max_residual: f64,
 }
 
-/// The medians over rounds at one size.
+/// The medians over rounds at one size (as in [`Point`]), ns: PRTT(1, 0,
+/// s), the gap per message, the send overhead (the send call's own time)
+/// and as Netgauge derives it from PRTT(n, d, s), the receive overhead, a
+/// receive call that found nothing.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct SizePoint {
-    /// Payload bytes.
     pub size: usize,
-    /// Bytes per message (with the header).
     pub bytes: usize,
-    /// PRTT(1, 0, s), ns.
     pub prtt1_ns: f64,
-    /// Gap per message, ns.
     pub gap_ns: f64,
-    /// Send overhead (the send call's own time), ns.
     pub os_ns: f64,
-    /// Send overhead as Netgauge derives it from PRTT(n, d, s), ns.
     pub os_prtt_ns: f64,
-    /// Receive overhead, ns.
     pub or_ns: f64,
-    /// A receive call that found nothing, ns.
     pub empty_poll_ns: f64,
 }
 
@@ -121,13 +112,12 @@ pub struct Fit {
     pub or: Estimate,
     pub g: Estimate,
     pub big_g: Estimate,
-    /// The size ranges of the gap fit.
+    /// The size ranges of the gap fit, and the medians per size.
     pub segments: Vec<Segment>,
-    /// Medians per size.
     pub points: Vec<SizePoint>,
-    /// Facts about the fit (clamps, what cannot be told apart).
+    /// Facts about the fit (clamps, what cannot be told apart), and the
+    /// wide intervals.
     pub notes: Vec<String>,
-    /// Wide intervals.
     pub warnings: Vec<String>,
 }
 

@@ -1,20 +1,16 @@
 //! Probe configuration, the workloads and the one executor that runs them.
 //!
 //! - [`config`]: the typed [`config::ProbeConfig`] and its validation;
-//! - [`workload`]: the workloads side by side, each the loops between two
-//!   timestamps: stop-and-wait and its echo, the stream (sender and
-//!   receiver, its window, batch and pipeline policies), loggp's PRTT
-//!   round trips; none imports another;
+//! - [`workload`]: the loops between two timestamps, side by side;
 //! - [`executor`]: placement, warm-up, the peer thread, counters, Ctrl-C:
-//!   every workload is run here -> [`Outcome`] or [`StreamOutcome`];
+//!   every workload is run here -> [`Outcome`] or [`StreamOutcome`]
+//!   (`outcome.rs`, which `crate::report` prints);
 //! - [`open`]: both ends of a channel or a stream in this process;
-//! - [`session`]: the one handshake of server and client (its framing,
-//!   the optional mesh secret), the server's echo loop, the responder;
+//!   [`session`]: the one handshake of server and client, the server's
+//!   echo loop, the responder;
 //! - [`loggp_fit`], [`loggp_predict`]: pure LogGP math on what
 //!   `ibprobe loggp` measured; [`stream_cost`]: the stream loops' own
-//!   cost per slot;
-//! - `outcome.rs`: the contract between the executor, which fills it, and
-//!   `crate::report`, which prints it.
+//!   cost per slot.
 
 pub mod config;
 pub mod executor;

@@ -2,18 +2,13 @@
 //! [`ChannelSpec`] into a [`Channel`] whose two ends this process owns.
 //!
 //! Why it exists: `ibprobe loopback`, every sweep cell and ibexporter's
-//! local probes all need "a channel of this spec, both ends here"; they
-//! get it from [`loopback`] (one-way: one thread posts and polls) or
-//! [`echo_pair`] (round trip through an echo thread). Channels whose far
-//! end is another process are opened by the handshake in
-//! `probe/session/`. Both ask the transport how it opens
-//! (`transport::opener`), so a new transport is not named here; verbs
-//! opens through `crate::verbs`. The in-process echo is the reference
-//! transports' only (shm, udp).
-//!
-//! The spec is checked first ([`ChannelSpec::check`]), so a refusal is
-//! an [`OpenError`] of kind [`OpenErrorKind::Refused`] before anything
-//! is created.
+//! local probes all need "a channel of this spec, both ends here":
+//! [`loopback`] (one-way: one thread posts and polls) or [`echo_pair`]
+//! (round trip through an echo thread, shm and udp only). Channels to
+//! another process are the handshake's (`probe/session/`). Both ask the
+//! transport how it opens (`transport::opener`); verbs opens through
+//! `crate::verbs`. The spec is checked first: a refusal comes before
+//! anything is created.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -27,29 +22,26 @@ use crate::transport::udp::UdpChannel;
 use crate::transport::{self, Channel, TransportError};
 use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
 
-/// What kind of failure an [`OpenError`] is.
+/// What kind of failure an [`OpenError`] is: the configuration cannot
+/// work (a static check, or a device limit), no libibverbs or no RDMA
+/// device, or creating the channel failed at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenErrorKind {
-    /// The configuration cannot work (a static check, or a device limit).
     Refused,
-    /// No libibverbs or no RDMA device on this host.
     NoDevice,
-    /// Creating the channel failed at run time (a syscall, a verbs call).
     Failed,
 }
 
-/// Why a channel could not be opened: a kind and one line for humans.
+/// Why a channel could not be opened: a kind (exit status, metric
+/// reason) and one line for humans.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct OpenError {
-    /// The kind (exit status, metric reason).
     pub kind: OpenErrorKind,
-    /// What was wrong, with which input, what to do.
     pub message: String,
 }
 
 impl OpenError {
-    /// A refusal of the configuration.
     pub fn refused(message: impl Into<String>) -> OpenError {
         OpenError {
             kind: OpenErrorKind::Refused,

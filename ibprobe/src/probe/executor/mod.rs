@@ -5,17 +5,13 @@
 //! workloads are the loops between two timestamps.
 //!
 //! - [`place`](mod@place): pinning, mlockall, pre-faulting, the CPUs of a
-//!   loopback pair, the counters' span;
-//! - [`peer`]: a [`Paired`](crate::probe::workload::Paired) workload's
-//!   two sides at once ([`run_pair`]);
-//! - [`one_message`]: a one-message workload (stop-and-wait) ->
-//!   [`Outcome`](crate::probe::Outcome), its echo in this process
-//!   ([`EchoThread`]) and the server's echo loop ([`serve`]);
-//! - [`paired`]: the stream and loggp in loopback and as a client;
-//! - [`stamp`]: the stamping thread of `--stamp-thread` (one-message
-//!   runs and streams);
-//! - [`served`]: a paired workload's answering side as a server runs it
-//!   for a client on another host, found by its word.
+//!   loopback pair, the counters' span; [`stamp`]: the stamping thread;
+//! - [`one_message`]: stop-and-wait -> [`Outcome`](crate::probe::Outcome),
+//!   its echo in this process ([`EchoThread`]) and the server's ([`serve`]);
+//! - [`peer`]: a [`Paired`](crate::probe::workload::Paired) workload's two
+//!   sides at once ([`run_pair`]); [`paired`]: the stream and loggp in
+//!   loopback and as a client; [`served`]: the answering side as a server
+//!   runs it for a client on another host, found by its word.
 
 pub mod one_message;
 pub mod paired;

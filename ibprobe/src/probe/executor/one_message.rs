@@ -96,12 +96,9 @@ pub fn run(
         let logged = hw_clock.map_or(0, |_| plan.count.min(hwts::LOG_MAX as u64) as usize);
         let mut hw_log = Vec::with_capacity(logged);
         let mut pairs = Vec::new();
-        let mut hw_pair = |ch: &mut dyn Channel| {
-            if let Some(t) = hw_clock.is_some().then(|| ch.hw_clock_now()).flatten() {
-                pairs.push((t, clock.ticks_to_ns(clock.now())));
-            }
-        };
-        hw_pair(ch);
+        if hw_clock.is_some() {
+            hw_pair(ch, clock, &mut pairs);
+        }
         let mut hw_overflow = 0;
         // Counters: read before and after the measured part and at each
         // interval's end; without --interval, every ATTRIBUTION_INTERVAL
@@ -149,7 +146,9 @@ pub fn run(
             r.attribution = attr.map(|a| a.finish());
             r
         });
-        hw_pair(ch);
+        if hw_clock.is_some() {
+            hw_pair(ch, clock, &mut pairs);
+        }
         out.hw = hw_clock.map(|mut c| ProberLog {
             calibration: c.calibrate(&pairs),
             clock: c,
@@ -190,6 +189,13 @@ pub fn run(
     })
 }
 
+/// One (HCA ticks, host ns) pair for the rate of the HCA clock (cold).
+pub fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
+    if let Some(t) = ch.hw_clock_now() {
+        pairs.push((t, clock.ticks_to_ns(clock.now())));
+    }
+}
+
 /// The interval of the counters' attribution when the run has no
 /// `--interval` of its own.
 pub const ATTRIBUTION_INTERVAL: Duration = Duration::from_millis(100);
@@ -220,16 +226,8 @@ impl EchoThread {
                 }
                 let idle = clock.ns_to_ticks(10_000_000);
                 let plan = Plan::echo(&receiver, &clock);
-                let (n, _) = echo(
-                    &mut ch,
-                    &clock,
-                    &plan,
-                    &s,
-                    idle,
-                    || !s.load(Ordering::Relaxed),
-                    None,
-                )?;
-                Ok(n)
+                let still_on = || !s.load(Ordering::Relaxed);
+                echo(&mut ch, &clock, &plan, &s, idle, still_on, None).map(|(n, _)| n)
             })
             .expect("spawning a thread");
         EchoThread {

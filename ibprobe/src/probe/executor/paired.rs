@@ -5,11 +5,10 @@
 //!
 //! Why it exists: a paired workload needs its two sides running at the
 //! same time. In loopback the measuring side runs on the calling thread
-//! (pinned to `--cpu`), its peer on a thread pinned to another CPU
-//! (`--rx-cpu`, or the next allowed one), one clock for both, so a
-//! stream's per-message latency is exact. Across hosts the client runs
-//! [`stream_client`] (latency: hand-over to credit back, on its own
-//! clock) and the server answers it ([`super::served::serve`]).
+//! (pinned to `--cpu`), its peer on a thread pinned to another CPU, one
+//! clock for both, so a stream's per-message latency is exact. Across
+//! hosts the client runs [`stream_client`] (latency: hand-over to credit
+//! back, on its own clock).
 
 use std::sync::atomic::AtomicBool;
 

@@ -4,12 +4,10 @@
 //!
 //! Why it exists: the server knows a workload by the word its client's
 //! stream Hello names (`spec::StreamWorkload`), and nothing else of it.
-//! [`serve_paired`] is written by `ibprobe/build.rs` from the workload
-//! folder: one arm per `impl Served for TYPE` there, sending its
-//! `const WORD` to [`serve_one`] with that type. A word no file serves
-//! leaves the `match` without its arm, and the build fails there. The
-//! workload's loop is the one its [`Served::serve`] runs (monomorphized
-//! as in loopback); this file only places the thread and sends the reply.
+//! [`serve_paired`] is written by `ibprobe/build.rs`: one arm per
+//! `impl Served for TYPE` in the workload folder, sending its `const
+//! WORD` to [`serve_one`] with that type (a word no file serves fails the
+//! build there). This file only places the thread and sends the reply.
 
 use std::fmt;
 

@@ -4,10 +4,9 @@
 //! so what the HCA reads with the payload is the time it read it. The
 //! receiver then splits one-way latency at that read.
 //!
-//! Why it exists: the one-message executor and the stream's run it the
-//! same way: on a CPU of its own when there is one, started before the
-//! measured part, stopped on every way out, and (streams) how fast it
-//! goes round, which bounds how stale a stamp can be.
+//! Why it exists: the one-message executor and the stream run it the
+//! same way: on a CPU of its own when there is one, stopped on every way
+//! out, and timed (how fast it goes round bounds a stamp's staleness).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};

@@ -29,12 +29,11 @@ pub const MIN_KEY_LEN: usize = 16;
 /// The largest secret file read.
 pub const MAX_KEY_FILE: u64 = 64 * 1024;
 
-/// Which end a proof comes from.
+/// Which end a proof comes from: the one that sent the Hello, or the
+/// one that answered it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// The end that sent the Hello.
     Client,
-    /// The end that answered it.
     Server,
 }
 
@@ -124,12 +123,8 @@ impl Secret {
         let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(proof) else {
             return false;
         };
-        hmac::verify(
-            &self.key,
-            &Self::message(role, client_nonce, server_nonce),
-            &tag,
-        )
-        .is_ok()
+        let message = Self::message(role, client_nonce, server_nonce);
+        hmac::verify(&self.key, &message, &tag).is_ok()
     }
 }
 

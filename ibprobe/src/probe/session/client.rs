@@ -70,8 +70,7 @@ impl ClientSession {
             self.finish();
             return Ok(());
         }
-        let sent = self.sent;
-        hw_finish_after(&mut self.oob, last, sent)
+        hw_finish_after(&mut self.oob, last, self.sent)
     }
 
     /// Tells the responder the session is over.

@@ -33,6 +33,10 @@ pub(super) fn err(reason: &'static str, detail: impl std::fmt::Display) -> Sessi
     }
 }
 
+pub(super) fn protocol(detail: impl std::fmt::Display) -> SessionError {
+    err("protocol", detail)
+}
+
 impl From<OpenError> for SessionError {
     fn from(e: OpenError) -> SessionError {
         err(e.reason(), e.message)
@@ -43,7 +47,7 @@ pub(super) fn oob_err(e: OobError) -> SessionError {
     match e {
         OobError::Refused(_) => err("refused", e),
         OobError::Auth(_) => err("auth", e),
-        e => err("protocol", e),
+        e => protocol(e),
     }
 }
 

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use serde_json::{json, Map, Value};
 
-use super::error::{err, oob_err, refuse, SessionError};
+use super::error::{err, oob_err, protocol, refuse, SessionError};
 use super::hello::{model_of, slot_format_is_ours, with_hello_model, StreamHello};
 use crate::clock::hwts::REPORT_VERSION;
 use crate::probe::config::Receiver;
@@ -38,9 +38,7 @@ pub trait Shape {
     /// What the client's Hello params carry beside the channel's op,
     /// poll, model and `hw_timestamps` (which [`open_client`] puts over them).
     fn ask(&self, spec: &ChannelSpec) -> Map<String, Value>;
-    /// What this shape's ends carry, for the transport that makes them.
     fn carry(&self) -> Carry<'_>;
-    /// This shape's end, from what a transport made for [`Shape::carry`].
     fn end(end: End) -> Self::End;
     /// This end's verbs resources and the endpoint to hand to the peer.
     fn verbs(&self, cfg: &VerbsConfig) -> Result<(Self::Verbs, verbs::Endpoint), VerbsError>;
@@ -55,9 +53,7 @@ pub trait Shape {
 
 /// A verbs end of either shape, prepared and waiting for its peer.
 pub trait PreparedEnd {
-    /// The connected end.
     type End;
-    /// Connects the QP to the peer's endpoint.
     fn connect(self, peer: &verbs::Endpoint) -> Result<Self::End, VerbsError>;
 }
 
@@ -270,7 +266,7 @@ fn malformed_line(what: &str, ep: &Value) -> String {
 }
 
 fn malformed(what: &str, ep: &Value) -> SessionError {
-    err("protocol", malformed_line(what, ep))
+    protocol(malformed_line(what, ep))
 }
 
 /// The server end of the handshake: opens this end of the channel
@@ -284,7 +280,7 @@ pub fn open_server<S: Shape>(
     shape: &S,
 ) -> Result<S::End, SessionError> {
     let (local, peer) = (
-        oob.local_addr().map_err(|e| err("protocol", e))?.ip(),
+        oob.local_addr().map_err(protocol)?.ip(),
         oob.peer_addr().ip(),
     );
     let spec = &with_hello_model(spec, hello).map_err(|e| refuse(oob, e))?;
@@ -307,8 +303,7 @@ pub fn open_server<S: Shape>(
         None => verbs_server(oob, hello, spec, shape)?,
     };
     shape.welcome(&mut endpoint);
-    oob.send(&Reply::Welcome { endpoint })
-        .map_err(|e| err("protocol", e))?;
+    oob.send(&Reply::Welcome { endpoint }).map_err(protocol)?;
     Ok(end)
 }
 

@@ -76,13 +76,11 @@ pub(super) fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> Result<Chan
     })
 }
 
-/// The memory cap a server holds sessions to, and how its operator
-/// raises it (named in the refusal).
+/// The memory cap a server holds sessions to ([`session_memory`]), and
+/// the flag or config key that raises it (named in the refusal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryCap {
-    /// Bytes a session may ask for ([`crate::spec::session_memory`]).
     pub bytes: u64,
-    /// The flag or config key that raises it, e.g. `--max-session-memory`.
     pub raise: &'static str,
 }
 
@@ -96,26 +94,23 @@ impl MemoryCap {
     }
 }
 
-/// What a Hello that passed [`admit`] asks the server to open.
+/// What a Hello that passed [`admit`] asks the server to open: the
+/// channel (the server's knobs, the client's size, op and model), the
+/// stream if any, how to receive (a server may put its own poll), and
+/// the session's memory ([`session_memory`]), at most the cap.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admitted {
-    /// The channel: the server's knobs, the client's size, op and model.
     pub spec: ChannelSpec,
-    /// The stream, when the client asked for one.
     pub stream: Option<StreamHello>,
-    /// How the client asks the server to receive (its poll is the
-    /// client's; a server may put its own).
     pub receiver: Receiver,
-    /// The session's memory ([`crate::spec::session_memory`]), at most the cap.
     pub memory: u64,
 }
 
-/// The one check of a decoded Hello, before anything is allocated,
-/// opened or waited on: the channel `spec` the server would open for it
-/// (with the client's model), the stream's knobs, the receive-side
-/// settings and every wait against [`peer`]'s bounds, and the session's
-/// memory against `cap`. Pure: no socket, no file. Err: the one line the
-/// client is refused with.
+/// The one check of a decoded Hello (see the module doc): the channel
+/// `spec` the server would open for it (with the client's model), the
+/// stream's knobs, the receive-side settings and every wait against
+/// [`peer`]'s bounds, and the session's memory against `cap`. Err: the
+/// one line the client is refused with.
 pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitted, String> {
     let spec = with_hello_model(spec, hello)?;
     spec.check().map_err(|e| e.0)?;
@@ -124,12 +119,8 @@ pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitt
         sh.check_peer(&spec)?;
     }
     let receiver = receiver(hello)?;
-    check_peer_wait(
-        "--consume-delay",
-        receiver.consume_delay,
-        peer::MAX_CONSUME_DELAY,
-    )
-    .map_err(|e| e.0)?;
+    let delay = receiver.consume_delay;
+    check_peer_wait("--consume-delay", delay, peer::MAX_CONSUME_DELAY).map_err(|e| e.0)?;
     if let Some(m) = model_of(&spec) {
         let bytes = stream.as_ref().map_or(spec.size, |s| s.spec.slot_size);
         m.check_peer(bytes).map_err(|e| e.0)?;
@@ -169,13 +160,9 @@ pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitt
 /// (the warm-up to leave out, the consume delay, the timeout).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamHello {
-    /// The stream's knobs.
     pub spec: StreamSpec,
-    /// Messages before the measured ones.
     pub warmup: u64,
-    /// The receiver's `--consume-delay`.
     pub consume_delay: Duration,
-    /// `--timeout`.
     pub timeout: Duration,
     /// What the server runs on the stream: a [`StreamWorkload`]'s word,
     /// absent for [`StreamWorkload::Stream`] (see [`StreamHello::asking`]).
@@ -219,19 +206,11 @@ impl StreamHello {
                 peer::MAX_WARMUP
             ));
         }
-        check_peer_wait("--timeout", self.timeout, peer::MAX_TIMEOUT)
-            .and_then(|()| {
-                check_peer_wait(
-                    "--consume-delay",
-                    self.consume_delay,
-                    peer::MAX_CONSUME_DELAY,
-                )
-            })
-            .map_err(|e| e.0)
+        check_peer_wait("--timeout", self.timeout, peer::MAX_TIMEOUT).map_err(|e| e.0)?;
+        let delay = self.consume_delay;
+        check_peer_wait("--consume-delay", delay, peer::MAX_CONSUME_DELAY).map_err(|e| e.0)
     }
-}
 
-impl StreamHello {
     /// The receiving loop's configuration for messages of `size` bytes:
     /// the client's warm-up, timeout and consume delay.
     pub fn receiver_config(&self, size: usize) -> ProbeConfig {

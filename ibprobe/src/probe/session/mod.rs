@@ -22,13 +22,9 @@
 //!
 //! [`ClientSession`] and [`respond`] are the daemon's shape of the two
 //! ends (many rounds on one connection; any transport a client asks for).
-//!
-//! By concern: `hello.rs` (what a Hello asks and its one check,
-//! [`admit`]), `handshake.rs` (one opener per side for any [`Shape`]: a
-//! one-message channel or a stream; a transport is one arm in each),
-//! `serve.rs` (the server's echo loop, the `--hw-timestamps` report),
-//! `client.rs` ([`ClientSession`]), `responder.rs` ([`respond`]),
-//! `error.rs` ([`SessionError`], [`refuse`]).
+//! `handshake.rs` has one opener per side for any [`Shape`] (a
+//! one-message channel or a stream); `serve.rs` also the
+//! `--hw-timestamps` report.
 
 pub mod auth;
 mod client;

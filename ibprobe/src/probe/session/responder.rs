@@ -7,20 +7,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::{err, refuse, SessionError};
+use super::error::{oob_err, refuse, SessionError};
 use super::handshake::{open_server, OneMessage};
 use super::hello::{admit, requested, Admitted, MemoryCap};
 use super::serve::serve;
 use crate::clock::Clock;
 use crate::probe::session::auth::Secret;
-use crate::probe::session::oob::{Oob, OobError};
-use crate::spec::{Poll, Transport};
+use crate::probe::session::oob::Oob;
+use crate::spec::{ChannelSpec, Poll, Transport};
 use crate::transport::{Channel, TransportError};
 
 /// What a responder serves.
 #[derive(Clone, Debug)]
 pub struct ResponderOptions {
-    /// Verbs device to answer on (None: the first with an active port).
+    /// Verbs device (None: the first with an active port).
     pub dev: Option<String>,
     /// How long a client may take to say hello (each read; the
     /// responder's owner bounds the whole handshake).
@@ -33,7 +33,6 @@ pub struct ResponderOptions {
     pub max_busy: usize,
     /// Sessions busy polling now (shared by the responder's sessions).
     pub busy: Arc<AtomicUsize>,
-    /// The memory one session may take ([`admit`]).
     pub memory: MemoryCap,
 }
 
@@ -53,7 +52,8 @@ impl Default for ResponderOptions {
     }
 }
 
-/// A busy-polling slot of a responder, given back on drop.
+/// A busy-polling slot of a responder, given back on drop (taken only
+/// while fewer than `max` are).
 struct BusySlot<'a>(&'a AtomicUsize);
 
 impl Drop for BusySlot<'_> {
@@ -62,7 +62,6 @@ impl Drop for BusySlot<'_> {
     }
 }
 
-/// A busy-polling slot if fewer than `max` are taken.
 fn busy_slot(busy: &AtomicUsize, max: usize) -> Option<BusySlot<'_>> {
     busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
         (n < max).then_some(n + 1)
@@ -149,31 +148,23 @@ const SERVED: [Transport; 4] = [Transport::Udp, Transport::Rc, Transport::Uc, Tr
 /// too.
 pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u64, SessionError> {
     oob = oob.with_secret(o.secret.clone());
-    let hello = oob.read_hello().map_err(|e| match e {
-        OobError::Auth(_) => err("auth", e),
-        e => err("protocol", e),
-    })?;
-    let spec = match requested(&hello, o.dev.as_deref()) {
-        Ok(s) if SERVED.contains(&s.transport) => s,
-        Ok(s) => {
-            return Err(refuse(
-                &mut oob,
-                format!(
-                    "transport {:?} is not served here; use udp, rc, uc or ud (ibprobe server serves shm and model)",
-                    s.transport.name()
-                ),
-            ))
-        }
-        Err(e) => return Err(refuse(&mut oob, e)),
+    // read_hello never answers Refused: its errors map as the client's.
+    let hello = oob.read_hello().map_err(oob_err)?;
+    let served = |s: ChannelSpec| {
+        match SERVED.contains(&s.transport) {
+        true => admit(&hello, &s, o.memory),
+        false => Err(format!(
+            "transport {:?} is not served here; use udp, rc, uc or ud (ibprobe server serves shm and model)",
+            s.transport.name()
+        )),
+    }
     };
+    let admitted = requested(&hello, o.dev.as_deref()).and_then(served);
     let Admitted {
         mut spec,
         mut receiver,
         ..
-    } = match admit(&hello, &spec, o.memory) {
-        Ok(a) => a,
-        Err(e) => return Err(refuse(&mut oob, e)),
-    };
+    } = admitted.map_err(|e| refuse(&mut oob, e))?;
     let spins = receiver.poll == Poll::Busy || spec.poll == Poll::Busy;
     let _slot = match spins.then(|| busy_slot(&o.busy, o.max_busy)) {
         Some(None) => {
@@ -190,14 +181,15 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u6
         ch: ch.as_mut(),
         live,
     };
-    let served = serve(
+    let grace = RESPONDER_GRACE;
+    Ok(serve(
         &mut oob,
         &mut watched,
         &clock,
         &live.stop,
         None,
         &receiver,
-        RESPONDER_GRACE,
-    )?;
-    Ok(served.echoed)
+        grace,
+    )?
+    .echoed)
 }

@@ -5,11 +5,11 @@
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::error::{err, SessionError};
+use super::error::{err, protocol, SessionError};
 use crate::clock::hwts::{ResponderLog, ResponderReport};
 use crate::clock::Clock;
 use crate::probe::config::Receiver;
-use crate::probe::executor;
+use crate::probe::executor::{self, one_message::hw_pair};
 use crate::probe::outcome::Outcome;
 use crate::probe::session::oob::{Closing, Done, Oob};
 use crate::probe::workload::EchoEnd;
@@ -76,7 +76,7 @@ pub fn serve(
         hw_pair(ch, clock, &mut pairs);
         let _ = c.calibrate(&pairs);
         oob.send(&ResponderReport::new(&c, &log.stamps, log.overflow))
-            .map_err(|e| err("protocol", e))?;
+            .map_err(protocol)?;
     }
     let served = |echoed, end| Ok(Served { echoed, end });
     let echoed = match r {
@@ -113,13 +113,6 @@ pub fn serve(
     }
 }
 
-/// One (HCA ticks, host ns) pair for the rate of the HCA clock (cold).
-fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
-    if let Some(t) = ch.hw_clock_now() {
-        pairs.push((t, clock.ticks_to_ns(clock.now())));
-    }
-}
-
 /// The client's side of `--hw-timestamps` after its run: says Done (the
 /// server then sends its [`ResponderReport`]) and splits `outcome`'s round
 /// trips with it. Err: one line (the report did not come, or is of
@@ -142,10 +135,8 @@ pub(super) fn hw_finish_after(
         sent,
         interrupted: outcome.interrupted,
     })
-    .map_err(|e| err("protocol", e))?;
-    let rep: ResponderReport = oob
-        .recv("hardware timestamp report")
-        .map_err(|e| err("protocol", e))?;
-    outcome.hw_split = Some(log.split_with(&rep).map_err(|e| err("protocol", e))?);
+    .map_err(protocol)?;
+    let rep: ResponderReport = oob.recv("hardware timestamp report").map_err(protocol)?;
+    outcome.hw_split = Some(log.split_with(&rep).map_err(protocol)?);
     Ok(())
 }

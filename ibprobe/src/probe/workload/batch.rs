@@ -13,9 +13,8 @@ pub struct Batcher {
     /// Ticks after the first message at which a partial batch is posted;
     /// 0: no timer.
     flush_ticks: u64,
-    /// Messages in the open slot.
+    /// Messages in the open slot, and when its first was handed over.
     open: u32,
-    /// When the open slot's first message was handed over.
     first: u64,
     /// Posts by cause: fill, timer, explicit.
     pub flushes: [u64; 3],
@@ -31,7 +30,6 @@ impl Batcher {
         }
     }
 
-    /// Messages in the open slot.
     #[inline(always)]
     pub fn open(&self) -> u32 {
         self.open

@@ -10,9 +10,8 @@
 //! pauses for `pause_ticks` and the schedule restarts from there.
 //!
 //! Waiting spins on the clock; with event polling it first sleeps in
-//! nanosleep until ~50 us before the step (the one syscall of that mode
-//! besides the transport's), so a paced event-mode probe costs almost no
-//! CPU between messages (ibexporter's overhead budget) yet posts on time.
+//! nanosleep until ~50 us before the step, so a paced event-mode probe
+//! costs almost no CPU between messages yet posts on time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -23,7 +23,6 @@ impl Acks {
         }
     }
 
-    /// Whether acks are in use.
     pub fn on(&self) -> bool {
         self.depth.is_some()
     }

@@ -296,8 +296,7 @@ impl<'a> Recorder<'a> {
 
     /// Ends the current interval at `now` and starts the next.
     fn roll(&mut self, now: u64) {
-        let d = self.read_counters();
-        self.deliver(now.wrapping_sub(self.start), d.as_ref());
+        self.deliver(now.wrapping_sub(self.start));
         self.total.absorb(self.cur);
         self.cur.reset();
         self.iv = Tallies::default();
@@ -319,8 +318,9 @@ impl<'a> Recorder<'a> {
     }
 
     /// Hands the current interval, ending `to` ticks after the start, to
-    /// the sink (if any).
-    fn deliver(&mut self, to: u64, counters: Option<&Counts>) {
+    /// the sink (if any), with the counters since it began.
+    fn deliver(&mut self, to: u64) {
+        let counters = self.read_counters();
         if let Some(s) = self.sink.as_deref_mut() {
             s.interval(&Interval {
                 start_ns: self
@@ -332,7 +332,7 @@ impl<'a> Recorder<'a> {
                 sent: self.iv.sent,
                 lost: self.iv.lost,
                 missed_steps: self.iv.missed,
-                counters,
+                counters: counters.as_ref(),
             });
         }
     }
@@ -349,8 +349,7 @@ impl<'a> Recorder<'a> {
     pub fn finish(&mut self, end: u64, next_seq: u64, interrupted: bool) -> Tally {
         let elapsed_ticks = end.wrapping_sub(self.start);
         if self.interval_ticks > 0 && self.iv.sent > 0 {
-            let d = self.read_counters();
-            self.deliver(elapsed_ticks, d.as_ref());
+            self.deliver(elapsed_ticks);
         }
         self.total.absorb(self.cur);
         self.cur.reset();

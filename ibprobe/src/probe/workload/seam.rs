@@ -89,14 +89,12 @@ pub struct Asked<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// How a served workload ended: what the server says, what it sends back.
+/// How a served workload ended: the server's line (after "client PEER
+/// WORD done: "), the client's last message on the out-of-band connection
+/// (None: it waits for nothing), whether Ctrl-C ended it.
 pub struct Answer<R> {
-    /// The server's line once done, after "client PEER WORD done: ".
     pub said: String,
-    /// The client's last message, sent on the out-of-band connection
-    /// (None: it waits for nothing).
     pub reply: Option<R>,
-    /// Ctrl-C ended it (the server then exits as interrupted).
     pub interrupted: bool,
 }
 

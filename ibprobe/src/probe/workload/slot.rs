@@ -1,8 +1,6 @@
 //! The bytes of a stream slot: what the two stream loops write and read.
 //!
-//! Why it exists: the sender, the receiver and their tests must agree on
-//! one layout, and it should be readable in one place. Every slot starts
-//! with a 16-byte header ([`SLOT_HEADER`]):
+//! Every slot starts with a 16-byte header ([`SLOT_HEADER`]):
 //!
 //! | bytes | field | data slot | control slot (receiver -> sender) | FIN |
 //! |---|---|---|---|---|
@@ -38,16 +36,12 @@
 //! | 8..12 | `u32`: the low 32 bits of the slot's sequence number (= its message's) |
 //! | 12..16 | `u32`: bits 0..32 of `t_handover` |
 //!
-//! The receiver widens both: the sequence number to the one nearest the
-//! slot it expects ([`widen_seq`]), the hand-over tick to the latest one
-//! not after its own arrival tick ([`widen_ticks`]: latencies up to 2^48
-//! ticks, days at any clock rate). A compact slot with another length,
-//! other flags, or (on a reliable transport) another sequence number than
-//! the next is a broken protocol: the receiver ends the run with an error.
-//! The layout's version, [`SLOT_FORMAT`], is in the stream handshake.
-//!
-//! Counters are cumulative, so a lost control slot (udp, uc, ud) only
-//! delays what the next one says.
+//! The receiver widens both ([`widen_seq`], [`widen_ticks`]: latencies up
+//! to 2^48 ticks). A compact slot with another length, other flags, or
+//! (on a reliable transport) another sequence number than the next is a
+//! broken protocol: the run ends with an error. The layout's version,
+//! [`SLOT_FORMAT`], is in the stream handshake. Counters are cumulative,
+//! so a lost control slot (udp, uc, ud) only delays what the next says.
 
 pub use crate::spec::{COMPACT_HEADER, RECORD_HEADER, SLOT_FORMAT, SLOT_HEADER};
 

@@ -35,11 +35,9 @@ enum Msg {
     Arrived {
         recv: u64,
         comp: Option<u64>,
-        /// `--stamp-thread`: (post to HCA read, HCA read to arrival), ns;
-        /// None when the stamp is not inside the message's flight.
+        /// `--stamp-thread`: (post to HCA read, HCA read to arrival), ns.
         split: Option<(u64, u64)>,
-        /// `--hw-timestamps`: (T2, T5), the HCA's send and receive
-        /// completion timestamps.
+        /// `--hw-timestamps`: (T2, T5), the HCA's completion timestamps.
         hw: (Option<u64>, Option<u64>),
     },
     Lost,
@@ -186,11 +184,8 @@ impl Workload for StopWait {
     }
 }
 
-/// Runs `plan` stop-and-wait on `ch`, recording into `cur` (delivered to
-/// `sink` and merged into `total` every `plan.interval_ticks`, and at the
-/// end). Sequence numbers start at `first_seq`. Returns the counters; an
-/// error from the transport, or `max_consecutive_lost` losses in a row,
-/// ends it.
+/// Runs `plan` stop-and-wait on `ch` from `first_seq`, recording into
+/// `cur` as [`Recorder::new`] says.
 #[allow(clippy::too_many_arguments)]
 pub fn measure<C: Channel + ?Sized>(
     ch: &mut C,

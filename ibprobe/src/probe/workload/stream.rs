@@ -250,7 +250,6 @@ pub struct SendHistos {
 /// The sender's counters of the measured part.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SendTally {
-    /// Messages handed over.
     pub msgs: u64,
     /// Data slots posted (one operation each).
     pub data_posts: u64,
@@ -266,15 +265,14 @@ pub struct SendTally {
     pub transport_full: u64,
     /// Slots in flight taken as lost after a timeout (lossy transports).
     pub slots_given_up: u64,
-    /// Paced steps missed.
     pub missed_steps: u64,
-    /// Most slots in flight at a post (the window bounds it).
+    /// Most slots in flight (unacknowledged) at a post: the window (the
+    /// pipeline) bounds it.
     pub max_in_flight: u64,
-    /// Most slots unacknowledged at a post (the pipeline bounds it).
     pub max_unacked: u64,
-    /// Tick of the first measured hand-over.
+    /// Ticks of the first measured hand-over and of the sender's end
+    /// (drained, or gave up).
     pub first_handover: u64,
-    /// Tick the sender finished (drained, or gave up).
     pub end: u64,
     pub interrupted: bool,
 }
@@ -317,9 +315,9 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     batch: Batcher,
     next_seq: u64,
     slot_seq: u64,
-    /// Last tick a credit or ack came back (or the wait began).
+    /// Last tick a credit or ack came back (or the wait began), and
+    /// whether one came back since.
     progress: u64,
-    /// A credit or ack came back since `progress` was last set.
     progressed: bool,
     /// The wait the next post ends, if it had to wait.
     waiting: Option<Waiting>,
@@ -380,8 +378,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         self.held = vec![0; slots];
     }
 
-    /// Remembers the hand-overs of the slot just posted (`n` records in
-    /// the open slot, or the one message of a last fragment at `t_h`).
+    /// Remembers the hand-overs of the slot just posted (`n` records, or
+    /// a last fragment's one message at `t_h`).
     #[inline(always)]
     fn remember(&mut self, n: usize, last_fragment: Option<u64>) {
         if self.held.is_empty() {
@@ -426,9 +424,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
     }
 
-    /// Sends `plan` (the warm-up, then the measured part: call twice),
-    /// then posts what is left in the open slot (an explicit flush). The
-    /// measured call records; the warm-up only sends.
+    /// Sends `plan` (the warm-up, then the measured part, which records),
+    /// then posts what is left in the open slot (an explicit flush).
     pub fn run(&mut self, plan: &Plan, measured: bool) -> Result<(), TransportError> {
         if measured {
             self.measuring = true;
@@ -441,10 +438,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         let frags = self.sp.slots_per_msg() > 1;
         // A counted run back to back asks the pacer nothing. A timed one
         // asks it before each post, and the gate's clock reading is the
-        // message's hand-over time: the same one clock read per message as
-        // a counted run (a second and third read halved a timed shm
-        // stream's rate at batch 16: `ibprobe loggp --predict`, issue 15).
-        // Only a rate or bursts need the pacer after a message.
+        // message's hand-over time: one clock read per message either way
+        // (more halved a timed shm stream's rate at batch 16). Only a rate
+        // or bursts need the pacer after a message.
         let gated = plan.period_ticks > 0 || plan.duration_ticks != u64::MAX || plan.burst > 0;
         let stepped = plan.period_ticks > 0 || plan.burst > 0;
         let mut sent = 0u64;
@@ -617,11 +613,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(())
     }
 
-    /// Counts a data slot's credit wait: most slots wait for none, and
-    /// those are counted here and added to `histos.credit_wait` once, by
-    /// [`Sender::finish`], so that a slot that did not wait costs the hot
-    /// loop no histogram record (one record per slot, `in_batch`'s, is
-    /// left at batch 1).
+    /// Counts a data slot's credit wait: most wait for none, and those are
+    /// added to `histos.credit_wait` once, by [`Sender::finish`], so that
+    /// they cost the hot loop no histogram record.
     #[inline(always)]
     fn credit_wait(&mut self, waited: u64) {
         if waited == 0 {
@@ -682,10 +676,9 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     /// waited for a credit or an ack (0: none).
     ///
     /// The post's tick: read before the send when the slot did not wait
-    /// (what the transport's send costs is not time in the batch); after
-    /// the send when it did, so that one clock read, not two, lies on the
-    /// path from the credit's arrival to the post (stop-and-wait on shm:
-    /// ~11 ns of ~170). A wait thus ends when its post returns.
+    /// (the send's cost is not time in the batch); after the send when it
+    /// did, so that one clock read, not two, lies on the path from the
+    /// credit's arrival to the post. A wait thus ends when its post returns.
     #[inline(always)]
     fn send_now(&mut self, len: usize) -> Result<(u64, u64), TransportError> {
         let waiting = self.waiting.take();
@@ -881,41 +874,35 @@ pub struct RecvTally {
     pub slots: u64,
     /// Slots missing in the sequence (lossy transports).
     pub lost_slots: u64,
-    /// Credit messages sent (control slots carrying only credits).
+    /// Credit messages sent (control slots carrying only credits), ack
+    /// messages (with or without credits), RDMA writes of the counter.
     pub credit_msgs: u64,
-    /// Ack messages sent (with or without credits on them).
     pub ack_msgs: u64,
-    /// RDMA writes of the credit counter.
     pub counter_writes: u64,
-    /// Most slots ever unconsumed when one arrived (the window bounds it).
+    /// Most slots ever unconsumed (unacknowledged) when one arrived: the
+    /// window (the pipeline) bounds it.
     pub max_unconsumed: u64,
-    /// Most slots ever unacknowledged when one arrived (the pipeline bounds it).
     pub max_unacked: u64,
     /// Messages whose payload was not what the sender wrote.
     pub corrupt: u64,
     /// Messages the sender said it sent (FIN), if the FIN came.
     pub sender_msgs: Option<u64>,
-    /// Tick of the first and the last measured delivery.
+    /// Ticks of the first and the last measured delivery.
     pub first_arrival: u64,
-    /// Tick of the last measured delivery.
     pub last_arrival: u64,
-    /// Ctrl-C ended the run.
     pub interrupted: bool,
 }
 
 /// The receiving end's loop: records every measured message's latency
-/// into `latency` (ns, arrival at the receiver minus `t_handover` on the
-/// sender's clock: one clock in loopback). Ends at the sender's FIN, at
-/// `stop`, at `abort` (the sender failed), or after `--timeout` with
-/// nothing arriving once `sender_done` is set (a FIN lost on a lossy
-/// transport).
+/// into `latency` (ns, arrival minus `t_handover`: one clock in
+/// loopback). Ends at the sender's FIN, at `stop`, at `abort` (the sender
+/// failed), or after `--timeout` with nothing arriving once `sender_done`
+/// is set (a FIN lost on a lossy transport).
 ///
-/// Arrived slots are taken from the transport into a local queue of
-/// `window` slots (allocated here, before the loop) and consumed from its
-/// head; a slot arriving while `window` are unconsumed breaks the window
-/// and ends the run with an error (the in-run check of the credits), but
-/// on a lossy transport, whose sender gives slots up after --timeout, it
-/// is dropped and counted lost.
+/// Arrived slots are taken into a local queue of `window` slots and
+/// consumed from its head; a slot arriving while `window` are unconsumed
+/// breaks the window: an error, or on a lossy transport (whose sender
+/// gives slots up after --timeout) dropped and counted lost.
 pub fn receive<E: SlotEnd + ?Sized>(
     end: &mut E,
     clock: &Clock,
@@ -928,27 +915,21 @@ pub fn receive<E: SlotEnd + ?Sized>(
     receive_stamped(end, clock, sp, (stop, sender_done, abort), latency, None)
 }
 
-/// `--stamp-thread`: a stream's latency split at the HCA's read of each
-/// data slot's send buffer, t_read being the stamp the slot arrived with
-/// (the last value the stamping thread wrote into that buffer before the
-/// HCA read it): (hand-over -> t_read, t_read -> delivery), ns, per
-/// measured message. A message whose stamp is not between its hand-over
-/// and its delivery (the stamping thread did not run in between) is left
-/// out of both.
+/// `--stamp-thread`: a stream's latency split at t_read, the stamp its
+/// slot arrived with (the HCA's read of its send buffer): (hand-over ->
+/// t_read, t_read -> delivery), ns, per measured message; a message whose
+/// stamp is not between the two is left out.
 #[derive(Clone, Debug, Default)]
 pub struct StampSplit {
-    /// t_read - t_handover.
     pub before: LatencyHistogram,
-    /// t_delivery - t_read.
     pub after: LatencyHistogram,
-    /// The latency of the split messages (their `before + after`): what
-    /// the split covers, beside the latency of all.
+    /// The latency of the split messages (their `before + after`).
     pub latency: LatencyHistogram,
 }
 
 impl StampSplit {
     /// Records message `(seq, t_handover)` of a slot stamped `stamp` and
-    /// taken at `now`, if measured and the stamp lies in between.
+    /// taken at `now`.
     #[inline(always)]
     fn record(&mut self, clock: &Clock, warmup: u64, (seq, t_h): (u64, u64), stamp: u64, now: u64) {
         if seq >= warmup && t_h <= stamp && stamp <= now {

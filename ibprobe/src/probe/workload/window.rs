@@ -11,9 +11,9 @@
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Credits {
     window: u64,
-    /// Slots posted so far (data, and the final FIN).
+    /// Slots posted so far (data, and the final FIN), and those the
+    /// receiver said it consumed (cumulative).
     posted: u64,
-    /// Slots the receiver said it consumed (cumulative).
     consumed: u64,
     /// Most slots ever in flight at a post (never above the window).
     pub max_in_flight: u64,
@@ -34,13 +34,11 @@ impl Credits {
         self.posted - self.consumed < self.window
     }
 
-    /// Slots the receiver said it consumed.
     #[inline(always)]
     pub fn consumed(&self) -> u64 {
         self.consumed
     }
 
-    /// Slots posted so far.
     #[inline(always)]
     pub fn posted(&self) -> u64 {
         self.posted

@@ -46,15 +46,22 @@ pub struct Oob {
     stop: Option<&'static AtomicBool>,
 }
 
-/// What [`Oob::poll_closing`] saw.
+/// What [`Oob::poll_closing`] saw: nothing yet (the session goes on), the
+/// client's Done, or the connection ended or broke without one.
 #[derive(Debug)]
 pub enum Closing {
-    /// Nothing yet: the session goes on.
     Open,
-    /// The client said the run is over.
     Done(Done),
-    /// The connection ended or broke without a `Done`.
     Gone(OobError),
+}
+
+/// A socket error of `what` with `peer`.
+fn io(peer: impl ToString, what: &'static str) -> impl FnOnce(std::io::Error) -> OobError {
+    move |source| OobError::Io {
+        peer: peer.to_string(),
+        what,
+        source,
+    }
 }
 
 impl Oob {
@@ -91,32 +98,23 @@ impl Oob {
         })
     }
 
-    /// Accepts one connection on `listener`.
     pub fn accept(listener: &TcpListener, timeout: Duration) -> Result<Oob, OobError> {
-        let (s, _) = listener.accept().map_err(|source| OobError::Io {
-            peer: "listener".into(),
-            what: "accept",
-            source,
-        })?;
+        let (s, _) = listener.accept().map_err(io("listener", "accept"))?;
         Oob::from_stream(s, timeout)
     }
 
     /// Wraps an accepted or connected stream: no Nagle, `timeout` on every
     /// read and write.
     pub fn from_stream(stream: TcpStream, timeout: Duration) -> Result<Oob, OobError> {
-        let peer = stream.peer_addr().map_err(|source| OobError::Io {
-            peer: "?".into(),
-            what: "getpeername",
-            source,
-        })?;
-        let io = |source| OobError::Io {
-            peer: peer.to_string(),
-            what: "set socket options",
-            source,
-        };
-        stream.set_nodelay(true).map_err(io)?;
-        stream.set_read_timeout(Some(timeout)).map_err(io)?;
-        stream.set_write_timeout(Some(timeout)).map_err(io)?;
+        let peer = stream.peer_addr().map_err(io("?", "getpeername"))?;
+        let set = "set socket options";
+        stream.set_nodelay(true).map_err(io(peer, set))?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .map_err(io(peer, set))?;
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(io(peer, set))?;
         Ok(Oob {
             stream,
             peer,
@@ -161,14 +159,11 @@ impl Oob {
 
     /// Our address on this connection (the transport binds the same IP).
     pub fn local_addr(&self) -> Result<SocketAddr, OobError> {
-        self.stream.local_addr().map_err(|source| OobError::Io {
-            peer: self.peer.to_string(),
-            what: "getsockname",
-            source,
-        })
+        self.stream
+            .local_addr()
+            .map_err(io(self.peer, "getsockname"))
     }
 
-    /// Sends one frame.
     pub fn send<T: Serialize>(&mut self, msg: &T) -> Result<(), OobError> {
         let body = serde_json::to_vec(msg).expect("protocol messages serialize");
         let mut frame = Vec::with_capacity(16 + body.len());
@@ -265,11 +260,7 @@ impl Oob {
             ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
                 OobError::Closed { peer, what }
             }
-            _ => OobError::Io {
-                peer,
-                what,
-                source: e,
-            },
+            _ => io(peer, what)(e),
         }
     }
 
@@ -301,10 +292,8 @@ impl Oob {
     /// becomes [`OobError::Refused`]. With a secret, the server must
     /// prove it holds the same one before its Welcome counts.
     pub fn handshake(&mut self, hello: &Hello) -> Result<serde_json::Value, OobError> {
-        let client_nonce = match &self.secret {
-            None => None,
-            Some(_) => Some(Secret::nonce().map_err(OobError::Auth)?),
-        };
+        let client_nonce = self.secret.as_ref().map(|_| Secret::nonce()).transpose();
+        let client_nonce = client_nonce.map_err(OobError::Auth)?;
         match &client_nonce {
             None => self.send(hello)?,
             Some(n) => {

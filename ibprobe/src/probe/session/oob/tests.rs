@@ -15,12 +15,7 @@ fn pair() -> (Oob, Oob) {
 #[test]
 fn hello_welcome_done_round_trip() {
     let (mut c, mut s) = pair();
-    let hello = Hello {
-        transport: "udp".into(),
-        size: 32,
-        params: json!({"count": 5}),
-        endpoint: json!({"port": 9}),
-    };
+    let hello = hello();
     let srv = std::thread::spawn(move || {
         let h = s.read_hello().unwrap();
         s.send(&Reply::Welcome {
