@@ -125,8 +125,7 @@ enum Way {
 }
 
 /// A send or receive that failed for good (not "try again"): the peer
-/// gone, or an I/O error. Shared by the probe's channel and the stream's
-/// slots.
+/// gone, or an I/O error.
 #[cold]
 fn failed(way: Way, e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
     let (what, towards, why) = match way {
@@ -315,7 +314,6 @@ fn fmt_peer(p: Option<SocketAddr>) -> String {
 /// process, or a socket per host whose ports the handshake exchanges.
 pub struct Opener;
 
-/// Where one process's two ends meet.
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 impl Opens for Opener {
@@ -394,7 +392,6 @@ impl Socket {
     }
 }
 
-/// The port in a peer's UDP endpoint.
 fn port_of(endpoint: &Value) -> Result<u16, EndError> {
     endpoint
         .get("port")
