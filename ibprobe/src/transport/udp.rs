@@ -92,6 +92,14 @@ impl UdpChannel {
         })
     }
 
+    /// A socket bound to `ip` (any port) for messages of `spec.size`,
+    /// polling as the spec says; connect it to its peer next.
+    pub fn bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, TransportError> {
+        let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
+        u.set_event_poll(spec.poll == Poll::Event);
+        Ok(u)
+    }
+
     /// The address this end receives on (to tell the peer).
     pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
         self.tx.local_addr().map_err(io("getsockname"))
@@ -334,16 +342,6 @@ impl Opens for Opener {
 
     fn server(&self, ask: Ask, theirs: &Value) -> Result<(End, Value), EndError> {
         server(ask, theirs, Socket::into_end)
-    }
-}
-
-impl UdpChannel {
-    /// A socket bound to `ip` (any port) for messages of `spec.size`,
-    /// polling as the spec says; connect it to its peer next.
-    pub fn bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, TransportError> {
-        let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
-        u.set_event_poll(spec.poll == Poll::Event);
-        Ok(u)
     }
 }
 
