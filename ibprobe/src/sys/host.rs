@@ -15,11 +15,8 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Pinning (`pin_to_cpu`), the CPUs this process may use (`allowed_cpus`,
-/// which `--cpu` is checked against) and `mlockall` (`lock_memory`; needs
-/// CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK, and the runner reports a
-/// failure and carries on) come from the shared `ibhost::rt`, which ibtune
-/// uses too.
+/// `lock_memory` needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK; the
+/// runner reports a failure and carries on.
 pub use ibhost::rt::{allowed_cpus, lock_memory, pin_to_cpu, set_affinity};
 
 /// Touches `bytes` of stack below the caller, so the loop's stack pages
@@ -34,11 +31,9 @@ pub fn prefault_stack(bytes: usize) {
     }
 }
 
-/// The stop flag (SIGINT, SIGTERM): the measurement loop checks it
-/// between messages and leaves through the orderly path, so Ctrl-C prints
-/// what was collected and every owner's Drop runs. It is ibhost's one
-/// stop-signal handler (`ibhost::child`), which `ibprobe compare` and
-/// `ibtune experiment` install too.
+/// The measurement loop checks the stop flag between messages and leaves
+/// through the orderly path: Ctrl-C prints what was collected and every
+/// owner's Drop runs.
 pub use ibhost::child::stop_signal_flag;
 
 /// A memory mapping shared between threads or processes, seen as 64-bit

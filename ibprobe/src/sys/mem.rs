@@ -578,6 +578,13 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
 
+    const HUGE_PAGES: Placement = Placement {
+        hugepages: true,
+        node: None,
+        align: 1,
+        lock: false,
+    };
+
     /// Tests that read or change the huge page reservation run one at a time.
     static HUGE: Mutex<()> = Mutex::new(());
 
@@ -656,14 +663,7 @@ mod tests {
             ibtools_tests::skip(TEST, why);
             return;
         }
-        let e = Region::new(
-            1 << 20,
-            &Placement {
-                hugepages: true,
-                ..Placement::default()
-            },
-        )
-        .unwrap_err();
+        let e = Region::new(1 << 20, &HUGE_PAGES).unwrap_err();
         let m = e.to_string();
         eprintln!("without a reservation: {m}");
         assert!(matches!(e, MemError::NoHugePages { .. }), "{m}");
@@ -688,13 +688,7 @@ mod tests {
             return;
         };
         let huge = huge_page_size();
-        let r = match Region::new(
-            huge + 1,
-            &Placement {
-                hugepages: true,
-                ..Placement::default()
-            },
-        ) {
+        let r = match Region::new(huge + 1, &HUGE_PAGES) {
             Ok(r) => r,
             Err(MemError::NoHugePages { .. }) => {
                 let why = "the kernel found no two free contiguous huge pages to reserve";

@@ -175,11 +175,7 @@ impl OwnedQp {
         // SAFETY: ptr is a live QP (owned by self); attr is a valid
         // ibv_qp_attr on the stack for the duration of the call.
         let rc = unsafe { ffi::ibv_modify_qp(self.ptr.as_ptr(), &mut attr, mask as i32) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::from_raw_os_error(rc))
-        }
+        io_result(rc)
     }
 }
 
@@ -370,11 +366,7 @@ impl OwnedCq {
     pub fn req_notify(&self) -> io::Result<()> {
         // SAFETY: ptr is a live CQ owned by self.
         let rc = unsafe { ffi::ibv_req_notify_cq(self.ptr.as_ptr(), 0) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::from_raw_os_error(rc))
-        }
+        io_result(rc)
     }
 
     /// Waits up to `timeout_ns` for a completion event on this CQ's
@@ -650,6 +642,14 @@ unsafe impl Send for OwnedCq {}
 unsafe impl Send for AddressHandle {}
 unsafe impl Send for SendTemplate {}
 unsafe impl Send for RecvRing {}
+
+/// A verbs call's return code (0, or an errno) as an `io::Result`.
+fn io_result(rc: i32) -> io::Result<()> {
+    match rc {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
 
 /// ibv_wc_status_str: the library's name for a completion status.
 pub fn wc_status_str(status: u32) -> String {

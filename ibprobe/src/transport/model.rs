@@ -50,7 +50,6 @@ pub struct ModelLink {
 }
 
 impl ModelLink {
-    /// An idle link of these parameters.
     pub fn new(p: &ModelParams) -> ModelLink {
         let [l, os, or, g, big_g] = p.ns();
         ModelLink {
@@ -85,7 +84,6 @@ impl ModelLink {
         arrival.max(free) + self.or
     }
 
-    /// The receive overhead o_r (ns).
     pub fn or_ns(&self) -> f64 {
         self.or
     }
@@ -100,7 +98,6 @@ struct RealTime {
 }
 
 impl RealTime {
-    /// A clock whose origin is now.
     fn starting(clock: Clock) -> RealTime {
         RealTime {
             clock,
@@ -134,7 +131,6 @@ fn describe(p: &ModelParams) -> TransportInfo {
     }
 }
 
-/// The facts of the model over a carrier.
 fn over_carrier(p: &ModelParams, carrier: &TransportInfo) -> TransportInfo {
     TransportInfo {
         detail: format!("LogGP model {p} over {}", carrier.detail),
@@ -158,7 +154,6 @@ pub struct ModelChannel {
 }
 
 impl ModelChannel {
-    /// A loopback channel of messages of `size` bytes.
     pub fn loopback(params: ModelParams, size: usize, clock: Clock) -> ModelChannel {
         ModelChannel {
             params,
@@ -328,7 +323,7 @@ pub struct ModelUdpChannel {
 }
 
 impl ModelUdpChannel {
-    /// The model over a connected UDP carrier for messages of `size` bytes.
+    /// For messages of `size` bytes.
     pub fn new(params: ModelParams, carrier: UdpChannel, size: usize, clock: Clock) -> Self {
         ModelUdpChannel {
             params,
@@ -402,7 +397,6 @@ pub struct ModelUdpSlots {
 }
 
 impl ModelUdpSlots {
-    /// The model over a connected UDP carrier.
     pub fn new(params: ModelParams, carrier: UdpSlots, clock: Clock) -> Self {
         let size = carrier.slot_size();
         ModelUdpSlots {

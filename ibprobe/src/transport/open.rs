@@ -27,11 +27,8 @@ use crate::spec::{ChannelSpec, StreamSpec};
 pub struct Ask<'a> {
     /// The address this end's out-of-band connection runs on.
     pub local: IpAddr,
-    /// The peer's.
     pub peer: IpAddr,
-    /// The channel, checked.
     pub spec: &'a ChannelSpec,
-    /// What the end carries.
     pub carry: Carry<'a>,
 }
 
@@ -51,7 +48,6 @@ pub enum End {
     Slots(Box<dyn SlotEnd>),
 }
 
-/// What opening in one process gives.
 pub type Opened<T> = Result<T, TransportError>;
 
 /// The two ends of a stream in one process: (sender, receiver).
@@ -72,7 +68,6 @@ pub enum EndError {
     Refused(String),
     /// The client's end cannot be set up, with what to do.
     Setup(String),
-    /// A call failed.
     Failed(TransportError),
 }
 

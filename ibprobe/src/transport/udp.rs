@@ -92,6 +92,14 @@ impl UdpChannel {
         })
     }
 
+    /// A socket bound to `ip` (any port) for messages of `spec.size`,
+    /// polling as the spec says; connect it to its peer next.
+    pub fn bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, TransportError> {
+        let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
+        u.set_event_poll(spec.poll == Poll::Event);
+        Ok(u)
+    }
+
     /// The address this end receives on (to tell the peer).
     pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
         self.tx.local_addr().map_err(io("getsockname"))
@@ -125,8 +133,7 @@ enum Way {
 }
 
 /// A send or receive that failed for good (not "try again"): the peer
-/// gone, or an I/O error. Shared by the probe's channel and the stream's
-/// slots.
+/// gone, or an I/O error.
 #[cold]
 fn failed(way: Way, e: std::io::Error, peer: Option<SocketAddr>) -> TransportError {
     let (what, towards, why) = match way {
@@ -315,7 +322,6 @@ fn fmt_peer(p: Option<SocketAddr>) -> String {
 /// process, or a socket per host whose ports the handshake exchanges.
 pub struct Opener;
 
-/// Where one process's two ends meet.
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 impl Opens for Opener {
@@ -336,16 +342,6 @@ impl Opens for Opener {
 
     fn server(&self, ask: Ask, theirs: &Value) -> Result<(End, Value), EndError> {
         server(ask, theirs, Socket::into_end)
-    }
-}
-
-impl UdpChannel {
-    /// A socket bound to `ip` (any port) for messages of `spec.size`,
-    /// polling as the spec says; connect it to its peer next.
-    pub fn bound(ip: IpAddr, spec: &ChannelSpec) -> Result<UdpChannel, TransportError> {
-        let mut u = UdpChannel::bind(SocketAddr::new(ip, 0), spec.size)?;
-        u.set_event_poll(spec.poll == Poll::Event);
-        Ok(u)
     }
 }
 
@@ -394,7 +390,6 @@ impl Socket {
     }
 }
 
-/// The port in a peer's UDP endpoint.
 fn port_of(endpoint: &Value) -> Result<u16, EndError> {
     endpoint
         .get("port")

@@ -251,12 +251,10 @@ pub(crate) struct OpenedPort {
 pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, VerbsError> {
     let list = device_list()?;
     let names: Vec<String> = list.iter().map(|d| d.name()).collect();
-    let mut chosen = None;
     for dev in list.iter() {
         let name = dev.name();
-        match want {
-            Some(w) if w != name => continue,
-            _ => {}
+        if want.is_some_and(|w| w != name) {
+            continue;
         }
         let ctx = dev
             .open()
@@ -287,7 +285,7 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
             continue;
         }
         let gids = gid_table(&name, &ctx, port)?;
-        chosen = Some(OpenedPort {
+        return Ok(OpenedPort {
             name,
             port,
             active_mtu: mtu_bytes(pa.active_mtu()),
@@ -299,15 +297,12 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
             hca_khz: attr.hca_core_clock(),
             ctx,
         });
-        break;
     }
-    chosen.ok_or_else(|| match want {
-        Some(w) => VerbsError::config(format!("{w} not found; devices: {}", names.join(", "))),
-        None => VerbsError::config(format!(
-            "no device with port {port} active; devices: {}",
-            names.join(", ")
-        )),
-    })
+    let names = names.join(", ");
+    Err(VerbsError::config(match want {
+        Some(w) => format!("{w} not found; devices: {names}"),
+        None => format!("no device with port {port} active; devices: {names}"),
+    }))
 }
 
 /// The GID a QP uses: an explicit index (checked), else on Ethernet the

@@ -53,13 +53,10 @@ const COUNTER_SPINS: u64 = 200_000_000;
 pub(super) struct SlotLayout {
     /// Slots per direction (send ring and receive pool).
     pub(super) slots: u32,
-    /// Bytes per slot.
     pub(super) slot_size: usize,
     /// Bytes between two send buffers (send ring at offset 0).
     pub(super) send_stride: usize,
-    /// Offset of the receive pool.
     pub(super) recv_off: usize,
-    /// Bytes between two receive buffers.
     pub(super) recv_stride: usize,
     /// Bytes in front of a receive's payload (ud: the 40 B GRH).
     pub(super) payload_off: usize,
@@ -71,11 +68,9 @@ pub(super) struct SlotLayout {
     pub(super) peer_recv: Option<(u64, u64)>,
     /// write-imm: the immediate's format.
     pub(super) imm: ImmCodec,
-    /// SQ depth.
     pub(super) sq_depth: u32,
     /// Signal every `period`-th WR (and whenever room runs out).
     pub(super) period: u32,
-    /// uc/ud.
     pub(super) lossy: bool,
 }
 
