@@ -211,12 +211,11 @@ impl Session {
             write(&path, &value)?;
             s.saved.push((path, old.trim().to_string()));
         }
-        let inst = s.instance.clone();
-        write(&inst.join("tracing_on"), "0")?;
+        write(&s.instance.join("tracing_on"), "0")?;
         if cfg.interference {
-            write(&inst.join("events/osnoise/enable"), "1")?;
+            write(&s.instance.join("events/osnoise/enable"), "1")?;
         }
-        let tracer = inst.join("current_tracer");
+        let tracer = s.instance.join("current_tracer");
         fs::write(&tracer, "timerlat").map_err(|e| match e.raw_os_error() {
             Some(libc::EBUSY) => TimerlatError::Busy {
                 what: "another tracefs instance".into(),
@@ -285,10 +284,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io_err(&pipe_path, e)),
         }
-        if acc.complete() {
-            break;
-        }
-        if matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
+        if acc.complete() || matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
             break;
         }
         if stop.load(Ordering::Relaxed) {

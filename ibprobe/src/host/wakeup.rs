@@ -53,9 +53,8 @@ pub struct CpuWakeup {
     /// Deadlines skipped because the thread woke after the following one
     /// had already passed (a wake-up later than the interval).
     pub missed: u64,
-    /// The thread's counters over its measured part (context switches are
-    /// its sleeps; involuntary ones, interrupts and SMIs explain a late
-    /// wake-up).
+    /// The thread's counters over its measured part (its sleeps are
+    /// context switches).
     pub counters: Option<crate::counters::CounterReport>,
 }
 

@@ -77,12 +77,10 @@ fn value_for(i: usize) -> u64 {
 
 /// A latency distribution in nanoseconds.
 ///
-/// Recording is a handful of instructions (an HDR bucket index, one
-/// increment, exact min/max/sum/tail counters): the bucket counts are kept
-/// here in HdrHistogram's layout; percentiles and the RTT/2 halving walk
-/// them directly, and they are turned into an `hdrhistogram::Histogram`
-/// only for what needs HdrHistogram's own encoding (logs, the JSON `hdr`
-/// field, plots).
+/// Recording is a handful of instructions. The bucket counts are kept in
+/// HdrHistogram's layout, walked directly for percentiles and the RTT/2
+/// halving, and turned into an `hdrhistogram::Histogram` only for its own
+/// encoding (logs, the JSON `hdr` field, plots).
 #[derive(Clone)]
 pub struct LatencyHistogram {
     counts: Box<[u64]>,
