@@ -49,8 +49,7 @@ pub struct CpuWakeup {
     pub cpu: usize,
     /// How late each wake-up was.
     pub latency: LatencyHistogram,
-    /// Deadlines skipped because the thread woke after the following one
-    /// had already passed (a wake-up later than the interval).
+    /// Deadlines skipped because the thread woke after the following one.
     pub missed: u64,
     /// The thread's counters over its measured part (its sleeps are
     /// context switches).
@@ -101,8 +100,7 @@ pub fn check_fifo(priority: i32) -> Result<(), WakeupError> {
 }
 
 /// Runs the probe: one pinned SCHED_FIFO thread per CPU, started together,
-/// each recording its wake-up latencies until the count or duration is
-/// reached or `stop` is set.
+/// until the count or duration is reached or `stop` is set.
 pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, WakeupError> {
     check_fifo(cfg.priority)?;
     let mut out = WakeupOutcome::default();
