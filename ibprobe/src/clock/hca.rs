@@ -39,25 +39,20 @@ pub struct HcaClock {
 }
 
 impl HcaClock {
-    /// The clock of device `dev` as `ibv_query_device_ex` describes it;
-    /// refuses a mask of 0 (no timestamps: rxe), a rate of 0 and a mask
-    /// that is not 2^k - 1.
+    /// The clock of device `dev` as `ibv_query_device_ex` describes it, or
+    /// why it cannot be used.
     pub fn new(dev: &str, mask: u64, khz: u64) -> Result<HcaClock, HcaClockError> {
-        if mask == 0 {
-            return Err(HcaClockError::NoTimestamps { dev: dev.into() });
+        let dev = dev.to_string();
+        match (mask, khz) {
+            (0, _) => Err(HcaClockError::NoTimestamps { dev }),
+            (m, _) if m & m.wrapping_add(1) != 0 => Err(HcaClockError::OddMask { dev, mask }),
+            (_, 0) => Err(HcaClockError::NoRate { dev }),
+            _ => Ok(HcaClock {
+                mask,
+                nominal_khz: khz,
+                ns_per_tick: 1e6 / khz as f64,
+            }),
         }
-        if mask & mask.wrapping_add(1) != 0 {
-            let dev = dev.into();
-            return Err(HcaClockError::OddMask { dev, mask });
-        }
-        if khz == 0 {
-            return Err(HcaClockError::NoRate { dev: dev.into() });
-        }
-        Ok(HcaClock {
-            mask,
-            nominal_khz: khz,
-            ns_per_tick: 1e6 / khz as f64,
-        })
     }
 
     /// Ticks from `a` to `b`, forward, across at most one wrap of the

@@ -125,8 +125,7 @@ pub fn split(
 pub const LOG_MAX: usize = 1 << 18;
 
 /// The prober's side of a run with `--hw-timestamps`, as the runner
-/// leaves it: its HCA clock (rate calibrated over the run) and one stamp
-/// per answered message.
+/// leaves it.
 #[derive(Clone, Debug)]
 pub struct ProberLog {
     pub clock: HcaClock,
@@ -158,9 +157,7 @@ pub const REPORT_VERSION: u32 = 1;
 /// A run's split as the report shows it.
 #[derive(Clone, Debug)]
 pub struct HwSplit {
-    /// One-way loopback: `split.network_rtt` holds T_recv_cqe - T_send_cqe
-    /// on one HCA and `prober_delay` the host's part of the one-way
-    /// latency; no responder.
+    /// One-way loopback ([`ProberLog::split_one_way`]): no responder.
     pub one_way: bool,
     pub split: Split,
     /// Sentences for the report (calibration, overflow).
@@ -277,8 +274,7 @@ impl ResponderLog {
 }
 
 impl ResponderReport {
-    /// The report of a responder whose clock is `clock` (calibrated) with
-    /// `stamps` (T3, T4 per echoed message).
+    /// The report of a responder whose clock is `clock` (calibrated).
     pub fn new(clock: &HcaClock, stamps: &[ResponderStamp], overflow: u64) -> ResponderReport {
         ResponderReport {
             version: REPORT_VERSION,

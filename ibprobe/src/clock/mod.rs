@@ -99,13 +99,10 @@ pub struct ReadCosts {
     pub tsc_ns: Option<f64>,
     /// ns per clock_gettime(CLOCK_MONOTONIC_RAW).
     pub monotonic_ns: f64,
-    /// The kernel's current clocksource
-    /// (/sys/devices/system/clocksource/clocksource0/current_clocksource),
-    /// "other" when not one this module knows, "?" when unreadable.
+    /// The kernel's current clocksource, "other" when not one this module
+    /// knows, "?" when unreadable.
     pub clocksource: &'static str,
-    /// clock_gettime enters the kernel here (its clocksource has no vDSO
-    /// read, or, for an unknown one, a read costs over 4 TSC reads and
-    /// over 100 ns).
+    /// clock_gettime enters the kernel here (see [`ReadCosts::classify`]).
     pub monotonic_is_syscall: bool,
 }
 
@@ -145,15 +142,15 @@ impl ReadCosts {
         ReadCosts::classify(name.trim(), monotonic_ns, tsc_ns)
     }
 
-    /// The costs with the clocksource named and the system-call verdict
-    /// (pure: the measured figures in, the reading out).
+    /// The costs with the clocksource named and the system-call verdict:
+    /// none for a vDSO clocksource, a system call for one without a vDSO
+    /// mode, else a read over 100 ns and over 4 TSC reads (pure).
     pub fn classify(clocksource: &str, monotonic_ns: f64, tsc_ns: Option<f64>) -> ReadCosts {
         let known = VDSO_CLOCKSOURCES
             .iter()
             .chain(SYSCALL_CLOCKSOURCES.iter())
             .find(|&&k| k == clocksource)
             .copied();
-        // A clocksource not known either way: judged by its read cost.
         let monotonic_is_syscall = SYSCALL_CLOCKSOURCES.contains(&clocksource)
             || (!VDSO_CLOCKSOURCES.contains(&clocksource)
                 && monotonic_ns > 100.0
@@ -358,8 +355,7 @@ impl Clock {
         }
     }
 
-    /// CLOCK_MONOTONIC_RAW, recording why the TSC was not used (for a
-    /// `--clock monotonic` option, or tests of the report's warning).
+    /// CLOCK_MONOTONIC_RAW, recording why the TSC was not used.
     pub fn monotonic_because(why: Fallback) -> Clock {
         Clock {
             fallback: Some(why),
@@ -367,8 +363,7 @@ impl Clock {
         }
     }
 
-    /// A TSC clock from a given calibration (tests and replays use it; the
-    /// probe uses [`Clock::calibrate`]).
+    /// A TSC clock from a given calibration (tests and replays).
     pub fn tsc_with(cal: Calibration) -> Clock {
         let to_ns = (1e9 * (1u64 << SHIFT) as f64 / cal.hz).round();
         let to_ticks = (cal.hz * (1u64 << SHIFT) as f64 / 1e9).round();
@@ -497,8 +492,7 @@ pub fn auto_decision(
 }
 
 /// Checks the first `flags` line of /proc/cpuinfo text for `constant_tsc`
-/// and `nonstop_tsc`. Only the flags are read: the `cpu MHz` field is the
-/// current (scaled) core frequency, not the TSC rate.
+/// and `nonstop_tsc` (never `cpu MHz`, the scaled core frequency).
 pub fn tsc_flags_ok(cpuinfo: &str) -> Result<(), Fallback> {
     let flags = cpuinfo
         .lines()

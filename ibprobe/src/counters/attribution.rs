@@ -133,14 +133,11 @@ pub struct Side {
 /// One cause: the intervals with it against those without.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CauseLine {
-    /// `context_switch`, `page_fault`, `cpu_migration`, `smi`, `interrupt`.
+    /// The [`Cause`]'s name and its phrase.
     pub cause: &'static str,
-    /// "a context switch".
     #[serde(skip)]
     pub phrase: &'static str,
-    /// Intervals with at least one.
     pub with: Side,
-    /// Intervals with none.
     pub without: Side,
 }
 

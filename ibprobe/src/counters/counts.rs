@@ -1,8 +1,7 @@
-//! The words of the counters: which counters there are ([`Counter`]), a
-//! value per counter ([`Counts`]), what could not be counted ([`Missing`]),
-//! an interrupt source's count ([`SourceCount`]), and the one allocation-free
-//! read of a `/proc` file the sources share. Its own file so that the
-//! sources take these from here, not through `mod.rs`, which uses theirs.
+//! The words of the counters ([`Counter`], [`Counts`], [`Missing`],
+//! [`SourceCount`]) and the one allocation-free read of a `/proc` file the
+//! sources share: its own file so that the sources take these from here,
+//! not through `mod.rs`, which uses theirs.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

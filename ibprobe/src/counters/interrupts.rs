@@ -128,7 +128,6 @@ pub struct InterruptTable {
 }
 
 impl InterruptTable {
-    /// Opens `/proc/interrupts` for `cpus`.
     pub fn open(cpus: &[usize]) -> io::Result<InterruptTable> {
         let text = ibhost::file::read_pseudo("/proc/interrupts", ibhost::file::MAX_PROC_TABLE)?;
         let cols = columns(&text, cpus);

@@ -9,21 +9,11 @@
 //! before and after it (and at each interval's end), never per message.
 //!
 //! Sources, each optional (what is missing is said once, with why, and the
-//! run goes on):
-//! - `getrusage(RUSAGE_THREAD)`: voluntary and involuntary context
-//!   switches and page faults (always there);
-//! - `/proc/thread-self/sched` ([`sched`]): CPU migrations (kernels with
-//!   `CONFIG_SCHED_DEBUG`);
-//! - where a CPU PMU exists (most VMs have none), or when asked
-//!   (`--perf-counters`): perf events ([`perf`]): cycles, instructions,
-//!   cache misses, and the same counts as the two above;
-//! - `/proc/interrupts` ([`interrupts`]): per source, the counts of the
-//!   measuring CPU (the pinned one, or all CPUs the thread may use);
-//! - `/dev/cpu/N/msr` register 0x34 (`MSR_SMI_COUNT`, Intel): SMIs, where
-//!   the msr module is loaded and readable (root).
-//!
-//! [`attribution`] correlates per-interval counters with each interval's
-//! tail.
+//! run goes on; the table with where each is missing: ibprobe/README.md,
+//! counters): `getrusage(RUSAGE_THREAD)`, `/proc/thread-self/sched`
+//! ([`sched`]), perf events ([`perf`]), `/proc/interrupts`
+//! ([`interrupts`]) and `MSR_SMI_COUNT`. [`attribution`] correlates
+//! per-interval counters with each interval's tail.
 
 pub mod attribution;
 mod counts;

@@ -26,10 +26,9 @@ use super::wakeup::WakeupLength;
 /// Where tracefs is looked for, in order.
 pub const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
-/// How often the trace is read when it has nothing new: rarely, since
-/// every read makes the kernel format text, and on a host short of cores
-/// that work shows up in the very latencies being measured. The kernel
-/// keeps about 1.4 MB per CPU meanwhile.
+/// How often the trace is read when it has nothing new: rarely, since the
+/// kernel's formatting of it shows in the latencies measured on a host
+/// short of cores (it keeps about 1.4 MB per CPU meanwhile).
 pub const READ_EVERY: Duration = Duration::from_millis(250);
 
 /// timerlat's period limits (the kernel refuses others).
@@ -110,9 +109,8 @@ fn io_err(path: &Path, source: io::Error) -> TimerlatError {
     }
 }
 
-/// Reads a small tracefs file through the bounded pseudo-file reader
-/// (4 KiB reads: some, osnoise/cpus on 6.1, answer EINVAL to a larger
-/// first read).
+/// Reads a small tracefs file in 4 KiB reads (osnoise/cpus on 6.1 answers
+/// EINVAL to a larger first read).
 fn read(path: &Path) -> Result<String, TimerlatError> {
     ibhost::file::read_pseudo(path, ibhost::file::MAX_PSEUDO_FILE).map_err(|e| io_err(path, e))
 }
@@ -211,12 +209,11 @@ impl Session {
             write(&path, &value)?;
             s.saved.push((path, old.trim().to_string()));
         }
-        let inst = s.instance.clone();
-        write(&inst.join("tracing_on"), "0")?;
+        write(&s.instance.join("tracing_on"), "0")?;
         if cfg.interference {
-            write(&inst.join("events/osnoise/enable"), "1")?;
+            write(&s.instance.join("events/osnoise/enable"), "1")?;
         }
-        let tracer = inst.join("current_tracer");
+        let tracer = s.instance.join("current_tracer");
         fs::write(&tracer, "timerlat").map_err(|e| match e.raw_os_error() {
             Some(libc::EBUSY) => TimerlatError::Busy {
                 what: "another tracefs instance".into(),
@@ -285,10 +282,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io_err(&pipe_path, e)),
         }
-        if acc.complete() {
-            break;
-        }
-        if matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
+        if acc.complete() || matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
             break;
         }
         if stop.load(Ordering::Relaxed) {

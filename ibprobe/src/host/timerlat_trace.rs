@@ -218,14 +218,12 @@ pub struct WorstWakeup {
 #[derive(Clone, Debug, Default)]
 pub struct CpuTimerlat {
     pub cpu: usize,
-    /// Timer expiry -> IRQ handler, ns.
+    /// The two latencies ([`Context::Irq`], [`Context::Thread`]).
     pub irq: LatencyHistogram,
-    /// Timer expiry -> timerlat thread running, ns.
     pub thread: LatencyHistogram,
     /// Interference on this CPU during the run, most total time first
     /// (after [`TimerlatAccumulator::finish`]).
     pub sources: Vec<NoiseSource>,
-    /// The worst thread wake-up and its blocking causes.
     pub worst: Option<WorstWakeup>,
     pub lost_events: u64,
 }
@@ -266,7 +264,6 @@ pub struct TimerlatAccumulator {
     cpus: Vec<CpuState>,
     limit: Option<u64>,
     own_pid: u32,
-    /// Lines that were neither comments nor a known event.
     pub unparsed: u64,
 }
 
@@ -335,7 +332,6 @@ impl TimerlatAccumulator {
             .filter(|s| limit.is_none_or(|n| s.run.thread.len() < n))
     }
 
-    /// Feeds one trace line.
     pub fn line(&mut self, line: &str) {
         match parse_line(line) {
             Some(e) => self.event(e),
@@ -344,7 +340,6 @@ impl TimerlatAccumulator {
         }
     }
 
-    /// Feeds one parsed event.
     pub fn event(&mut self, e: TraceEvent<'_>) {
         match e {
             TraceEvent::Lost { cpu, events } => {
@@ -419,8 +414,7 @@ impl TimerlatAccumulator {
         }
     }
 
-    /// Whether every CPU has its `limit` thread samples (never, without a
-    /// limit).
+    /// Whether every CPU has its `limit` thread samples (never without one).
     pub fn complete(&self) -> bool {
         self.limit
             .is_some_and(|n| self.cpus.iter().all(|s| s.run.thread.len() >= n))

@@ -14,7 +14,6 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::stats::LatencyHistogram;
@@ -50,12 +49,10 @@ pub struct CpuWakeup {
     pub cpu: usize,
     /// How late each wake-up was.
     pub latency: LatencyHistogram,
-    /// Deadlines skipped because the thread woke after the following one
-    /// had already passed (a wake-up later than the interval).
+    /// Deadlines skipped because the thread woke after the following one.
     pub missed: u64,
-    /// The thread's counters over its measured part (context switches are
-    /// its sleeps; involuntary ones, interrupts and SMIs explain a late
-    /// wake-up).
+    /// The thread's counters over its measured part (its sleeps are
+    /// context switches).
     pub counters: Option<crate::counters::CounterReport>,
 }
 
@@ -103,8 +100,7 @@ pub fn check_fifo(priority: i32) -> Result<(), WakeupError> {
 }
 
 /// Runs the probe: one pinned SCHED_FIFO thread per CPU, started together,
-/// each recording its wake-up latencies until the count or duration is
-/// reached or `stop` is set.
+/// until the count or duration is reached or `stop` is set.
 pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, WakeupError> {
     check_fifo(cfg.priority)?;
     let mut out = WakeupOutcome::default();
@@ -119,71 +115,60 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
         cfg.priority, cfg.interval
     ));
     let interval = (cfg.interval.as_nanos() as u64).max(1);
+    let (priority, length) = (cfg.priority, cfg.length);
     // Every thread is pinned and real-time before any starts measuring.
-    let go = Arc::new(AtomicBool::new(false));
-    let abort = Arc::new(AtomicBool::new(false));
-    // The stop flag is 'static (the Ctrl-C flag) in the CLI, but tests pass
-    // their own: mirror it into an Arc the threads can own.
-    let stop_mirror = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
-    let mut handles = Vec::new();
-    for &cpu in &cfg.cpus {
-        // Allocated here, before the measuring thread starts.
-        let hist = LatencyHistogram::new();
-        let (go_t, abort_t, stop_t) = (go.clone(), abort.clone(), stop_mirror.clone());
-        let (priority, length) = (cfg.priority, cfg.length);
-        let h = std::thread::Builder::new()
-            .name(format!("ibprobe-host-{cpu}"))
-            .spawn(move || {
-                let setup = host::pin_to_cpu(cpu)
-                    .map_err(|source| WakeupError::Pin { cpu, source })
-                    .and_then(|()| {
-                        rt::set_fifo(priority)
-                            .map_err(|source| WakeupError::Fifo { priority, source })
-                    });
-                if setup.is_err() {
-                    abort_t.store(true, Ordering::Relaxed);
+    let (go, abort) = (&AtomicBool::new(false), &AtomicBool::new(false));
+    let panicked = || WakeupError::Spawn(io::Error::other("a measuring thread panicked"));
+    let results = std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for &cpu in &cfg.cpus {
+            // Allocated here, before the measuring thread starts.
+            let hist = LatencyHistogram::new();
+            let h = std::thread::Builder::new()
+                .name(format!("ibprobe-host-{cpu}"))
+                .spawn_scoped(scope, move || {
+                    let setup = host::pin_to_cpu(cpu)
+                        .map_err(|source| WakeupError::Pin { cpu, source })
+                        .and_then(|()| {
+                            rt::set_fifo(priority)
+                                .map_err(|source| WakeupError::Fifo { priority, source })
+                        });
+                    if setup.is_err() {
+                        abort.store(true, Ordering::Relaxed);
+                    }
+                    host::prefault_stack(128 * 1024);
+                    while !go.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    setup?;
+                    let span = crate::counters::Span::start(&[cpu], false);
+                    let r = measure(cpu, hist, interval, length, stop, abort);
+                    let counters = Some(span.finish());
+                    r.map(|c| CpuWakeup { counters, ..c })
+                });
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // Release the threads already waiting at the gate (the
+                    // scope joins them).
+                    abort.store(true, Ordering::Relaxed);
+                    go.store(true, Ordering::Release);
+                    return Err(WakeupError::Spawn(e));
                 }
-                host::prefault_stack(128 * 1024);
-                while !go_t.load(Ordering::Acquire) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                setup?;
-                let span = crate::counters::Span::start(&[cpu], false);
-                let r = measure(cpu, hist, interval, length, &stop_t, &abort_t);
-                let counters = Some(span.finish());
-                r.map(|c| CpuWakeup { counters, ..c })
-            })
-            .map_err(WakeupError::Spawn);
-        match h {
-            Ok(h) => handles.push(h),
-            Err(e) => {
-                // Release the threads already waiting at the gate.
-                abort.store(true, Ordering::Relaxed);
-                go.store(true, Ordering::Release);
-                for h in handles {
-                    let _ = h.join();
-                }
-                return Err(e);
             }
         }
-    }
-    let t0 = rt::monotonic_ns();
-    go.store(true, Ordering::Release);
-    // Forward the caller's stop flag while the threads run.
-    while handles.iter().any(|h| !h.is_finished()) {
-        if stop.load(Ordering::Relaxed) {
-            stop_mirror.store(true, Ordering::Relaxed);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    out.elapsed_ns = rt::monotonic_ns().saturating_sub(t0);
-    // Every thread has finished: the first error, in CPU order, is the run's.
-    let panicked = || WakeupError::Spawn(io::Error::other("a measuring thread panicked"));
-    out.cpus = handles
+        let t0 = rt::monotonic_ns();
+        go.store(true, Ordering::Release);
+        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        out.elapsed_ns = rt::monotonic_ns().saturating_sub(t0);
+        Ok(joined)
+    })?;
+    // The first error, in CPU order, is the run's.
+    out.cpus = results
         .into_iter()
-        .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
+        .map(|r| r.unwrap_or_else(|_| Err(panicked())))
         .collect::<Result<_, _>>()?;
-    out.interrupted = stop_mirror.load(Ordering::Relaxed);
+    out.interrupted = stop.load(Ordering::Relaxed);
     Ok(out)
 }
 

@@ -42,15 +42,10 @@ const SUB_BUCKET_HALF: usize = 1 << SUB_BUCKET_HALF_MAGNITUDE;
 const SUB_BUCKET_MASK: u64 = (2 << SUB_BUCKET_HALF_MAGNITUDE) - 1;
 const LEADING_ZERO_BASE: u32 = 64 - (SUB_BUCKET_HALF_MAGNITUDE + 1);
 
-/// Buckets HdrHistogram needs for [`MAX_NS`] (its `buckets_to_cover`).
+/// Buckets HdrHistogram needs for a `max` of at least 2048 (its
+/// `buckets_to_cover` in closed form: doublings of 2048 until above `max`).
 const fn buckets_to_cover(max: u64) -> usize {
-    let mut smallest_untrackable = 2u64 << SUB_BUCKET_HALF_MAGNITUDE;
-    let mut n = 1;
-    while smallest_untrackable <= max {
-        smallest_untrackable <<= 1;
-        n += 1;
-    }
-    n
+    (max.ilog2() + 1 - SUB_BUCKET_HALF_MAGNITUDE) as usize
 }
 
 /// Length of the counts array (28,672: 224 KiB of counts).
@@ -77,12 +72,10 @@ fn value_for(i: usize) -> u64 {
 
 /// A latency distribution in nanoseconds.
 ///
-/// Recording is a handful of instructions (an HDR bucket index, one
-/// increment, exact min/max/sum/tail counters): the bucket counts are kept
-/// here in HdrHistogram's layout; percentiles and the RTT/2 halving walk
-/// them directly, and they are turned into an `hdrhistogram::Histogram`
-/// only for what needs HdrHistogram's own encoding (logs, the JSON `hdr`
-/// field, plots).
+/// Recording is a handful of instructions. The bucket counts are kept in
+/// HdrHistogram's layout, walked directly for percentiles and the RTT/2
+/// halving, and turned into an `hdrhistogram::Histogram` only for its own
+/// encoding (logs, the JSON `hdr` field, plots).
 #[derive(Clone)]
 pub struct LatencyHistogram {
     counts: Box<[u64]>,
@@ -204,9 +197,8 @@ impl LatencyHistogram {
         self.clamped
     }
 
-    /// The buckets as an `hdrhistogram::Histogram` (1 ns .. 100 s, 3
-    /// significant digits), for HDR logs, plots and percentiles. Allocates
-    /// (about 224 KiB): call it off the hot path.
+    /// The buckets as an `hdrhistogram::Histogram`, for HDR logs and plots.
+    /// Allocates (about 224 KiB): call it off the hot path.
     pub fn to_hdr(&self) -> Histogram<u64> {
         let mut h = Histogram::new_with_bounds(1, MAX_NS, 3).expect("static bounds are valid");
         for (i, c) in self.filled() {
@@ -227,10 +219,8 @@ impl LatencyHistogram {
             .map(move |(j, &c)| (r.start + j, c))
     }
 
-    /// The non-empty buckets in ascending order, as (the highest value
-    /// the bucket holds, its count), with no allocation: for a consumer
-    /// with its own coarser histogram (ibexporter's buckets), without a
-    /// 224 KiB `hdrhistogram::Histogram` per round.
+    /// The non-empty buckets in ascending order, as (the highest value the
+    /// bucket holds, its count), with no allocation (ibexporter's buckets).
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.filled().map(|(i, c)| (value_for(i + 1) - 1, c))
     }
@@ -295,10 +285,8 @@ impl LatencyHistogram {
 
     /// Percentiles by the module's definition for ascending `qs`, in one
     /// walk over the occupied buckets (no allocation; 0 when empty): the
-    /// same values as HdrHistogram's `value_at_quantile` on
-    /// [`Self::to_hdr`] (the lowest value of the bucket for q = 0, else
-    /// its highest), clamped into `[min, max]`; without building the
-    /// 224 KiB HDR histogram per summary.
+    /// values of HdrHistogram's `value_at_quantile` on [`Self::to_hdr`]
+    /// (for q = 0 the bucket's lowest value), clamped into `[min, max]`.
     pub fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [u64; N] {
         let mut out = [0u64; N];
         if self.total == 0 {
@@ -380,8 +368,7 @@ impl LatencyHistogram {
     pub fn halved(&self) -> LatencyHistogram {
         let mut out = LatencyHistogram::new();
         for (i, c) in self.filled() {
-            // The bucket's middle (HdrHistogram's median_equivalent),
-            // halved.
+            // The bucket's middle (HdrHistogram's median_equivalent), halved.
             let lo = value_for(i);
             let mid = lo + ((value_for(i + 1) - lo) >> 1);
             out.record_bucketed(mid / 2, c);
@@ -408,9 +395,8 @@ impl LatencyHistogram {
     }
 }
 
-/// What a report prints about one distribution (definitions in the
-/// module docs). Percentiles are the histogram's (within 0.1%); min, max,
-/// mean, stdev and the >10 us count are exact.
+/// What a report prints about one distribution (definitions in the module
+/// docs: percentiles within 0.1%, the rest exact).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Summary {
     pub count: u64,
@@ -422,7 +408,6 @@ pub struct Summary {
     pub p9999_ns: u64,
     pub max_ns: u64,
     pub mean_ns: f64,
-    /// Population standard deviation.
     pub stdev_ns: f64,
     /// Fraction of samples above 10 us (0..1).
     pub over_10us: f64,
@@ -528,6 +513,10 @@ mod tests {
 
     #[test]
     fn layout_covers_the_range() {
+        assert_eq!(
+            COUNTS_LEN, 28_672,
+            "HdrHistogram's length for 1 ns .. 100 s, 3 digits"
+        );
         assert!(index_for(MAX_NS) < COUNTS_LEN);
         assert_eq!(index_for(1), 1);
         assert_eq!(value_for(index_for(2047)), 2047);
