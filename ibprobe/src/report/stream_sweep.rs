@@ -5,8 +5,7 @@
 //! Why it exists: every cell is an `ibprobe stream` run
 //! ([`StreamReport`]); the grid shows throughput and the latency tail of
 //! each, one row per cell, in run order (sizes, then rates, windows,
-//! batches, pipelines).
-//! Its JSON's fields are in `report/README.md`.
+//! batches, pipelines). Its JSON's fields are in `report/README.md`.
 
 use serde_json::json;
 
@@ -76,24 +75,6 @@ fn row(c: &StreamReport) -> [String; 11] {
     ]
 }
 
-fn heading(t: Transport, cells: &[StreamReport]) -> String {
-    format!(
-        "ibprobe {}: stream sweep over {}, {} cells",
-        env!("CARGO_PKG_VERSION"),
-        t.name(),
-        cells.len()
-    )
-}
-
-fn column_all(c: &StreamReport) -> String {
-    format!(
-        "window {} batch {} pipeline {}",
-        c.spec.window,
-        c.spec.batch,
-        pipe(c.spec.pipeline)
-    )
-}
-
 /// A stream sweep's cells and its axes: the report `ibprobe sweep`
 /// prints with a stream axis.
 pub struct StreamSweepReport<'a> {
@@ -112,14 +93,21 @@ impl Document for StreamSweepReport<'_> {
 
     /// One row per cell, aligned; each cell's warnings with the cell.
     fn blocks(&self) -> Vec<Block> {
-        let heading = heading(self.transport, self.cells);
+        let heading = format!(
+            "ibprobe {}: stream sweep over {}, {} cells",
+            env!("CARGO_PKG_VERSION"),
+            self.transport.name(),
+            self.cells.len()
+        );
         let warnings: Vec<String> = self
             .cells
             .iter()
             .flat_map(|c| {
+                let (s, p) = (&c.spec, pipe(c.spec.pipeline));
+                let cell = format!("window {} batch {} pipeline {p}", s.window, s.batch);
                 c.warnings
                     .iter()
-                    .map(move |(_, w)| format!("{} B, {}: {w}", c.size, column_all(c)))
+                    .map(move |(_, w)| format!("{} B, {cell}: {w}", c.size))
             })
             .collect();
         let plain = warnings.iter().map(|m| Warning {
