@@ -9,12 +9,11 @@ use std::fmt::Write as _;
 
 use super::model::{Align, Block, Column, Document, JsonDoc, Spacing, Table};
 
-/// A metric compared, in report order: the name used in JSON and tables,
-/// which way is better, and whether it is a latency (ns) or a rate.
+/// A metric compared, in report order: its name in JSON and tables, and
+/// which way is better (a lower latency, a higher rate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Metric {
     pub name: &'static str,
-    /// Lower latency, or a higher rate, is better.
     pub better: Better,
 }
 
@@ -42,30 +41,13 @@ pub const ROUND_SCHEMAS: &str = "ibprobe.report/1 or ibprobe.stream/1";
 /// `ibprobe.stream/1` document (what `ibprobe compare` and `ibtune
 /// experiment` read from each round); `None` for any other document.
 pub fn round_values(doc: &serde_json::Value) -> Option<RoundValues> {
-    let f = |v: &serde_json::Value| v.as_f64();
-    match doc.get("schema")?.as_str()? {
-        "ibprobe.report/1" => {
-            let d = doc.get("distributions")?.get(0)?;
-            Some([
-                f(&d["p50_ns"]),
-                f(&d["p99_ns"]),
-                f(&d["p999_ns"]),
-                f(&d["max_ns"]),
-                None,
-            ])
-        }
-        "ibprobe.stream/1" => {
-            let l = doc.get("latency")?;
-            Some([
-                f(&l["p50"]),
-                f(&l["p99"]),
-                f(&l["p999"]),
-                f(&l["max"]),
-                f(&doc["msgs_per_sec"]),
-            ])
-        }
-        _ => None,
-    }
+    let (d, suffix, rate) = match doc.get("schema")?.as_str()? {
+        "ibprobe.report/1" => (doc.get("distributions")?.get(0)?, "_ns", None),
+        "ibprobe.stream/1" => (doc.get("latency")?, "", doc["msgs_per_sec"].as_f64()),
+        _ => return None,
+    };
+    let q = |k: &str| d[format!("{k}{suffix}")].as_f64();
+    Some([q("p50"), q("p99"), q("p999"), q("max"), rate])
 }
 
 /// The clock resolution (ns) an `ibprobe.report/1` (`clock.resolution_ns`)
@@ -98,19 +80,17 @@ pub struct VariantReport {
     /// The first value given: what the others are compared with.
     pub baseline: bool,
     pub rounds_ok: usize,
-    /// Medians over rounds (ns; messages/s for `msgs_per_sec`).
+    /// Per metric, the median over rounds of each round's figure (ns;
+    /// messages/s for `msgs_per_sec`, stream commands only).
     pub p50: Option<f64>,
-    /// Median over rounds of each round's p99 (ns).
     pub p99: Option<f64>,
-    /// Median over rounds of each round's p99.9 (ns).
     pub p999: Option<f64>,
-    /// Median over rounds of each round's max (ns).
     pub max: Option<f64>,
-    /// Median over rounds of messages/s (stream commands only).
     pub msgs_per_sec: Option<f64>,
-    /// Per metric, the effect against the baseline (absent for the
-    /// baseline, and for a metric the command does not report).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Per metric, the effect against the baseline (none for the
+    /// baseline, nor for a metric the command does not report); an object
+    /// keyed by metric in the JSON, which scripts index.
+    #[serde(serialize_with = "as_map")]
     pub effects: Vec<(String, EffectReport)>,
     /// Every round's values, in run order of this variant.
     pub per_round: Vec<RoundValues>,
@@ -128,7 +108,7 @@ pub struct EffectReport {
     pub ratio: f64,
     /// 95% interval of the ratio `[low, high]`.
     pub ci: [f64; 2],
-    /// `faster`, `slower` or `no_significant_difference`.
+    /// `faster`, `slower`, `no_significant_difference` (or `one_run_each`).
     pub verdict: &'static str,
     /// Achieved confidence of `ci`.
     pub confidence: f64,
@@ -259,12 +239,9 @@ impl CompareReport {
         for (m, metric) in METRICS.iter().enumerate() {
             let others: Vec<Vec<Option<f64>>> = (1..labels.len()).map(|v| column(v, m)).collect();
             let effects = ibstats::compare_family(&column(0, m), &others, metric.better);
-            for (k, e) in effects.into_iter().enumerate() {
-                if let Some(e) = e {
-                    variants[k + 1]
-                        .effects
-                        .push((metric.name.to_string(), e.into()));
-                }
+            for (v, e) in variants.iter_mut().skip(1).zip(effects) {
+                v.effects
+                    .extend(e.map(|e| (metric.name.to_string(), e.into())));
             }
         }
         let mut warnings = Vec::new();
@@ -294,16 +271,29 @@ impl CompareReport {
                 ));
             }
         }
+        CompareReport::with(command, option, seed, order, variants, warnings, METHOD)
+    }
+
+    /// The report of these parts; `rounds` is the blocks of `order`.
+    fn with(
+        command: Vec<String>,
+        option: String,
+        seed: u64,
+        order: Vec<Vec<usize>>,
+        variants: Vec<VariantReport>,
+        warnings: Vec<String>,
+        method: &'static str,
+    ) -> CompareReport {
         CompareReport {
             schema: "ibprobe.compare/1",
             command,
             option,
-            rounds,
+            rounds: order.len(),
             seed,
             order,
             variants,
             warnings,
-            method: METHOD,
+            method,
             title: None,
             column: None,
         }
@@ -354,19 +344,17 @@ impl CompareReport {
                 ));
             }
         }
-        CompareReport {
-            schema: "ibprobe.compare/1",
-            command: Vec::new(),
-            option: "report".into(),
-            rounds: 1,
-            seed: 0,
-            order: vec![(0..labels.len()).collect()],
+        let order = vec![(0..labels.len()).collect()];
+        let warnings = vec![SAVED_WARNING.to_string()];
+        CompareReport::with(
+            Vec::new(),
+            "report".into(),
+            0,
+            order,
             variants,
-            warnings: vec![SAVED_WARNING.to_string()],
-            method: SAVED_METHOD,
-            title: None,
-            column: None,
-        }
+            warnings,
+            SAVED_METHOD,
+        )
     }
 
     /// Marks what was measured at the clock's resolution: `resolution[v]`
@@ -382,65 +370,40 @@ impl CompareReport {
         for (v, r) in self.variants.iter_mut().zip(resolution) {
             v.clock_resolution_ns = *r;
             let Some(r) = *r else { continue };
-            v.at_clock_resolution = METRICS
-                .iter()
-                .enumerate()
-                .filter(|(m, metric)| {
-                    metric.better == Better::Lower
-                        && value_of(v, *m).is_some_and(|x| crate::clock::near_resolution(x, r))
-                })
-                .map(|(_, metric)| metric.name.to_string())
+            let near: Vec<(usize, f64)> = (0..METRICS.len())
+                .filter(|&m| METRICS[m].better == Better::Lower)
+                .filter_map(|m| Some((m, value_of(v, m)?)))
+                .filter(|&(_, x)| crate::clock::near_resolution(x, r))
                 .collect();
+            if near.is_empty() {
+                continue;
+            }
+            v.at_clock_resolution = near.iter().map(|&(m, _)| METRICS[m].name.into()).collect();
+            let figures: Vec<String> = near
+                .iter()
+                .map(|&(m, x)| format!("{} {}", METRICS[m].name, fmt_value(m, x)))
+                .collect();
+            self.warnings.push(format!(
+                "{}: {} within {} steps of the clock's {:.3} us resolution: a ratio against it compares clock steps, not the path, and is not printed (\"at clock resolution\"); compare the tail (p99 and up) or measure a longer path (a larger --size, --round-trip)",
+                v.value,
+                figures.join(", "),
+                crate::clock::RESOLUTION_TICKS,
+                r / 1000.0
+            ));
         }
-        let base: Vec<String> = self
-            .variants
-            .first()
-            .map(|b| b.at_clock_resolution.clone())
-            .unwrap_or_default();
-        let mut warnings = Vec::new();
+        let base = self.variants.first().map(|b| b.at_clock_resolution.clone());
         for v in &mut self.variants {
             for (k, e) in &mut v.effects {
-                e.at_clock_resolution = base.contains(k) || v.at_clock_resolution.contains(k);
-            }
-            if let (Some(r), false) = (v.clock_resolution_ns, v.at_clock_resolution.is_empty()) {
-                let figures: Vec<String> = v
-                    .at_clock_resolution
-                    .iter()
-                    .filter_map(|k| {
-                        let m = METRICS.iter().position(|x| x.name == k)?;
-                        Some(format!("{k} {}", fmt_value(m, value_of(v, m)?)))
-                    })
-                    .collect();
-                warnings.push(format!(
-                    "{}: {} within {} steps of the clock's {:.3} us resolution: a ratio against it compares clock steps, not the path, and is not printed (\"at clock resolution\"); compare the tail (p99 and up) or measure a longer path (a larger --size, --round-trip)",
-                    v.value,
-                    figures.join(", "),
-                    crate::clock::RESOLUTION_TICKS,
-                    r / 1000.0
-                ));
+                e.at_clock_resolution =
+                    base.iter().flatten().any(|b| b == k) || v.at_clock_resolution.contains(k);
             }
         }
-        self.warnings.extend(warnings);
     }
 
     /// The JSON document as a value, for callers that add their own
     /// fields (`ibtune experiment`).
     pub fn to_value(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).unwrap_or_default();
-        // `effects` as an object keyed by metric, which scripts index.
-        if let Some(vs) = v.get_mut("variants").and_then(|x| x.as_array_mut()) {
-            for (vr, report) in vs.iter_mut().zip(&self.variants) {
-                if let Some(o) = vr.as_object_mut() {
-                    let map: serde_json::Map<String, serde_json::Value> = report
-                        .effects
-                        .iter()
-                        .map(|(k, e)| (k.clone(), serde_json::to_value(e).unwrap_or_default()))
-                        .collect();
-                    o.insert("effects".into(), serde_json::Value::Object(map));
-                }
-            }
-        }
-        v
+        serde_json::to_value(self).unwrap_or_default()
     }
 
     /// Rows of the table: value, then per metric "median (ratio [ci] verdict)".
@@ -449,70 +412,56 @@ impl CompareReport {
             .filter(|&m| self.variants.iter().any(|v| value_of(v, m).is_some()))
             .collect();
         let header: Vec<&'static str> = shown.iter().map(|&m| METRICS[m].name).collect();
-        let rows = self
-            .variants
-            .iter()
-            .map(|v| {
-                let mut row = vec![format!(
-                    "{}{}",
-                    v.value,
-                    if v.baseline { " (baseline)" } else { "" }
-                )];
-                for &m in &shown {
-                    let cell = match value_of(v, m) {
-                        None => "-".to_string(),
-                        Some(x) => {
-                            let mut c = fmt_value(m, x);
-                            let name = METRICS[m].name;
-                            // This value's own median at the resolution,
-                            // or only the baseline's: say which.
-                            let own = v.at_clock_resolution.iter().any(|k| k == name);
-                            match v.effects.iter().find(|(k, _)| k == name) {
-                                Some((_, e)) if e.at_clock_resolution && !own => {
-                                    c.push_str(" (baseline at clock resolution)")
-                                }
-                                Some((_, e)) if !e.at_clock_resolution => {
-                                    let _ = write!(c, " x{:.2}", e.ratio);
-                                    if e.ci.iter().all(|x| x.is_finite()) {
-                                        let _ = write!(c, " [{:.2}, {:.2}]", e.ci[0], e.ci[1]);
-                                    }
-                                    let _ = write!(c, " {}", short_verdict(e.verdict));
-                                }
-                                _ if own => c.push_str(" at clock resolution"),
-                                _ => {}
-                            }
-                            c
-                        }
-                    };
-                    row.push(cell);
+        let cell = |v: &VariantReport, m: usize| {
+            let Some(x) = value_of(v, m) else {
+                return "-".to_string();
+            };
+            let (mut c, name) = (fmt_value(m, x), METRICS[m].name);
+            // This value's own median at the resolution, or only the
+            // baseline's: say which.
+            let own = v.at_clock_resolution.iter().any(|k| k == name);
+            match v.effects.iter().find(|(k, _)| k == name) {
+                Some((_, e)) if e.at_clock_resolution && !own => {
+                    c.push_str(" (baseline at clock resolution)")
                 }
-                row
-            })
-            .collect();
-        (header, rows)
+                Some((_, e)) if !e.at_clock_resolution => {
+                    let _ = write!(c, " x{:.2}", e.ratio);
+                    if e.ci.iter().all(|x| x.is_finite()) {
+                        let _ = write!(c, " [{:.2}, {:.2}]", e.ci[0], e.ci[1]);
+                    }
+                    let _ = write!(c, " {}", short_verdict(e.verdict));
+                }
+                _ if own => c.push_str(" at clock resolution"),
+                _ => {}
+            }
+            c
+        };
+        let rows = self.variants.iter().map(|v| {
+            let value = format!("{}{}", v.value, if v.baseline { " (baseline)" } else { "" });
+            std::iter::once(value)
+                .chain(shown.iter().map(|&m| cell(v, m)))
+                .collect()
+        });
+        (header, rows.collect())
     }
 
     fn first_column(&self) -> String {
-        if let Some(c) = &self.column {
-            c.clone()
-        } else if self.command.is_empty() {
-            "report".into()
-        } else {
-            format!("--{}", self.option)
+        match &self.column {
+            Some(c) => c.clone(),
+            None if self.command.is_empty() => "report".into(),
+            None => format!("--{}", self.option),
         }
     }
 
     fn title(&self) -> String {
-        if let Some(t) = &self.title {
-            t.clone()
-        } else if self.command.is_empty() {
-            "two saved reports, one run each; effect = ratio to the first [sampling-only 95% interval]".into()
-        } else {
-            format!(
+        match &self.title {
+            Some(t) => t.clone(),
+            None if self.command.is_empty() => "two saved reports, one run each; effect = ratio to the first [sampling-only 95% interval]".into(),
+            None => format!(
                 "ibprobe {}: {} rounds per value, medians over rounds; effect = ratio to the baseline [95% CI] verdict",
                 self.command.join(" "),
                 self.rounds
-            )
+            ),
         }
     }
 
@@ -566,6 +515,10 @@ impl Document for CompareReport {
     fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
         Some(Box::new(self.to_value()))
     }
+}
+
+fn as_map<S: serde::Serializer>(e: &[(String, EffectReport)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(e.iter().map(|(k, e)| (k, e)))
 }
 
 fn value_of(v: &VariantReport, m: usize) -> Option<f64> {

@@ -1,10 +1,6 @@
-//! The counters of a run (`counters/`) in every format: the table's
-//! context lines, the JSON `counters` object, the CSV columns, and the
-//! sentence that names the likely cause of an outlier.
-//!
-//! Why it exists: every command that measures (loopback, client, stream,
-//! sweep cells, ibexporter) shows the same counters the same way; one file
-//! holds their wording.
+//! The counters of a run (`counters/`) as every command that measures
+//! shows them: the table's context lines, the JSON `counters` object, the
+//! CSV columns, and the sentence that names the likely cause of an outlier.
 
 use serde_json::{json, Map, Value};
 
@@ -23,18 +19,11 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// "cpu 1" or "cpus 0-3" (as listed).
+/// "cpu 1" or "cpus 0,1,2,3".
 fn cpus_phrase(cpus: &[usize]) -> String {
-    match cpus {
-        [c] => format!("cpu {c}"),
-        _ => format!(
-            "cpus {}",
-            cpus.iter()
-                .map(|c| c.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    }
+    let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+    let s = if cpus.len() == 1 { "" } else { "s" };
+    format!("cpu{s} {}", list.join(","))
 }
 
 fn val(r: &CounterReport, c: Counter) -> String {
@@ -110,17 +99,12 @@ pub fn json(r: &CounterReport) -> Value {
     m.insert("cpus".into(), json!(r.cpus));
     m.insert("interrupts_by_source".into(), json!(r.interrupts_by_source));
     m.insert("missing".into(), json!(r.missing));
-    m.insert(
-        "attribution".into(),
-        match &r.attribution {
-            Some(a) => {
-                let mut v = json!(a);
-                v["likely_cause"] = json!(a.likely().map(|c| c.cause));
-                v
-            }
-            None => Value::Null,
-        },
-    );
+    let attribution = r.attribution.as_ref().map(|a| {
+        let mut v = json!(a);
+        v["likely_cause"] = json!(a.likely().map(|c| c.cause));
+        v
+    });
+    m.insert("attribution".into(), json!(attribution));
     Value::Object(m)
 }
 
@@ -140,13 +124,11 @@ pub fn csv_cells(r: Option<&CounterReport>) -> Vec<String> {
 }
 
 fn cells(c: Option<&crate::counters::Counts>) -> Vec<String> {
-    Counter::ALL
-        .iter()
-        .map(|&k| {
-            c.and_then(|c| c.get(k))
-                .map_or(String::new(), |v| v.to_string())
-        })
-        .collect()
+    let cell = |k| {
+        c.and_then(|c| c.get(k))
+            .map_or(String::new(), |v| v.to_string())
+    };
+    Counter::ALL.iter().map(|&k| cell(k)).collect()
 }
 
 /// The header of the per-interval side file of `--hdr-log FILE`

@@ -61,15 +61,9 @@ fn draw(root: &Canvas, r: &CompareReport, metrics: &[&str]) -> Drawn {
             })
         })
         .collect();
-    let (mut lo, mut hi) = (1.0f64, 1.0f64);
-    for &(_, _, ratio, a, b) in &points {
-        for x in [ratio, a, b] {
-            if x.is_finite() && x > 0.0 {
-                lo = lo.min(x);
-                hi = hi.max(x);
-            }
-        }
-    }
+    let xs = points.iter().flat_map(|&(_, _, ratio, a, b)| [ratio, a, b]);
+    let xs = xs.filter(|x| x.is_finite() && *x > 0.0);
+    let (lo, hi) = xs.fold((1.0f64, 1.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
     let (lo, hi) = (lo / 1.15, hi * 1.15);
     let per = (r.variants.len().max(2) - 1) as f64;
     let title = format!("ibprobe compare: --{} ({} rounds)", r.option, r.rounds);

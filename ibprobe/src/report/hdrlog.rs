@@ -1,15 +1,9 @@
-//! `--hdr-log FILE`: an HdrHistogram interval log of the run.
-//!
-//! Why it exists: one summary hides how latency moved during a run (a
-//! burst at second 37, a slow drift). The interval log keeps one histogram
-//! per interval (e.g. per second) in the standard format that
-//! HdrHistogram's `HistogramLogProcessor`, `hdr-plot` and the hdrhistogram
-//! crate's `IntervalLogIterator` read, so the tail of any window can be
-//! recomputed later.
-//!
-//! The file's layout is in `report/README.md`. The module also encodes a
-//! whole histogram as one string for the JSON reports, and decodes one
-//! with its size bounded before anything is allocated.
+//! `--hdr-log FILE`: an HdrHistogram interval log of the run, one
+//! histogram per interval in the standard format (`HistogramLogProcessor`,
+//! `hdr-plot`, the hdrhistogram crate read it), since one summary hides how
+//! latency moved during a run (a burst at second 37, a drift); layout in
+//! `report/README.md`. Also a whole histogram as one string for the JSON
+//! reports, and its decoding, bounded before anything is allocated.
 
 use super::model::ReportError;
 use crate::stats::LatencyHistogram;
@@ -273,7 +267,6 @@ impl<W: Write> HdrLogWriter<W> {
         .map_err(|e| ReportError::HdrLog(format!("writing interval to {}: {e}", self.path)))
     }
 
-    /// Flushes and returns the writer.
     pub fn finish(mut self) -> Result<W, ReportError> {
         self.out.flush().map_err(io(&self.path))?;
         Ok(self.out)

@@ -1,18 +1,11 @@
-//! `ibprobe sweep --plot FILE.svg`: a size x rate grid of latencies as an
-//! SVG heatmap, like the thesis's rate x size figure: one column per rate,
-//! one row per message size, each cell coloured by its median and labelled
-//! with it in microseconds.
-//!
-//! Why it exists: a sweep's table of numbers hides where the latency
-//! changes (the size where the MTU or the inline limit is crossed, the rate
-//! where the pacer starts missing steps); a colour grid shows it at a
-//! glance.
-//!
-//! The colour scale is logarithmic between the grid's smallest and largest
-//! median (latencies of one sweep often span a decade or more), from light
-//! yellow (fast) to dark purple (slow); a colour bar on the right gives the
-//! scale. Cells without a value (a sweep cut short) are grey, labelled
-//! "n/a". The caller orders rows and columns; row 0 is drawn at the bottom.
+//! `ibprobe sweep --plot FILE.svg`: a size x rate grid as an SVG heatmap,
+//! one column per rate, one row per size (row 0 at the bottom), each cell
+//! coloured by its value and labelled with it: where the latency changes
+//! (the MTU, the inline limit, the rate where the pacer misses steps) shows
+//! at a glance, as a table of numbers does not. The colour scale is
+//! logarithmic (one sweep often spans a decade), light yellow (fast) to
+//! dark purple (slow), with a colour bar; cells without a value are grey,
+//! "n/a".
 
 use super::plot::{save, svg, Canvas, Drawn};
 use super::ReportError;
@@ -21,25 +14,19 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
-/// X axis description (the columns are message rates); public so tests
-/// and callers can find the axis in the SVG.
+/// The axes' descriptions (public so tests can find them in the SVG).
 pub const X_DESC: &str = "rate [messages/s]";
-/// Y axis description (the rows are message sizes); public for the same
-/// reason as [`X_DESC`].
 pub const Y_DESC: &str = "message size [B]";
 
-/// A grid to draw: labels for the columns and rows and one optional value
-/// (ns) per cell.
-///
-/// Why it exists: the heatmap is drawn from plain labels and numbers, so it
-/// does not depend on how the sweep ran or which statistic the caller picks.
+/// A grid to draw: plain labels for the columns and rows and one optional
+/// value per cell, whatever the sweep and the statistic.
 #[derive(Clone, Debug, Default)]
 pub struct Grid {
     /// Title above the plot, e.g. "ibprobe sweep: shm one-way p50 [us]".
     pub title: String,
-    /// One label per column (rates), left to right.
+    /// Labels of the columns (rates), left to right, and of the rows
+    /// (sizes), bottom to top.
     pub columns: Vec<String>,
-    /// One label per row (sizes), bottom to top.
     pub rows: Vec<String>,
     /// `values[row][column]` (ns, or messages/s with [`Unit::PerSecond`]);
     /// `None`: not measured.
@@ -48,7 +35,6 @@ pub struct Grid {
     pub x_desc: Option<String>,
     /// What a value is, under the colour bar (default: "p50 [us]").
     pub value_desc: Option<String>,
-    /// How values print.
     pub unit: Unit,
 }
 
@@ -84,18 +70,12 @@ impl Grid {
     }
 
     fn value(&self, row: usize, col: usize) -> Option<u64> {
-        self.values
-            .get(row)
-            .and_then(|r| r.get(col))
-            .copied()
-            .flatten()
+        *self.values.get(row)?.get(col)?
     }
 
     fn range(&self) -> Option<(u64, u64)> {
         let vals = self.values.iter().flatten().flatten().copied();
-        let lo = vals.clone().min()?;
-        let hi = vals.max()?;
-        Some((lo, hi))
+        Some((vals.clone().min()?, vals.max()?))
     }
 }
 

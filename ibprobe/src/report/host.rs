@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Table, Warning};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Table};
 use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
 use crate::stats::Summary;
 
@@ -100,27 +100,22 @@ impl<S, C> HostRun<S, C> {
     }
 }
 
-/// The warnings every `ibprobe host` report shares: a run cut short by
-/// Ctrl-C, and fewer than 1000 samples on some CPU (`fewest`), in `what`.
-pub(super) fn run_warnings(
-    interrupted: bool,
-    elapsed_ns: u64,
-    fewest: Option<u64>,
-    what: &str,
-) -> Vec<String> {
-    let mut w = Vec::new();
-    if interrupted {
-        w.push(format!(
-            "interrupted (Ctrl-C) after {:.3} s: the statistics cover the {what} so far",
-            elapsed_ns as f64 / 1e9
-        ));
-    }
-    if let Some(n) = fewest.filter(|&n| n < 1000) {
-        w.push(format!(
-            "only {n} {what} on a CPU, so p99.9 is the max: run longer (--count or --duration) for a tail"
-        ));
-    }
-    w
+/// The first warning of every `ibprobe host` report: a run cut short by
+/// Ctrl-C, which measured `what` ("wake-ups").
+pub(super) fn interrupted(interrupted: bool, elapsed_ns: u64, what: &str) -> Vec<String> {
+    let s = elapsed_ns as f64 / 1e9;
+    Vec::from_iter(interrupted.then(|| {
+        format!("interrupted (Ctrl-C) after {s:.3} s: the statistics cover the {what} so far")
+    }))
+}
+
+/// The last warning of every `ibprobe host` report: fewer than 1000
+/// `what` on some CPU (`fewest`).
+pub(super) fn few(fewest: Option<u64>, what: &str) -> Option<String> {
+    let n = fewest.filter(|&n| n < 1000)?;
+    Some(format!(
+        "only {n} {what} on a CPU, so p99.9 is the max: run longer (--count or --duration) for a tail"
+    ))
 }
 
 /// The head every `ibprobe host` report shares: `ibprobe VERSION: WHAT,
@@ -147,19 +142,6 @@ pub(super) fn head(
             rest: String::new(),
         },
     ]
-}
-
-/// Plain warnings (these reports' JSON has no codes) as the renderers'.
-pub(super) fn plain(warnings: &[String]) -> Block {
-    let w = warnings.iter().map(|m| Warning {
-        code: "",
-        message: m.clone(),
-    });
-    Block::Warnings {
-        list: w.collect(),
-        gap: true,
-        style: Quote::Apart,
-    }
 }
 
 /// The table of `ibprobe host` reports: the leading `columns`, then the
@@ -210,21 +192,14 @@ fn in_list(file: &str, cpu: usize) -> bool {
 impl HostReport {
     pub fn new(cfg: &WakeupConfig, o: &wakeup::WakeupOutcome) -> HostReport {
         let cpus: Vec<CpuRow> = o.cpus.iter().map(row).collect();
-        let mut warnings = run_warnings(o.interrupted, o.elapsed_ns, None, "wake-ups");
-        for r in &cpus {
-            if r.missed > 0 {
-                warnings.push(format!(
-                    "cpu {}: {} deadlines missed (a wake-up came after the next deadline): the core is busy or the interval ({:?}) too short",
-                    r.cpu, r.missed, cfg.interval
-                ));
-            }
+        let mut warnings = interrupted(o.interrupted, o.elapsed_ns, "wake-ups");
+        for r in cpus.iter().filter(|r| r.missed > 0) {
+            warnings.push(format!(
+                "cpu {}: {} deadlines missed (a wake-up came after the next deadline): the core is busy or the interval ({:?}) too short",
+                r.cpu, r.missed, cfg.interval
+            ));
         }
-        warnings.extend(run_warnings(
-            false,
-            0,
-            cpus.iter().map(|r| r.summary.count).min(),
-            "wake-ups",
-        ));
+        warnings.extend(few(cpus.iter().map(|r| r.summary.count).min(), "wake-ups"));
         HostRun::on_this_host(
             SCHEMA,
             WakeupSettings {
@@ -272,7 +247,7 @@ impl Document for HostReport {
                 self.cpus.iter().map(text_cells).collect(),
             ),
             Block::Context(counters.collect()),
-            plain(&self.warnings),
+            Block::plain_warnings(&self.warnings, true, Quote::Apart),
         ]);
         blocks
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use super::model::{Align, Block, Column, Document, JsonDoc, Quote, ReportError, Table, Warning};
+use super::model::{Align, Block, Column, Document, JsonDoc, Quote, ReportError, Table};
 use super::plot::{save, svg, Canvas, Drawn};
 use crate::probe::loggp_fit::{Estimate, Fit};
 use crate::spec::{ModelParams, Transport};
@@ -36,7 +36,6 @@ pub struct PredictionRow {
     /// What limits the predicted rate ("sender", "receiver", "link", "window", "pipeline").
     pub bound: String,
     /// The stream loops' own work per slot (ns), sender and receiver.
-    #[serde(rename = "loop_ns")]
     pub loop_ns: [f64; 2],
 }
 
@@ -68,7 +67,6 @@ pub struct LoggpReport {
     pub reps: usize,
     /// Bursts repeated because their answer never came.
     pub lost: u64,
-    /// Seconds the measurement took.
     pub elapsed_s: f64,
     pub fit: Fit,
     /// Warnings of the run (clock resolution, placement).
@@ -354,58 +352,38 @@ impl Document for LoggpReport {
                 ]
             });
             let rows: Vec<Vec<String>> = rows.collect();
-            let text_columns = [
-                ("batch", 6),
-                ("window", 7),
-                ("pipeline", 9),
-                ("size", 7),
-                ("predicted", 13),
-                ("measured", 13),
-                ("ratio", 7),
-                ("pred lat ns", 13),
-                ("meas p50 ns", 13),
-                ("bound", 9),
+            // Markdown shows the first seven, its rates titled with their unit.
+            let columns = [
+                ("batch", 6, "batch"),
+                ("window", 7, "window"),
+                ("pipeline", 9, "pipeline"),
+                ("size", 7, "size"),
+                ("predicted", 13, "predicted msg/s"),
+                ("measured", 13, "measured msg/s"),
+                ("ratio", 7, "ratio"),
+                ("pred lat ns", 13, ""),
+                ("meas p50 ns", 13, ""),
+                ("bound", 9, ""),
             ];
-            let markdown_columns = [
-                "batch",
-                "window",
-                "pipeline",
-                "size",
-                "predicted msg/s",
-                "measured msg/s",
-                "ratio",
-            ];
+            let md = 7;
             blocks.extend([
                 Block::Context(vec![
                     String::new(),
                     "stream predictions (msg/s; latency = hand-over to delivery):".into(),
                 ]),
                 only_text(table(
-                    text_columns.iter().map(|&(t, w)| right(t, w)).collect(),
+                    columns.iter().map(|&(t, w, _)| right(t, w)).collect(),
                     rows.clone(),
                 )),
                 only_markdown(table(
-                    markdown_columns.iter().map(|t| right(t, 0)).collect(),
-                    rows.into_iter()
-                        .map(|mut r| {
-                            r.truncate(markdown_columns.len());
-                            r
-                        })
-                        .collect(),
+                    columns[..md].iter().map(|&(_, _, t)| right(t, 0)).collect(),
+                    rows.into_iter().map(|r| r[..md].to_vec()).collect(),
                 )),
             ]);
         }
-        let warnings = self
-            .all_warnings()
-            .into_iter()
-            .map(|message| Warning { code: "", message });
         blocks.extend([
             Block::Notes(self.all_notes()),
-            Block::Warnings {
-                list: warnings.collect(),
-                gap: false,
-                style: Quote::Paragraphs,
-            },
+            Block::plain_warnings(self.all_warnings(), false, Quote::Paragraphs),
         ]);
         blocks
     }

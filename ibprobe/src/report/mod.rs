@@ -1,19 +1,11 @@
-//! The report of a probe run and its formats.
+//! The reports of every command and their formats.
 //!
-//! Why it exists: the runner fills a [`crate::probe::outcome::Outcome`]
-//! (histograms and counters); this module turns it, plus the run's
-//! context, into one [`Report`] that every output is printed from, so the
-//! table, JSON, CSV, Markdown and perftest-style outputs can never
-//! disagree. Every command's report is a [`Document`] (`model.rs`): data
-//! that the one renderer per format in [`format`] prints. It also adds
-//! the warnings a reader needs (outliers, losses, missed steps, clock
-//! fallback), writes HDR interval logs ([`hdrlog::HdrLogWriter`]) and SVG
-//! plots ([`plot::write_svg`]).
-//!
-//! The JSON schema (`"schema": "ibprobe.report/1"`) and every field of
-//! every format are documented in `report/README.md`, next to this file.
-//!
-//! Usage from the runner/CLI:
+//! The runner fills a [`crate::probe::outcome::Outcome`]; [`Report::new`]
+//! turns it and the run's context into the one [`Report`] every format
+//! prints (so they never disagree), with the warnings a reader needs.
+//! Every command's report is a [`Document`] (`model.rs`): data that the
+//! one renderer per format in [`format`] prints. Every field of every
+//! format is documented in `report/README.md`.
 //!
 //! ```no_run
 //! # use ibprobe::{clock::Clock, probe::outcome::Outcome, transport::TransportInfo};
@@ -248,13 +240,11 @@ impl Report {
                 warn("clock_resolution", m);
             }
             if d.clamped > 0 {
-                warn(
-                    "clamped",
-                    format!(
-                    "{label}: {} samples above 100 s were recorded as 100 s (max is still exact)",
-                    d.clamped
-                ),
+                let n = d.clamped;
+                let m = format!(
+                    "{label}: {n} samples above 100 s were recorded as 100 s (max is still exact)"
                 );
+                warn("clamped", m);
             }
         }
         w

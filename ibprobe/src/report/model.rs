@@ -22,7 +22,6 @@ pub const FEW_SAMPLES: u64 = 10_000;
 /// Why a report output could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    /// A file could not be created or written.
     #[error("cannot write {path}: {source} (check that the directory exists and is writable)")]
     Io {
         path: String,
@@ -34,7 +33,6 @@ pub enum ReportError {
     /// The output format cannot show this result.
     #[error("{0}")]
     Format(String),
-    /// The plot could not be drawn.
     #[error("plot {path}: {message}")]
     Plot { path: String, message: String },
 }
@@ -57,7 +55,6 @@ pub struct ReportContext {
     pub tool_version: String,
     pub mode: Mode,
     pub transport: TransportInfo,
-    /// The clock every timestamp came from.
     pub clock: Clock,
     pub message_size: u64,
     /// The effective configuration, echoed as key/values (in this order).
@@ -84,14 +81,8 @@ impl ReportContext {
 crate::words::vocabulary! {
     no_from_str
     /// Which distribution a row is about: its machine name (JSON, CSV) and
-    /// its label (table, Markdown). One-way is t_recv - t_subm (loopback);
-    /// send-completion t_comp - t_subm of signaled sends; RTT/2 perftest's
-    /// number. `--stamp-thread` splits the one-way at the HCA's read of the
-    /// send buffer. `--hw-timestamps`: the network RTT is (T5 - T2) - (T4 -
-    /// T3), the time on the wire and in both HCAs (R-Pingmesh's); one-way,
-    /// the send completion to the receive completion on the one HCA; the
-    /// prober's part is (T6 - T1) - (T5 - T2) (one-way: the one-way latency
-    /// less the HCA's part); the responder's is its T4 - T3.
+    /// its label (table, Markdown); their definitions are in
+    /// `report/README.md`.
     DistKind {
         OneWay = "one_way", "one-way";
         SendCompletion = "send_completion", "send-completion";
@@ -113,11 +104,10 @@ impl DistKind {
     }
 }
 
-/// One distribution of the report.
 #[derive(Clone, Debug)]
 pub struct Distribution {
     pub kind: DistKind,
-    /// Its statistics (definitions in [`crate::stats`]).
+    /// Definitions in [`crate::stats`].
     pub summary: Summary,
     /// Samples above the histogram's range (clamped to 100 s).
     pub clamped: u64,
@@ -139,9 +129,8 @@ pub struct Warning {
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct RunCounters {
-    /// Messages posted in the measured part.
+    /// Messages posted in the measured part, and those that never arrived.
     pub sent: u64,
-    /// Messages that never arrived.
     pub lost: u64,
     /// lost / sent (0 when nothing was sent).
     pub lost_fraction: f64,
@@ -149,14 +138,13 @@ pub struct RunCounters {
     pub warmup_count: u64,
     /// Largest warm-up latency, ns.
     pub warmup_max_ns: u64,
-    /// Paced steps planned (`--rate`), 0 when unpaced.
+    /// Paced steps planned (`--rate`), 0 when unpaced, and missed.
     pub steps: u64,
     pub missed_steps: u64,
     /// missed_steps / steps (0 when unpaced).
     pub missed_fraction: f64,
     /// Wall time of the measured part, ns.
     pub elapsed_ns: u64,
-    /// Ctrl-C ended the run early.
     pub interrupted: bool,
 }
 
@@ -165,8 +153,7 @@ pub struct RunCounters {
 pub struct Report {
     pub context: ReportContext,
     pub run: RunCounters,
-    /// One-way, send-completion, RTT, RTT/2: those the run measured, in
-    /// this order.
+    /// Those the run measured, in [`DistKind`]'s order.
     pub distributions: Vec<Distribution>,
     /// Context warnings first, then those computed from the data.
     pub warnings: Vec<Warning>,
@@ -186,27 +173,24 @@ pub fn us(ns: u64) -> String {
 
 /// The `clock_resolution` warning of one distribution: `None` unless its
 /// min or p50 is within [`crate::clock::RESOLUTION_TICKS`] steps of the
-/// clock's resolution; the message names every quantile up to p99 that
-/// is, the resolution, and what to do. Without it `compare` printed
-/// ratios such as x298 between two values of one or two clock steps.
+/// clock's resolution, where ratios of two values (`compare`) would
+/// compare clock steps; the message names every quantile up to p99 that
+/// is, the resolution, and what to do.
 pub fn clock_resolution_warning(label: &str, s: &Summary, clock: &Clock) -> Option<String> {
-    let quantiles = [
+    let near = |ns: u64| clock.near_resolution(ns as f64);
+    if !near(s.min_ns) && !near(s.p50_ns) {
+        return None;
+    }
+    let near: Vec<String> = [
         ("min", s.min_ns),
         ("p50", s.p50_ns),
         ("p90", s.p90_ns),
         ("p99", s.p99_ns),
-    ];
-    let near: Vec<String> = quantiles
-        .iter()
-        .filter(|(_, ns)| clock.near_resolution(*ns as f64))
-        .map(|(q, ns)| format!("{q} {} us", us(*ns)))
-        .collect();
-    if !quantiles[..2]
-        .iter()
-        .any(|(_, ns)| clock.near_resolution(*ns as f64))
-    {
-        return None;
-    }
+    ]
+    .into_iter()
+    .filter(|&(_, ns)| near(ns))
+    .map(|(q, ns)| format!("{q} {} us", us(ns)))
+    .collect();
     let res = clock.resolution_ns();
     let what = match clock.kind() {
         crate::clock::ClockKind::Tsc { .. } => "",
@@ -247,13 +231,11 @@ impl Align {
     pub const CENTRED: Align = Align::new(false, ":---:");
 }
 
-/// One column of a [`Table`].
 #[derive(Clone, Debug)]
 pub struct Column {
-    /// Its title in the text table.
+    /// Its title in the text table, and in Markdown (the text table may
+    /// say the unit once, after its header, instead).
     pub title: String,
-    /// Its title in Markdown (the text table may say the unit once, after
-    /// its header, instead).
     pub markdown: String,
     /// Width of the text table's cells (0: the column's longest cell or
     /// title).
@@ -262,7 +244,6 @@ pub struct Column {
 }
 
 impl Column {
-    /// A column titled `title` in the text table, `markdown` in Markdown.
     pub fn titled(title: &str, markdown: &str, width: usize, align: Align) -> Column {
         Column {
             title: title.into(),
@@ -302,10 +283,22 @@ impl Table {
     }
 }
 
+impl Block {
+    /// Warnings without codes (the reports whose JSON has plain ones).
+    pub fn plain_warnings<S: Into<String>>(
+        list: impl IntoIterator<Item = S>,
+        gap: bool,
+        style: Quote,
+    ) -> Block {
+        let list = list.into_iter().map(Into::into);
+        let list = list.map(|message| Warning { code: "", message }).collect();
+        Block::Warnings { list, gap, style }
+    }
+}
+
 /// How a Markdown list is set apart from what precedes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Spacing {
-    /// Right after.
     None,
     /// One blank line before the list.
     Before,
@@ -343,7 +336,6 @@ pub enum Block {
     /// Markdown's title as a heading (`###`).
     Heading(String),
     Warnings {
-        /// The warnings (with their codes where the report has them).
         list: Vec<Warning>,
         /// After a blank line in the text table.
         gap: bool,
@@ -380,16 +372,14 @@ impl<T: Serialize> JsonDoc for T {
 /// The `--fail-if` lines of the human formats after a blank line, each
 /// after `prefix` (nothing without `--fail-if`).
 pub fn fail_if_text(doc: &dyn Document, prefix: &str) -> String {
-    let Some(f) = doc.fail_if() else {
-        return String::new();
-    };
-    let mut out = String::from("\n");
-    for l in f.lines() {
-        out.push_str(prefix);
-        out.push_str(&l);
-        out.push('\n');
-    }
-    out
+    doc.fail_if().map_or(String::new(), |f| {
+        let lines = f
+            .lines()
+            .iter()
+            .map(|l| format!("{prefix}{l}\n"))
+            .collect::<String>();
+        format!("\n{lines}")
+    })
 }
 
 /// What a command's report gives the renderers (`report/format/`): the
@@ -404,11 +394,10 @@ pub trait Document {
     fn fail_if(&self) -> Option<&threshold::FailIf> {
         None
     }
-    /// The CSV (None: no CSV).
+    /// The CSV and the JSON document (None: this report has none).
     fn csv(&self) -> Option<Csv> {
         None
     }
-    /// The JSON document (None: no JSON).
     fn json(&self) -> Option<Box<dyn JsonDoc + '_>> {
         None
     }

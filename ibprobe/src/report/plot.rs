@@ -1,14 +1,10 @@
-//! `--plot FILE.svg`: the latency histogram as an SVG, like the thesis's
-//! figures: counts per latency bucket (log y axis, since the tail is
-//! thousands of times rarer than the body), with vertical markers at p50,
-//! p99, p99.9 and the max, titled with the transport and size.
-//!
-//! Why it exists: a picture shows a bimodal body or a lone far outlier
-//! that a row of percentiles hides.
-//!
-//! The x axis is linear in microseconds from the min to about 1.25 x p99.9
-//! (at least 2 x p50), so the body and the tail both get room; a max
-//! beyond that is drawn at the right edge, labelled "(off scale)".
+//! `--plot FILE.svg`: the latency histogram as an SVG, which shows a
+//! bimodal body or a lone far outlier that a row of percentiles hides:
+//! counts per bucket (log y axis: the tail is thousands of times rarer than
+//! the body) with markers at p50, p99, p99.9 and the max. The x axis is
+//! linear from the min to about 1.25 x p99.9 (at least 2 x p50); a max
+//! beyond it is drawn at the right edge, "(off scale)". Also the SVG
+//! canvas every plot of the report is drawn on.
 
 use super::{us, ReportError};
 use crate::stats::LatencyHistogram;

@@ -1,11 +1,7 @@
-//! The progress bar of the long commands (sweep, compare, `ibtune
-//! experiment`, and the measured runs of loopback, client, stream and
-//! host), on stderr so it never mixes with a report on stdout.
-//!
-//! A measured run's bar ([`run_bar`]) is drawn at its phase boundaries
-//! (warm-up, measured part, end) and, when the run has intervals
-//! (`--hdr-log`, `--attribution`), at their ends: never per message, so
-//! the measuring loop does not pay for it.
+//! The progress bar of the long commands, on stderr so it never mixes
+//! with a report on stdout. A measured run's bar ([`run_bar`]) is drawn at
+//! its phase boundaries and interval ends, never per message, so the
+//! measuring loop does not pay for it.
 
 use crate::probe::config::Length;
 

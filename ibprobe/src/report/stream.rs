@@ -1,12 +1,8 @@
-//! The report of `ibprobe stream`: table, JSON `ibprobe.stream/1`,
-//! Markdown and CSV, from a [`StreamOutcome`].
-//!
-//! Why it exists: a stream's result is throughput and the latency tail
-//! side by side (messages/s, operations per message, per-message latency
-//! from hand-over to delivery, time in batch, credit waits, flush causes),
-//! which the one-message [`super::Report`] has no room for. The JSON
-//! schema is documented in `src/report/README.md`; its top-level fields
-//! are what scripts read, so they only ever grow.
+//! The report of `ibprobe stream`, from a [`StreamOutcome`]: throughput
+//! and the latency tail side by side (messages/s, operations per message,
+//! per-message latency, time in batch, credit waits, flush causes), which
+//! the one-message [`super::Report`] has no room for. Its JSON
+//! (`ibprobe.stream/1`, in `report/README.md`) only ever grows.
 
 use serde::Serialize;
 use serde_json::json;
@@ -18,7 +14,7 @@ use super::model::{
 use crate::clock::Clock;
 use crate::probe::outcome::StreamOutcome;
 use crate::spec::{StreamSpec, Transport};
-use crate::stats::{LatencyHistogram, Summary};
+use crate::stats::LatencyHistogram;
 use crate::transport::TransportInfo;
 
 /// Percentiles of one stream distribution, ns.
@@ -36,7 +32,7 @@ pub struct Tail {
 
 impl Tail {
     pub fn of(h: &LatencyHistogram) -> Tail {
-        let s: Summary = h.summary();
+        let s = h.summary();
         Tail {
             count: s.count,
             p50: s.p50_ns,
@@ -279,28 +275,21 @@ impl StreamReport {
         }
     }
 
-    fn tail_rows(&self) -> Vec<(&'static str, Tail)> {
+    /// The distributions of the table, with `--stamp-thread`'s split.
+    fn tail_rows(&self) -> impl Iterator<Item = (&'static str, Tail)> + '_ {
         let latency = if self.mode == "client" {
             "latency (hand-over -> credit back)"
         } else {
             "latency (hand-over -> delivery)"
         };
-        let mut rows = vec![(latency, Tail::of(&self.out.latency))];
-        // `--stamp-thread`: the latency split at the HCA's read.
-        for (name, h) in self.split() {
-            rows.push((name, Tail::of(h)));
-        }
-        rows.extend([
-            (
-                "hand-over -> post (batch, credits)",
-                Tail::of(&self.out.send_histos.in_batch),
-            ),
-            (
-                "credit/ack wait per slot",
-                Tail::of(&self.out.send_histos.credit_wait),
-            ),
-        ]);
-        rows
+        let h = &self.out.send_histos;
+        std::iter::once((latency, &self.out.latency))
+            .chain(self.split())
+            .chain([
+                ("hand-over -> post (batch, credits)", &h.in_batch),
+                ("credit/ack wait per slot", &h.credit_wait),
+            ])
+            .map(|(name, h)| (name, Tail::of(h)))
     }
 
     /// `--stamp-thread`'s two distributions, named (none without it).
@@ -420,7 +409,7 @@ impl Document for StreamReport {
             ]],
         );
         let c = |t, w| Column::new(t, w, Align::RIGHT);
-        let tails = self.tail_rows().into_iter().map(|(name, d)| {
+        let tails = self.tail_rows().map(|(name, d)| {
             let mut row = vec![name.to_string(), d.count.to_string()];
             row.extend([d.p50, d.p99, d.p999, d.p9999, d.max].map(us));
             row
@@ -512,8 +501,7 @@ impl Document for StreamReport {
 /// usual ones, before `fail_if_violated`).
 pub const STAMP_CSV_HEADER: &str = ",before_hca_read_count,before_hca_read_p50_ns,before_hca_read_p99_ns,after_hca_read_count,after_hca_read_p50_ns,after_hca_read_p99_ns";
 
-/// Columns of a stream CSV row.
-/// The last ten are the sending thread's counters (empty where not
-/// counted): `report::counters::csv_header`.
+/// Columns of a stream CSV row; the last ten are the sending thread's
+/// counters (empty where not counted): `report::counters::csv_header`.
 pub const CSV_HEADER: &str = "transport,size,rate_hz,window,batch,flush_ns,pipeline,msgs_per_sec,ops_per_msg,ops_per_msg_total,credit_stalls,lost,count,p50_ns,p99_ns,p999_ns,p9999_ns,max_ns,timer_flushes,\
 context_switches,involuntary_context_switches,cpu_migrations,page_faults_minor,page_faults_major,cycles,instructions,cache_misses,interrupts,smis";

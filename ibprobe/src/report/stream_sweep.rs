@@ -1,18 +1,13 @@
-//! The formats of a stream sweep (`ibprobe sweep` with `--windows`,
-//! `--batches` or `--pipelines`): table, Markdown, CSV, the
-//! `ibprobe.stream-sweep/1` JSON document and the heatmap's grid.
-//!
-//! Why it exists: every cell is an `ibprobe stream` run
-//! ([`StreamReport`]); the grid shows throughput and the latency tail of
-//! each, one row per cell, in run order (sizes, then rates, windows,
-//! batches, pipelines). Its JSON's fields are in `report/README.md`.
+//! The report of a stream sweep (`ibprobe sweep` with `--windows`,
+//! `--batches` or `--pipelines`), whose every cell is an `ibprobe stream`
+//! run ([`StreamReport`]): throughput and the latency tail, one row per
+//! cell in run order (sizes, then rates, windows, batches, pipelines), the
+//! `ibprobe.stream-sweep/1` JSON (`report/README.md`) and a heatmap grid.
 
 use serde_json::json;
 
 use super::heatmap::{Grid, Unit};
-use super::model::{
-    us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing, Table, Warning,
-};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing, Table};
 use super::stream::{pipe, StreamReport, CSV_HEADER};
 use crate::spec::Transport;
 
@@ -110,10 +105,6 @@ impl Document for StreamSweepReport<'_> {
                     .map(move |(_, w)| format!("{} B, {cell}: {w}", c.size))
             })
             .collect();
-        let plain = warnings.iter().map(|m| Warning {
-            code: "",
-            message: m.clone(),
-        });
         vec![
             Block::Context(vec![heading.clone(), String::new()]),
             Block::Title {
@@ -127,11 +118,11 @@ impl Document for StreamSweepReport<'_> {
                 "  ",
                 self.cells.iter().map(|c| row(c).to_vec()).collect(),
             ),
-            Block::OnlyText(Box::new(Block::Warnings {
-                list: plain.collect(),
-                gap: true,
-                style: Quote::Together,
-            })),
+            Block::OnlyText(Box::new(Block::plain_warnings(
+                &warnings,
+                true,
+                Quote::Together,
+            ))),
             Block::List(warnings, Spacing::None),
         ]
     }
@@ -173,6 +164,11 @@ pub fn heat_grid(t: Transport, axes: &Axes, cells: &[StreamReport], throughput: 
             columns.push(k);
         }
     }
+    let (what, desc, unit) = if throughput {
+        ("messages/s", "msg/s", Unit::PerSecond)
+    } else {
+        ("per-message latency p99 [us]", "p99 [us]", Unit::Nanos)
+    };
     let values = Grid::values(&axes.sizes, &columns, |&s, k| {
         let c = cells
             .iter()
@@ -185,24 +181,12 @@ pub fn heat_grid(t: Transport, axes: &Axes, cells: &[StreamReport], throughput: 
         })
     });
     Grid {
-        title: format!(
-            "ibprobe stream sweep: {} {}",
-            t.name(),
-            if throughput {
-                "messages/s"
-            } else {
-                "per-message latency p99 [us]"
-            }
-        ),
+        title: format!("ibprobe stream sweep: {} {what}", t.name()),
         columns,
         rows: axes.sizes.iter().map(|s| s.to_string()).collect(),
         values,
         x_desc: Some("stream knobs (w = window, b = batch, p = pipeline)".into()),
-        value_desc: Some(if throughput { "msg/s" } else { "p99 [us]" }.into()),
-        unit: if throughput {
-            Unit::PerSecond
-        } else {
-            Unit::Nanos
-        },
+        value_desc: Some(desc.into()),
+        unit,
     }
 }

@@ -1,26 +1,19 @@
-//! The formats of `ibprobe sweep`'s grid: table, Markdown, CSV, the
-//! `ibprobe.sweep/1` JSON document and the heatmap's grid.
-//!
-//! - `table` (and `markdown`): rows = sizes, columns = rates, each cell
-//!   `p50 / p99` of the one-way latency in us, plus the share of missed
-//!   paced steps in paced columns;
-//! - `csv` and `json` (schema [`SCHEMA`]): one row or object per cell,
-//!   in run order (sizes outer, rates inner), as `report/README.md` says;
-//! - [`heat_grid`]: the p50s for [`super::heatmap`].
+//! The report of `ibprobe sweep`'s grid: in the table and Markdown rows =
+//! sizes, columns = rates, each cell the one-way `p50 / p99` in us (and the
+//! share of missed steps where paced); in CSV and JSON ([`SCHEMA`]) one
+//! row or object per cell in run order (`report/README.md`); the p50s as
+//! a heatmap grid ([`heat_grid`]).
 
 use serde_json::json;
 
 use super::heatmap::Grid;
 use super::model::{
     us, Align, Block, Column, Csv, DistKind, Distribution, Document, JsonDoc, Quote, Report, Table,
-    Warning,
 };
 use crate::probe::config::Length;
 use crate::spec::Transport;
 
-/// The JSON schema identifier of a sweep, so scripts can tell a sweep
-/// document from a single run's `ibprobe.report/1`; bumped when a field
-/// changes meaning or goes away.
+/// Bumped when a field changes meaning or goes away.
 pub const SCHEMA: &str = "ibprobe.sweep/1";
 
 /// The CSV header row: one row per cell follows, keyed by transport, bytes
@@ -33,7 +26,6 @@ pub fn csv_header() -> String {
     format!("{CSV_HEADER},{}", super::counters::csv_header())
 }
 
-/// One cell of the grid: its size, its rate and its report.
 pub struct Cell {
     pub size: usize,
     /// Messages per second, 0 = back to back.
@@ -49,7 +41,7 @@ impl Cell {
     }
 }
 
-/// A cell's settings as `loopback` echoes them, marked as a sweep cell.
+/// A rate's column label.
 pub fn rate_label(r: f64) -> String {
     if r == 0.0 {
         "back to back".into()
@@ -67,10 +59,9 @@ fn cell_text(c: Option<&Cell>) -> String {
     let Some(c) = c else {
         return "-".into();
     };
-    let Some(d) = c.one_way() else {
+    let Some(s) = c.one_way().map(|d| &d.summary) else {
         return "no samples".into();
     };
-    let s = &d.summary;
     let mut out = if s.count == 0 {
         "no samples".to_string()
     } else {
@@ -114,15 +105,6 @@ fn grid_warnings(cells: &[Cell]) -> Vec<String> {
     out
 }
 
-fn heading(t: Transport, length: Length, warmup: u64) -> String {
-    format!(
-        "ibprobe {}: sweep, one-way loopback over {}, {}, warm-up {warmup}",
-        env!("CARGO_PKG_VERSION"),
-        t.name(),
-        length_text(length)
-    )
-}
-
 /// A sweep's grid and what it ran with: the report `ibprobe sweep`
 /// prints.
 pub struct SweepReport<'a> {
@@ -144,7 +126,13 @@ impl Document for SweepReport<'_> {
     }
 
     fn blocks(&self) -> Vec<Block> {
-        let heading = heading(self.transport, self.length, self.warmup);
+        let heading = format!(
+            "ibprobe {}: sweep, one-way loopback over {}, {}, warm-up {}",
+            env!("CARGO_PKG_VERSION"),
+            self.transport.name(),
+            length_text(self.length),
+            self.warmup
+        );
         let mut context = vec![heading.clone()];
         if let Some(c) = self.cells.first() {
             let detail = &c.report.context.transport.detail;
@@ -173,9 +161,6 @@ impl Document for SweepReport<'_> {
                 )
                 .collect()
         });
-        let warnings = grid_warnings(self.cells)
-            .into_iter()
-            .map(|message| Warning { code: "", message });
         vec![
             Block::Context(context),
             Block::Title {
@@ -183,11 +168,7 @@ impl Document for SweepReport<'_> {
                 rest: "; cells: one-way p50 / p99 [us]".into(),
             },
             Table::block(columns, "   ", rows.collect()),
-            Block::Warnings {
-                list: warnings.collect(),
-                gap: true,
-                style: Quote::Together,
-            },
+            Block::plain_warnings(grid_warnings(self.cells), true, Quote::Together),
         ]
     }
 

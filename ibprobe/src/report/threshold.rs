@@ -1,13 +1,9 @@
 //! `--fail-if`: pass/fail thresholds on a run's results, for acceptance
-//! tests and the CI of a cluster.
-//!
-//! Why it exists: a run that exits non-zero when p99 is too high is what a
-//! script needs; parsing `p99>20us` once into a [`Threshold`], checking it
-//! against any report that can answer [`Measured::value`], and listing the
-//! violated ones in every output format ([`FailIf`]) keeps that in one file.
-//! The expression's grammar (`METRIC OP VALUE`) is the user's, in
-//! `ibprobe/README.md`; a threshold *holds* when its comparison is true of
-//! the measured value, and a run with any threshold holding exits 1.
+//! tests and a cluster's CI: `p99>20us` parsed once into a [`Threshold`]
+//! (grammar in `ibprobe/README.md`), checked against any report that
+//! answers [`Measured::value`], and listed in every format ([`FailIf`]).
+//! A threshold *holds* when its comparison is true of the measured value;
+//! a run with any threshold holding exits 1.
 
 use serde_json::{json, Value};
 
@@ -48,12 +44,11 @@ impl Metric {
     }
 
     pub fn reported_by(self, kind: RunKind) -> bool {
-        match self {
-            Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls => {
-                kind == RunKind::Stream
-            }
-            _ => true,
-        }
+        kind == RunKind::Stream
+            || !matches!(
+                self,
+                Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls
+            )
     }
 
     fn parse(s: &str) -> Option<Metric> {
@@ -69,28 +64,19 @@ impl Metric {
     }
 }
 
-/// A comparison: `>`, `>=`, `<`, `<=`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cmp {
-    Gt,
-    Ge,
-    Lt,
-    Le,
+crate::words::vocabulary! {
+    no_from_str
+    /// A comparison, by its symbol; the two-character ones first (for
+    /// parsing).
+    Cmp {
+        Ge = ">=", "At least.";
+        Le = "<=", "At most.";
+        Gt = ">", "More than.";
+        Lt = "<", "Less than.";
+    }
 }
 
-/// Each comparison's symbol, the two-character ones first (for parsing).
-const CMPS: [(&str, Cmp); 4] = [
-    (">=", Cmp::Ge),
-    ("<=", Cmp::Le),
-    (">", Cmp::Gt),
-    ("<", Cmp::Lt),
-];
-
 impl Cmp {
-    fn symbol(self) -> &'static str {
-        CMPS.iter().find(|(_, c)| *c == self).map_or("", |(s, _)| s)
-    }
-
     fn holds(self, measured: f64, limit: f64) -> bool {
         match self {
             Cmp::Gt => measured > limit,
@@ -123,9 +109,9 @@ impl std::str::FromStr for Threshold {
             .find(['>', '<'])
             .ok_or_else(|| format!("{text:?} has no comparison (>, >=, <, <=); {SYNTAX}"))?;
         let (name, rest) = text.split_at(at);
-        let (value, cmp) = CMPS
+        let (value, cmp) = Cmp::ALL
             .iter()
-            .find_map(|&(sym, c)| Some((rest.strip_prefix(sym)?, c)))
+            .find_map(|&c| Some((rest.strip_prefix(c.name())?, c)))
             .unwrap_or((&rest[1..], Cmp::Lt));
         let metric = Metric::parse(name.trim()).ok_or_else(|| {
             format!(
@@ -288,7 +274,7 @@ impl FailIf {
                     t.metric,
                     shown,
                     if c.holds { "is" } else { "is not" },
-                    t.cmp.symbol(),
+                    t.cmp.name(),
                     show(t.metric, t.value),
                     if c.holds { "FAILED" } else { "ok" }
                 )
@@ -318,7 +304,7 @@ impl FailIf {
             "thresholds": self.checked.iter().map(|c| json!({
                 "expr": c.threshold.text,
                 "metric": c.threshold.metric.name(),
-                "op": c.threshold.cmp.symbol(),
+                "op": c.threshold.cmp.name(),
                 "limit": c.threshold.value,
                 "measured": c.measured,
                 "unit": if c.threshold.metric.is_latency() { "ns" } else { "" },

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::host::{self, HostRun};
-use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Spacing};
+use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing};
 use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
 use crate::stats::Summary;
@@ -56,15 +56,12 @@ fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
 }
 
 fn source_text(s: &NoiseSource) -> String {
+    let ours = s.ours.then_some(" (ibprobe's trace reader)");
+    let ours = ours.unwrap_or_default();
     format!(
-        "{} {}{}: {} x, {} us in all, longest {} us",
+        "{} {}{ours}: {} x, {} us in all, longest {} us",
         s.kind.name(),
         s.source,
-        if s.ours {
-            " (ibprobe's trace reader)"
-        } else {
-            ""
-        },
         s.count,
         us(s.total_ns),
         us(s.max_ns)
@@ -74,14 +71,12 @@ fn source_text(s: &NoiseSource) -> String {
 impl TimerlatReport {
     pub fn new(cfg: &TimerlatConfig, o: &TimerlatOutcome) -> TimerlatReport {
         let cpus: Vec<TimerlatCpu> = o.cpus.iter().map(cpu_of).collect();
-        let mut warnings = host::run_warnings(o.interrupted, o.elapsed_ns, None, "samples");
-        for c in &cpus {
-            if c.lost_events > 0 {
-                warnings.push(format!(
-                    "cpu {}: the kernel dropped {} trace events (its buffer filled before ibprobe read it): counts are low and a dropped sample may be the worst; use a longer --period",
-                    c.cpu, c.lost_events
-                ));
-            }
+        let mut warnings = host::interrupted(o.interrupted, o.elapsed_ns, "samples");
+        for c in cpus.iter().filter(|c| c.lost_events > 0) {
+            warnings.push(format!(
+                "cpu {}: the kernel dropped {} trace events (its buffer filled before ibprobe read it): counts are low and a dropped sample may be the worst; use a longer --period",
+                c.cpu, c.lost_events
+            ));
         }
         for c in &o.cpus {
             if let Some(s) = c.sources.iter().find(|s| s.ours) {
@@ -91,9 +86,7 @@ impl TimerlatReport {
                 ));
             }
         }
-        warnings.extend(host::run_warnings(
-            false,
-            0,
+        warnings.extend(host::few(
             cpus.iter().map(|c| c.thread.count).min(),
             "samples",
         ));
@@ -186,7 +179,7 @@ impl Document for TimerlatReport {
             host::us_table(&columns, &[], rows.collect()),
             Block::Context(self.causes()),
             Block::List(sources.collect(), Spacing::Each),
-            host::plain(&self.warnings),
+            Block::plain_warnings(&self.warnings, true, Quote::Apart),
         ]);
         blocks
     }

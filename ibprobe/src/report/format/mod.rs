@@ -1,36 +1,24 @@
 //! The output formats: one renderer per format, each serving every
-//! command's report.
-//!
-//! Why it exists: a report is data (`report/model.rs`: a [`Document`] of
-//! blocks, tables, warnings, a CSV, a JSON document); how a text table,
-//! Markdown, CSV, JSON or perftest's line is written is said once, in
-//! this folder's file of that format. A command's report is data only; a
-//! format a report has no data for is refused by name. Field meanings are
-//! in `report/README.md`.
+//! command's report (a [`Document`], `report/model.rs`, data only); a
+//! format a report has no data for is refused by name.
 //!
 //! # How a format is added: one file
 //!
-//! Every file of this folder (but this one) is a format, and says all of
-//! it: its name is the word users write (`table.rs` is `--format table`),
-//! and it has
-//! - a `word!(PLACE, "HELP");` line: where the word stands in `--format`'s
-//!   list (`--help`, error messages, `Format::ALL`) and its help line;
-//! - `pub(super) fn render(doc: &dyn Document) -> Option<String>`: the
-//!   document in that format, or None when the document has no data for
-//!   it (a CSV of a report without rows).
+//! Every other file here is a format named as users write it (`table.rs`
+//! is `--format table`), with
+//! - a `word!(PLACE, "HELP");` line: the word's place in `--format`'s list
+//!   (`--help`, error messages, `Format::ALL`) and its help line;
+//! - `pub(super) fn render(doc: &dyn Document) -> Option<String>` (None:
+//!   the document has no data for it).
 //!
-//! `ibprobe/build.rs` reads the folder when it changes and writes
-//! `formats.rs` (in the build's `OUT_DIR`), included below: a `mod` line
-//! per file, the [`Format`] vocabulary (`crate::words::vocabulary!`) with
-//! one word per file in PLACE order, and `output`, the `match` sending
-//! each word to its file's `render`. `word!` itself expands to nothing:
-//! it is there so that the compiler checks the line the build script
-//! reads. `loopback`, `client` and `stream` then offer the new word by
-//! themselves; commands that list their own formats (`sweep`, `host`,
-//! `compare`, `loggp` in `cli/args.rs`) list it where they should.
+//! `ibprobe/build.rs` writes `formats.rs` (in `OUT_DIR`, included below)
+//! from the folder: a `mod` line per file, the [`Format`] vocabulary in
+//! PLACE order, and `output`, sending each word to its file's `render`.
+//! `loopback`, `client` and `stream` offer a new word by themselves;
+//! `sweep`, `host`, `compare` and `loggp` list theirs in `cli/args.rs`.
 
-/// A format file's word: `word!(PLACE, "HELP");` (see the module doc).
-/// Read by `build.rs`; the compiler checks here that both are literals.
+/// A format file's word (see the module doc): expands to nothing, read
+/// by `build.rs`; the compiler checks here that both are literals.
 macro_rules! word {
     ($place:literal, $help:literal) => {};
 }
