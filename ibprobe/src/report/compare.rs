@@ -198,10 +198,9 @@ pub struct CompareReport {
 /// The one-line method statement every format carries.
 pub const METHOD: &str = "rounds paired by block (order randomised, mirrored in pairs); ratio = Hodges-Lehmann estimate of the paired log ratios; 95% interval and test: exact Wilcoxon signed-rank; verdicts at 5% after Holm over the variants";
 
-/// What a comparison of two saved reports always says.
+/// What a comparison of two saved reports always says, and its method.
 pub const SAVED_WARNING: &str = "one run each cannot separate an effect from run-to-run noise (10-25% between runs on a shared host): the intervals cover only the sampling noise inside each run; for a verdict run `ibprobe compare --rounds 10 --vary OPTION=A,B -- COMMAND`";
 
-/// The method line of a comparison of two saved reports.
 pub const SAVED_METHOD: &str = "two saved reports, one run each: quantiles from the histograms they carry; ratio = B / A; interval = the ratio's range over each quantile's 95% order-statistic interval inside its run (sampling noise only); no verdict";
 
 impl CompareReport {
@@ -299,12 +298,11 @@ impl CompareReport {
         }
     }
 
-    /// Two saved reports, one run each: `labels` name them (their file
-    /// names), `values[v]` their metrics, `sampling[v][m]` the 95%
-    /// sampling interval of each metric inside its run (`None`: none,
-    /// e.g. the max). The effect's interval is the ratio's range over the
-    /// two sampling intervals, and the verdict is `one_run_each`: run-to-
-    /// run noise is not in it, so it cannot be a verdict.
+    /// Two saved reports, one run each: `labels` name them, `values[v]`
+    /// their metrics, `sampling[v][m]` each metric's 95% sampling interval
+    /// inside its run (`None`: none, e.g. the max). An effect's interval is
+    /// the ratio's range over the two; its verdict `one_run_each` (without
+    /// run-to-run noise it cannot be one).
     pub fn saved(
         labels: &[String],
         values: &[RoundValues],
@@ -359,13 +357,10 @@ impl CompareReport {
 
     /// Marks what was measured at the clock's resolution: `resolution[v]`
     /// is the (coarsest) resolution variant `v`'s reports gave (`None`:
-    /// they carry none, e.g. saved before the field existed: nothing
-    /// changes). A latency median within 10 steps of it is listed in the
-    /// variant's `at_clock_resolution`, every effect on that metric
-    /// against or of it is marked (the table prints "at clock resolution"
-    /// beside such a median, and no ratio against it: "(baseline at clock
-    /// resolution)" where only the baseline's is; the detectable-effect
-    /// line leaves it out), and one warning per variant says so.
+    /// nothing changes). A latency median within 10 steps of it is listed
+    /// in the variant's `at_clock_resolution` and one warning says so;
+    /// every effect on that metric against or of it is marked, which the
+    /// table and the detectable-effect line print no ratio of.
     pub fn mark_clock_resolution(&mut self, resolution: &[Option<f64>]) {
         for (v, r) in self.variants.iter_mut().zip(resolution) {
             v.clock_resolution_ns = *r;

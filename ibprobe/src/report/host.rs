@@ -10,7 +10,6 @@ use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Tabl
 use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
 use crate::stats::Summary;
 
-/// The JSON schema identifier of `ibprobe host --format json`.
 pub const SCHEMA: &str = "ibprobe.host/1";
 
 #[derive(Clone, Debug, Serialize)]
@@ -54,7 +53,6 @@ pub struct HostRun<S, C> {
     pub settings: S,
     /// Wall time of the measurement, ns.
     pub elapsed_ns: u64,
-    /// Ctrl-C ended the run early.
     pub interrupted: bool,
     pub cpus: Vec<C>,
     /// Placement facts, how the run was set up.
@@ -63,7 +61,6 @@ pub struct HostRun<S, C> {
     pub warnings: Vec<String>,
 }
 
-/// `ibprobe host`'s settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct WakeupSettings {
     pub fifo_priority: i32,

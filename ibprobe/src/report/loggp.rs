@@ -100,10 +100,6 @@ fn num(v: f64) -> String {
 }
 
 impl LoggpReport {
-    fn truth_ns(&self) -> Option<[f64; 5]> {
-        self.truth.map(|p| p.ns())
-    }
-
     /// The `ibprobe.loggp/1` document.
     pub fn json(&self) -> Value {
         let mut o = json!({
@@ -122,7 +118,7 @@ impl LoggpReport {
             o[key] = json!(e.value);
             o[format!("{key}_ci")] = json!([e.low, e.high]);
         }
-        if let Some([l, os, or, g, big_g]) = self.truth_ns() {
+        if let Some([l, os, or, g, big_g]) = self.truth.map(|p| p.ns()) {
             o["model"] =
                 json!({ "L_ns": l, "os_ns": os, "or_ns": or, "g_ns": g, "G_ns_per_byte": big_g });
         }
@@ -170,7 +166,7 @@ impl LoggpReport {
 
     /// The parameter table's rows: name [unit], estimate, interval, model.
     fn rows(&self) -> Vec<Vec<String>> {
-        let truth = self.truth_ns();
+        let truth = self.truth.map(|p| p.ns());
         params(&self.fit)
             .iter()
             .enumerate()

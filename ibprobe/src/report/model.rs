@@ -27,10 +27,8 @@ pub enum ReportError {
         path: String,
         source: std::io::Error,
     },
-    /// The HDR interval log rejected a histogram or a tag.
     #[error("HDR log: {0}")]
     HdrLog(String),
-    /// The output format cannot show this result.
     #[error("{0}")]
     Format(String),
     #[error("plot {path}: {message}")]

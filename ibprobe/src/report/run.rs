@@ -21,8 +21,6 @@ pub fn csv_header() -> String {
     format!("{CSV_HEADER},{}", counters::csv_header())
 }
 
-/// The table's columns: label, count, min, p50, p90, p99, p99.9, p99.99,
-/// max (us), mean ± stdev (us), share over 10 us.
 fn columns() -> Vec<Column> {
     let r = |t, w| Column::new(t, w, Align::RIGHT);
     vec![
@@ -44,19 +42,18 @@ fn columns() -> Vec<Column> {
 
 fn row(d: &Distribution) -> Vec<String> {
     let s = &d.summary;
-    vec![
-        d.kind.label().to_string(),
-        s.count.to_string(),
-        us(s.min_ns),
-        us(s.p50_ns),
-        us(s.p90_ns),
-        us(s.p99_ns),
-        us(s.p999_ns),
-        us(s.p9999_ns),
-        us(s.max_ns),
+    let mut row = vec![d.kind.label().to_string(), s.count.to_string()];
+    row.extend(
+        [
+            s.min_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.p999_ns, s.p9999_ns, s.max_ns,
+        ]
+        .map(us),
+    );
+    row.extend([
         format!("{:.3} ± {:.3}", s.mean_ns / 1000.0, s.stdev_ns / 1000.0),
         format!("{:.4}%", s.over_10us * 100.0),
-    ]
+    ]);
+    row
 }
 
 impl Document for Report {

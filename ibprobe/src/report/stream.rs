@@ -66,7 +66,7 @@ pub struct StreamReport {
     pub clock_resolution_ns: f64,
     pub out: StreamOutcome,
     /// Warnings (code, sentence).
-    pub warnings: Vec<(&'static str, String)>,
+    pub warnings: Vec<Warning>,
     /// `--rate` (None: back to back).
     pub rate_hz: Option<f64>,
     /// `--fail-if`, checked (None: none given).
@@ -97,8 +97,9 @@ impl StreamReport {
         out: StreamOutcome,
     ) -> StreamReport {
         let mut warnings = Vec::new();
+        let mut warn = |code, message| warnings.push(Warning { code, message });
         if out.lost() > 0 {
-            warnings.push((
+            warn(
                 "lost",
                 format!(
                     "{} of {} messages never arrived ({} slots missing)",
@@ -106,33 +107,33 @@ impl StreamReport {
                     out.send.msgs,
                     out.recv.lost_slots
                 ),
-            ));
+            );
         }
         if out.recv.corrupt > 0 {
-            warnings.push((
+            warn(
                 "corrupt",
                 format!("{} messages arrived with a wrong payload", out.recv.corrupt),
-            ));
+            );
         }
         if out.send.missed_steps > 0 {
-            warnings.push((
+            warn(
                 "missed_steps",
                 format!(
                     "{} paced steps were missed (the sender was waiting for a credit, an ack or the CPU)",
                     out.send.missed_steps
                 ),
-            ));
+            );
         }
         if out.send.interrupted || out.recv.interrupted {
-            warnings.push((
+            warn(
                 "interrupted",
                 "Ctrl-C ended the run early; the statistics cover what ran".into(),
-            ));
+            );
         }
         let l = out.latency.summary();
         if l.count > 0 {
             if let Some(m) = super::model::clock_resolution_warning("latency", &l, clock) {
-                warnings.push(("clock_resolution", m));
+                warn("clock_resolution", m);
             }
         }
         StreamReport {
@@ -219,7 +220,7 @@ impl StreamReport {
             "transport_detail": self.info.detail,
             "notes": o.notes,
             "counters": o.counters.as_ref().map(super::counters::json),
-            "warnings": self.warnings.iter().map(|(c, m)| json!({"code": c, "message": m})).collect::<Vec<_>>(),
+            "warnings": self.warnings,
         });
         if let (Some(a), serde_json::Value::Object(b)) = (v.as_object_mut(), more) {
             a.extend(b);
@@ -432,10 +433,6 @@ impl Document for StreamReport {
             .iter()
             .flat_map(super::counters::table_lines)
             .collect();
-        let warnings = self.warnings.iter().map(|(code, message)| Warning {
-            code,
-            message: message.clone(),
-        });
         vec![
             Block::Context(context),
             Block::Title {
@@ -459,7 +456,7 @@ impl Document for StreamReport {
             ),
             Block::List(counters, Spacing::None),
             Block::OnlyText(Box::new(Block::Warnings {
-                list: warnings.collect(),
+                list: self.warnings.clone(),
                 gap: false,
                 style: Quote::Together,
             })),

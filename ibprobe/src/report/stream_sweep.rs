@@ -102,7 +102,7 @@ impl Document for StreamSweepReport<'_> {
                 let cell = format!("window {} batch {} pipeline {p}", s.window, s.batch);
                 c.warnings
                     .iter()
-                    .map(move |(_, w)| format!("{} B, {cell}: {w}", c.size))
+                    .map(move |w| format!("{} B, {cell}: {}", c.size, w.message))
             })
             .collect();
         vec![

@@ -171,13 +171,13 @@ fn count(v: &str) -> Result<f64, String> {
 /// Refuses thresholds on metrics runs of `kind` do not report (one line
 /// for exit 2, before anything runs).
 pub fn check_applicable(thresholds: &[Threshold], kind: RunKind) -> Result<(), String> {
-    match thresholds.iter().find(|t| !t.metric.reported_by(kind)) {
-        None => Ok(()),
-        Some(t) => Err(format!(
-            "--fail-if {:?}: {} is reported by `ibprobe stream` only; here use a latency metric or lost",
-            t.text, t.metric
-        )),
-    }
+    let Some(t) = thresholds.iter().find(|t| !t.metric.reported_by(kind)) else {
+        return Ok(());
+    };
+    Err(format!(
+        "--fail-if {:?}: {} is reported by `ibprobe stream` only; here use a latency metric or lost",
+        t.text, t.metric
+    ))
 }
 
 /// A report that can answer a threshold.
@@ -190,22 +190,20 @@ pub trait Measured {
 /// A latency metric's value in a histogram summary (None: no sample, or
 /// not a latency).
 pub fn from_summary(s: &crate::stats::Summary, m: Metric) -> Option<f64> {
-    if s.count == 0 {
-        return None;
-    }
-    Some(match m {
-        Metric::P50 => s.p50_ns as f64,
-        Metric::P90 => s.p90_ns as f64,
-        Metric::P99 => s.p99_ns as f64,
-        Metric::P999 => s.p999_ns as f64,
-        Metric::P9999 => s.p9999_ns as f64,
-        Metric::Max => s.max_ns as f64,
-        Metric::Min => s.min_ns as f64,
-        Metric::Mean => s.mean_ns,
+    let ns = match m {
+        Metric::P50 => s.p50_ns,
+        Metric::P90 => s.p90_ns,
+        Metric::P99 => s.p99_ns,
+        Metric::P999 => s.p999_ns,
+        Metric::P9999 => s.p9999_ns,
+        Metric::Max => s.max_ns,
+        Metric::Min => s.min_ns,
+        Metric::Mean => return (s.count > 0).then_some(s.mean_ns),
         Metric::Lost | Metric::MsgsPerSec | Metric::BytesPerSec | Metric::CreditStalls => {
             return None
         }
-    })
+    };
+    (s.count > 0).then_some(ns as f64)
 }
 
 #[derive(Clone, Debug, PartialEq)]

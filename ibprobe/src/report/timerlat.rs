@@ -14,7 +14,6 @@ use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
 use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
 use crate::stats::Summary;
 
-/// The JSON schema identifier of `ibprobe host --trace --format json`.
 pub const SCHEMA: &str = "ibprobe.timerlat/1";
 
 /// Interference sources listed per CPU.
@@ -35,7 +34,6 @@ pub struct TimerlatCpu {
     pub lost_events: u64,
 }
 
-/// `ibprobe host --trace`'s settings.
 #[derive(Clone, Debug, Serialize)]
 pub struct TimerlatSettings {
     pub period_ns: u64,
