@@ -261,14 +261,12 @@ impl CompareReport {
                 labels.len() - 1
             ));
         }
-        for v in &variants {
-            if v.rounds_ok < rounds {
-                warnings.push(format!(
-                    "--{option}={}: {} of {rounds} rounds failed and were left out",
-                    v.value,
-                    rounds - v.rounds_ok
-                ));
-            }
+        for v in variants.iter().filter(|v| v.rounds_ok < rounds) {
+            warnings.push(format!(
+                "--{option}={}: {} of {rounds} rounds failed and were left out",
+                v.value,
+                rounds - v.rounds_ok
+            ));
         }
         CompareReport::with(command, option, seed, order, variants, warnings, METHOD)
     }

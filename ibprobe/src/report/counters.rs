@@ -79,13 +79,9 @@ pub fn table_lines(r: &CounterReport) -> Vec<String> {
             .collect();
         out.push(format!("counters missing: {}", groups.join("; ")));
     }
-    if let Some(a) = &r.attribution {
-        for c in &a.causes {
-            if c.with.intervals > 0 && c.without.intervals > 0 {
-                out.push(format!("attribution: {}", c.sentence()));
-            }
-        }
-    }
+    let causes = r.attribution.iter().flat_map(|a| &a.causes);
+    let seen = causes.filter(|c| c.with.intervals > 0 && c.without.intervals > 0);
+    out.extend(seen.map(|c| format!("attribution: {}", c.sentence())));
     out
 }
 

@@ -52,10 +52,8 @@ fn draw(root: &Canvas, r: &CompareReport, metrics: &[&str]) -> Drawn {
         .skip(1)
         .flat_map(|(v, vr)| {
             // A ratio at the clock's resolution compares clock steps: not drawn.
-            vr.effects.iter().filter_map(move |(k, ef)| {
-                if ef.at_clock_resolution {
-                    return None;
-                }
+            let drawn = vr.effects.iter().filter(|(_, ef)| !ef.at_clock_resolution);
+            drawn.filter_map(move |(k, ef)| {
                 let m = metrics.iter().position(|x| x == k)?;
                 Some((v, m, ef.ratio, ef.ci[0], ef.ci[1]))
             })
@@ -79,12 +77,9 @@ fn draw(root: &Canvas, r: &CompareReport, metrics: &[&str]) -> Drawn {
         // Key points every half group; only the middles are named.
         .x_labels(groups * 2 + 1)
         .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 1e-6 {
-                metrics.get(i).map_or(String::new(), |s| s.to_string())
-            } else {
-                String::new()
-            }
+            let middle = (x - x.floor() - 0.5).abs() < 1e-6;
+            let name = metrics.get(x.floor() as usize).filter(|_| middle);
+            name.map_or(String::new(), |s| s.to_string())
         })
         .y_desc(Y_DESC)
         .draw()?;

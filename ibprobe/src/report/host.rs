@@ -287,11 +287,8 @@ pub(super) fn summary_csv(s: &Summary) -> Vec<String> {
 
 /// One CPU's row as the table and Markdown show it (latencies in us).
 fn text_cells(r: &CpuRow) -> Vec<String> {
-    let mut row = vec![
-        r.cpu.to_string(),
-        yes_no(r.isolated).to_string(),
-        yes_no(r.nohz_full).to_string(),
-    ];
+    let yes_no = |b| if b { "yes" } else { "no" }.to_string();
+    let mut row = vec![r.cpu.to_string(), yes_no(r.isolated), yes_no(r.nohz_full)];
     row.extend(us_cells(&r.summary));
     row.push(r.missed.to_string());
     row
@@ -309,14 +306,6 @@ pub(super) fn us_cells(s: &Summary) -> [String; 7] {
         us(s.max_ns),
         s.over_10us_count.to_string(),
     ]
-}
-
-fn yes_no(b: bool) -> &'static str {
-    if b {
-        "yes"
-    } else {
-        "no"
-    }
 }
 
 fn row(c: &CpuWakeup) -> CpuRow {

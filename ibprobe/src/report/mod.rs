@@ -148,13 +148,10 @@ impl Report {
     /// The distribution a one-line (perftest) output shows: RTT/2 in client
     /// mode (perftest's own number), else one-way, else send-completion.
     pub fn headline(&self) -> Option<&Distribution> {
-        [
-            DistKind::RttHalf,
-            DistKind::OneWay,
-            DistKind::SendCompletion,
-        ]
-        .iter()
-        .find_map(|k| self.distributions.iter().find(|d| d.kind == *k))
+        use DistKind::{OneWay, RttHalf, SendCompletion};
+        [RttHalf, OneWay, SendCompletion]
+            .iter()
+            .find_map(|k| self.distributions.iter().find(|d| d.kind == *k))
     }
 
     /// Renders one output format (every format ends with a newline).

@@ -65,7 +65,6 @@ pub struct StreamReport {
     /// The clock's resolution (smallest step between two reads), ns.
     pub clock_resolution_ns: f64,
     pub out: StreamOutcome,
-    /// Warnings (code, sentence).
     pub warnings: Vec<Warning>,
     /// `--rate` (None: back to back).
     pub rate_hz: Option<f64>,

@@ -105,8 +105,7 @@ fn grid_warnings(cells: &[Cell]) -> Vec<String> {
     out
 }
 
-/// A sweep's grid and what it ran with: the report `ibprobe sweep`
-/// prints.
+/// A sweep's grid and what it ran with: what `ibprobe sweep` prints.
 pub struct SweepReport<'a> {
     pub transport: Transport,
     pub sizes: &'a [usize],
@@ -116,7 +115,6 @@ pub struct SweepReport<'a> {
     pub length: Length,
     /// Warm-up messages per cell.
     pub warmup: u64,
-    /// Ctrl-C ended the sweep.
     pub interrupted: bool,
 }
 

@@ -12,8 +12,7 @@ pub(super) fn render(doc: &dyn Document) -> Option<String> {
     out.push('\n');
     for r in &csv.rows {
         let fields: Vec<String> = r.iter().map(|f| field(f)).collect();
-        out.push_str(&fields.join(","));
-        out.push('\n');
+        out.push_str(&(fields.join(",") + "\n"));
     }
     Some(out)
 }

@@ -29,12 +29,8 @@ fn block(out: &mut String, b: &Block, after_table: &mut bool) {
             if *spacing == Spacing::Before && !items.is_empty() {
                 out.push('\n');
             }
-            for i in items {
-                if *spacing == Spacing::Each {
-                    out.push('\n');
-                }
-                out.push_str(&format!("- {i}\n"));
-            }
+            let gap = if *spacing == Spacing::Each { "\n" } else { "" };
+            out.extend(items.iter().map(|i| format!("{gap}- {i}\n")));
         }
         Block::Heading(h) => out.push_str(&format!("### {h}\n\n")),
         Block::Warnings { list, style, .. } => {
@@ -51,11 +47,7 @@ fn block(out: &mut String, b: &Block, after_table: &mut bool) {
                 });
             }
         }
-        Block::Notes(notes) => {
-            for n in notes {
-                out.push_str(&format!("\n*Note:* {n}\n"));
-            }
-        }
+        Block::Notes(notes) => out.extend(notes.iter().map(|n| format!("\n*Note:* {n}\n"))),
         Block::OnlyMarkdown(b) => return block(out, b, after_table),
         Block::Context(_) | Block::OnlyText(_) => return,
     }
@@ -70,7 +62,5 @@ fn table(out: &mut String, t: &Table) {
         titles.join(" | "),
         aligns.join("|")
     ));
-    for r in &t.rows {
-        out.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
+    out.extend(t.rows.iter().map(|r| format!("| {} |\n", r.join(" | "))));
 }

@@ -16,26 +16,15 @@ pub(super) fn render(doc: &dyn Document) -> Option<String> {
 
 fn block(out: &mut String, b: &Block) {
     match b {
-        Block::Context(lines) => {
-            for l in lines {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
+        Block::Context(lines) => out.extend(lines.iter().map(|l| format!("{l}\n"))),
         Block::Table(t) => table(out, t),
         Block::Warnings { list, gap, .. } => {
             if *gap && !list.is_empty() {
                 out.push('\n');
             }
-            for w in list {
-                out.push_str(&format!("warning: {}\n", w.message));
-            }
+            out.extend(list.iter().map(|w| format!("warning: {}\n", w.message)));
         }
-        Block::Notes(notes) => {
-            for n in notes {
-                out.push_str(&format!("note: {n}\n"));
-            }
-        }
+        Block::Notes(notes) => out.extend(notes.iter().map(|n| format!("note: {n}\n"))),
         Block::OnlyText(b) => block(out, b),
         Block::Title { .. } | Block::Heading(_) | Block::List(..) | Block::OnlyMarkdown(_) => {}
     }
@@ -81,7 +70,6 @@ fn table(out: &mut String, t: &Table) {
     }
     out.push('\n');
     for r in &t.rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-        out.push('\n');
+        out.push_str(&(line(r.iter().map(String::as_str).collect()) + "\n"));
     }
 }
