@@ -142,6 +142,7 @@ fn render(grid: &Grid) -> Result<String, String> {
 }
 
 fn draw(root: &Canvas, grid: &Grid, width: u32) -> Drawn {
+    use SegmentValue::{CenterOf, Exact};
     let (ncol, nrow) = (grid.columns.len(), grid.rows.len());
     let Some((lo, hi)) = grid.range() else {
         root.titled(&format!("{}: no samples", grid.title), ("sans-serif", 22))?;
@@ -157,7 +158,7 @@ fn draw(root: &Canvas, grid: &Grid, width: u32) -> Drawn {
         .y_label_area_size(80)
         .build_cartesian_2d(xs, ys)?;
     let label = |names: &[String], v: &SegmentValue<i32>| match v {
-        SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
+        CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
         _ => String::new(),
     };
     chart
@@ -177,23 +178,15 @@ fn draw(root: &Canvas, grid: &Grid, width: u32) -> Drawn {
             let (x, y) = (c as i32, r as i32);
             let v = grid.value(r, c);
             let fill = v.map_or(RGBColor(210, 210, 210), |v| colour(v, lo, hi));
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [
-                    (SegmentValue::Exact(x), SegmentValue::Exact(y)),
-                    (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
-                ],
-                fill.filled(),
-            )))?;
+            let cell = [(Exact(x), Exact(y)), (Exact(x + 1), Exact(y + 1))];
+            chart.draw_series(std::iter::once(Rectangle::new(cell, fill.filled())))?;
             let text = v.map_or("n/a".to_string(), |v| grid.unit.text(v as f64));
             let style = ("sans-serif", 15)
                 .into_font()
                 .color(&text_colour(fill))
                 .pos(Pos::new(HPos::Center, VPos::Center));
-            chart.draw_series(std::iter::once(Text::new(
-                text,
-                (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y)),
-                style,
-            )))?;
+            let centre = (CenterOf(x), CenterOf(y));
+            chart.draw_series(std::iter::once(Text::new(text, centre, style)))?;
         }
     }
 

@@ -145,17 +145,11 @@ pub(super) fn head(
 /// columns of [`us_cells`] (latencies titled plainly in the text table,
 /// whose header ends with `[us]`, with the unit in Markdown), then `more`.
 pub(super) fn us_table(columns: &[Column], more: &[Column], rows: Vec<Vec<String>>) -> Block {
-    let c = |t, md, w| Column::titled(t, md, w, Align::RIGHT);
+    let c = |t: &str, w| Column::titled(t, &format!("{t} [us]"), w, Align::RIGHT);
     let mut columns = columns.to_vec();
-    columns.extend([
-        Column::new("count", 9, Align::RIGHT),
-        c("min", "min [us]", 9),
-        c("p50", "p50 [us]", 9),
-        c("p99", "p99 [us]", 9),
-        c("p99.9", "p99.9 [us]", 9),
-        c("max", "max [us]", 10),
-        Column::new("n > 10 us", 9, Align::RIGHT),
-    ]);
+    columns.push(Column::new("count", 9, Align::RIGHT));
+    columns.extend(["min", "p50", "p99", "p99.9"].map(|t| c(t, 9)));
+    columns.extend([c("max", 10), Column::new("n > 10 us", 9, Align::RIGHT)]);
     columns.extend_from_slice(more);
     Block::Table(Table {
         columns,

@@ -216,16 +216,12 @@ impl LoggpReport {
         for (i, s) in self.fit.segments.iter().enumerate() {
             let b = |size: usize| (size + crate::probe::workload::slot::LOGGP_HEADER) as f64;
             let (a, c) = (s.g_ns.value, s.big_g.value);
-            let xs: Vec<f64> = (0..=40)
-                .map(|k| {
-                    let (l, h) = (b(s.from_size).ln(), b(s.to_size).ln());
-                    (l + (h - l) * k as f64 / 40.0).exp()
-                })
-                .collect();
+            let (l, h) = (b(s.from_size).ln(), b(s.to_size).ln());
+            let xs = (0..=40).map(|k| (l + (h - l) * k as f64 / 40.0).exp());
             let color = Palette99::pick(i + 1).to_rgba();
             chart
                 .draw_series(LineSeries::new(
-                    xs.into_iter().map(|x| (x, a + c * x)),
+                    xs.map(|x| (x, a + c * x)),
                     color.stroke_width(2),
                 ))?
                 .label(format!(

@@ -111,11 +111,8 @@ fn draw(root: &Canvas, title: &str, hist: &LatencyHistogram) -> Drawn {
     for (name, ns, color) in markers {
         let off_scale = ns > hi_ns;
         let x = if off_scale { x1 } else { to_us(ns) };
-        let label = if off_scale {
-            format!("{name} {} us (off scale)", us(ns))
-        } else {
-            format!("{name} {} us", us(ns))
-        };
+        let off = if off_scale { " (off scale)" } else { "" };
+        let label = format!("{name} {} us{off}", us(ns));
         chart
             .draw_series(LineSeries::new(
                 vec![(x, 0.8), (x, ymax)],

@@ -23,21 +23,16 @@ pub fn csv_header() -> String {
 
 fn columns() -> Vec<Column> {
     let r = |t, w| Column::new(t, w, Align::RIGHT);
-    vec![
-        Column::new("latency [us]", 16, Align::LEFT),
-        r("count", 9),
-        r("min", 9),
-        r("p50", 9),
-        r("p90", 9),
-        r("p99", 9),
-        r("p99.9", 9),
-        r("p99.99", 9),
+    let mut columns = vec![Column::new("latency [us]", 16, Align::LEFT)];
+    columns.extend(["count", "min", "p50", "p90", "p99", "p99.9", "p99.99"].map(|t| r(t, 9)));
+    columns.extend([
         r("max", 10),
         r("mean ± stdev", 17),
         // The text header has always stood one space right of its cells
         // (11 wide: it is wider than the column).
         Column::titled("  % > 10 us", "% > 10 us", 10, Align::RIGHT),
-    ]
+    ]);
+    columns
 }
 
 fn row(d: &Distribution) -> Vec<String> {

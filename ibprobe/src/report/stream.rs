@@ -390,15 +390,12 @@ impl Document for StreamReport {
             ),
             String::new(),
         ];
-        let rate = |t, a| Column::new(t, 0, a);
+        let mut columns: Vec<Column> = ["msg/s", "ops/msg", "ops/msg (all)", "credit stalls"]
+            .map(|t| Column::new(t, 0, Align::RIGHT))
+            .into();
+        columns.push(Column::new("flushes fill/timer/explicit", 0, Align::LEFT));
         let summary = Table::block(
-            vec![
-                rate("msg/s", Align::RIGHT),
-                rate("ops/msg", Align::RIGHT),
-                rate("ops/msg (all)", Align::RIGHT),
-                rate("credit stalls", Align::RIGHT),
-                rate("flushes fill/timer/explicit", Align::LEFT),
-            ],
+            columns,
             " ",
             vec![vec![
                 format!("{:.0}", o.msgs_per_sec()),
@@ -414,24 +411,18 @@ impl Document for StreamReport {
             row.extend([d.p50, d.p99, d.p999, d.p9999, d.max].map(us));
             row
         });
-        let tails = Table::block(
-            vec![
-                Column::new("distribution (us)", 34, Align::LEFT),
-                c("count", 9),
-                c("p50", 10),
-                c("p99", 10),
-                c("p99.9", 10),
-                c("p99.99", 10),
-                c("max", 10),
-            ],
-            " ",
-            tails.collect(),
-        );
+        let mut columns = vec![
+            Column::new("distribution (us)", 34, Align::LEFT),
+            c("count", 9),
+        ];
+        columns.extend(["p50", "p99", "p99.9", "p99.99", "max"].map(|t| c(t, 10)));
+        let tails = Table::block(columns, " ", tails.collect());
         let counters: Vec<String> = o
             .counters
             .iter()
             .flat_map(super::counters::table_lines)
             .collect();
+        let notes = o.notes.iter().map(|n| format!("note: {n}"));
         vec![
             Block::Context(context),
             Block::Title {
@@ -446,13 +437,7 @@ impl Document for StreamReport {
             },
             Block::OnlyMarkdown(Box::new(summary)),
             tails,
-            Block::Context(
-                counters
-                    .iter()
-                    .cloned()
-                    .chain(o.notes.iter().map(|n| format!("note: {n}")))
-                    .collect(),
-            ),
+            Block::Context(counters.iter().cloned().chain(notes).collect()),
             Block::List(counters, Spacing::None),
             Block::OnlyText(Box::new(Block::Warnings {
                 list: self.warnings.clone(),

@@ -28,10 +28,7 @@ pub struct Axes {
 fn column(a: &Axes, c: &StreamReport) -> String {
     let mut parts = Vec::new();
     if a.rates.len() > 1 {
-        parts.push(match c.rate_hz {
-            Some(r) => format!("{r}/s"),
-            None => "b2b".into(),
-        });
+        parts.push(c.rate_hz.map_or("b2b".into(), |r| format!("{r}/s")));
     }
     if a.windows.len() > 1 {
         parts.push(format!("w{}", c.spec.window));

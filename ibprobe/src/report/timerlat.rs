@@ -54,8 +54,11 @@ fn cpu_of(c: &CpuTimerlat) -> TimerlatCpu {
 }
 
 fn source_text(s: &NoiseSource) -> String {
-    let ours = s.ours.then_some(" (ibprobe's trace reader)");
-    let ours = ours.unwrap_or_default();
+    let ours = if s.ours {
+        " (ibprobe's trace reader)"
+    } else {
+        ""
+    };
     format!(
         "{} {}{ours}: {} x, {} us in all, longest {} us",
         s.kind.name(),
