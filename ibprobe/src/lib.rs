@@ -1,12 +1,10 @@
 //! ibprobe: a verbs latency probe with true percentiles, as a library with
 //! a thin CLI, so ibexporter can embed the same probe.
 //!
-//! Map of the crate: `ARCHITECTURE.md` at the workspace root (one
-//! folder per concern, what may use what, where new things go). In
-//! short: [`spec`] is the vocabulary with every static check of a
-//! channel, [`probe`] opens channels and measures them, [`report`]
-//! renders every output, [`cli`] is the command line (the only module
-//! that knows clap) and [`sys`] holds all `unsafe`.
+//! Map: `ARCHITECTURE.md`. In short: [`spec`] is the vocabulary, [`probe`]
+//! opens channels and measures them, [`report`] renders every output,
+//! [`cli`] is the command line (the only module that knows clap) and
+//! [`sys`] holds all `unsafe`.
 //!
 //! Opening a channel and measuring it, as ibexporter does:
 //!

@@ -1,23 +1,13 @@
-//! The probe vocabulary, defined once: which transport, which verbs
-//! operation, how to poll, inline and signaling policies, the verbs knobs,
-//! the size each transport carries and which combinations work.
+//! The probe vocabulary, defined once: transports, verbs operations,
+//! polling, inline and signaling policies, the verbs and stream knobs, the
+//! sizes each transport carries and which combinations work.
 //!
-//! Why it exists: the CLI, the sweep, the client/server handshake and
-//! ibexporter's config all speak these words. Each is a type here with
-//! `FromStr`/`Display` (the spelling users write) and serde (the spelling
-//! JSON reports and the handshake carry), and every static check of a
-//! channel's configuration is [`ChannelSpec::check`], so a refusal reads
-//! the same whoever asked and comes before any resource is created.
-//! Checks that need the device (max inline, path MTU, port state, GID)
-//! happen when the channel is opened (`crate::verbs::prepare`).
-//!
-//! Nothing here knows clap: the CLI maps its flags to these types in
-//! `cli/args.rs`; ibexporter maps its TOML to them in its config.
-//!
-//! A new knob of a channel is a field of [`VerbsKnobs`] or
-//! [`ChannelSpec`] (with its check in [`ChannelSpec::check`]); a new
-//! transport is a variant of [`Transport`] plus its opener in
-//! `probe/open.rs`.
+//! The CLI (`cli/args.rs`), the handshake and ibexporter's config all speak
+//! these words: `FromStr`/`Display` is the spelling users write, serde the
+//! one JSON and the handshake carry. Every static check of a channel is
+//! [`ChannelSpec::check`], so a refusal reads the same whoever asked and
+//! comes before any resource is created; checks that need the device
+//! happen when it is opened (`crate::verbs::prepare`).
 
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -82,13 +72,11 @@ impl Transport {
         }
     }
 
-    /// Whether this is a verbs transport.
     pub fn is_verbs(self) -> bool {
         self.qp_type().is_some()
     }
 
-    /// Whether event polling has something to sleep on (everything but
-    /// the shared-memory ring).
+    /// Whether event polling has something to sleep on (not the shm ring).
     pub fn can_sleep(self) -> bool {
         !matches!(self, Transport::Shm | Transport::Model)
     }
@@ -115,7 +103,6 @@ impl Transport {
         }
     }
 
-    /// Checks a message size (see [`Transport::size_range`]).
     pub fn check_size(self, op: Op, size: usize) -> Result<(), SpecError> {
         let (range, why) = self.size_range(op);
         if range.contains(&size) {
@@ -168,8 +155,7 @@ pub const SHM_MAX_SIZE: usize = 1 << 20;
 pub const UDP_MIN_SIZE: usize = 8;
 /// Largest udp message: one IPv4 datagram.
 pub const UDP_MAX_SIZE: usize = 65_507;
-/// Largest UD message (one packet at the largest MTU; the port's active
-/// MTU is checked when the QP is prepared).
+/// Largest UD message: one packet at the largest MTU (the port's is checked later).
 pub const UD_MAX_SIZE: usize = 4096;
 /// Largest verbs message: a 32-bit length.
 pub const VERBS_MAX_SIZE: usize = u32::MAX as usize;
@@ -182,7 +168,6 @@ pub const MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 pub enum InlineMode {
     /// Inline when the message fits the device's max inline.
     Auto,
-    /// Never inline.
     Off,
     /// Inline messages up to N bytes (N must not exceed the device max).
     Bytes(u32),
@@ -216,7 +201,6 @@ impl fmt::Display for InlineMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SignalMode {
-    /// Every send is signaled.
     Every,
     /// Every Nth send is signaled (1 <= N <= SQ depth).
     Period(u32),
@@ -225,10 +209,8 @@ pub enum SignalMode {
 }
 
 impl SignalMode {
-    /// A stream's policy when `--signal` is not given: a stream waits for
-    /// no single send, and its send buffers come back with any later
-    /// signaled completion; on rxe, signaling every send cost 2.5% of a
-    /// batch-1 stream's message rate (`ibprobe/docs/stream-design.md`).
+    /// A stream's policy without `--signal`: a stream waits for no single send
+    /// (signaling every send cost 2.5% of the rate on rxe, stream-design.md).
     pub const STREAM_DEFAULT: SignalMode = SignalMode::Auto;
 }
 
@@ -260,7 +242,7 @@ impl fmt::Display for SignalMode {
 /// the CLI's defaults.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VerbsKnobs {
-    /// Device (None: the first with an active port).
+    /// None: the first device with an active port.
     pub dev: Option<String>,
     /// Receiver's device in one-way loopback (None: same as `dev`).
     pub peer_dev: Option<String>,
@@ -278,11 +260,9 @@ pub struct VerbsKnobs {
     pub rq_prepost: Option<u32>,
     /// Path MTU in bytes (None: the port's active MTU).
     pub mtu: Option<u32>,
-    /// Message buffers in huge pages.
     pub hugepages: bool,
-    /// Completion queues that stamp each completion with the HCA's clock
-    /// (`--hw-timestamps`; refused on a device whose
-    /// completion_timestamp_mask is 0).
+    /// `--hw-timestamps`: completion queues that stamp each completion with
+    /// the HCA's clock (refused where completion_timestamp_mask is 0).
     pub hw_timestamps: bool,
 }
 
@@ -321,9 +301,9 @@ pub struct ChannelSpec {
     /// Message size in bytes.
     pub size: usize,
     pub poll: Poll,
-    /// Verbs knobs (ignored by shm and udp).
+    /// Ignored by shm and udp.
     pub verbs: VerbsKnobs,
-    /// The LogGP parameters of `--transport model` (`--model`).
+    /// `--model`: the LogGP parameters of `--transport model`.
     pub model: Option<ModelParams>,
 }
 
@@ -340,9 +320,8 @@ impl ChannelSpec {
         }
     }
 
-    /// Every static check: the size against the transport, the
-    /// transport/op/poll combination, and the verbs knobs against each
-    /// other. One line naming the limit and what to do.
+    /// Every static check (size, transport/op/poll, verbs knobs), as one
+    /// line naming the limit and what to do.
     pub fn check(&self) -> Result<(), SpecError> {
         let (t, v) = (self.transport, &self.verbs);
         check_combo(t, v.op, self.poll)?;
@@ -386,18 +365,16 @@ impl ChannelSpec {
         if v.op.needs_recv() && v.rq_prepost() == 0 {
             return bad(format!("rq prepost 0: {} needs posted receives", v.op));
         }
-        if let Some(m) = v.mtu {
-            if !MTUS.contains(&m) {
-                return bad(format!("mtu {m}: 256 | 512 | 1024 | 2048 | 4096"));
+        match v.mtu {
+            Some(m) if !MTUS.contains(&m) => {
+                bad(format!("mtu {m}: 256 | 512 | 1024 | 2048 | 4096"))
             }
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
-/// Checks a transport/op/poll combination: UD has no RDMA writes; shm
-/// and udp only send; plain write raises no receive completion to sleep
-/// on; the shm ring has nothing to sleep on.
+/// Checks a transport/op/poll combination.
 pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
     match (t, op, poll) {
         (Transport::Ud, o, _) if o.is_write() => bad(format!(
@@ -417,11 +394,9 @@ pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
     }
 }
 
-/// Where the thesis's stamping thread (`--stamp-thread`) means something:
-/// one-way verbs loopback whose sends the HCA reads after the post (no
-/// inline data), with room for the stamp (bytes 8..16 of the payload).
-/// `other_clock`: the flag that takes the arrival off this process's one
-/// clock (loopback's `--round-trip`, a stream's HOST), if given.
+/// Where the stamping thread (`--stamp-thread`) means something: one-way
+/// verbs loopback, no inline data, room for the stamp. `other_clock`: the
+/// flag that takes the arrival off this process's clock, if given.
 pub fn check_stamp(
     t: Transport,
     inline: InlineMode,
@@ -452,11 +427,8 @@ pub fn check_stamp(
 }
 
 /// Where hardware completion timestamps (`--hw-timestamps`) mean
-/// something: verbs, every send signaled (T2 is a send completion); in
-/// one-way loopback one clock (no `--peer-dev`) and a send completion that
-/// does not wait for the receiver (ud or uc: rc's waits for the ACK).
-/// Whether the device stamps completions is known only when it is opened
-/// (`verbs/setup.rs`).
+/// something; whether the device stamps completions is known only when it
+/// is opened (`verbs/setup.rs`).
 pub fn check_hw_timestamps(
     t: Transport,
     signal: Option<SignalMode>,
@@ -494,9 +466,8 @@ vocabulary! {
 
 vocabulary! {
     no_from_str
-    /// What a server runs on a client's stream: the answering side of a
-    /// paired workload (`probe/workload/`), named by the word in the
-    /// stream Hello's `workload` (absent: the first).
+    /// The answering side of a paired workload (`probe/workload/`) a stream
+    /// Hello's `workload` names (absent: the first).
     StreamWorkload {
         Stream = "stream", "The receiving loop of `ibprobe stream`.";
         Loggp = "loggp", "The answering loop of `ibprobe loggp`'s PRTT bursts.";
@@ -513,13 +484,11 @@ pub const RECORD_HEADER: usize = 16;
 /// 1: header and record folded into one, `probe/workload/slot.rs`).
 pub const COMPACT_HEADER: usize = 16;
 /// The version of the stream slots' layout (`probe/workload/slot.rs`),
-/// exchanged in the stream handshake: two ends that read slots apart are
-/// refused before the run. 2: the compact slot.
+/// checked in the stream handshake. 2: the compact slot.
 pub const SLOT_FORMAT: u32 = 2;
 
 /// Bytes a data slot of `batch` messages of `size` bytes puts on the wire
-/// (batch 1: a compact slot, unless `--stamp-thread`, whose stamp lives
-/// in the full form's first record).
+/// (batch 1: a compact slot, unless `--stamp-thread`).
 pub fn data_slot_bytes(batch: u32, size: usize) -> usize {
     match batch {
         0 | 1 => COMPACT_HEADER + size,
@@ -527,37 +496,28 @@ pub fn data_slot_bytes(batch: u32, size: usize) -> usize {
     }
 }
 
-/// The fewest slots an shm stream ring gets when `--slots` allows (see
-/// [`StreamSpec::shm_ring_slots`]): room for a few control slots besides
-/// the data in flight, so the sender's lazy reading of them never blocks
-/// the receiver.
+/// The fewest slots an shm stream ring gets when `--slots` allows: room for
+/// control slots besides the data in flight, so they never block the receiver.
 pub const SHM_RING_MIN: u32 = 8;
 
-/// A streaming workload's knobs (design in
-/// `ibprobe/docs/stream-design.md`): a pool of slots per direction, a
-/// credit window, batching with a flush timer, pipelined acks.
+/// A streaming workload's knobs (`ibprobe/docs/stream-design.md`);
 /// [`StreamSpec::check`] holds every refusal of a combination.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StreamSpec {
-    /// Slots per direction (the registered pool; every receive slot is
-    /// posted up front).
+    /// Slots per direction (every receive slot is posted up front).
     pub slots: u32,
     /// Bytes per slot; a message larger than a slot spans several.
     pub slot_size: usize,
-    /// Credits: slots the sender may have posted and not yet seen
-    /// consumed (at most `slots`).
+    /// Credits: slots posted and not yet seen consumed (at most `slots`).
     pub window: u32,
     /// Messages packed into one slot before it is posted (1: no batching).
     pub batch: u32,
-    /// A partial batch is posted this long after its first message
-    /// (None: only when full or at the end of a burst).
+    /// A partial batch is posted this long after its first message.
     pub flush: Option<std::time::Duration>,
-    /// Posted slots that may await the application's ack (None: no
-    /// acks; 1 is stop-and-wait).
+    /// Posted slots that may await an ack (None: no acks; 1: stop-and-wait).
     pub pipeline: Option<u32>,
     pub credit_return: CreditReturn,
-    /// With [`CreditReturn::Message`], one credit message per this many
-    /// consumed slots.
+    /// One credit return per this many consumed slots.
     pub credit_batch: u32,
 }
 
@@ -577,14 +537,10 @@ impl Default for StreamSpec {
 }
 
 impl CreditReturn {
-    /// How a stream over `t` returns credits unless `--credit-return`
-    /// says: on rc without acks an RDMA write of the consumed count
-    /// ([`CreditReturn::Write`]: the sender gets no receive completion and
-    /// reposts no receive for it, and one write covers
-    /// [`StreamSpec::default_credit_batch`] slots), measured against the
-    /// piggybacked credit message in `ibprobe/docs/stream-design.md`;
-    /// elsewhere, and with `--pipeline` (every slot's ack is a message
-    /// that carries its credit for free), [`CreditReturn::Piggyback`].
+    /// How a stream over `t` returns credits unless `--credit-return` says:
+    /// on rc without acks [`CreditReturn::Write`] (no receive on the
+    /// sender's side; measured in `ibprobe/docs/stream-design.md`); else,
+    /// and with `--pipeline` (each ack carries a credit for free), piggyback.
     pub fn default_for(t: Transport, pipeline: Option<u32>) -> CreditReturn {
         if t == Transport::Rc && pipeline.is_none() {
             CreditReturn::Write
@@ -596,10 +552,8 @@ impl CreditReturn {
 
 impl StreamSpec {
     /// Consumed slots per credit return unless `--credit-batch` says: half
-    /// the window for a counter write (it costs the sender nothing to
-    /// read, and half the window keeps the other half in flight while the
-    /// write travels), a quarter for a credit message (each one is a
-    /// receive on the sender's side); at least 1, never above the window.
+    /// the window for a counter write (free to read; the other half stays
+    /// in flight), a quarter for a message (a receive on the sender's side).
     pub fn default_credit_batch(ret: CreditReturn, window: u32) -> u32 {
         let per = match ret {
             CreditReturn::Write => 2,
@@ -609,29 +563,24 @@ impl StreamSpec {
     }
 
     /// Slots of each shm ring: `--slots`, but at most twice what can be in
-    /// flight (the window, or the pipeline depth when smaller) and at
-    /// least [`SHM_RING_MIN`]. A longer ring holds nothing more at any
-    /// moment; it only spreads the same messages over more cache lines,
-    /// each of which then has to come back from the other core's cache
-    /// (measured in `ibprobe/docs/stream-design.md`). Client and server compute it
-    /// from the same spec (the server learns it in the handshake).
+    /// flight (the window, or the pipeline depth when smaller) and at least
+    /// [`SHM_RING_MIN`]: a longer ring only spreads the same messages over
+    /// more cache lines (`ibprobe/docs/stream-design.md`). Both ends compute
+    /// it from the same spec.
     pub fn shm_ring_slots(&self) -> u32 {
         let in_flight = self.pipeline.map_or(self.window, |d| d.min(self.window));
         self.slots
             .min(in_flight.saturating_mul(2).max(SHM_RING_MIN))
     }
 
-    /// How many messages of `size` bytes fit one slot (0: a message
-    /// needs more than one slot).
+    /// How many messages of `size` bytes fit one slot (0: it needs more).
     pub fn per_slot(&self, size: usize) -> usize {
         self.slot_size.saturating_sub(SLOT_HEADER) / (RECORD_HEADER + size)
     }
 
-    /// `--stamp-thread` on this stream of `size`-byte messages: the rules
-    /// of [`check_stamp`] (`host`: the stream goes to a server, on another
-    /// clock), and every message in one slot (the stamp is a data slot's,
-    /// in its first message; the last fragment of a longer message can be
-    /// too short to keep it).
+    /// `--stamp-thread` on this stream: the rules of [`check_stamp`] (`host`:
+    /// to a server, on another clock), and every message in one slot (the
+    /// last fragment of a longer one can be too short to keep the stamp).
     pub fn check_stamp(
         &self,
         t: Transport,
@@ -650,8 +599,7 @@ impl StreamSpec {
         Ok(())
     }
 
-    /// Every static check of a stream over the channel `ch`: one line
-    /// naming the knob, the limit and what fits instead.
+    /// Every static check of a stream over `ch`, as one line.
     pub fn check(&self, ch: &ChannelSpec) -> Result<(), SpecError> {
         let t = ch.transport;
         if self.slots == 0 {
@@ -686,10 +634,8 @@ impl StreamSpec {
                 }
             ));
         }
-        if let Some(f) = self.flush {
-            if f.is_zero() {
-                return bad("--flush 0: a partial batch would never wait; leave --flush out to flush only when full".into());
-            }
+        if self.flush.is_some_and(|f| f.is_zero()) {
+            return bad("--flush 0: a partial batch would never wait; leave --flush out to flush only when full".into());
         }
         if let Some(d) = self.pipeline {
             if d == 0 {
@@ -735,15 +681,11 @@ impl StreamSpec {
 /// `o_s + G*b + L` after its send began (receiving it costs `o_r`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ModelParams {
-    /// Latency L (fs).
     pub l_fs: u64,
-    /// Send overhead o_s (fs).
     pub os_fs: u64,
-    /// Receive overhead o_r (fs).
     pub or_fs: u64,
-    /// Gap g between injections (fs).
     pub g_fs: u64,
-    /// Gap per byte G (fs per byte).
+    /// G, per byte.
     pub big_g_fs: u64,
 }
 
@@ -758,18 +700,19 @@ pub const SPIN_PRESET: ModelParams = ModelParams {
     big_g_fs: 20_000,
 };
 
-/// One second in femtoseconds.
-const FS_PER_S: f64 = 1e15;
-
 impl ModelParams {
+    /// (L, o_s, o_r, g, G) in fs (G in fs per byte).
+    fn fs(&self) -> [u64; 5] {
+        [self.l_fs, self.os_fs, self.or_fs, self.g_fs, self.big_g_fs]
+    }
+
     /// (L, o_s, o_r, g, G) in ns (G in ns per byte).
     pub fn ns(&self) -> [f64; 5] {
-        [self.l_fs, self.os_fs, self.or_fs, self.g_fs, self.big_g_fs].map(|v| v as f64 / 1e6)
+        self.fs().map(|v| v as f64 / 1e6)
     }
 
     /// The smallest of L, o_s, o_r and g other than zero, in ns (for the
-    /// clock-resolution warning of the real-time emulation; G only ever
-    /// adds to g).
+    /// real-time emulation's clock-resolution warning).
     pub fn smallest_ns(&self) -> f64 {
         let [l, os, or, g, _] = self.ns();
         [l, os, or, g]
@@ -808,7 +751,7 @@ fn parse_fs(key: &str, v: &str) -> Result<u64, SpecError> {
         ));
     }
     let fs = (x * mult).round();
-    if fs > 10.0 * FS_PER_S {
+    if fs > 1e16 {
         return bad(format!(
             "--model {key}={v}: more than 10 s is not a network; use a smaller value"
         ));
@@ -823,14 +766,10 @@ impl std::str::FromStr for ModelParams {
     /// `spin` with optional overrides (`spin,G=2.5ps`).
     fn from_str(s: &str) -> Result<ModelParams, SpecError> {
         let mut parts = s.split(',').map(str::trim).peekable();
-        let preset = parts.peek() == Some(&"spin");
-        let mut v: [Option<u64>; 5] = if preset {
-            parts.next();
-            let p = SPIN_PRESET;
-            [p.l_fs, p.os_fs, p.or_fs, p.g_fs, p.big_g_fs].map(Some)
-        } else {
-            [None; 5]
-        };
+        let mut v = [None; 5];
+        if parts.next_if_eq(&"spin").is_some() {
+            v = SPIN_PRESET.fs().map(Some);
+        }
         const KEYS: [&str; 5] = ["L", "os", "or", "g", "G"];
         for part in parts {
             let (k, val) = part.split_once('=').ok_or_else(|| {
@@ -845,35 +784,32 @@ impl std::str::FromStr for ModelParams {
             })?;
             v[i] = Some(parse_fs(k.trim(), val)?);
         }
-        match v {
-            [Some(l_fs), Some(os_fs), Some(or_fs), Some(g_fs), Some(big_g_fs)] => Ok(ModelParams {
-                l_fs,
-                os_fs,
-                or_fs,
-                g_fs,
-                big_g_fs,
-            }),
-            _ => {
-                let missing: Vec<&str> = KEYS
-                    .iter()
-                    .zip(v)
-                    .filter(|(_, x)| x.is_none())
-                    .map(|(k, _)| *k)
-                    .collect();
-                bad(format!(
-                    "--model {s:?}: missing {}; give all of L, os, or, g, G (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns) or start from the preset spin",
-                    missing.join(", ")
-                ))
-            }
+        let missing: Vec<&str> = KEYS
+            .iter()
+            .zip(v)
+            .filter(|(_, x)| x.is_none())
+            .map(|(k, _)| *k)
+            .collect();
+        if !missing.is_empty() {
+            return bad(format!(
+                "--model {s:?}: missing {}; give all of L, os, or, g, G (e.g. L=5us,os=1us,or=1.5us,g=2us,G=1ns) or start from the preset spin",
+                missing.join(", ")
+            ));
         }
+        let [l_fs, os_fs, or_fs, g_fs, big_g_fs] = v.map(Option::unwrap_or_default);
+        Ok(ModelParams {
+            l_fs,
+            os_fs,
+            or_fs,
+            g_fs,
+            big_g_fs,
+        })
     }
 }
 
-/// What a peer may ask of a server in its Hello, bounded here, where the
-/// words live, so `ibprobe server` and ibexporter's responder refuse the
-/// same things before anything is allocated, opened or waited on
-/// (`probe/session/hello.rs::admit` applies them). The CLI's own flags are not
-/// bound by these: an operator may ask their own host for more.
+/// What a peer may ask of a server in its Hello, so `ibprobe server` and
+/// ibexporter's responder refuse the same (`probe/session/hello.rs::admit`).
+/// The CLI's own flags are not bound: an operator may ask their host for more.
 pub mod peer {
     use std::time::Duration;
 
@@ -888,10 +824,8 @@ pub mod peer {
     /// count the server only skips, bounded so every product of it stays
     /// far from u64 overflow.
     pub const MAX_WARMUP: u64 = 1 << 40;
-    /// The longest `--timeout` a server honours: how long the receiving
-    /// loop keeps a silent stream open (after a vanished client, the
-    /// server is held this long at most); a lost message is declared
-    /// after far less on any network.
+    /// The longest `--timeout` a server honours: how long a vanished client
+    /// can hold it (a lost message is declared after far less).
     pub const MAX_TIMEOUT: Duration = Duration::from_secs(10);
     /// The longest partial-batch flush timer a Hello may carry: the
     /// sender's, echoed back; as long as any wait it may cause here.
@@ -981,8 +915,7 @@ impl StreamSpec {
     }
 }
 
-/// Refuses a wait a peer asks of a server (`flag` names it) longer than
-/// `max`.
+/// Refuses a wait a peer asks of a server (`flag`) longer than `max`.
 pub fn check_peer_wait(
     flag: &str,
     asked: std::time::Duration,
@@ -1000,10 +933,10 @@ impl ModelParams {
     /// The longest one message of `bytes` keeps a server busy on this
     /// model (o_s + g + G*b + L + o_r), saturating.
     pub fn message_fs(&self, bytes: usize) -> u64 {
-        let wire = self.big_g_fs.saturating_mul(bytes as u64);
-        [self.os_fs, self.g_fs, wire, self.l_fs, self.or_fs]
-            .iter()
-            .fold(0u64, |a, b| a.saturating_add(*b))
+        let [l, os, or, g, big_g] = self.fs();
+        [os, g, big_g.saturating_mul(bytes as u64), l, or]
+            .into_iter()
+            .fold(0, u64::saturating_add)
     }
 
     /// Refuses a model a peer asks a server to emulate whose one message
@@ -1022,12 +955,9 @@ impl ModelParams {
     }
 }
 
-/// The memory a server spends on one session of `ch` (its own knobs and
-/// the client's size), with `stream` when the client asked for a stream:
-/// the transport's buffers (the shm ring, the verbs slot pools, the model's
-/// held slots) and the receiving loop's queue. An upper estimate from
-/// checked values, in bytes, saturating; what `peer::DEFAULT_MAX_SESSION_MEMORY`
-/// and the operator's cap are compared with.
+/// The memory a server spends on one session of `ch` (and `stream`, if
+/// asked): the transport's buffers and the receiving loop's queue. An upper
+/// estimate in bytes, saturating, compared with the session-memory cap.
 pub fn session_memory(ch: &ChannelSpec, stream: Option<&StreamSpec>) -> u64 {
     let line = |n: u64| n.saturating_add(63) / 64 * 64;
     let size = ch.size as u64;

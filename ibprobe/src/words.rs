@@ -1,16 +1,9 @@
-//! The one way a closed list of words is defined: [`vocabulary!`].
-//!
-//! Why it exists: transports, ops, polling modes, output formats and
-//! clock choices are each a small enum that users write on the command
-//! line, JSON carries and error messages list. The macro gives each the
-//! same `ALL`, `name()`, `help()`, `Display`, serde and (unless told
-//! otherwise) `FromStr`, so no list of spellings is written twice; the
-//! CLI maps them to clap in `cli/args.rs` from `ALL`, `name()` and
-//! `help()` (clap stays out of the library).
+//! The one way a closed list of words (transports, ops, formats, ...) is
+//! defined: [`vocabulary!`], so no list of spellings is written twice; the
+//! CLI maps them to clap in `cli/args.rs` from `ALL`, `name()`, `help()`.
 
-/// A configuration that cannot work, as one line: what, with which
-/// input, what to do instead. Front ends exit 2 on it. Defined with the
-/// words (an unknown word is one) so that this file needs nothing of the
+/// A configuration that cannot work, as one line: what, with which input,
+/// what to do instead (exit 2). Here, so this file needs nothing of the
 /// crate; `spec::SpecError` is its name everywhere else.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

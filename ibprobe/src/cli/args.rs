@@ -1,16 +1,10 @@
-//! Every clap type of ibprobe, and their conversion into the library's
-//! typed settings: the only file that knows clap (besides the error
-//! rendering in `mod.rs`).
-//!
-//! Why it exists: as in ripgrep's `flags/lowargs.rs` -> `hiargs.rs`,
-//! command-line flags become typed settings exactly once, here: a
-//! [`crate::spec::ChannelSpec`] (what channel), a
-//! [`crate::probe::ProbeConfig`] (how to measure) and the CLI's own
-//! output choices. The words (`--transport`, `--op`, `--poll`, ...) are
-//! `crate::spec`'s types, parsed with their `FromStr`; the command files
-//! (`loopback.rs`, `client.rs`, ...) and the library never see a flag
-//! string. A new knob is a field here, a field in the settings type it
-//! feeds, and the code that uses it.
+//! Every clap type of ibprobe and its conversion into the library's typed
+//! settings, done once, here (as ripgrep's `lowargs.rs` -> `hiargs.rs`): a
+//! [`crate::spec::ChannelSpec`], a [`crate::probe::ProbeConfig`] and the
+//! output choices. The only file that knows clap (besides the error
+//! rendering in `mod.rs`); the words are `crate::spec`'s types, parsed
+//! with their `FromStr`. A new knob is a field here, a field in the
+//! settings type it feeds, and the code that uses it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,6 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use super::error::CliError;
 use crate::clock::ClockChoice;
 use crate::probe::config::{Length, Mode, ProbeConfig, MAX_RATE_HZ};
+use crate::probe::session::auth::Secret;
 use crate::report::stream_sweep::Axes;
 use crate::report::threshold::{RunKind, Threshold};
 use crate::report::Format;
@@ -56,8 +51,7 @@ Examples:
       # the same over UDP, saved for `ibprobe compare`
       # (needs a peer: runs in the lab)";
 
-/// The top-level `--help` epilogue: the examples, then the toolkit's exit
-/// code table (`ibhost::exit`).
+/// The top-level `--help` epilogue: the examples, then `ibhost::exit`'s table.
 fn after_help() -> String {
     format!("{AFTER_HELP}\n\n{}", ibhost::exit::help())
 }
@@ -67,12 +61,10 @@ fn after_help() -> String {
 #[derive(Parser, Debug)]
 #[command(name = "ibprobe", version, about, long_about = None, after_help = after_help())]
 pub struct Cli {
-    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// List RDMA devices: ports, state, link layer, GIDs, NUMA node, local CPUs.
@@ -123,7 +115,6 @@ pub enum Command {
     Loggp(LoggpArgs),
 }
 
-/// Shown after `ibprobe compare --help`.
 pub const COMPARE_AFTER_HELP: &str = "\
 How it works: each round runs every value once, as its own `ibprobe
 COMMAND --OPTION VALUE --json` process, in a random order that the next
@@ -158,7 +149,6 @@ Two saved reports are compared quantile by quantile from the histograms
 they carry; the intervals then cover only the sampling noise inside each
 run, not the run-to-run noise, so no verdict is given.";
 
-/// How `ibprobe compare` prints.
 const COMPARE_FORMATS: &[(Format, &str)] = &[
     (
         Format::Table,
@@ -198,7 +188,6 @@ pub struct CompareArgs {
     pub command: Vec<String>,
 }
 
-/// Shown after `ibprobe stream --help`.
 pub const STREAM_AFTER_HELP: &str = "\
 How it works: the sender appends each message (a 16 B record: sequence
 number and hand-over tick, then the payload) to the open slot, and posts
@@ -238,7 +227,6 @@ Examples:
 Exit codes: 0 ok, 2 bad input, 3 run failed (the receiver stopped
 returning credits within --timeout, peer lost), 130 interrupted.";
 
-/// Shown after `ibprobe host --help`.
 pub const HOST_AFTER_HELP: &str = "\
 How it measures (cyclictest's method): one thread per CPU, pinned and
 SCHED_FIFO, sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to
@@ -400,7 +388,6 @@ pub struct Output {
 }
 
 impl Output {
-    /// The output format (`--json` wins over `--format`).
     pub fn format(&self) -> Format {
         json_or(self.json, self.format)
     }
@@ -423,10 +410,8 @@ impl Amount {
     /// The measured part: `--duration` if given, else `--count`
     /// (`default_count` when neither is).
     pub fn length(&self, default_count: u64) -> Length {
-        match self.duration {
-            Some(d) => Length::Duration(d),
-            None => Length::Count(self.count.unwrap_or(default_count)),
-        }
+        let count = Length::Count(self.count.unwrap_or(default_count));
+        self.duration.map_or(count, Length::Duration)
     }
 }
 
@@ -524,7 +509,6 @@ pub struct StampArgs {
     pub stamp_thread: bool,
 }
 
-/// `ibprobe loopback`.
 #[derive(Args, Debug, Clone)]
 pub struct LoopbackArgs {
     #[command(flatten)]
@@ -646,7 +630,6 @@ impl StreamKnobArgs {
     }
 }
 
-/// `ibprobe stream`.
 #[derive(Args, Debug, Clone)]
 pub struct StreamArgs {
     /// Stream to `ibprobe server` at HOST, HOST:PORT or an IP address (port
@@ -688,18 +671,12 @@ pub struct SecretArgs {
 
 impl SecretArgs {
     /// The key, read and checked (None: no `--secret-file`).
-    pub fn secret(&self) -> Result<Option<crate::probe::session::auth::Secret>, CliError> {
-        self.secret_file
-            .as_deref()
-            .map(|p| {
-                crate::probe::session::auth::Secret::load(p)
-                    .map_err(|e| CliError::input(format!("--secret-file: {e}")))
-            })
-            .transpose()
+    pub fn secret(&self) -> Result<Option<Secret>, CliError> {
+        let load = |p| Secret::load(p).map_err(|e| CliError::input(format!("--secret-file: {e}")));
+        self.secret_file.as_deref().map(load).transpose()
     }
 }
 
-/// `ibprobe server`.
 #[derive(Args, Debug, Clone)]
 pub struct ServerArgs {
     #[command(flatten)]
@@ -724,7 +701,6 @@ pub struct ServerArgs {
     pub secret: SecretArgs,
 }
 
-/// `ibprobe client`.
 #[derive(Args, Debug, Clone)]
 pub struct ClientArgs {
     /// The server: HOST, HOST:PORT or an IP address (port 18515 by default).
@@ -788,7 +764,6 @@ Examples:
   ibprobe loggp hostB -t rc --dev mlx5_0 --rounds 3 --reps 5
       # against `ibprobe server -t rc` on hostB (needs a peer: runs in the lab)";
 
-/// `ibprobe loggp`'s output formats.
 const LOGGP_FORMATS: &[(Format, &str)] = &[
     (
         Format::Table,
@@ -798,7 +773,6 @@ const LOGGP_FORMATS: &[(Format, &str)] = &[
     (Format::Markdown, "The tables as Markdown"),
 ];
 
-/// `ibprobe loggp`.
 #[derive(Args, Clone, Debug)]
 #[command(mut_arg("format", |a| a.value_parser(formats(LOGGP_FORMATS))))]
 #[command(mut_arg("plot", |a| a.help("Draw the gap per message and the fitted segments as an SVG")))]
@@ -992,7 +966,6 @@ pub fn parse_counts(flag: &str, s: &str, min: u32) -> Result<Vec<u32>, String> {
     )
 }
 
-/// `ibprobe host`.
 #[derive(Args, Debug, Clone)]
 pub struct HostArgs {
     /// CPUs to measure, as a kernel CPU list, e.g. 2-3,6 [default: every CPU this process may use].
@@ -1039,14 +1012,12 @@ pub struct HostArgs {
     pub quiet: bool,
 }
 
-/// Parses "10s", "500ms", "200us", "100ns", "2m", "1h", "1m30s" or plain
-/// seconds (`ibhost::duration`, the workspace's one duration syntax).
+/// A duration in `ibhost::duration`'s syntax (10s, 500ms, 1m30s, ...).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     ibhost::duration::parse(s).map_err(|e| format!("{s:?}: {e}"))
 }
 
 impl VerbsArgs {
-    /// The verbs knobs these flags set.
     pub fn knobs(&self) -> VerbsKnobs {
         VerbsKnobs {
             dev: self.dev.clone(),
@@ -1061,7 +1032,7 @@ impl VerbsArgs {
             rq_prepost: self.rq_prepost,
             mtu: self.mtu,
             hugepages: self.hugepages,
-            hw_timestamps: false,
+            ..VerbsKnobs::default()
         }
     }
 }
@@ -1099,23 +1070,20 @@ impl MeasureArgs {
             pause: self.pause,
             cpu,
             timeout: self.timeout,
-            max_consecutive_lost: 3,
             mode,
             poll: t.verbs.poll,
             lock_memory: !self.no_mlock,
             interval: self.hdr_log.as_ref().map(|_| self.log_interval),
             consume_delay: self.consume_delay,
-            stamp_thread: false,
-            hw_timestamps: false,
             counters: !self.no_counters,
             perf_counters: self.perf_counters,
             attribution: !self.no_counters && (self.attribution || self.hdr_log.is_some()),
+            ..ProbeConfig::default()
         };
-        cfg.validate().map_err(|e| CliError::input(e.0))?;
+        cfg.validate()?;
         Ok(cfg)
     }
 
-    /// The output format (`--json` wins over `--format`).
     pub fn format(&self) -> Format {
         json_or(self.json, self.format)
     }
@@ -1146,13 +1114,10 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 
 /// A rate's number and the scale of its k or M suffix.
 fn rate_suffix(item: &str) -> (&str, f64) {
-    match item.strip_suffix(['k', 'K']) {
-        Some(n) => (n, 1e3),
-        None => match item.strip_suffix('M') {
-            Some(n) => (n, 1e6),
-            None => (item, 1.0),
-        },
-    }
+    [("k", 1e3), ("K", 1e3), ("M", 1e6)]
+        .into_iter()
+        .find_map(|(suffix, scale)| Some((item.strip_suffix(suffix)?, scale)))
+        .unwrap_or((item, 1.0))
 }
 
 /// One rate: a number >= 0 with an optional k or M suffix, at most

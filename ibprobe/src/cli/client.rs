@@ -11,19 +11,17 @@ use crate::probe::session::oob::{Done, Oob, OobError, DEFAULT_PORT};
 use crate::probe::session::{self, OneMessage};
 use crate::report::threshold::RunKind;
 
-/// Runs `ibprobe client`; the exit code.
 pub fn run(a: &ClientArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     let fail_if = a.fail_if.thresholds(RunKind::Latency)?;
     let mut cfg = a.measure.probe_config(t, Mode::RoundTrip, default_cpu(t))?;
     if a.hw_timestamps {
-        crate::spec::check_hw_timestamps(t.transport, t.verbs.signal, true, false)
-            .map_err(|e| CliError::input(e.0))?;
+        crate::spec::check_hw_timestamps(t.transport, t.verbs.signal, true, false)?;
         cfg.hw_timestamps = true;
     }
     let mut spec = t.channel_spec(cfg.size);
     spec.verbs.hw_timestamps = a.hw_timestamps;
-    spec.check().map_err(|e| CliError::input(e.0))?;
+    spec.check()?;
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let secret = a.secret.secret()?;

@@ -1,9 +1,6 @@
-//! What the probing commands share: CPU placement, the report context,
-//! the HDR log sink, measuring and printing one run, error mapping.
-//!
-//! Why it exists: `loopback`, `client`, `server` and `sweep` each read
-//! in order (settings -> channel -> run -> print); the steps they have in
-//! common are written once, here.
+//! The steps the probing commands share, written once: CPU placement, the
+//! report context, the HDR log sink, measuring and printing one run, error
+//! mapping.
 
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
@@ -52,18 +49,15 @@ pub fn model_resolution_warning(t: &TransportArgs) -> Option<String> {
     ))
 }
 
-/// Says [`model_resolution_warning`]'s warning on stderr, if any.
 pub fn warn_model_resolution(t: &TransportArgs) {
     if let Some(w) = model_resolution_warning(t) {
         say!("warning: {w}");
     }
 }
 
-/// Said before a run whose measuring thread and busy-polling peer
-/// (loopback's echo or receiving thread) can only share one CPU, because
-/// this process may run on one CPU only (a cpuset, a container,
-/// `taskset`): each then waits a scheduler tick for the other, and the
-/// run measures the scheduler, not the transport.
+/// Said before a run whose measuring thread and busy-polling `peer` can
+/// only share one CPU (the process's affinity allows one): each then waits
+/// a scheduler tick for the other, and the run measures the scheduler.
 pub fn warn_shared_cpu(peer: &str) {
     let [only] = ibhost::rt::allowed_cpus()[..] else {
         return;
@@ -76,10 +70,9 @@ pub fn warn_shared_cpu(peer: &str) {
     );
 }
 
-/// The CPUs of a stream's two loops (the sender or measuring thread,
-/// then the receiving or answering one), chosen once, before this thread
-/// is pinned (which narrows what it may use); in `loopback` (both loops
-/// here) a warning when they can only share one CPU.
+/// The CPUs of a stream's two loops (sending, then receiving), chosen
+/// before this thread is pinned (which narrows what it may use); in
+/// `loopback`, a warning when they can only share one CPU.
 pub fn stream_placement(
     t: &TransportArgs,
     rx_cpu: Option<usize>,
@@ -112,21 +105,13 @@ pub fn open_err(e: OpenError) -> CliError {
     if e.kind == OpenErrorKind::NoDevice {
         return CliError::input(format!("{}; {NO_DEVICE_ELSE}", e.message));
     }
-    if e.is_input() {
-        CliError::input(e.message)
-    } else {
-        CliError::run(e.message)
-    }
+    CliError::input_if(e.is_input(), e.message)
 }
 
 /// A handshake that failed: exit 2 when the input was at fault (the peer
 /// or this end refused the configuration), 3 otherwise.
 pub fn session_err(e: SessionError) -> CliError {
-    if e.is_input() {
-        CliError::input(e.detail)
-    } else {
-        CliError::run(e.detail)
-    }
+    CliError::input_if(e.is_input(), e.detail)
 }
 
 /// The CPU to pin to: `--cpu` when given, else for verbs one local to the
@@ -138,10 +123,8 @@ pub fn default_cpu(t: &TransportArgs) -> Option<usize> {
     }
 }
 
-/// The default `--cpu` for verbs: a CPU local to the device (its NUMA
-/// node's CPUs, from sysfs), as the thesis pinned each loop next to its
-/// HCA; CPU 0 (where housekeeping lands) only when nothing else is local.
-/// `None` when the device does not say (e.g. rxe) or cannot be listed.
+/// The default `--cpu` for verbs: one of the device's NUMA node, CPU 0
+/// (housekeeping) last; `None` when the device does not say (e.g. rxe).
 pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
     let d = device(dev)?;
     let allowed = host::allowed_cpus();
@@ -150,11 +133,7 @@ pub fn hca_local_cpu(dev: Option<&str>) -> Option<usize> {
         .into_iter()
         .filter(|c| allowed.contains(c))
         .collect();
-    local
-        .iter()
-        .copied()
-        .find(|&c| c != 0)
-        .or(local.first().copied())
+    local.iter().find(|&&c| c != 0).or(local.first()).copied()
 }
 
 /// The device `dev` names, else the first with an active port.
@@ -168,13 +147,10 @@ fn device(dev: Option<&str>) -> Option<verbs::DeviceInfo> {
     }
 }
 
-/// The CPUs that take the interrupts of the verbs device of `t` (its PCI
-/// function's MSI vectors in sysfs, each vector's effective affinity in
-/// /proc/irq): where a stream's default placement does not put its
-/// busy-polling threads. `None` when not verbs; empty when the device has
-/// no interrupts of its own (rxe: its packets come through the network
-/// device's) or they cannot be read. A few dozen small files, read once
-/// before the run.
+/// The CPUs that take the interrupts of the verbs device of `t` (its MSI
+/// vectors' affinity in /proc/irq): where a stream's default placement
+/// keeps its busy-polling threads away from. `None` when not verbs; empty
+/// when the device has none of its own (rxe) or they cannot be read.
 fn hca_irq_cpus(t: &TransportArgs) -> Option<Vec<usize>> {
     t.transport.qp_type()?;
     let irqs = device(t.verbs.dev.as_deref()).and_then(|d| {
@@ -214,7 +190,6 @@ struct HdrSink {
 }
 
 impl HdrSink {
-    /// The sink of `--hdr-log`, if given.
     fn create(m: &MeasureArgs, mode: Mode, comment: &str) -> Result<Option<HdrSink>, CliError> {
         let Some(path) = &m.hdr_log else {
             return Ok(None);
@@ -223,13 +198,10 @@ impl HdrSink {
             .map_err(|e| CliError::input(format!("--hdr-log {}: {e}", path.display())))?;
         let mut counters_path = path.as_os_str().to_owned();
         counters_path.push(".counters.csv");
+        let one_way = mode == Mode::OneWay;
         Ok(Some(HdrSink {
             log,
-            tag: if mode == Mode::OneWay {
-                "one_way"
-            } else {
-                "rtt"
-            },
+            tag: if one_way { "one_way" } else { "rtt" },
             error: None,
             counters_path: counters_path.into(),
             counters: None,
@@ -264,12 +236,9 @@ impl HdrSink {
             return Err(failed(e));
         }
         self.log.finish().map_err(failed)?;
-        match self.counters {
-            Some(mut f) => f.flush().map_err(|e| {
-                CliError::run(format!("--hdr-log {}: {e}", self.counters_path.display()))
-            }),
-            None => Ok(()),
-        }
+        let path = self.counters_path.display();
+        let flush = self.counters.map_or(Ok(()), |mut f| f.flush());
+        flush.map_err(|e| CliError::run(format!("--hdr-log {path}: {e}")))
     }
 }
 
@@ -289,9 +258,8 @@ impl Sink for HdrSink {
     }
 }
 
-/// What a measured run's intervals and phases feed: the `--hdr-log`
-/// sink, if any, and the progress bar, if shown (a hidden one is not
-/// touched: no lock at an interval's end for nothing).
+/// What a measured run's intervals feed: the `--hdr-log` sink and the
+/// progress bar, if shown (a hidden one is not touched: no lock for nothing).
 struct RunSink<'a> {
     hdr: Option<&'a mut HdrSink>,
     bar: Option<&'a indicatif::ProgressBar>,
@@ -409,13 +377,11 @@ pub fn measure_and_print(
     if let Some(s) = sink {
         s.finish()?;
     }
-    if let Some(path) = &m.plot {
-        let hist = outcome.one_way.as_ref().or(outcome.rtt.as_ref());
-        if let Some(h) = hist {
-            let title = format!("ibprobe {} {} B", t.transport.name(), cfg.size);
-            crate::report::plot::write_svg(path, &title, h)
-                .map_err(|e| CliError::run(format!("--plot: {e}")))?;
-        }
+    let hist = outcome.one_way.as_ref().or(outcome.rtt.as_ref());
+    if let (Some(path), Some(h)) = (&m.plot, hist) {
+        let title = format!("ibprobe {} {} B", t.transport.name(), cfg.size);
+        crate::report::plot::write_svg(path, &title, h)
+            .map_err(|e| CliError::run(format!("--plot: {e}")))?;
     }
     let failed = report.fail_if.as_ref().is_some_and(FailIf::failed);
     let code = exit_code(outcome.interrupted, failed);
@@ -432,6 +398,15 @@ pub fn exit_code(interrupted: bool, threshold_holds: bool) -> u8 {
     } else {
         0
     }
+}
+
+/// Every pair of `a` x `b`, `a` outer (nested, for the axes of a grid).
+pub fn product<'b, A: Copy + 'b, B: Copy>(
+    a: impl IntoIterator<Item = A> + 'b,
+    b: &'b [B],
+) -> impl Iterator<Item = (A, B)> + 'b {
+    a.into_iter()
+        .flat_map(move |x| b.iter().map(move |&y| (x, y)))
 }
 
 /// The flag SIGINT (Ctrl-C) and SIGTERM set: every loop checks it and

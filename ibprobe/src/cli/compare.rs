@@ -4,18 +4,12 @@
 //! [`crate::report::compare`].
 //!
 //! Why child processes: each round is the command exactly as a user would
-//! run it (fresh process, fresh channel, its own clock calibration), a
-//! failed round cannot take the comparison down, and any option of the
-//! command can be varied without a second path from flags to settings:
-//! the option and its values are checked against the command's own clap
-//! definition here, and the command parses them as always.
-//!
-//! Each round runs in its own process group ([`ibhost::child`]): SIGINT,
-//! SIGTERM or SIGHUP to compare is forwarded to the round (an ibprobe
-//! prints what it has on SIGINT), the round is killed if it has not ended
-//! 5 s later, and compare reports the rounds done. A round's stdout is kept
-//! up to [`MAX_ROUND_REPORT`], its stderr as a short excerpt. The exit
-//! codes are those of `COMPARE_AFTER_HELP` (`args.rs`).
+//! run it (fresh process, channel and clock calibration), a failed round
+//! cannot take the comparison down, and any option can be varied without a
+//! second path from flags to settings (it is checked against the command's
+//! own clap definition). Each round runs in its own process group
+//! ([`ibhost::child`]): a stop signal is forwarded to it, and compare
+//! reports the rounds done. Exit codes: `COMPARE_AFTER_HELP` (`args.rs`).
 
 use std::process::Command as Process;
 
@@ -297,12 +291,9 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
         &values,
     );
     report.mark_clock_resolution(&resolution);
-    report.warnings.extend(
-        failures
-            .iter()
-            .take(5)
-            .map(|f| format!("a round failed: {f}")),
-    );
+    for f in failures.iter().take(5) {
+        report.warnings.push(format!("a round failed: {f}"));
+    }
     if interrupted {
         report.warnings.push(format!(
             "interrupted by {} after {done_blocks} of {} rounds",
@@ -325,9 +316,8 @@ pub fn run(a: &CompareArgs) -> Result<u8, CliError> {
     Ok(0)
 }
 
-/// The most bytes read from a saved report: 8 MiB. A report with its
-/// histograms is a few tens of KiB; this bound also bounds the JSON tree
-/// parsed from it (a few times its size).
+/// The most bytes read from a saved report (a few tens of KiB with its
+/// histograms); it also bounds the JSON tree parsed from it.
 const MAX_REPORT: u64 = 8 << 20;
 
 /// One saved report's metrics and, per metric, its 95% sampling interval
@@ -385,19 +375,10 @@ fn saved(a: &CompareArgs) -> Result<u8, CliError> {
             if a.command.is_empty() { "" } else { " and a command" }
         )));
     }
-    let mut labels = Vec::new();
-    let mut values = Vec::new();
-    let mut sampling = Vec::new();
-    let mut resolution = Vec::new();
-    for p in &a.reports {
-        let (v, s, r) = load_saved(p)?;
-        labels.push(p.display().to_string());
-        values.push(v);
-        sampling.push(s);
-        resolution.push(r);
-    }
-    let mut report = CompareReport::saved(&labels, &values, &sampling);
-    report.mark_clock_resolution(&resolution);
+    let [(v0, s0, r0), (v1, s1, r1)] = [load_saved(&a.reports[0])?, load_saved(&a.reports[1])?];
+    let label = |i: usize| a.reports[i].display().to_string();
+    let mut report = CompareReport::saved(&[label(0), label(1)], &[v0, v1], &[s0, s1]);
+    report.mark_clock_resolution(&[r0, r1]);
     print_report(a, &report)?;
     Ok(0)
 }

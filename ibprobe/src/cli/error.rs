@@ -17,12 +17,11 @@ pub const EXIT_COMMAND: u8 = Exit::CommandFailed.code();
 /// Exit code: interrupted by SIGINT/SIGTERM (after printing the statistics).
 pub const EXIT_INTERRUPTED: u8 = Exit::Interrupted.code();
 
-/// A CLI failure: the exit code and one line for stderr.
+/// A CLI failure: the exit code and one line for stderr (what, with what
+/// input, what to do).
 #[derive(Debug)]
 pub struct CliError {
-    /// 2 (bad input) or 3 (run failed).
     pub code: u8,
-    /// One line: what, with what input, what to do.
     pub message: String,
 }
 
@@ -45,6 +44,10 @@ impl CliError {
     pub fn run(m: impl Into<String>) -> CliError {
         CliError::new(EXIT_RUN, m)
     }
+    /// Bad input (exit 2) when `input`, else a failed run (3).
+    pub fn input_if(input: bool, m: impl Into<String>) -> CliError {
+        CliError::new(if input { EXIT_INPUT } else { EXIT_RUN }, m)
+    }
     /// A run against a peer that failed part way names the peer: a
     /// completion error such as "remote operation error" is most often its
     /// side (it died, or its queue pair broke), which the line alone
@@ -54,5 +57,18 @@ impl CliError {
             self.message = format!("{} (peer {peer})", self.message);
         }
         self
+    }
+}
+
+/// A refused configuration is bad input.
+impl From<crate::spec::SpecError> for CliError {
+    fn from(e: crate::spec::SpecError) -> CliError {
+        CliError::input(e.0)
+    }
+}
+
+impl From<crate::probe::config::ConfigError> for CliError {
+    fn from(e: crate::probe::config::ConfigError) -> CliError {
+        CliError::input(e.0)
     }
 }

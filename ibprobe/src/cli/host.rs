@@ -1,12 +1,7 @@
 //! `ibprobe host`: wake-up latency of a SCHED_FIFO thread per CPU
-//! (cyclictest's measurement), one histogram per CPU, in the same output
-//! formats as the probe.
-//!
-//! Why it exists: after `ibtune apply` a user wants to see what the tuning
-//! did to the cores the probe will run on, with the same percentiles and
-//! the same "> 10 us" tail metric as the network numbers, without
-//! installing rt-tests. The measurement is [`crate::host::wakeup`]; this
-//! file parses the options, checks the CPU list and prints the report.
+//! (cyclictest's measurement, [`crate::host::wakeup`]) or the kernel's
+//! timerlat tracer: what `ibtune apply` did to the cores the probe runs on,
+//! in the probe's percentiles, without rt-tests.
 
 use std::time::Duration;
 

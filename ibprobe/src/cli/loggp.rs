@@ -9,7 +9,8 @@ use std::sync::atomic::AtomicBool;
 
 use super::args::{parse_counts, parse_sizes, LoggpArgs, StreamKnobArgs};
 use super::common::{
-    default_cpu, model_resolution_warning, open_err, session_err, stop_flag, stream_placement,
+    default_cpu, model_resolution_warning, open_err, product, session_err, stop_flag,
+    stream_placement,
 };
 use super::error::CliError;
 use crate::clock::Clock;
@@ -89,11 +90,9 @@ fn plan(a: &LoggpArgs) -> Result<LoggpPlan, CliError> {
     })
 }
 
-/// The stream shape loggp's round trips run on: room for a whole burst
-/// and its answer, slots of the largest message. The window is the whole
-/// pool: a burst is posted without credits, and the shm rings are sized
-/// by what can be in flight (`StreamSpec::shm_ring_slots`), which for a
-/// burst is all of it.
+/// The stream shape loggp's round trips run on: room for a whole burst and
+/// its answer, slots of the largest message, the whole pool as the window
+/// (a burst is posted without credits; the shm rings are sized by it).
 pub fn slot_shape(plan: &LoggpPlan) -> StreamSpec {
     let largest = plan.sizes.iter().copied().max().unwrap_or(0) + HEADER;
     let slots = u32::from(plan.n).max(60) + 4;
@@ -106,12 +105,11 @@ pub fn slot_shape(plan: &LoggpPlan) -> StreamSpec {
     }
 }
 
-/// Runs `ibprobe loggp`; the exit code.
 pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     let plan = plan(a)?;
     let spec = t.channel_spec(plan.sizes[plan.sizes.len() - 1] + HEADER);
-    spec.check().map_err(|e| CliError::input(e.0))?;
+    spec.check()?;
     if a.simulate && t.transport != Transport::Model {
         return Err(CliError::input(format!(
             "--simulate runs the model on a virtual clock; it needs --transport model (not {})",
@@ -243,95 +241,76 @@ fn predictions(
         Some(p) => Params::given(p),
         None => Params::measured(&report.fit),
     };
-    let measure = !a.simulate;
-    if !measure {
-        report.notes.push(
-            "--predict with --simulate: predictions only (a stream runs in real time)".into(),
-        );
+    report.notes.push(if a.simulate {
+        "--predict with --simulate: predictions only (a stream runs in real time)".into()
     } else {
-        report.notes.push(
-            "predictions add the stream loops' own work per slot (stamping, copying, recording, window state), timed here on free ends (`loop` in JSON)".into(),
-        );
-    }
-    for &batch in &batches {
-        for &window in &windows {
-            for &pipeline in &pipelines {
-                let knobs = StreamKnobArgs {
-                    credit_return: Some(CreditReturn::Piggyback),
-                    ..StreamKnobArgs::default()
-                };
-                let shape = knobs.spec_with(t.transport, a.predict_size, window, batch, pipeline);
-                let loop_ns = if a.simulate {
-                    (0.0, 0.0)
-                } else {
-                    loop_cost_ns(&shape, a.predict_size, &clock, a.host.is_some()).map_err(|e| {
-                        CliError::run(format!("--predict: timing the stream loops: {e}"))
-                    })?
-                };
-                let w = Workload {
-                    batch,
-                    window,
-                    pipeline,
-                    credit_batch: shape.credit_batch,
-                    size: a.predict_size,
-                    loop_ns,
-                };
-                let p = predict(&params, &w);
-                let mut row = PredictionRow {
-                    batch,
-                    window,
-                    pipeline,
-                    size: a.predict_size,
-                    predicted_msgs_per_s: p.msgs_per_s,
-                    predicted_latency_ns: p.latency_ns,
-                    bound: p.bound.into(),
-                    loop_ns: [loop_ns.0, loop_ns.1],
-                    ..PredictionRow::default()
-                };
-                if measure {
-                    let spec = t.channel_spec(a.predict_size);
-                    let cfg = ProbeConfig {
-                        size: a.predict_size,
-                        length: Length::Duration(a.predict_duration),
-                        warmup: 1000,
-                        cpu,
-                        lock_memory: false,
-                        ..ProbeConfig::default()
-                    };
-                    let what = format!("--predict: the stream of batch {batch}, window {window}");
-                    let out = match &a.host {
-                        // Each workload is its own session: the server
-                        // must outlive the first (`ibprobe server --forever`).
-                        Some(host) => {
-                            super::stream::client_stream(
-                                host,
-                                a.connect_timeout,
-                                None,
-                                &spec,
-                                &shape,
-                                &cfg,
-                                &clock,
-                                stop,
-                            )
-                            .map_err(|e| CliError {
-                                message: format!("{what} against {host}: {} (each workload is a session of its own: run the server with --forever)", e.message),
-                                ..e
-                            })?
-                            .1
-                        }
-                        None => {
-                            let (mut tx, mut rx) =
-                                open::stream_pair(&spec, &shape).map_err(open_err)?;
-                            stream_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
-                                .map_err(|e| CliError::run(format!("{what} failed: {e}")))?
-                        }
-                    };
-                    row.measured_msgs_per_s = Some(out.msgs_per_sec());
-                    row.measured_p50_ns = Some(out.latency.summary().p50_ns as f64);
+        "predictions add the stream loops' own work per slot (stamping, copying, recording, window state), timed here on free ends (`loop` in JSON)".into()
+    });
+    let knobs = StreamKnobArgs {
+        credit_return: Some(CreditReturn::Piggyback),
+        ..StreamKnobArgs::default()
+    };
+    for ((batch, window), pipeline) in product(product(batches, &windows), &pipelines) {
+        let shape = knobs.spec_with(t.transport, a.predict_size, window, batch, pipeline);
+        let loop_ns = if a.simulate {
+            (0.0, 0.0)
+        } else {
+            loop_cost_ns(&shape, a.predict_size, &clock, a.host.is_some())
+                .map_err(|e| CliError::run(format!("--predict: timing the stream loops: {e}")))?
+        };
+        let w = Workload {
+            batch,
+            window,
+            pipeline,
+            credit_batch: shape.credit_batch,
+            size: a.predict_size,
+            loop_ns,
+        };
+        let p = predict(&params, &w);
+        let mut row = PredictionRow {
+            batch,
+            window,
+            pipeline,
+            size: a.predict_size,
+            predicted_msgs_per_s: p.msgs_per_s,
+            predicted_latency_ns: p.latency_ns,
+            bound: p.bound.into(),
+            loop_ns: [loop_ns.0, loop_ns.1],
+            ..PredictionRow::default()
+        };
+        if !a.simulate {
+            let spec = t.channel_spec(a.predict_size);
+            let cfg = ProbeConfig {
+                size: a.predict_size,
+                length: Length::Duration(a.predict_duration),
+                warmup: 1000,
+                cpu,
+                lock_memory: false,
+                ..ProbeConfig::default()
+            };
+            let what = format!("--predict: the stream of batch {batch}, window {window}");
+            let out = match &a.host {
+                // Each workload is its own session: the server must
+                // outlive the first (`ibprobe server --forever`).
+                Some(host) => {
+                    let to = a.connect_timeout;
+                    super::stream::client_stream(host, to, None, &spec, &shape, &cfg, &clock, stop)
+                        .map_err(|e| CliError {
+                            message: format!("{what} against {host}: {} (each workload is a session of its own: run the server with --forever)", e.message),
+                            ..e
+                        })?
+                        .1
                 }
-                report.predictions.push(row);
-            }
+                None => {
+                    let (mut tx, mut rx) = open::stream_pair(&spec, &shape).map_err(open_err)?;
+                    stream_loopback(&cfg, &shape, tx.as_mut(), rx.as_mut(), &clock, stop, rx_cpu)
+                        .map_err(|e| CliError::run(format!("{what} failed: {e}")))?
+                }
+            };
+            row.measured_msgs_per_s = Some(out.msgs_per_sec());
+            row.measured_p50_ns = Some(out.latency.summary().p50_ns as f64);
         }
+        report.predictions.push(row);
     }
     Ok(())
 }

@@ -9,21 +9,13 @@ use crate::probe::config::Mode;
 use crate::probe::open;
 use crate::report::threshold::RunKind;
 
-/// Runs `ibprobe loopback`; the exit code.
 pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     let fail_if = a.fail_if.thresholds(RunKind::Latency)?;
     if a.hw_timestamps {
-        crate::spec::check_hw_timestamps(
-            t.transport,
-            t.verbs.signal,
-            a.round_trip,
-            t.verbs
-                .peer_dev
-                .as_ref()
-                .is_some_and(|p| Some(p) != t.verbs.dev.as_ref()),
-        )
-        .map_err(|e| CliError::input(e.0))?;
+        let v = &t.verbs;
+        let two_devices = v.peer_dev.is_some() && v.peer_dev != v.dev;
+        crate::spec::check_hw_timestamps(t.transport, v.signal, a.round_trip, two_devices)?;
     }
     super::common::warn_model_resolution(t);
     let mode = if a.round_trip {
@@ -33,13 +25,8 @@ pub fn run(a: &LoopbackArgs) -> Result<u8, CliError> {
     };
     let mut cfg = a.measure.probe_config(t, mode, default_cpu(t))?;
     if a.stamp.stamp_thread {
-        crate::spec::check_stamp(
-            t.transport,
-            t.verbs.inline,
-            cfg.size,
-            a.round_trip.then_some("--round-trip"),
-        )
-        .map_err(|e| CliError::input(e.0))?;
+        let other_clock = a.round_trip.then_some("--round-trip");
+        crate::spec::check_stamp(t.transport, t.verbs.inline, cfg.size, other_clock)?;
         cfg.stamp_thread = true;
     }
     cfg.hw_timestamps = a.hw_timestamps;

@@ -1,17 +1,7 @@
-//! The command line: `ibprobe devices | loopback | server | client | stream | sweep | host | compare | loggp`.
-//!
-//! Why it exists: a thin layer over the library. Map:
-//! - `args.rs`: every clap type, and their conversion into the library's
-//!   typed settings (the only file that knows clap, besides the error
-//!   rendering below);
-//! - `common.rs`: what the probing commands share (placement, report
-//!   context, HDR log sink, measure-and-print, error mapping);
-//! - one file per command: `devices.rs`, `loopback.rs`, `server.rs`,
-//!   `client.rs`, `stream.rs`, `sweep.rs`, `host.rs`, `loggp.rs`,
-//!   `compare.rs` (which runs the others as child processes); each reads
-//!   in order: settings -> channel (`crate::probe::open` or
-//!   `crate::probe::session`) -> run -> print (`crate::report`);
-//! - `error.rs`: how a command fails, with the exit codes of `ibhost::exit`.
+//! The command line, a thin layer over the library: `args.rs` (every clap
+//! type and its conversion into typed settings), `common.rs` (what the
+//! probing commands share), `error.rs` (exit codes), and one file per
+//! command, each reading settings -> channel -> run -> print.
 
 pub mod args;
 mod client;
@@ -67,7 +57,6 @@ const RENAMED: &[ibhost::renamed::Renamed] = &[ibhost::renamed::Renamed {
     command: "ibprobe host",
 }];
 
-/// Entry point of the `ibprobe` binary.
 pub fn main() -> ExitCode {
     // `ibprobe --generate-docs DIR`: man pages and completions (scripts/package).
     if let Some(dir) = ibdoc::requested() {
@@ -78,16 +67,10 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind::*;
-            if matches!(
-                e.kind(),
-                DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
+            let help = matches!(e.kind(), DisplayHelp | DisplayVersion);
+            if help || e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
                 let _ = e.print();
-                return ExitCode::from(if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
-                    EXIT_INPUT
-                } else {
-                    0
-                });
+                return ExitCode::from(if help { 0 } else { EXIT_INPUT });
             }
             eprintln!("ibprobe: {}", one_line(&e));
             return ExitCode::from(EXIT_INPUT);

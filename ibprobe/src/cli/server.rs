@@ -20,12 +20,10 @@ use crate::probe::session::{self, MemoryCap, OneMessage, ServeEnd, StreamHello};
 use crate::probe::workload::{Asked, ReplyTo};
 use crate::spec::StreamWorkload;
 
-/// Runs `ibprobe server`; the exit code.
 pub fn run(a: &ServerArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     // The size comes with each client; everything else is refused now.
-    crate::spec::check_combo(t.transport, t.verbs.op, t.verbs.poll)
-        .map_err(|e| CliError::input(e.0))?;
+    crate::spec::check_combo(t.transport, t.verbs.op, t.verbs.poll)?;
     let stop = stop_flag()?;
     let secret = a.secret.secret()?;
     let listener = TcpListener::bind(&a.bind).map_err(|e| {
@@ -110,10 +108,8 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         bytes: a.max_session_memory,
         raise: "--max-session-memory",
     };
-    let admitted = match session::admit(&hello, &spec, cap) {
-        Ok(x) => x,
-        Err(e) => return Err(refused(session::refuse(&mut oob, e))),
-    };
+    let admitted =
+        session::admit(&hello, &spec, cap).map_err(|e| refused(session::refuse(&mut oob, e)))?;
     if let Some(sh) = &admitted.stream {
         return serve_stream(a, oob, &hello, &admitted.spec, sh, stop);
     }
@@ -150,27 +146,21 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
     for l in crate::report::counters::table_lines(&span.finish()) {
         say!("ibprobe server: echo thread {l}");
     }
+    let echoed = served.echoed;
     match served.end {
         ServeEnd::Interrupted => {
-            say!(
-                "ibprobe server: interrupted after echoing {} messages",
-                served.echoed
-            );
-            Ok(EXIT_INTERRUPTED)
+            say!("ibprobe server: interrupted after echoing {echoed} messages");
+            return Ok(EXIT_INTERRUPTED);
         }
-        ServeEnd::Done { sent } if served.echoed == 0 => {
-            say!("ibprobe server: client {peer} done: {sent} messages sent");
-            Ok(0)
+        ServeEnd::Done { sent } if echoed == 0 => {
+            say!("ibprobe server: client {peer} done: {sent} messages sent")
         }
         ServeEnd::Done { sent } => {
-            say!(
-                "ibprobe server: client {peer} done: echoed {} of its {sent} messages",
-                served.echoed
-            );
-            Ok(0)
+            say!("ibprobe server: client {peer} done: echoed {echoed} of its {sent} messages")
         }
-        ServeEnd::Closed => Ok(0),
+        ServeEnd::Closed => {}
     }
+    Ok(0)
 }
 
 /// A refusal (told to the client) as the server's error.
@@ -186,10 +176,8 @@ fn open_failed(e: session::SessionError) -> CliError {
     }
 }
 
-/// One client of a paired workload (its Hello admitted for `spec`):
-/// opens the stream it asks for and answers it with the workload its
-/// Hello names (`probe/executor/served.rs`: the stream's receiving loop,
-/// loggp's responder, ...), which says what it sends back.
+/// One client of a paired workload (its Hello admitted for `spec`): opens
+/// its stream and answers with the workload its Hello names (`served.rs`).
 fn serve_stream(
     a: &ServerArgs,
     mut oob: Oob,
@@ -225,15 +213,10 @@ fn serve_stream(
         done.word,
         done.said
     );
-    Ok(if done.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        0
-    })
+    Ok(super::common::exit_code(done.interrupted, false))
 }
 
-/// A served workload's reply goes to its client on the out-of-band
-/// connection.
+/// A served workload's reply goes to its client on the out-of-band connection.
 impl ReplyTo for Oob {
     type Error = OobError;
 

@@ -7,8 +7,7 @@ use super::args::StreamArgs;
 use super::common::{open_err, say, session_err, stop_flag, stream_placement};
 use super::error::CliError;
 use crate::clock::Clock;
-use crate::probe::config::Mode;
-use crate::probe::config::ProbeConfig;
+use crate::probe::config::{Mode, ProbeConfig};
 use crate::probe::executor::{stream_client, stream_loopback};
 use crate::probe::open;
 use crate::probe::outcome::StreamOutcome;
@@ -23,7 +22,6 @@ use crate::spec::{ChannelSpec, StreamSpec};
 use crate::transport::{TransportError, TransportInfo};
 use std::sync::atomic::AtomicBool;
 
-/// Runs `ibprobe stream`; the exit code.
 pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let t = &a.transport;
     let fail_if = a.fail_if.thresholds(RunKind::Stream)?;
@@ -45,9 +43,7 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     let spec = t.channel_spec(cfg.size);
     let stream = a.stream.spec(t.transport, cfg.size);
     if a.stamp.stamp_thread {
-        stream
-            .check_stamp(t.transport, t.verbs.inline, cfg.size, a.host.is_some())
-            .map_err(|e| CliError::input(e.0))?;
+        stream.check_stamp(t.transport, t.verbs.inline, cfg.size, a.host.is_some())?;
         cfg.stamp_thread = true;
         let allowed = ibhost::rt::allowed_cpus();
         if let Some(w) = super::common::stamp_cpu_warning(&allowed, &[cpu, rx_cpu]) {
@@ -61,10 +57,8 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     // two phases at once, drawn at its start and cleared at its end.
     let (bar, _) = run_bar(a.measure.quiet, cfg.length, cfg.warmup);
     if cfg.warmup > 0 {
-        bar.set_message(format!(
-            "{}, then measuring",
-            phase_message(Some(cfg.warmup))
-        ));
+        let warming = phase_message(Some(cfg.warmup));
+        bar.set_message(format!("{warming}, then measuring"));
     }
     let (info, out, mode) = match &a.host {
         None => {
@@ -76,17 +70,8 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
             (info, out, "loopback")
         }
         Some(host) => {
-            let secret = a.secret.secret()?;
-            let (info, out) = client_stream(
-                host,
-                a.connect_timeout,
-                secret,
-                &spec,
-                &stream,
-                &cfg,
-                &clock,
-                stop,
-            )?;
+            let (secret, to) = (a.secret.secret()?, a.connect_timeout);
+            let (info, out) = client_stream(host, to, secret, &spec, &stream, &cfg, &clock, stop)?;
             (info, out, "client")
         }
     };

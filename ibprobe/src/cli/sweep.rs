@@ -1,18 +1,13 @@
 //! `ibprobe sweep`: one-way loopback over a grid of message sizes x
 //! message rates, the thesis's rate x size figure as a command.
 //!
-//! Why it exists: latency depends on both the size (MTU, inline limit,
-//! copies) and the rate (pacing, queueing, power states); measuring the
-//! grid by hand means dozens of `ibprobe loopback` runs and a spreadsheet.
-//! The sweep runs every cell with the same runner as `loopback`
-//! ([`crate::probe::executor::run`], a fresh channel from
-//! [`crate::probe::open::loopback`] per cell so cells are independent),
-//! shows an indicatif progress bar on stderr, and prints one grid in the
-//! formats of [`crate::report::sweep`]. Every cell is checked before
-//! the first runs; a failed or interrupted sweep prints the cells done.
+//! Latency depends on both the size (MTU, inline limit, copies) and the
+//! rate (pacing, queueing, power states). Each cell runs as `loopback` does,
+//! on a fresh channel; every cell is checked before the first runs, and a
+//! failed or interrupted sweep prints the cells done.
 
 use super::args::{parse_rates, parse_sizes, HeatValue, SweepArgs};
-use super::common::{self, default_cpu, open_err, report_context, stop_flag};
+use super::common::{self, default_cpu, open_err, product, report_context, stop_flag};
 use super::error::{CliError, EXIT_INTERRUPTED};
 use crate::clock::Clock;
 use crate::probe::config::{Length, Mode, ProbeConfig};
@@ -49,7 +44,7 @@ fn cell_config(
         lock_memory: !a.no_mlock,
         ..ProbeConfig::default()
     };
-    cfg.validate().map_err(|e| CliError::input(e.0))?;
+    cfg.validate()?;
     Ok(cfg)
 }
 
@@ -74,12 +69,9 @@ pub fn run(a: &SweepArgs) -> Result<u8, CliError> {
         }
     }
     let cpu = default_cpu(t);
-    let mut plan = Vec::new();
-    for &size in &sizes {
-        for &rate in &rates {
-            plan.push(cell_config(a, size, rate, cpu)?);
-        }
-    }
+    let plan = product(sizes.iter().copied(), &rates)
+        .map(|(size, rate)| cell_config(a, size, rate, cpu))
+        .collect::<Result<Vec<_>, _>>()?;
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
     let at = |cfg: &ProbeConfig| format!("{} B, {}", cfg.size, rate_label(rate_of(cfg)));
@@ -116,14 +108,12 @@ fn rate_of(cfg: &ProbeConfig) -> f64 {
     cfg.rate_hz.unwrap_or(0.0)
 }
 
-/// What the cells of a sweep gave: the reports of those that ran, the
-/// error that ended the sweep early, whether Ctrl-C did.
+/// The reports of the cells that ran, the error that ended the sweep early,
+/// whether Ctrl-C did.
 type Ran<C> = (Vec<C>, Option<CliError>, bool);
 
-/// Runs the cells of `plan` in order under the progress bar: `at` names a
-/// cell (the bar's message and the errors' place), `cell` opens and
-/// measures one and says whether Ctrl-C cut it short. Stops at the first
-/// failure or interruption; the cells before it are kept.
+/// Runs the cells of `plan` in order under the progress bar (`at` names a
+/// cell) until the first failure or interruption; the cells before it are kept.
 fn run_cells<P, C>(
     a: &SweepArgs,
     plan: &[P],
@@ -186,26 +176,23 @@ fn run_stream(a: &SweepArgs, axes: Axes) -> Result<u8, CliError> {
     let t = &a.transport;
     let (cpu, rx_cpu) = common::stream_placement(t, None, true);
     let mut plan = Vec::new();
-    for &size in &axes.sizes {
-        for &rate in &axes.rates {
-            for &window in &axes.windows {
-                for &batch in &axes.batches {
-                    for &pipeline in &axes.pipelines {
-                        let cfg = cell_config(a, size, rate, cpu)?;
-                        let spec = a
-                            .stream
-                            .spec_with(t.transport, size, window, batch, pipeline);
-                        let ch = t.channel_spec(size);
-                        if let Err(why) = ch.check().and_then(|()| spec.check(&ch)) {
-                            return Err(CliError::input(format!(
-                                "cell {size} B, window {window}, batch {batch}: {why}"
-                            )));
-                        }
-                        plan.push((cfg, spec));
-                    }
-                }
-            }
+    let sizes_rates = product(axes.sizes.iter().copied(), &axes.rates);
+    let cells = product(
+        product(product(sizes_rates, &axes.windows), &axes.batches),
+        &axes.pipelines,
+    );
+    for ((((size, rate), window), batch), pipeline) in cells {
+        let cfg = cell_config(a, size, rate, cpu)?;
+        let spec = a
+            .stream
+            .spec_with(t.transport, size, window, batch, pipeline);
+        let ch = t.channel_spec(size);
+        if let Err(why) = ch.check().and_then(|()| spec.check(&ch)) {
+            return Err(CliError::input(format!(
+                "cell {size} B, window {window}, batch {batch}: {why}"
+            )));
         }
+        plan.push((cfg, spec));
     }
     let stop = stop_flag()?;
     let clock = Clock::choose(t.clock);
