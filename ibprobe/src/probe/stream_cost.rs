@@ -1,18 +1,11 @@
-//! What the stream loops themselves cost, per slot, on this host: the
-//! sender's and the receiver's loop of `probe/workload/stream.rs` run
-//! against an end that costs (almost) nothing.
-//!
-//! Why it exists: LogGP prices the transport's operations; a stream also
-//! stamps, copies and records each message and keeps its window, batch
-//! and credit state. On a transport whose operations cost tens of ns
-//! (shm) that work is most of a message's cost, and a prediction without
-//! it is off by 2-3x (`ibprobe loggp --predict`). The loops run
-//! here unchanged; only their end is replaced:
-//! - the sender's end takes every slot at once and credits (and acks)
-//!   them as the receiver would: every credit batch (every slot with a
-//!   pipeline), and everything after the FIN;
-//! - the receiver's end hands out ready-made data slots of K records, then
-//!   a FIN, and swallows the control slots.
+//! What the stream loops themselves cost per slot on this host, run
+//! unchanged against ends that cost (almost) nothing. LogGP prices the
+//! transport's operations; on shm the loops' own work (stamping, copying,
+//! recording, window and batch state) is most of a message's cost, and a
+//! prediction without it is off by 2-3x (`ibprobe loggp --predict`).
+//! The sender's end takes every slot at once and credits (and acks) them
+//! as a receiver would; the receiver's hands out ready-made data slots of
+//! K records, then a FIN, and swallows the control slots.
 
 use std::sync::atomic::AtomicBool;
 
@@ -135,16 +128,13 @@ impl SlotEnd for Source {
     }
 }
 
-/// Slots of the short and the long timing: the loops' cost per slot is
-/// their difference over the difference of slots (the start and the end
-/// of a run, the FIN's drain, cost the same in both).
+/// Slots of the short and the long timing: the cost per slot is their
+/// difference over the difference of slots (start and end cancel out).
 const SLOTS: [u64; 2] = [2_000, 12_000];
 
-/// The loops' own time per slot (ns): (sender, receiver), for `spec`'s
-/// batch and window and messages of `size` bytes (no fragments: a batch
-/// fits its slot). Medians of 5 timings. `track`: the sender records
-/// each message's hand-over to credit-back time, as it does against a
-/// server (`executor::stream_client`).
+/// The loops' own time per slot (ns): (sender, receiver), for messages of
+/// `size` bytes (no fragments), medians of 5 timings. `track`: as
+/// [`Stream::track`](super::workload::stream::Stream::track).
 pub fn loop_cost_ns(
     spec: &StreamSpec,
     size: usize,

@@ -1,11 +1,8 @@
-//! Running a one-message [`Workload`] (stop-and-wait): placement, the
-//! warm-up and the measured part, the counters and the HCA clock pairs
-//! around it, and the [`Outcome`]; its peer, the echo, in this process
+//! Running a one-message [`Workload`] (stop-and-wait): everything around
+//! the loop that happens once per run (placement, allocating the
+//! histograms, warm-up, counters, HCA clock pairs), so the loop stays
+//! small and free of syscalls; and its echo, in this process
 //! ([`EchoThread`]) or as the server's loop ([`serve`]).
-//!
-//! Why it exists: everything around the loop that must happen once per run
-//! (pinning, mlockall, pre-faulting, allocating the histograms, Ctrl-C)
-//! lives here, so the loop itself stays small and free of syscalls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -25,21 +22,16 @@ use crate::probe::workload::seam::{Ctx, Workload};
 use crate::probe::workload::stop_wait::StopWait;
 use crate::transport::{Channel, TransportError};
 
-/// A run that failed part-way: the transport's error and what was measured
-/// before it (so a caller can still print it).
+/// A run that failed part-way, with what was measured before it.
 #[derive(Debug, thiserror::Error)]
 #[error("{error} (after {} samples)", .outcome.one_way.as_ref().or(.outcome.rtt.as_ref()).map_or(0, |h| h.len()))]
 pub struct RunError {
-    /// What went wrong.
     pub error: TransportError,
-    /// The statistics up to the failure.
     pub outcome: Box<Outcome>,
 }
 
-/// Runs the probe described by `cfg` over `ch`: placement, warm-up, the
-/// measured part. `stop` (e.g. `sys::host::stop_signal_flag`) ends the run early
-/// with `Outcome::interrupted` set. `sink` receives interval histograms
-/// every `cfg.interval`.
+/// Runs the probe described by `cfg` over `ch`. `stop` ends the run early
+/// (`Outcome::interrupted`); `sink` receives interval histograms.
 pub fn run(
     cfg: &ProbeConfig,
     ch: &mut dyn Channel,
@@ -138,7 +130,7 @@ pub fn run(
                 });
             }
             let r = work.run(ch, &cx, &mut rec);
-            hw_overflow = rec.hw_overflow();
+            hw_overflow = rec.hw_overflow;
             r
         };
         out.counters = span.map(|sp| {
@@ -200,16 +192,14 @@ pub fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
 /// `--interval` of its own.
 pub const ATTRIBUTION_INTERVAL: Duration = Duration::from_millis(100);
 
-/// An echo thread in this process (the peer of an in-process round trip):
-/// echoes every arrival until dropped.
+/// An echo thread in this process (the peer of an in-process round
+/// trip), until dropped.
 pub struct EchoThread {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Result<u64, TransportError>>>,
 }
 
 impl EchoThread {
-    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given,
-    /// receiving as `receiver` says.
     pub fn spawn<C: Channel + Send + 'static>(
         mut ch: C,
         clock: Clock,
@@ -236,7 +226,7 @@ impl EchoThread {
         }
     }
 
-    /// Stops the thread; returns how many messages it echoed.
+    /// Stops the thread; the messages it echoed.
     pub fn finish(mut self) -> Result<u64, TransportError> {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take().map(|h| h.join()) {
@@ -261,9 +251,8 @@ impl Drop for EchoThread {
 pub const SERVER_IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Runs the server's echo loop until `still_on` says the session ended
-/// (checked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set.
-/// The echo receives as `receiver` says (the client's choice); with
-/// `log` it keeps the HCA timestamps of each echo (`--hw-timestamps`).
+/// (asked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set;
+/// with `log` it keeps each echo's HCA timestamps.
 pub fn serve(
     ch: &mut dyn Channel,
     clock: &Clock,
