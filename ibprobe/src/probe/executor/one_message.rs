@@ -20,6 +20,7 @@ use crate::probe::workload::echo::{echo, EchoEnd};
 use crate::probe::workload::record::{Histos, IntervalCounters, Recorder, Sink, Tally};
 use crate::probe::workload::seam::{Ctx, Workload};
 use crate::probe::workload::stop_wait::StopWait;
+use crate::stats::LatencyHistogram;
 use crate::transport::{Channel, TransportError};
 
 /// A run that failed part-way, with what was measured before it.
@@ -72,11 +73,8 @@ pub fn run(
         let mut rec = Recorder::new(clock, wplan.interval_ticks, &mut scratch, &mut warm, None);
         let w = work.run(ch, &cx, &mut rec).map_err(|e| fail(e, &mut out))?;
         out.warmup_count = w.sent;
-        out.warmup_max_ns = warm
-            .primary
-            .summary()
-            .max_ns
-            .max(warm.send_done.summary().max_ns);
+        let max = |h: &LatencyHistogram| h.summary().max_ns;
+        out.warmup_max_ns = max(&warm.primary).max(max(&warm.send_done));
 
         if let (Some(s), false) = (sink.as_mut(), w.interrupted) {
             s.measuring();
@@ -147,11 +145,11 @@ pub fn run(
             stamps: hw_log,
             overflow: hw_overflow,
         });
-        if cfg.mode == Mode::OneWay {
-            out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
-        }
         match cfg.mode {
-            Mode::OneWay => out.one_way = Some(total.primary),
+            Mode::OneWay => {
+                out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
+                out.one_way = Some(total.primary);
+            }
             Mode::RoundTrip => out.rtt = Some(total.primary),
         }
         out.send_done = ch.has_send_completions().then_some(total.send_done);

@@ -87,12 +87,10 @@ pub enum Reply {
     Refuse {
         reason: String,
     },
-    /// The server holds a mesh secret: its nonce and its proof; the
-    /// client answers [`Proof`], then gets Welcome or Refuse.
+    /// The server holds a mesh secret: its nonce and HMAC of both nonces
+    /// (base64); the client answers [`Proof`].
     Challenge {
-        /// The server's nonce (base64).
         nonce: String,
-        /// HMAC of both nonces by the server (base64).
         proof: String,
     },
 }
