@@ -79,9 +79,8 @@ impl Params {
             l,
             g,
             big_g,
-            segments: Vec::new(),
             overheads: vec![(0.0, os, or)],
-            empty_poll: 0.0,
+            ..Params::default()
         }
     }
 

@@ -29,6 +29,7 @@ fn info() -> TransportInfo {
 
 /// The sender's free end: every slot consumed at once, credited every
 /// `every` slots.
+#[derive(Default)]
 struct Sink {
     slot_size: usize,
     sent: u64,
@@ -64,6 +65,7 @@ impl SlotEnd for Sink {
 
 /// The receiver's free end: `slots` data slots of the same records, then
 /// a FIN, never more than `window` ahead of the credits it was sent.
+#[derive(Default)]
 struct Source {
     template: Vec<u8>,
     slots: u64,
@@ -157,12 +159,10 @@ pub fn loop_cost_ns(
         let sp = StreamPlan::new(spec, cfg.size, 0, &Plan::measured(&cfg, clock), clock);
         let mut sink = Sink {
             slot_size: spec.slot_size.max(len).max(CTRL_LEN),
-            sent: 0,
-            credited: 0,
             every: spec
                 .pipeline
                 .map_or(u64::from(spec.credit_batch.max(1)), |_| 1),
-            fin: false,
+            ..Sink::default()
         };
         let t0 = clock.now();
         let plans = [Plan::warmup(&cfg, clock), Plan::measured(&cfg, clock)];
@@ -171,13 +171,11 @@ pub fn loop_cost_ns(
         let mut src = Source {
             template: vec![0; len.max(CTRL_LEN)],
             slots,
-            made: 0,
-            consumed: 0,
             window: u64::from(spec.window.max(1)),
             pipeline: spec.pipeline.map(|d| u64::from(d.max(1))),
-            acked: 0,
             batch,
             rec,
+            ..Source::default()
         };
         let mut h = LatencyHistogram::new();
         let t0 = clock.now();

@@ -208,7 +208,8 @@ fn verbs_client<S: Shape>(
             format!("server {server_ip} does not report hardware completion timestamps (version {REPORT_VERSION}); run the same ibprobe version on both ends, or run without --hw-timestamps"),
         ));
     }
-    let theirs = serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+    let malformed = |_| protocol(malformed_line("verbs", &theirs));
+    let theirs = serde_json::from_value(theirs.clone()).map_err(malformed)?;
     Ok(prepared.connect(&theirs).map_err(OpenError::from)?)
 }
 
@@ -216,7 +217,7 @@ fn verbs_client<S: Shape>(
 /// the server's endpoint, once it came.
 fn client_error(e: EndError, ep: &Value) -> SessionError {
     match e {
-        EndError::Malformed(what) => malformed(what, ep),
+        EndError::Malformed(what) => protocol(malformed_line(what, ep)),
         EndError::Refused(m) => OpenError::refused(m).into(),
         EndError::Setup(m) => err("setup", m),
         EndError::Failed(e) => OpenError::from(e).into(),
@@ -239,10 +240,6 @@ fn hello_params<S: Shape>(spec: &ChannelSpec, shape: &S) -> Value {
 
 fn malformed_line(what: &str, ep: &Value) -> String {
     format!("malformed {what} endpoint {ep}; run the same ibprobe version on both ends")
-}
-
-fn malformed(what: &str, ep: &Value) -> SessionError {
-    protocol(malformed_line(what, ep))
 }
 
 /// The server end of the handshake: opens its end for the client's

@@ -20,6 +20,7 @@ use std::time::Duration;
 use super::seam::{Answer, Asked, Paired, Served, Signals};
 pub use super::slot::LOGGP_HEADER as HEADER;
 use crate::clock::Clock;
+use crate::probe::config::dur_ns;
 use crate::probe::loggp_fit::median;
 pub use crate::probe::loggp_fit::{Point, Samples};
 use crate::spec::{peer, ModelParams, StreamWorkload};
@@ -504,8 +505,7 @@ impl Served for Loggp<'_> {
             .timeout
             .saturating_mul(10)
             .clamp(Duration::from_secs(5), peer::MAX_LOGGP_IDLE);
-        let idle_ns = idle.as_nanos().min(u128::from(u64::MAX)) as u64;
-        let n = respond(end, a.clock, a.stop, idle_ns)?;
+        let n = respond(end, a.clock, a.stop, dur_ns(idle))?;
         Ok(Answer {
             said: format!("{n} bursts answered"),
             reply: None,

@@ -111,14 +111,6 @@ pub struct Tally {
     pub next_seq: u64,
 }
 
-/// Counted for the run and again for the current interval.
-#[derive(Clone, Copy, Debug, Default)]
-struct Tallies {
-    sent: u64,
-    lost: u64,
-    missed: u64,
-}
-
 /// Records one run: samples into `cur`, which goes to the sink and into
 /// `total` every `interval_ticks` (0: only at the end). The workload calls
 /// [`Recorder::begin`] at its first timestamp and [`Recorder::finish`] at
@@ -131,8 +123,9 @@ pub struct Recorder<'a> {
     sink: Option<&'a mut dyn Sink>,
     start: u64,
     iv_start: u64,
-    run: Tallies,
-    iv: Tallies,
+    /// Counted for the run and again for the current interval.
+    run: Tally,
+    iv: Tally,
     /// `--hw-timestamps`: the prober's stamps, into room reserved before
     /// the run (never grown), and how many did not fit.
     hw: Option<&'a mut Vec<ProberStamp>>,
@@ -168,8 +161,8 @@ impl<'a> Recorder<'a> {
             sink: sink.map(|s| s as &mut dyn Sink),
             start: 0,
             iv_start: 0,
-            run: Tallies::default(),
-            iv: Tallies::default(),
+            run: Tally::default(),
+            iv: Tally::default(),
             hw: None,
             hw_overflow: 0,
             counters: None,
@@ -252,8 +245,8 @@ impl<'a> Recorder<'a> {
 
     #[inline(always)]
     pub fn missed(&mut self, n: u64) {
-        self.run.missed += n;
-        self.iv.missed += n;
+        self.run.missed_steps += n;
+        self.iv.missed_steps += n;
     }
 
     /// Between messages: ends the interval when it is over.
@@ -268,7 +261,7 @@ impl<'a> Recorder<'a> {
         self.deliver(now.wrapping_sub(self.start));
         self.total.absorb(self.cur);
         self.cur.reset();
-        self.iv = Tallies::default();
+        self.iv = Tally::default();
         self.iv_start = now;
     }
 
@@ -299,7 +292,7 @@ impl<'a> Recorder<'a> {
                 send_done: &self.cur.send_done,
                 sent: self.iv.sent,
                 lost: self.iv.lost,
-                missed_steps: self.iv.missed,
+                missed_steps: self.iv.missed_steps,
                 counters: counters.as_ref(),
             });
         }
@@ -320,12 +313,10 @@ impl<'a> Recorder<'a> {
         self.total.absorb(self.cur);
         self.cur.reset();
         Tally {
-            sent: self.run.sent,
-            lost: self.run.lost,
-            missed_steps: self.run.missed,
             elapsed_ticks,
             interrupted,
             next_seq,
+            ..self.run
         }
     }
 }

@@ -39,8 +39,7 @@ pub struct Stream {
     /// The warm-up and the measured part.
     pub plans: [Plan; 2],
     pub clock: Clock,
-    /// Record each message's hand-over to credit-back time
-    /// (`SendHistos::returned`: the latency a client measures).
+    /// Fill `SendHistos::returned` (the latency a client measures).
     pub track: bool,
 }
 
@@ -99,10 +98,9 @@ pub struct StreamTally {
     pub tally: RecvTally,
 }
 
-/// A server receives a client's stream until its FIN, its transport is
-/// lost, or nothing arrives for the client's `--timeout`, and sends back
-/// the receiver's counters (the client's clock is not ours: the
-/// latencies are not reported).
+/// A server receives a client's stream until its FIN (or `--timeout`
+/// without one) and sends back the receiver's counters (not latencies:
+/// the client's clock is not ours).
 impl Served for Stream {
     const WORD: StreamWorkload = StreamWorkload::Stream;
     type Reply = StreamTally;
@@ -288,8 +286,7 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     batch: Batcher,
     next_seq: u64,
     slot_seq: u64,
-    /// Last tick a credit or ack came back (or the wait began), and
-    /// whether one came back since.
+    /// Last tick a credit or ack came back (or the wait began).
     progress: u64,
     progressed: bool,
     /// The wait the next post ends.
@@ -348,8 +345,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         self.held = vec![0; slots];
     }
 
-    /// Remembers the hand-overs of the slot just posted (`n` records, or
-    /// a last fragment's message at `t_h`).
+    /// Remembers the hand-overs of the slot just posted.
     #[inline(always)]
     fn remember(&mut self, n: usize, last_fragment: Option<u64>) {
         if self.held.is_empty() {

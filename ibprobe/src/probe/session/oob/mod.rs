@@ -69,24 +69,19 @@ impl Oob {
         } else {
             format!("{addr}:{default_port}")
         };
-        let addrs: Vec<SocketAddr> = with_port
-            .to_socket_addrs()
-            .map_err(|e| OobError::Resolve {
-                addr: addr.into(),
-                detail: e.to_string(),
-            })?
-            .collect();
-        let mut last = None;
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, timeout) {
+        let addrs = with_port.to_socket_addrs().map_err(|e| OobError::Resolve {
+            addr: addr.into(),
+            detail: e.to_string(),
+        })?;
+        let mut last = std::io::Error::new(ErrorKind::NotFound, "no address");
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, timeout) {
                 Ok(s) => return Oob::from_stream(s, timeout),
-                Err(e) => last = Some(e),
+                Err(e) => last = e,
             }
         }
-        Err(OobError::Connect {
-            addr: with_port,
-            source: last.unwrap_or_else(|| std::io::Error::new(ErrorKind::NotFound, "no address")),
-        })
+        let (addr, source) = (with_port, last);
+        Err(OobError::Connect { addr, source })
     }
 
     pub fn accept(listener: &TcpListener, timeout: Duration) -> Result<Oob, OobError> {
@@ -339,7 +334,7 @@ impl Oob {
         let Some(secret) = self.secret.clone() else {
             return Ok(hello);
         };
-        let refuse = |oob: &mut Oob, told: &str, why: String| {
+        let refuse = |oob: &mut Oob, told: &str, why: &str| {
             let _ = oob.send(&Reply::Refuse {
                 reason: told.to_string(),
             });
@@ -349,7 +344,7 @@ impl Oob {
             return refuse(
                 self,
                 "this server requires the mesh secret; pass --secret-file with the mesh's key file",
-                "sent no proof of the mesh secret".into(),
+                "sent no proof of the mesh secret",
             );
         };
         let sn = Secret::nonce().map_err(OobError::Auth)?;
@@ -367,7 +362,7 @@ impl Oob {
             return refuse(
                 self,
                 "wrong mesh secret; give both ends the same key file",
-                "proved a different mesh secret".into(),
+                "proved a different mesh secret",
             );
         }
         Ok(hello)
