@@ -1,10 +1,6 @@
-//! The typed probe configuration and its validation.
-//!
-//! Why it exists: the CLI, ibexporter and the tests all configure a probe;
-//! one typed struct with one `validate` gives them the same checks and the
-//! same one-line errors (what was wrong, with what input, what to do).
-//! [`Plan`] is the same configuration converted to clock ticks once, before
-//! the measurement loop, so the loop does no conversions.
+//! The typed probe configuration, with one `validate` for the CLI,
+//! ibexporter and the tests, and [`Plan`], the same in clock ticks,
+//! converted once before the loop.
 
 use std::time::Duration;
 
@@ -20,8 +16,7 @@ pub enum Mode {
     RoundTrip,
 }
 
-/// When the measured part ends: after this many measured messages, or
-/// this much wall time.
+/// When the measured part ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Length {
@@ -32,18 +27,18 @@ pub enum Length {
 /// Highest `--rate`: 10 MHz (a 100 ns period; no transport here is faster).
 pub const MAX_RATE_HZ: f64 = 10_000_000.0;
 
-/// A probe's configuration. Build it, call [`ProbeConfig::validate`], hand
+/// A probe's configuration: build it, [`ProbeConfig::validate`] it, hand
 /// it to [`crate::probe::executor::run`].
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ProbeConfig {
-    /// Message size in bytes.
+    /// Bytes.
     pub size: usize,
     pub length: Length,
     /// Messages sent before the measured part (excluded, max kept).
     pub warmup: u64,
-    /// Messages per second, paced on the probe's clock; `None`: back to back.
+    /// Messages per second; `None`: back to back.
     pub rate_hz: Option<f64>,
-    /// Messages per burst (a pause follows each burst); `None`: no bursts.
+    /// Messages per burst (a pause follows each burst).
     pub burst: Option<u64>,
     /// Pause after each burst (or after each message without `burst`).
     pub pause: Option<Duration>,
@@ -51,35 +46,30 @@ pub struct ProbeConfig {
     pub cpu: Option<usize>,
     /// A message with no arrival after this long is counted lost.
     pub timeout: Duration,
-    /// This many losses in a row mean the peer is gone: the run fails.
+    /// This many losses in a row fail the run.
     pub max_consecutive_lost: u32,
     pub mode: Mode,
     pub poll: Poll,
-    /// mlockall before the run (a failure is reported, not fatal).
+    /// mlockall before the run (a failure is a note).
     pub lock_memory: bool,
-    /// Deliver an interval histogram to the sink this often (`None`: never).
+    /// How often an interval histogram goes to the sink.
     pub interval: Option<Duration>,
-    /// The receiver spends this long on each message (a slow consumer):
-    /// the measuring thread after each arrival in one-way loopback, the
-    /// echo before it answers in a round trip. Zero: none.
+    /// The receiver's time on each message (a slow consumer): the
+    /// measuring thread's in one-way loopback, the echo's in a round trip.
     pub consume_delay: Duration,
-    /// The thesis's stamping thread (`--stamp-thread`): split one-way
-    /// latency at the HCA's read of the send buffer (verbs, no inline).
+    /// `--stamp-thread`: split one-way latency at the HCA's read of the
+    /// send buffer (verbs, no inline).
     pub stamp_thread: bool,
-    /// Hardware completion timestamps (`--hw-timestamps`): keep each
-    /// probe's T2 and T5 for the R-Pingmesh split (`clock/hwts.rs`).
+    /// `--hw-timestamps`: keep each probe's T2 and T5 (`clock/hwts.rs`).
     pub hw_timestamps: bool,
-    /// Read the measuring thread's counters (`counters/`) before and after
-    /// the measured part and at each interval's end (`--no-counters`: off).
+    /// Read the measuring thread's counters (`counters/`) around the
+    /// measured part and at each interval's end.
     pub counters: bool,
-    /// With counters: perf events even without a CPU PMU
-    /// (`--perf-counters`; `counters/perf.rs` says why they are off by
-    /// default there).
+    /// `--perf-counters`: perf events even without a CPU PMU.
     pub perf_counters: bool,
-    /// With counters: correlate them with each interval's tail
-    /// (`counters::attribution`; about 2 MiB of histograms per run; its
-    /// intervals are `executor::ATTRIBUTION_INTERVAL` without `interval`).
-    /// Off by default: interval ends every 100 ms raised the p99 in the
+    /// Correlate the counters with each interval's tail
+    /// (`counters::attribution`, about 2 MiB of histograms). Off by
+    /// default: interval ends every 100 ms raised the p99 in the
     /// Soft-RoCE lab (ibprobe/README.md, counters "Cost").
     pub attribution: bool,
 }
@@ -110,14 +100,12 @@ impl Default for ProbeConfig {
     }
 }
 
-/// A configuration value that cannot work, as one line: what, which
-/// input, what to do instead.
+/// A configuration value that cannot work: what, which input, what to do.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
 impl ProbeConfig {
-    /// Checks every field and their combinations.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let cpu_off = self.cpu.and_then(|c| {
             let allowed = crate::sys::host::allowed_cpus();
@@ -160,18 +148,13 @@ impl ProbeConfig {
     }
 }
 
-/// How the receiving end behaves: in one-way loopback the measuring
-/// thread itself, in a round trip the echo (an in-process echo thread,
-/// `ibprobe server`, ibexporter's responder).
-///
-/// Why it exists: the receive side's knobs are the client's to choose
-/// (they are part of what is measured), so the client sends this in the
-/// handshake and a server needs no flags for them. A new receive-side
-/// knob is a field here and its line in the workload that receives.
+/// How the receiving end behaves (the measuring thread in one-way
+/// loopback, else the echo). Its knobs are the client's to choose (part
+/// of what is measured): it travels in the handshake, so a server needs
+/// no flags for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Receiver {
     pub poll: Poll,
-    /// Time spent on each message before the next is taken (or echoed).
     #[serde(default)]
     pub consume_delay: Duration,
 }
@@ -183,7 +166,6 @@ impl Default for Receiver {
 }
 
 impl ProbeConfig {
-    /// The receive side of this probe.
     pub fn receiver(&self) -> Receiver {
         Receiver {
             poll: self.poll,
@@ -192,47 +174,40 @@ impl ProbeConfig {
     }
 }
 
-/// The configuration in clock ticks, computed once before the loop.
+/// The configuration in clock ticks, computed once before the loop (a
+/// tick count of 0: none).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Plan {
     /// Measured messages, or `u64::MAX` in duration mode.
     pub count: u64,
-    /// Ticks of the measured part in duration mode, else `u64::MAX`.
+    /// The measured part in duration mode, else `u64::MAX`.
     pub duration_ticks: u64,
-    /// Ticks between paced steps; 0: no pacing.
     pub period_ticks: u64,
     /// Messages per burst; 0: no pauses.
     pub burst: u64,
     pub pause_ticks: u64,
-    /// Ticks after which a message is lost, and the same in ns (for
-    /// `Channel::wait_recv`).
     pub timeout_ticks: u64,
     pub timeout_ns: u64,
-    /// Losses in a row that end the run.
     pub max_consecutive_lost: u32,
     pub event: bool,
-    /// Ticks between sink deliveries; 0: none.
     pub interval_ticks: u64,
-    /// Ticks the receiving end spends on each message; 0: none.
     pub consume_ticks: u64,
-    /// Read the stamp of each arrival (`--stamp-thread`).
+    /// `--stamp-thread`.
     pub stamp: bool,
-    /// Keep each message's HCA completion timestamps (`--hw-timestamps`).
+    /// `--hw-timestamps`.
     pub hw_ts: bool,
 }
 
-/// `d` in ns, saturated.
+/// Saturated.
 pub fn dur_ns(d: Duration) -> u64 {
     d.as_nanos().min(u64::MAX as u128) as u64
 }
 
-/// `d` in ticks of `clock`.
 pub fn ticks(clock: &Clock, d: Duration) -> u64 {
     clock.ns_to_ticks(dur_ns(d))
 }
 
 impl Plan {
-    /// The measured part of `cfg` on `clock`.
     pub fn measured(cfg: &ProbeConfig, clock: &Clock) -> Plan {
         let t = |d: Duration| ticks(clock, d);
         let (count, duration_ticks) = match cfg.length {
@@ -262,7 +237,7 @@ impl Plan {
         }
     }
 
-    /// The receive side alone, for an echo (the rest is the sender's).
+    /// The receive side alone, for an echo.
     pub fn echo(r: &Receiver, clock: &Clock) -> Plan {
         Plan {
             event: r.poll == Poll::Event,

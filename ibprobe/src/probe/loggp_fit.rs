@@ -1,32 +1,25 @@
-//! From PRTT measurements (`workload/loggp.rs`) to LogGP parameters with 95%
-//! confidence intervals. Pure computation.
+//! From PRTT measurements (`workload/loggp.rs`) to LogGP parameters with
+//! 95% confidence intervals. Pure computation.
 //!
-//! Per round and size (Netgauge's method, `ANCHORS.md`), with b the bytes
-//! of one message:
-//! - gap(b) = (PRTT(n,0,b) - PRTT(1,0,b)) / (n-1), fitted as g + G*b by
-//!   least squares, in segments: where one line leaves a point more than
-//!   [`SPLIT_RESIDUAL`] off, the sizes split at the breakpoint that fits
-//!   best (a protocol change: inline threshold, MTU, eager/rendezvous);
-//!   G is the last segment's slope, g the intercept of the first segment
-//!   the network paces: where the CPU does (gap = max(o_s, o_r) > g + G*b,
-//!   small messages on a fast NIC: the sPIN preset) the gap is flat and
-//!   says nothing of g, so that segment is skipped (with a note);
-//! - o_s(b): the send call's own time in the bursts of PRTT(n,d,b), whose
-//!   sends stand alone (d is longer than any gap). Netgauge derives it as
-//!   (PRTT(n,d,b) - PRTT(1,0,b)) / (n-1) - d, which adds the measuring
-//!   loop's own cost (clock reads, the delay's overshoot: about 70 ns on
-//!   this project's VM); that value is reported per size as `os_prtt_ns`;
+//! Per round and size (Netgauge's method, `ANCHORS.md`), b the bytes of
+//! one message:
+//! - gap(b) = (PRTT(n,0,b) - PRTT(1,0,b)) / (n-1), fitted as g + G*b in
+//!   segments: where a line leaves a point more than [`SPLIT_RESIDUAL`]
+//!   off, the sizes split where it fits best (a protocol change: inline
+//!   threshold, MTU, eager/rendezvous); G is the last segment's slope, g
+//!   the intercept of the first segment the network paces (where the CPU
+//!   does, gap = max(o_s, o_r) > g + G*b, the gap says nothing of g);
+//! - o_s(b): the send call's own time in PRTT(n,d,b)'s bursts (d longer
+//!   than any gap). Netgauge's (PRTT(n,d,b) - PRTT(1,0,b)) / (n-1) - d
+//!   adds the measuring loop's cost (about 70 ns on this project's VM):
+//!   reported per size as `os_prtt_ns`;
 //! - o_r(b) = the responder's time taking n-1 arrived messages / (n-1);
 //! - L = PRTT(1,0,b)/2 - o_s(b) - o_r(b) - G*b at the smallest size, G
-//!   the slope of the segment that gives g
-//!   (what remains of the one-way time once the overheads and the wire
-//!   are taken out; Netgauge takes PRTT/2 whole).
+//!   the slope of the segment that gives g (Netgauge takes PRTT/2 whole).
 //!
-//! Each round gives one estimate of each parameter; the estimate is the
-//! median over rounds and its 95% interval the order statistics of a
-//! median (binomial, distribution-free). A parameter below zero is
-//! clamped to 0 with a note; an interval wider than 20% of its value
-//! gives a warning.
+//! An estimate is the median over rounds, its 95% interval the order
+//! statistics of a median (distribution-free). A parameter below zero is
+//! clamped to 0 with a note; an interval wider than [`WIDE_CI`] warns.
 
 /// One size in one round: medians of `reps` repetitions, ns: PRTT(1, 0,
 /// s), PRTT(n, 0, s), the delay d of the o_s measurement, PRTT(n, d, s).
@@ -64,10 +57,9 @@ pub const SPLIT_RESIDUAL: f64 = 0.10;
 /// An interval wider than this share of its estimate gives a warning.
 pub const WIDE_CI: f64 = 0.20;
 
-/// An estimate and its 95% interval.
+/// The median over rounds and its 95% interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Estimate {
-    /// The median over rounds, and the 95% interval.
     pub value: f64,
     pub low: f64,
     pub high: f64,
@@ -87,10 +79,8 @@ pub struct Segment {
     pub max_residual: f64,
 }
 
-/// The medians over rounds at one size (as in [`Point`]), ns: PRTT(1, 0,
-/// s), the gap per message, the send overhead (the send call's own time)
-/// and as Netgauge derives it from PRTT(n, d, s), the receive overhead, a
-/// receive call that found nothing.
+/// The medians over rounds at one size, ns (`os_prtt_ns`: o_s as Netgauge
+/// derives it).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct SizePoint {
     pub size: usize,
@@ -103,25 +93,23 @@ pub struct SizePoint {
     pub empty_poll_ns: f64,
 }
 
-/// The LogGP parameters of one run.
+/// The LogGP parameters of one run: L, o_s, o_r, g (ns), G (ns per byte).
 #[derive(Clone, Debug, Default)]
 pub struct Fit {
-    /// L, o_s, o_r, g (ns) and G (ns per byte).
     pub l: Estimate,
     pub os: Estimate,
     pub or: Estimate,
     pub g: Estimate,
     pub big_g: Estimate,
-    /// The size ranges of the gap fit, and the medians per size.
     pub segments: Vec<Segment>,
     pub points: Vec<SizePoint>,
-    /// Facts about the fit (clamps, what cannot be told apart), and the
-    /// wide intervals.
+    /// Facts about the fit (clamps, what cannot be told apart); warnings:
+    /// the wide intervals.
     pub notes: Vec<String>,
     pub warnings: Vec<String>,
 }
 
-/// The median of `v`, 0 when empty.
+/// 0 when empty.
 pub fn median(v: &[f64]) -> f64 {
     ibstats::median(v).unwrap_or(0.0)
 }
@@ -144,7 +132,6 @@ pub fn median_ci_rank(n: usize) -> usize {
     k
 }
 
-/// The median of `v` with its 95% interval.
 pub fn estimate(v: &[f64]) -> Estimate {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));

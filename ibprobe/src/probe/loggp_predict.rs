@@ -17,11 +17,9 @@
 //!   of R: R / (N - C + 1); a pipeline of D: R / D.
 //!
 //! The slowest of these paces the stream: K messages per that time. The
-//! overheads are interpolated at b from the per-size o_s and o_r (copies
-//! grow with the bytes); the loops' own work per slot (stamping, copying
-//! and recording K messages, the window's and batch's state) is what
-//! LogGP does not see: `stream_cost.rs` times the unchanged loops on free
-//! ends, on this host (0 on the model's virtual clock).
+//! overheads are interpolated at b from the per-size o_s and o_r; the
+//! loops' own work per slot, which LogGP does not see, is timed by
+//! `stream_cost.rs` (0 on the model's virtual clock).
 //!
 //! Latency (hand-over to delivery): the wait for the batch to fill,
 //! (K-1)/2 message times, plus one slot's way o_s(b) + G*b + L + o_r(b);
@@ -36,10 +34,9 @@ use crate::spec::ModelParams;
 /// Bytes of a control slot (credit, ack).
 pub const CTRL_BYTES: f64 = 24.0;
 
-/// The parameters a prediction uses.
+/// The parameters a prediction uses: L, g (ns) and G (ns per byte).
 #[derive(Clone, Debug, Default)]
 pub struct Params {
-    /// L, g (ns) and G (ns per byte).
     pub l: f64,
     pub g: f64,
     pub big_g: f64,
@@ -49,7 +46,6 @@ pub struct Params {
     pub segments: Vec<(f64, f64, f64)>,
     /// (bytes, o_s, o_r) per measured size, ascending bytes.
     pub overheads: Vec<(f64, f64, f64)>,
-    /// A poll that finds nothing (ns).
     pub empty_poll: f64,
 }
 
@@ -76,20 +72,19 @@ impl Params {
         }
     }
 
-    /// Given parameters (o the same at every size).
+    /// o the same at every size.
     pub fn given(p: &ModelParams) -> Params {
         let [l, os, or, g, big_g] = p.ns();
         Params {
             l,
             g,
             big_g,
-            segments: Vec::new(),
             overheads: vec![(0.0, os, or)],
-            empty_poll: 0.0,
+            ..Params::default()
         }
     }
 
-    /// The link's time per message of `b` bytes: g + G*b of its segment.
+    /// g + G*b of `b`'s segment.
     pub fn link_at(&self, b: f64) -> f64 {
         match self
             .segments
@@ -143,9 +138,8 @@ pub struct Workload {
     pub loop_ns: (f64, f64),
 }
 
-/// What the parameters predict: messages per second, hand-over to
-/// delivery (ns), and what paces the stream: "sender", "receiver",
-/// "link", "window", "pipeline".
+/// What the parameters predict; `bound`: what paces the stream
+/// ("sender", "receiver", "link", "window", "pipeline").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prediction {
     pub msgs_per_s: f64,
@@ -153,7 +147,6 @@ pub struct Prediction {
     pub bound: &'static str,
 }
 
-/// The prediction for `w` from `p`.
 pub fn predict(p: &Params, w: &Workload) -> Prediction {
     let k = f64::from(w.batch.max(1));
     let b = data_slot_bytes(w.batch, w.size) as f64;

@@ -1,14 +1,8 @@
-//! Opening channels in one process: the one place that turns a
-//! [`ChannelSpec`] into a [`Channel`] whose two ends this process owns.
-//!
-//! Why it exists: `ibprobe loopback`, every sweep cell and ibexporter's
-//! local probes all need "a channel of this spec, both ends here":
-//! [`loopback`] (one-way: one thread posts and polls) or [`echo_pair`]
-//! (round trip through an echo thread, shm and udp only). Channels to
-//! another process are the handshake's (`probe/session/`). Both ask the
-//! transport how it opens (`transport::opener`); verbs opens through
-//! `crate::verbs`. The spec is checked first: a refusal comes before
-//! anything is created.
+//! Opening channels whose two ends this process owns (`ibprobe
+//! loopback`, sweep cells, ibexporter's local probes): [`loopback`],
+//! [`stream_pair`], [`echo_pair`]. The spec is checked first, so a
+//! refusal comes before anything is created; channels to another process
+//! are the handshake's (`probe/session/`).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -23,8 +17,7 @@ use crate::transport::{self, Channel, TransportError};
 use crate::verbs::{self, VerbsConfig, VerbsError, VerbsErrorKind};
 
 /// What kind of failure an [`OpenError`] is: the configuration cannot
-/// work (a static check, or a device limit), no libibverbs or no RDMA
-/// device, or creating the channel failed at run time.
+/// work, no RDMA device, or creating the channel failed at run time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenErrorKind {
     Refused,
@@ -32,8 +25,7 @@ pub enum OpenErrorKind {
     Failed,
 }
 
-/// Why a channel could not be opened: a kind (exit status, metric
-/// reason) and one line for humans.
+/// Why a channel could not be opened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct OpenError {
@@ -54,8 +46,7 @@ impl OpenError {
         self.kind != OpenErrorKind::Failed
     }
 
-    /// A short, stable reason for metrics: `config` for refusals,
-    /// `setup` otherwise.
+    /// A short, stable reason for metrics.
     pub fn reason(&self) -> &'static str {
         match self.kind {
             OpenErrorKind::Refused => "config",
@@ -98,8 +89,8 @@ impl From<TransportError> for OpenError {
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
-/// One-way loopback: one process owns both ends (`post` sends on one,
-/// `poll_recv` sees the arrival on the other), one clock.
+/// One-way loopback: `post` sends on one end, `poll_recv` sees the
+/// arrival on the other, one clock.
 pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
     spec.check()?;
     Ok(match transport::opener(spec.transport) {
@@ -108,9 +99,8 @@ pub fn loopback(spec: &ChannelSpec) -> Result<Box<dyn Channel>, OpenError> {
     })
 }
 
-/// A stream in one process (`ibprobe stream` in loopback): the sending
-/// end and the receiving end of a slot pool of `stream`'s shape, each to
-/// be driven by its own thread. Both specs are checked first.
+/// A stream in one process: the sending and the receiving end, each to
+/// be driven by its own thread.
 pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds, OpenError> {
     spec.check()?;
     stream.check(spec)?;
@@ -124,10 +114,8 @@ pub fn stream_pair(spec: &ChannelSpec, stream: &StreamSpec) -> Result<StreamEnds
     })
 }
 
-/// A round trip in one process: the measuring end, and an echo thread
-/// (pinned to `echo_cpu` if given, receiving as `receiver` says) that
-/// sends every arrival back. shm and udp only: verbs round trips run
-/// between `ibprobe server` and `client`.
+/// A round trip in one process: the measuring end and an echo thread
+/// (shm and udp only).
 pub fn echo_pair(
     spec: &ChannelSpec,
     receiver: Receiver,

@@ -1,9 +1,6 @@
 //! What a probe run measured, before any formatting: [`Outcome`] (a
-//! one-message run) and [`StreamOutcome`] (a stream).
-//!
-//! Why it exists: the executor (`probe/executor/`) and the report
-//! (report/) meet here, and ibexporter consumes the same data without
-//! going through text.
+//! one-message run) and [`StreamOutcome`] (a stream), where the executor,
+//! the report and ibexporter meet.
 
 use crate::clock::hwts::{HwSplit, ProberLog};
 use crate::clock::Clock;
@@ -12,67 +9,60 @@ use crate::probe::workload::stream::{RecvTally, SendHistos, SendTally, StampSpli
 use crate::stats::LatencyHistogram;
 use crate::transport::TransportError;
 
-/// The raw result of one probe run.
+/// The raw result of one probe run; latencies in ns.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    /// One-way latency t_recv - t_subm (loopback mode), ns.
+    /// t_recv - t_subm (loopback).
     pub one_way: Option<LatencyHistogram>,
-    /// Send-completion latency t_comp - t_subm (signaled sends only), ns.
+    /// t_comp - t_subm (signaled sends only).
     pub send_done: Option<LatencyHistogram>,
-    /// Round trip time (client mode), ns. RTT/2 is derived by the report.
+    /// Round trip (client).
     pub rtt: Option<LatencyHistogram>,
     /// `--stamp-thread`: one-way latency split at the HCA's read of the
-    /// send buffer: (post to read, read to arrival), ns.
+    /// send buffer: (post to read, read to arrival).
     pub t_send_split: Option<(LatencyHistogram, LatencyHistogram)>,
-    /// `--hw-timestamps`: the prober's HCA stamps of the measured part.
+    /// `--hw-timestamps`: the prober's HCA stamps of the measured part,
+    /// and the R-Pingmesh split once computed.
     pub hw: Option<ProberLog>,
-    /// `--hw-timestamps`: the R-Pingmesh split, once computed (loopback:
-    /// by the runner; client: after the responder's report).
     pub hw_split: Option<HwSplit>,
-    /// Warm-up messages sent (excluded from the distributions).
     pub warmup_count: u64,
-    /// Largest latency seen during warm-up, ns (the thesis's maxima were warm-up).
+    /// Largest latency during warm-up (the thesis's maxima were warm-up).
     pub warmup_max_ns: u64,
     /// Messages posted in the measured part.
     pub sent: u64,
-    /// Messages that never arrived (UC/UD/UDP), counted at the end of the run.
     pub lost: u64,
-    /// Paced steps (`--rate`) planned in the measured part.
+    /// Paced steps (`--rate`) planned in the measured part, and missed
+    /// (the previous message still in flight).
     pub steps: u64,
-    /// Paced steps missed because the previous message was still in flight.
     pub missed_steps: u64,
-    /// Wall time of the measured part, ns.
+    /// Wall time of the measured part.
     pub elapsed_ns: u64,
-    /// True when Ctrl-C ended the run early (the statistics cover what ran).
+    /// Ctrl-C ended the run early (the statistics cover what ran).
     pub interrupted: bool,
-    /// Placement facts and warnings (pinned CPU, mlockall), for the report.
+    /// Placement facts and warnings, for the report.
     pub notes: Vec<String>,
-    /// The measuring thread's counters over the measured part (None: off).
+    /// The measuring thread's counters over the measured part.
     pub counters: Option<CounterReport>,
 }
 
-/// What a stream run measured, before any formatting.
+/// What a stream run measured, before any formatting; times in ns.
 #[derive(Clone, Debug, Default)]
 pub struct StreamOutcome {
-    /// Per message: delivery at the receiver minus hand-over at the sender, ns.
+    /// Per message: delivery at the receiver minus hand-over at the sender.
     pub latency: LatencyHistogram,
     pub send_histos: SendHistos,
     pub send: SendTally,
-    /// The receiver's counters (in client/server: what the server reported).
+    /// The receiver's counters (across hosts: what the server reported).
     pub recv: RecvTally,
-    /// First measured hand-over to last measured delivery, and the time
-    /// the sender spent in credit stalls and waiting for acks, ns.
+    /// First measured hand-over to last measured delivery, and the
+    /// sender's credit stalls and ack waits.
     pub elapsed_ns: u64,
     pub credit_stall_ns: u64,
     pub ack_wait_ns: u64,
     pub notes: Vec<String>,
-    /// CPU of the receiving loop, when pinned.
     pub rx_cpu: Option<usize>,
-    /// The sending thread's counters over its run (warm-up included: the
-    /// sender's loop runs both), None with `--no-counters`.
+    /// The sending thread's counters over its run (warm-up included).
     pub counters: Option<CounterReport>,
-    /// `--stamp-thread`: the latency split at the HCA's read, and how the
-    /// stamping thread ran.
     pub stamp: Option<StampRun>,
 }
 
@@ -81,19 +71,17 @@ pub struct StreamOutcome {
 #[derive(Clone, Debug, Default)]
 pub struct StampRun {
     pub split: StampSplit,
-    /// Mean time of one pass (a clock read and a store into every send
-    /// buffer's stamp word), ns.
+    /// Mean time of one pass, ns.
     pub pass_ns: f64,
     /// Stamp words per pass (the send buffers).
     pub words: usize,
-    /// The stamping thread's CPU (None: unpinned, no CPU was free).
+    /// None: unpinned, no CPU was free.
     pub cpu: Option<usize>,
 }
 
 impl StreamOutcome {
-    /// The times of a finished run: elapsed from the first measured
-    /// hand-over to `last` (a delivery, or the sender's end), and the
-    /// sender's stalls, in ns.
+    /// The times of a finished run, from the first measured hand-over to
+    /// `last` (a delivery, or the sender's end).
     pub fn finish(&mut self, clock: &Clock, last: u64) {
         self.elapsed_ns = clock.ticks_to_ns(last.wrapping_sub(self.send.first_handover));
         self.credit_stall_ns = clock.ticks_to_ns(self.send.credit_stall_ticks);
@@ -104,7 +92,7 @@ impl StreamOutcome {
         self.send.msgs.saturating_sub(self.recv.msgs)
     }
 
-    /// Delivered messages per second.
+    /// Delivered.
     pub fn msgs_per_sec(&self) -> f64 {
         if self.elapsed_ns == 0 {
             return 0.0;
@@ -117,8 +105,7 @@ impl StreamOutcome {
         ratio(self.send.data_posts, self.send.msgs)
     }
 
-    /// Every operation per message: data posts, credit and ack messages,
-    /// credit counter writes.
+    /// Every operation per message (data, credits, acks, counter writes).
     pub fn ops_per_msg_total(&self) -> f64 {
         ratio(
             self.send.data_posts
@@ -138,11 +125,10 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// A stream run that failed: the error and what was measured before it.
+/// A stream run that failed, with what was measured before it.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
 pub struct StreamError {
     pub error: TransportError,
-    /// The statistics up to the failure.
     pub outcome: Box<StreamOutcome>,
 }

@@ -1,18 +1,11 @@
-//! What the stream loops themselves cost, per slot, on this host: the
-//! sender's and the receiver's loop of `probe/workload/stream.rs` run
-//! against an end that costs (almost) nothing.
-//!
-//! Why it exists: LogGP prices the transport's operations; a stream also
-//! stamps, copies and records each message and keeps its window, batch
-//! and credit state. On a transport whose operations cost tens of ns
-//! (shm) that work is most of a message's cost, and a prediction without
-//! it is off by 2-3x (`ibprobe loggp --predict`). The loops run
-//! here unchanged; only their end is replaced:
-//! - the sender's end takes every slot at once and credits (and acks)
-//!   them as the receiver would: every credit batch (every slot with a
-//!   pipeline), and everything after the FIN;
-//! - the receiver's end hands out ready-made data slots of K records, then
-//!   a FIN, and swallows the control slots.
+//! What the stream loops themselves cost per slot on this host, run
+//! unchanged against ends that cost (almost) nothing. LogGP prices the
+//! transport's operations; on shm the loops' own work (stamping, copying,
+//! recording, window and batch state) is most of a message's cost, and a
+//! prediction without it is off by 2-3x (`ibprobe loggp --predict`).
+//! The sender's end takes every slot at once and credits (and acks) them
+//! as a receiver would; the receiver's hands out ready-made data slots of
+//! K records, then a FIN, and swallows the control slots.
 
 use std::sync::atomic::AtomicBool;
 
@@ -36,6 +29,7 @@ fn info() -> TransportInfo {
 
 /// The sender's free end: every slot consumed at once, credited every
 /// `every` slots.
+#[derive(Default)]
 struct Sink {
     slot_size: usize,
     sent: u64,
@@ -71,6 +65,7 @@ impl SlotEnd for Sink {
 
 /// The receiver's free end: `slots` data slots of the same records, then
 /// a FIN, never more than `window` ahead of the credits it was sent.
+#[derive(Default)]
 struct Source {
     template: Vec<u8>,
     slots: u64,
@@ -135,16 +130,13 @@ impl SlotEnd for Source {
     }
 }
 
-/// Slots of the short and the long timing: the loops' cost per slot is
-/// their difference over the difference of slots (the start and the end
-/// of a run, the FIN's drain, cost the same in both).
+/// Slots of the short and the long timing: the cost per slot is their
+/// difference over the difference of slots (start and end cancel out).
 const SLOTS: [u64; 2] = [2_000, 12_000];
 
-/// The loops' own time per slot (ns): (sender, receiver), for `spec`'s
-/// batch and window and messages of `size` bytes (no fragments: a batch
-/// fits its slot). Medians of 5 timings. `track`: the sender records
-/// each message's hand-over to credit-back time, as it does against a
-/// server (`executor::stream_client`).
+/// The loops' own time per slot (ns): (sender, receiver), for messages of
+/// `size` bytes (no fragments), medians of 5 timings. `track`: as
+/// [`Stream::track`](super::workload::stream::Stream::track).
 pub fn loop_cost_ns(
     spec: &StreamSpec,
     size: usize,
@@ -167,12 +159,10 @@ pub fn loop_cost_ns(
         let sp = StreamPlan::new(spec, cfg.size, 0, &Plan::measured(&cfg, clock), clock);
         let mut sink = Sink {
             slot_size: spec.slot_size.max(len).max(CTRL_LEN),
-            sent: 0,
-            credited: 0,
             every: spec
                 .pipeline
                 .map_or(u64::from(spec.credit_batch.max(1)), |_| 1),
-            fin: false,
+            ..Sink::default()
         };
         let t0 = clock.now();
         let plans = [Plan::warmup(&cfg, clock), Plan::measured(&cfg, clock)];
@@ -181,13 +171,11 @@ pub fn loop_cost_ns(
         let mut src = Source {
             template: vec![0; len.max(CTRL_LEN)],
             slots,
-            made: 0,
-            consumed: 0,
             window: u64::from(spec.window.max(1)),
             pipeline: spec.pipeline.map(|d| u64::from(d.max(1))),
-            acked: 0,
             batch,
             rec,
+            ..Source::default()
         };
         let mut h = LatencyHistogram::new();
         let t0 = clock.now();

@@ -1,8 +1,6 @@
-//! The executor: runs every workload of `probe/workload/` the same way.
-//! Placement of the measuring thread and its peer, the warm-up, the peer
-//! thread (spawned pinned, waited for, joined, a panic an error), the
-//! counters' span, the timeouts and the Ctrl-C flag live here once; the
-//! workloads are the loops between two timestamps.
+//! The executor: runs every workload of `probe/workload/` the same way
+//! (placement, warm-up, the peer thread, the counters' span, timeouts,
+//! Ctrl-C); the workloads are the loops between two timestamps.
 //!
 //! - [`place`](mod@place): pinning, mlockall, pre-faulting, the CPUs of a
 //!   loopback pair, the counters' span; [`stamp`]: the stamping thread;

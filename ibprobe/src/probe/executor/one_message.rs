@@ -1,11 +1,8 @@
-//! Running a one-message [`Workload`] (stop-and-wait): placement, the
-//! warm-up and the measured part, the counters and the HCA clock pairs
-//! around it, and the [`Outcome`]; its peer, the echo, in this process
+//! Running a one-message [`Workload`] (stop-and-wait): everything around
+//! the loop that happens once per run (placement, allocating the
+//! histograms, warm-up, counters, HCA clock pairs), so the loop stays
+//! small and free of syscalls; and its echo, in this process
 //! ([`EchoThread`]) or as the server's loop ([`serve`]).
-//!
-//! Why it exists: everything around the loop that must happen once per run
-//! (pinning, mlockall, pre-faulting, allocating the histograms, Ctrl-C)
-//! lives here, so the loop itself stays small and free of syscalls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,23 +20,19 @@ use crate::probe::workload::echo::{echo, EchoEnd};
 use crate::probe::workload::record::{Histos, IntervalCounters, Recorder, Sink, Tally};
 use crate::probe::workload::seam::{Ctx, Workload};
 use crate::probe::workload::stop_wait::StopWait;
+use crate::stats::LatencyHistogram;
 use crate::transport::{Channel, TransportError};
 
-/// A run that failed part-way: the transport's error and what was measured
-/// before it (so a caller can still print it).
+/// A run that failed part-way, with what was measured before it.
 #[derive(Debug, thiserror::Error)]
 #[error("{error} (after {} samples)", .outcome.one_way.as_ref().or(.outcome.rtt.as_ref()).map_or(0, |h| h.len()))]
 pub struct RunError {
-    /// What went wrong.
     pub error: TransportError,
-    /// The statistics up to the failure.
     pub outcome: Box<Outcome>,
 }
 
-/// Runs the probe described by `cfg` over `ch`: placement, warm-up, the
-/// measured part. `stop` (e.g. `sys::host::stop_signal_flag`) ends the run early
-/// with `Outcome::interrupted` set. `sink` receives interval histograms
-/// every `cfg.interval`.
+/// Runs the probe described by `cfg` over `ch`. `stop` ends the run early
+/// (`Outcome::interrupted`); `sink` receives interval histograms.
 pub fn run(
     cfg: &ProbeConfig,
     ch: &mut dyn Channel,
@@ -80,11 +73,8 @@ pub fn run(
         let mut rec = Recorder::new(clock, wplan.interval_ticks, &mut scratch, &mut warm, None);
         let w = work.run(ch, &cx, &mut rec).map_err(|e| fail(e, &mut out))?;
         out.warmup_count = w.sent;
-        out.warmup_max_ns = warm
-            .primary
-            .summary()
-            .max_ns
-            .max(warm.send_done.summary().max_ns);
+        let max = |h: &LatencyHistogram| h.summary().max_ns;
+        out.warmup_max_ns = max(&warm.primary).max(max(&warm.send_done));
 
         if let (Some(s), false) = (sink.as_mut(), w.interrupted) {
             s.measuring();
@@ -138,7 +128,7 @@ pub fn run(
                 });
             }
             let r = work.run(ch, &cx, &mut rec);
-            hw_overflow = rec.hw_overflow();
+            hw_overflow = rec.hw_overflow;
             r
         };
         out.counters = span.map(|sp| {
@@ -155,11 +145,11 @@ pub fn run(
             stamps: hw_log,
             overflow: hw_overflow,
         });
-        if cfg.mode == Mode::OneWay {
-            out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
-        }
         match cfg.mode {
-            Mode::OneWay => out.one_way = Some(total.primary),
+            Mode::OneWay => {
+                out.hw_split = out.hw.as_ref().map(ProberLog::split_one_way);
+                out.one_way = Some(total.primary);
+            }
             Mode::RoundTrip => out.rtt = Some(total.primary),
         }
         out.send_done = ch.has_send_completions().then_some(total.send_done);
@@ -200,16 +190,14 @@ pub fn hw_pair(ch: &dyn Channel, clock: &Clock, pairs: &mut Vec<(u64, u64)>) {
 /// `--interval` of its own.
 pub const ATTRIBUTION_INTERVAL: Duration = Duration::from_millis(100);
 
-/// An echo thread in this process (the peer of an in-process round trip):
-/// echoes every arrival until dropped.
+/// An echo thread in this process (the peer of an in-process round
+/// trip), until dropped.
 pub struct EchoThread {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Result<u64, TransportError>>>,
 }
 
 impl EchoThread {
-    /// Starts echoing on `ch` in a new thread, pinned to `cpu` if given,
-    /// receiving as `receiver` says.
     pub fn spawn<C: Channel + Send + 'static>(
         mut ch: C,
         clock: Clock,
@@ -236,7 +224,7 @@ impl EchoThread {
         }
     }
 
-    /// Stops the thread; returns how many messages it echoed.
+    /// Stops the thread; the messages it echoed.
     pub fn finish(mut self) -> Result<u64, TransportError> {
         self.stop.store(true, Ordering::Relaxed);
         match self.handle.take().map(|h| h.join()) {
@@ -261,9 +249,8 @@ impl Drop for EchoThread {
 pub const SERVER_IDLE_CHECK: Duration = Duration::from_millis(50);
 
 /// Runs the server's echo loop until `still_on` says the session ended
-/// (checked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set.
-/// The echo receives as `receiver` says (the client's choice); with
-/// `log` it keeps the HCA timestamps of each echo (`--hw-timestamps`).
+/// (asked after `SERVER_IDLE_CHECK` without arrivals) or `stop` is set;
+/// with `log` it keeps each echo's HCA timestamps.
 pub fn serve(
     ch: &mut dyn Channel,
     clock: &Clock,

@@ -1,14 +1,7 @@
-//! Running a [`Paired`] workload: the stream (`ibprobe stream`, the
-//! sweep's stream points) and loggp's PRTT, in loopback (both sides in
-//! this process, [`run_pair`]), as a client (the measuring side alone) or
-//! as the server's peer (the answering side alone: `served.rs`).
-//!
-//! Why it exists: a paired workload needs its two sides running at the
-//! same time. In loopback the measuring side runs on the calling thread
-//! (pinned to `--cpu`), its peer on a thread pinned to another CPU, one
-//! clock for both, so a stream's per-message latency is exact. Across
-//! hosts the client runs [`stream_client`] (latency: hand-over to credit
-//! back, on its own clock).
+//! Running a [`Paired`] workload (the stream, loggp's PRTT) in loopback,
+//! both sides at once in this process on one clock ([`run_pair`]: a
+//! stream's per-message latency is exact), or as a client
+//! ([`stream_client`]: hand-over to credit back, on its own clock).
 
 use std::sync::atomic::AtomicBool;
 
@@ -40,9 +33,7 @@ const LOGGP_PEER: PeerThread = PeerThread {
 };
 
 /// Runs a loopback stream: `tx` sends on this thread, `rx` receives on a
-/// thread pinned to `rx_cpu`. `cfg` gives the size, length, warm-up,
-/// pacing, consume delay and timeout; `spec` the stream's knobs (checked
-/// by the caller).
+/// thread pinned to `rx_cpu`; `spec` checked by the caller.
 pub fn stream_loopback(
     cfg: &ProbeConfig,
     spec: &StreamSpec,
@@ -121,12 +112,9 @@ pub fn stream_loopback(
     Ok(out)
 }
 
-/// The client side of a stream across hosts: sends on `tx` (this
-/// thread, placed as `cfg` says); the per-message latency is hand-over to
-/// the slot's credit coming back, on this host's clock (the receiver's
-/// clock is another machine's). `recv_tally` fetches the receiver's
-/// counters once the stream is drained (the server sends them over the
-/// out-of-band connection).
+/// The client side of a stream across hosts: sends on `tx`; the latency
+/// is hand-over to credit back, on this host's clock. `recv_tally`
+/// fetches the receiver's counters once the stream is drained.
 pub fn stream_client(
     cfg: &ProbeConfig,
     spec: &StreamSpec,
@@ -150,9 +138,8 @@ pub fn stream_client(
     Ok(out)
 }
 
-/// Runs loggp's `plan` in one process: the client measures on `client`
-/// (this thread, pinned to `cpu`), the responder answers on `peer` from a
-/// thread pinned to `peer_cpu`.
+/// Runs loggp's `plan` in one process: the client on this thread, the
+/// responder on another (`cpus`: theirs).
 #[allow(clippy::too_many_arguments)]
 pub fn loggp_loopback(
     client: &mut dyn SlotEnd,

@@ -12,8 +12,7 @@ use crate::probe::workload::seam::{Paired, Signals};
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
 
-/// The peer thread's names: the thread's own (`ps`, `top -H`), and the
-/// errors of a failed pin and of its panic.
+/// The peer thread's name, and the errors of a failed pin and a panic.
 #[derive(Clone, Copy, Debug)]
 pub struct PeerThread {
     pub name: &'static str,
@@ -22,8 +21,7 @@ pub struct PeerThread {
 }
 
 /// The flags the measuring side raises for its peer, on cache lines of
-/// their own (the peer reads them on every poll; on the measuring side's
-/// stack they would share a line with what it writes).
+/// their own (the peer reads them on every poll).
 #[derive(Default)]
 #[repr(align(128))]
 struct Flags {
@@ -34,7 +32,7 @@ struct Flags {
 }
 
 /// What both sides of a [`run_pair`] returned, and the measuring
-/// thread's counters over its side, when asked.
+/// thread's counters.
 pub struct PairRun<M, A> {
     pub measured: Result<M, TransportError>,
     pub answered: Result<A, TransportError>,
@@ -100,11 +98,9 @@ pub fn run_pair<W: Paired>(
     })
 }
 
-/// Waits (sleeping, so this thread's CPU is free) until the peer thread
-/// says it is placed, or has ended, or 5 s passed. A thread starts on its
-/// parent's CPUs: under SCHED_FIFO (`chrt -f`) a measuring thread that
-/// began spinning on its pinned CPU would never let the new peer run
-/// there to move itself to its own CPU.
+/// Waits (sleeping) until the peer thread is placed, has ended, or 5 s
+/// passed: a thread starts on its parent's CPUs, and under SCHED_FIFO a
+/// spinning measuring thread would never let it run there to move away.
 fn wait_for_peer(ready: &AtomicBool, ended: impl Fn() -> bool) {
     let t0 = Instant::now();
     while !ready.load(Ordering::Acquire) && !ended() && t0.elapsed() < Duration::from_secs(5) {

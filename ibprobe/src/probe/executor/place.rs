@@ -1,15 +1,12 @@
-//! Placement and counting of the measuring thread and its peer: which CPU
-//! each runs on, memory locked and pre-faulted, the counters' span.
-//!
-//! Why it exists: every workload runs placed the same way; the choices
-//! (and the notes and errors they give) are made here once.
+//! Placement of the measuring thread and its peer (CPUs, memory locked
+//! and pre-faulted) and the counters' span, the same for every workload.
 
 use crate::counters::{self, Span};
 use crate::probe::config::ProbeConfig;
 use crate::sys::host;
 use crate::transport::TransportError;
 
-/// Pins this thread to `cpu`; `what` names it in the error.
+/// `what` names the pin in the error.
 pub fn pin(cpu: usize, what: &'static str) -> Result<(), TransportError> {
     host::pin_to_cpu(cpu).map_err(|source| TransportError::Io { what, source })
 }
@@ -35,10 +32,8 @@ pub fn place(cfg: &ProbeConfig) -> Result<Vec<String>, TransportError> {
     Ok(notes)
 }
 
-/// Where the two threads of a loopback run go: `(measuring, peer)`, among
-/// this process's allowed CPUs (see [`placement_among`]); `verbs`: the
-/// device's interrupt CPUs (where known) when the transport is verbs,
-/// `None` otherwise.
+/// Where the two threads of a loopback run go, among this process's
+/// allowed CPUs ([`placement_among`]).
 pub fn placement(
     sender: Option<usize>,
     receiver: Option<usize>,
@@ -47,17 +42,15 @@ pub fn placement(
     placement_among(&host::allowed_cpus(), verbs, sender, receiver)
 }
 
-/// Where the two threads go among `allowed` (pure). Asked CPUs win; with
-/// one allowed CPU the measuring thread stays unpinned (`None`).
-///
-/// Otherwise the two take the last two allowed CPUs (away from CPU 0's
-/// housekeeping). Over verbs (`verbs` is `Some`: the device's interrupt
-/// CPUs, passed over while two others are allowed) the sending thread
-/// takes the last and the busy-polling receiver the one before: in the
-/// Soft-RoCE guest a stream ran fastest so (the other way round, half
-/// its rounds ran at about half the rate). Other transports keep the
-/// measuring thread on the last but one and its peer on the last (the
-/// shm stream's LogGP predictions held so on the development VM).
+/// Where the two threads go among `allowed`: `(measuring, peer)`. Asked
+/// CPUs win; with one allowed CPU the measuring thread stays unpinned.
+/// Otherwise they take the last two (away from CPU 0's housekeeping).
+/// Over verbs (`verbs`: the device's interrupt CPUs, passed over while
+/// two others remain) the sender takes the last and the busy-polling
+/// receiver the one before (fastest in the Soft-RoCE guest; the other
+/// way round, half the rounds ran at half the rate); other transports
+/// keep the measuring thread on the last but one (where the shm
+/// stream's LogGP predictions held).
 pub fn placement_among(
     allowed: &[usize],
     verbs: Option<&[usize]>,
@@ -92,8 +85,7 @@ pub fn placement_among(
     (sender, receiver)
 }
 
-/// The measuring thread's counters (`counters/`), opened on this thread
-/// when `cfg.counters`.
+/// The measuring thread's counters, opened on this thread.
 pub fn span(cfg: &ProbeConfig) -> Option<Span> {
     cfg.counters
         .then(|| Span::start(&counters::measuring_cpus(cfg.cpu), cfg.perf_counters))
@@ -112,7 +104,6 @@ mod tests {
     type Cpus = (Option<usize>, Option<usize>);
     const VERBS: Option<&[usize]> = Some(&[]);
 
-    /// Each case's placement is the expected one.
     fn check(cases: &[(Case, Cpus)]) {
         for &((allowed, verbs, s, r), want) in cases {
             assert_eq!(

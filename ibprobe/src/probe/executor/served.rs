@@ -1,15 +1,8 @@
 //! A paired workload's answering side as a server runs it for a client
-//! on another host: `ibprobe server` receiving a stream, answering loggp's
-//! bursts.
-//!
-//! Why it exists: the server knows a workload by the word its client's
-//! stream Hello names (`spec::StreamWorkload`), and nothing else of it.
-//! [`serve_paired`] is written by `ibprobe/build.rs`: one arm per
-//! `impl Served for TYPE` in the workload folder, sending its `const
-//! WORD` to [`serve_one`] with that type (a word no file serves fails the
-//! build there). This file only places the thread and sends the reply.
-
-use std::fmt;
+//! on another host. The server knows a workload only by the word its
+//! client's Hello names (`spec::StreamWorkload`): [`serve_paired`] is
+//! written by `ibprobe/build.rs`, one arm per `impl Served for TYPE` in
+//! the workload folder, sending its `WORD` to [`serve_one`].
 
 use super::place::pin;
 use crate::probe::workload::seam::{Answer, Asked, ReplyTo, Served};
@@ -28,23 +21,16 @@ pub struct Answered {
 
 /// Why a served workload failed: pinning or its loop, or the reply to
 /// its client.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ServeError<E> {
+    #[error("{0}: {1}")]
     Loop(StreamWorkload, TransportError),
+    #[error("{0}")]
     Reply(E),
 }
 
-impl<E: fmt::Display> fmt::Display for ServeError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ServeError::Loop(word, e) => write!(f, "{word}: {e}"),
-            ServeError::Reply(e) => e.fmt(f),
-        }
-    }
-}
-
-/// Runs `W`'s answering side on `end`, on this thread pinned to `cpu`
-/// (the server's `--cpu`), then sends its reply to `client`.
+/// Runs `W`'s answering side on `end`, on this thread pinned to `cpu`,
+/// then sends its reply to `client`.
 pub fn serve_one<W: Served, R: ReplyTo>(
     end: &mut dyn SlotEnd,
     asked: &Asked<'_>,

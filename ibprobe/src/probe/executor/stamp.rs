@@ -1,12 +1,8 @@
 //! The thesis's stamping thread (`--stamp-thread`): beside the measuring
-//! loop, a thread keeps writing the clock into the send buffer (a
-//! one-message run's one buffer, every buffer of a stream's send ring),
-//! so what the HCA reads with the payload is the time it read it. The
-//! receiver then splits one-way latency at that read.
-//!
-//! Why it exists: the one-message executor and the stream run it the
-//! same way: on a CPU of its own when there is one, stopped on every way
-//! out, and timed (how fast it goes round bounds a stamp's staleness).
+//! loop it keeps writing the clock into the send buffers, so the HCA
+//! reads the time of its read with the payload, and the receiver splits
+//! one-way latency there. It runs on a CPU of its own when there is one,
+//! stops on every way out, and is timed (its pace bounds a stamp's age).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};
@@ -15,10 +11,9 @@ use super::place::pin;
 use crate::clock::Clock;
 use crate::sys::host;
 
-/// Where the stamping thread runs: the first CPU this process may use
-/// that none of `taken` is on, else any of them (the scheduler's choice,
-/// beside the loops). Ask before the calling thread is pinned: a thread
-/// inherits its creator's affinity, and the allowed CPUs are read from it.
+/// Where the stamping thread runs: the first allowed CPU none of `taken`
+/// is on, else any. Ask before the calling thread is pinned (the allowed
+/// CPUs are read from it).
 pub fn stamp_cpus(taken: &[Option<usize>]) -> StampCpus {
     let allowed = host::allowed_cpus();
     match free_cpu_in(&allowed, taken) {
@@ -27,13 +22,11 @@ pub fn stamp_cpus(taken: &[Option<usize>]) -> StampCpus {
     }
 }
 
-/// The first of `allowed` that none of `taken` is on.
 pub fn free_cpu_in(allowed: &[usize], taken: &[Option<usize>]) -> Option<usize> {
     allowed.iter().copied().find(|c| !taken.contains(&Some(*c)))
 }
 
-/// The stamping thread's CPUs (see [`stamp_cpus`]): one of its own, or
-/// (none was free) any of the process's, shared with a loop.
+/// The stamping thread's CPUs: one of its own, or (none was free) any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StampCpus {
     On(usize),
@@ -48,8 +41,8 @@ impl StampCpus {
         }
     }
 
-    /// Places the calling thread (a failure leaves it where it is: the
-    /// stamps are then staler, which the split's count shows).
+    /// Places the calling thread (a failure leaves it where it is: staler
+    /// stamps, which the split's count shows).
     fn place(&self) {
         match self {
             StampCpus::On(c) => {
@@ -63,16 +56,15 @@ impl StampCpus {
     }
 }
 
-/// The stamping thread, running until [`Stamper::finish`] or its drop
-/// (every way out of a run); the scope joins it.
+/// The stamping thread, running until [`Stamper::finish`] or its drop;
+/// the scope joins it.
 pub struct Stamper<'scope, 'a> {
     on: &'a AtomicBool,
     handle: Option<ScopedJoinHandle<'scope, Passes>>,
 }
 
-/// How the stamping thread went round: its passes (one clock read and a
-/// store into every stamp word each) and the ticks from the first to the
-/// last.
+/// The stamping thread's passes (a clock read and a store into every
+/// stamp word each) and the ticks from the first to the last.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Passes {
     pub passes: u64,
@@ -80,8 +72,7 @@ pub struct Passes {
 }
 
 impl<'scope, 'a: 'scope> Stamper<'scope, 'a> {
-    /// Starts the thread in `s` on `cpus`: until `on` is cleared it reads
-    /// `clock` and hands the value to `store`.
+    /// Until `on` is cleared the thread hands `clock`'s reading to `store`.
     pub fn start<'env>(
         s: &'scope Scope<'scope, 'env>,
         store: impl Fn(u64) + Send + 'scope,
@@ -115,7 +106,6 @@ impl<'scope, 'a: 'scope> Stamper<'scope, 'a> {
         }
     }
 
-    /// Stops the thread and says how it went round.
     pub fn finish(mut self) -> Passes {
         self.on.store(false, Ordering::Relaxed);
         self.handle

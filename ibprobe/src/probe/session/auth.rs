@@ -1,20 +1,11 @@
-//! The mesh secret: a key both ends of a session read from a file, and
-//! the challenge-response that proves each end holds it.
-//!
-//! Why it exists: ibexporter's responder answers anyone who can reach its
-//! port. With a secret, only mesh members are served: the client sends a
-//! nonce in its Hello, the server answers with its own nonce and
-//! HMAC-SHA256(key, "server" | client nonce | server nonce), the client
-//! checks it and answers HMAC-SHA256(key, "client" | client nonce | server
-//! nonce), which the server checks in constant time before it opens
-//! anything. Both ends prove the key, the labels keep one side's proof from
-//! being replayed as the other's, and fresh nonces keep an old exchange
-//! from being replayed at all. The key never travels. (`probe/session/oob/`
-//! carries the frames; this file holds the key and the arithmetic.)
-//!
-//! The HMAC and the random nonces come from `ring` (already in the
-//! workspace through rustls; `ring::hmac::verify` compares in constant
-//! time).
+//! The mesh secret: a key both ends read from a file, and the
+//! challenge-response that proves each end holds it (so a responder
+//! serves only mesh members). The client sends a nonce, the server its
+//! own and HMAC-SHA256(key, "server" | client nonce | server nonce), the
+//! client checks it and answers the same with "client", which the server
+//! checks in constant time (`ring`) before it opens anything. The labels
+//! keep one side's proof from being replayed as the other's, fresh nonces
+//! an old exchange; the key never travels.
 
 use std::path::Path;
 
@@ -22,15 +13,12 @@ use base64::Engine as _;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
-/// Bytes of each nonce.
 pub const NONCE_LEN: usize = 16;
 /// The shortest key accepted, in bytes (after the trailing newline is cut).
 pub const MIN_KEY_LEN: usize = 16;
-/// The largest secret file read.
 pub const MAX_KEY_FILE: u64 = 64 * 1024;
 
-/// Which end a proof comes from: the one that sent the Hello, or the
-/// one that answered it.
+/// Which end a proof comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Client,

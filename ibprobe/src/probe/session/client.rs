@@ -17,8 +17,6 @@ use crate::probe::session::oob::{Done, Oob};
 use crate::spec::ChannelSpec;
 use crate::transport::Channel;
 
-/// The client end as a daemon uses it: one connection to a responder,
-/// any number of rounds.
 pub struct ClientSession {
     oob: Oob,
     ch: Box<dyn Channel>,
@@ -26,9 +24,8 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
-    /// Connects to `addr` (giving up after `timeout`), proves the mesh
-    /// `secret` if one is given, agrees on the channel `spec` describes
-    /// and opens it.
+    /// Connects to `addr`, proves the mesh `secret` if given, and opens
+    /// the channel `spec` describes.
     pub fn connect(
         addr: SocketAddr,
         spec: &ChannelSpec,
@@ -62,9 +59,8 @@ impl ClientSession {
         r
     }
 
-    /// Tells the responder the session is over and, when `last` (the
-    /// last round's outcome) carries hardware timestamps, takes the
-    /// responder's and splits it (see [`hw_finish`](super::hw_finish)).
+    /// [`ClientSession::finish`], and when `last` (the last round's
+    /// outcome) has hardware timestamps, [`hw_finish`](super::hw_finish).
     pub fn finish_split(mut self, last: &mut Outcome) -> Result<(), SessionError> {
         if last.hw.is_none() {
             self.finish();

@@ -1,7 +1,5 @@
-//! A session's one error type and the helpers every side uses to make
-//! one: [`SessionError`] (a short reason for metrics and a line for
-//! people), the mapping of an out-of-band error, and [`refuse`] (tell
-//! the client why, and return the server's error for the same).
+//! A session's one error type, [`SessionError`], and the helpers that
+//! make one.
 
 use crate::probe::open::OpenError;
 use crate::probe::session::oob::{Oob, OobError, Reply};
@@ -15,7 +13,6 @@ pub struct SessionError {
     /// `protocol`, `peer_lost`, `auth` (the mesh secret is missing or
     /// differs).
     pub reason: &'static str,
-    /// What happened, with which peer, and what to do.
     pub detail: String,
 }
 

@@ -1,10 +1,7 @@
-//! The handshake itself: one client opener ([`open_client`]) and one
-//! server opener ([`open_server`]), whatever the session runs on its
-//! channel. How each end is made is the transport's
-//! (`transport::opener`, its `Opens`; verbs here beside it, through
-//! `crate::verbs`); what differs between a one-message channel and a
-//! stream of slots (what each end carries, what the Hello adds) is a
-//! [`Shape`]: [`OneMessage`] or [`StreamHello`].
+//! The handshake: one client opener ([`open_client`]) and one server
+//! opener ([`open_server`]). Each end is made by its transport
+//! (`transport::opener`; verbs here, through `crate::verbs`); what
+//! differs between a one-message channel and a stream is a [`Shape`].
 
 use std::net::IpAddr;
 
@@ -23,46 +20,44 @@ use crate::transport::{self, Channel};
 use crate::verbs::{self, VerbsConfig, VerbsError};
 
 /// What a session runs on its channel, as far as the handshake cares:
-/// what its ends carry and what its Hello adds. The server learns the
-/// shape from the Hello (`params.stream`).
+/// what its ends carry and what its Hello adds (the server learns the
+/// shape from `params.stream`).
 pub trait Shape {
-    /// This end of the channel, as its user drives it.
     type End;
-    /// A verbs end prepared (QP, registered buffers), waiting for its peer.
+    /// A verbs end prepared, waiting for its peer.
     type Verbs: PreparedEnd<End = Self::End>;
 
-    /// The shape's own check of the channel `spec` (after [`ChannelSpec::check`]).
-    fn check(&self, spec: &ChannelSpec) -> Result<(), SpecError>;
+    /// The shape's own check (after [`ChannelSpec::check`]).
+    fn check(&self, _spec: &ChannelSpec) -> Result<(), SpecError> {
+        Ok(())
+    }
     /// Whether the session exchanges hardware completion timestamps.
-    fn stamps(&self, spec: &ChannelSpec) -> bool;
-    /// What the client's Hello params carry beside the channel's op,
-    /// poll, model and `hw_timestamps` (which [`open_client`] puts over them).
+    fn stamps(&self, _spec: &ChannelSpec) -> bool {
+        false
+    }
+    /// The Hello's params beneath the channel's op, poll, model and
+    /// `hw_timestamps`.
     fn ask(&self, spec: &ChannelSpec) -> Map<String, Value>;
     fn carry(&self) -> Carry<'_>;
     fn end(end: End) -> Self::End;
-    /// This end's verbs resources and the endpoint to hand to the peer.
     fn verbs(&self, cfg: &VerbsConfig) -> Result<(Self::Verbs, verbs::Endpoint), VerbsError>;
-    /// What the server's Welcome says beside its endpoint (the versions
-    /// the client checks with [`Shape::check_welcome`]).
+    /// What the server's Welcome adds for [`Shape::check_welcome`].
     fn welcome(&self, _endpoint: &mut Value) {}
-    /// The client's check of the server's Welcome (`theirs`, from `server`).
     fn check_welcome(&self, _theirs: &Value, _server: IpAddr) -> Result<(), SessionError> {
         Ok(())
     }
 }
 
-/// A verbs end of either shape, prepared and waiting for its peer.
 pub trait PreparedEnd {
     type End;
     fn connect(self, peer: &verbs::Endpoint) -> Result<Self::End, VerbsError>;
 }
 
-/// A channel of one message at a time (`ibprobe client`/`server`, the
-/// daemon's rounds and responder).
+/// A channel of one message at a time.
 #[derive(Clone, Debug, Default)]
 pub struct OneMessage {
     /// What the client adds to its Hello's params (e.g. its probe
-    /// configuration, for the server's log); the server side leaves it empty.
+    /// configuration, for the server's log).
     pub params: Value,
 }
 
@@ -70,9 +65,6 @@ impl Shape for OneMessage {
     type End = Box<dyn Channel>;
     type Verbs = verbs::Prepared;
 
-    fn check(&self, _: &ChannelSpec) -> Result<(), SpecError> {
-        Ok(())
-    }
     fn stamps(&self, spec: &ChannelSpec) -> bool {
         spec.verbs.hw_timestamps
     }
@@ -110,9 +102,6 @@ impl Shape for StreamHello {
 
     fn check(&self, spec: &ChannelSpec) -> Result<(), SpecError> {
         self.spec.check(spec)
-    }
-    fn stamps(&self, _: &ChannelSpec) -> bool {
-        false
     }
     fn ask(&self, _: &ChannelSpec) -> Map<String, Value> {
         Map::from_iter([
@@ -162,9 +151,8 @@ impl PreparedEnd for verbs::PreparedSlots {
     }
 }
 
-/// The client end of the handshake on `oob`: sends the Hello for `spec`
-/// and `shape` and returns its end of the channel connected to the
-/// server's.
+/// The client end of the handshake on `oob`: its end of the channel,
+/// connected to the server's.
 pub fn open_client<S: Shape>(
     oob: &mut Oob,
     spec: &ChannelSpec,
@@ -181,7 +169,16 @@ pub fn open_client<S: Shape>(
     };
     let params = hello_params(spec, shape);
     let server_ip = ask.peer;
-    let mut handshake = |endpoint| send_hello(oob, spec, &params, endpoint);
+    let mut handshake = |endpoint| {
+        let transport = spec.transport.name().into();
+        let hello = Hello {
+            transport,
+            size: spec.size,
+            params: params.clone(),
+            endpoint,
+        };
+        oob.handshake(&hello).map_err(oob_err)
+    };
     let Some(opens) = transport::opener(spec.transport) else {
         return verbs_client(spec, shape, ask.peer, handshake);
     };
@@ -194,8 +191,6 @@ pub fn open_client<S: Shape>(
     Ok(S::end(end))
 }
 
-/// The client's verbs end: prepared, its endpoint sent with the Hello,
-/// connected to the server's.
 fn verbs_client<S: Shape>(
     spec: &ChannelSpec,
     shape: &S,
@@ -213,24 +208,23 @@ fn verbs_client<S: Shape>(
             format!("server {server_ip} does not report hardware completion timestamps (version {REPORT_VERSION}); run the same ibprobe version on both ends, or run without --hw-timestamps"),
         ));
     }
-    let theirs = serde_json::from_value(theirs.clone()).map_err(|_| malformed("verbs", &theirs))?;
+    let malformed = |_| protocol(malformed_line("verbs", &theirs));
+    let theirs = serde_json::from_value(theirs.clone()).map_err(malformed)?;
     Ok(prepared.connect(&theirs).map_err(OpenError::from)?)
 }
 
-/// What the client says when its transport could not make its end; `ep`
-/// is the server's endpoint, once it came.
+/// The client's error when its transport could not make its end; `ep`:
+/// the server's endpoint, once it came.
 fn client_error(e: EndError, ep: &Value) -> SessionError {
     match e {
-        EndError::Malformed(what) => malformed(what, ep),
+        EndError::Malformed(what) => protocol(malformed_line(what, ep)),
         EndError::Refused(m) => OpenError::refused(m).into(),
         EndError::Setup(m) => err("setup", m),
         EndError::Failed(e) => OpenError::from(e).into(),
     }
 }
 
-/// The Hello's params: what `shape` asks for, with the channel's op and
-/// polling, its model and whether it asks for hardware timestamps put
-/// over them.
+/// The Hello's params: `shape`'s, with the channel's own put over them.
 fn hello_params<S: Shape>(spec: &ChannelSpec, shape: &S) -> Value {
     let mut params = shape.ask(spec);
     params.insert("op".into(), json!(spec.verbs.op));
@@ -244,35 +238,12 @@ fn hello_params<S: Shape>(spec: &ChannelSpec, shape: &S) -> Value {
     Value::Object(params)
 }
 
-/// The client's side of the handshake: Hello with `params` and this
-/// end's `endpoint`; the server's endpoint back.
-fn send_hello(
-    oob: &mut Oob,
-    spec: &ChannelSpec,
-    params: &Value,
-    endpoint: Value,
-) -> Result<Value, SessionError> {
-    oob.handshake(&Hello {
-        transport: spec.transport.name().into(),
-        size: spec.size,
-        params: params.clone(),
-        endpoint,
-    })
-    .map_err(oob_err)
-}
-
 fn malformed_line(what: &str, ep: &Value) -> String {
     format!("malformed {what} endpoint {ep}; run the same ibprobe version on both ends")
 }
 
-fn malformed(what: &str, ep: &Value) -> SessionError {
-    protocol(malformed_line(what, ep))
-}
-
-/// The server end of the handshake: opens this end of the channel
-/// `spec` and `shape` describe for the client's `hello`, and answers
-/// Welcome with its endpoint. Any failure before the Welcome is sent to
-/// the client as a refusal too.
+/// The server end of the handshake: opens its end for the client's
+/// `hello` and answers Welcome; a failure before is sent as a refusal.
 pub fn open_server<S: Shape>(
     oob: &mut Oob,
     hello: &Hello,
@@ -307,8 +278,7 @@ pub fn open_server<S: Shape>(
     Ok(end)
 }
 
-/// What the server says when its transport could not make its end: a
-/// refusal the client is told, or (once its end exists) a failure.
+/// The server's error when its transport could not make its end.
 fn server_error(oob: &mut Oob, hello: &Hello, e: EndError) -> SessionError {
     match e {
         EndError::Malformed(what) => refuse(oob, malformed_line(what, &hello.endpoint)),
@@ -317,8 +287,7 @@ fn server_error(oob: &mut Oob, hello: &Hello, e: EndError) -> SessionError {
     }
 }
 
-/// The server's verbs end for the client's endpoint, connected, with
-/// the endpoint its Welcome carries.
+/// The server's verbs end, connected, and its Welcome's endpoint.
 fn verbs_server<S: Shape>(
     oob: &mut Oob,
     hello: &Hello,

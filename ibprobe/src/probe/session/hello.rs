@@ -1,9 +1,7 @@
-//! What a client's Hello asks for, and the one check of it: the server
-//! reads the channel ([`requested`]), the receive-side settings
-//! ([`receiver`]) and the stream ([`stream_hello`]) out of the Hello and
-//! holds all of it to [`peer`]'s bounds and a [`MemoryCap`] ([`admit`])
-//! before anything is allocated, opened or waited on. Pure: no socket,
-//! no file.
+//! What a client's Hello asks for ([`requested`], [`receiver`],
+//! [`stream_hello`]), and the one check of it ([`admit`]: [`peer`]'s
+//! bounds and a [`MemoryCap`]) before anything is allocated, opened or
+//! waited on. Pure: no socket, no file.
 
 use std::time::Duration;
 
@@ -32,8 +30,7 @@ pub fn receiver(hello: &Hello) -> Result<Receiver, String> {
     }
 }
 
-/// What a client's Hello asks for: its transport, size, op and polling,
-/// with this server's verbs device (`dev`) and otherwise default knobs.
+/// The channel a Hello asks for, on this server's verbs device `dev`.
 pub fn requested(hello: &Hello, dev: Option<&str>) -> Result<ChannelSpec, String> {
     let transport: Transport = hello
         .transport
@@ -51,15 +48,13 @@ pub fn requested(hello: &Hello, dev: Option<&str>) -> Result<ChannelSpec, String
     spec.verbs.hw_timestamps = hello.params.get("hw_timestamps") == Some(&json!(true));
     Ok(spec)
 }
-/// The model parameters of a `--transport model` spec (between
-/// processes the model rides on a UDP carrier, `transport/model.rs`).
+/// The model parameters of a `--transport model` spec.
 pub(super) fn model_of(spec: &ChannelSpec) -> Option<ModelParams> {
     spec.model.filter(|_| spec.transport == Transport::Model)
 }
 
-/// `spec` with the client's `--model` from its Hello (the client's
-/// parameters win: both ends must emulate the same network). A model
-/// that is not a string of parameters is refused ([`admit`]), not dropped.
+/// `spec` with the client's `--model` (it wins: both ends must emulate
+/// the same network); a malformed one is refused, not dropped.
 pub(super) fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> Result<ChannelSpec, String> {
     let asked = match hello.params.get("model") {
         None => None,
@@ -77,7 +72,7 @@ pub(super) fn with_hello_model(spec: &ChannelSpec, hello: &Hello) -> Result<Chan
 }
 
 /// The memory cap a server holds sessions to ([`session_memory`]), and
-/// the flag or config key that raises it (named in the refusal).
+/// the flag or config key that raises it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryCap {
     pub bytes: u64,
@@ -85,7 +80,6 @@ pub struct MemoryCap {
 }
 
 impl MemoryCap {
-    /// The default cap ([`peer::DEFAULT_MAX_SESSION_MEMORY`]), raised by `raise`.
     pub fn default_with(raise: &'static str) -> MemoryCap {
         MemoryCap {
             bytes: peer::DEFAULT_MAX_SESSION_MEMORY,
@@ -94,10 +88,8 @@ impl MemoryCap {
     }
 }
 
-/// What a Hello that passed [`admit`] asks the server to open: the
-/// channel (the server's knobs, the client's size, op and model), the
-/// stream if any, how to receive (a server may put its own poll), and
-/// the session's memory ([`session_memory`]), at most the cap.
+/// What a Hello that passed [`admit`] asks the server to open, and the
+/// session's memory ([`session_memory`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admitted {
     pub spec: ChannelSpec,
@@ -106,11 +98,8 @@ pub struct Admitted {
     pub memory: u64,
 }
 
-/// The one check of a decoded Hello (see the module doc): the channel
-/// `spec` the server would open for it (with the client's model), the
-/// stream's knobs, the receive-side settings and every wait against
-/// [`peer`]'s bounds, and the session's memory against `cap`. Err: the
-/// one line the client is refused with.
+/// The one check of a decoded Hello against the server's `spec`,
+/// [`peer`]'s bounds and `cap`. Err: the line the client is refused with.
 pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitted, String> {
     let spec = with_hello_model(spec, hello)?;
     spec.check().map_err(|e| e.0)?;
@@ -155,9 +144,7 @@ pub fn admit(hello: &Hello, spec: &ChannelSpec, cap: MemoryCap) -> Result<Admitt
     })
 }
 
-/// What a stream client asks of the server, in its Hello's
-/// `params.stream`: the stream's knobs and what the receiving loop needs
-/// (the warm-up to leave out, the consume delay, the timeout).
+/// What a stream client asks of the server (its Hello's `params.stream`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamHello {
     pub spec: StreamSpec,
@@ -171,13 +158,12 @@ pub struct StreamHello {
 }
 
 impl StreamHello {
-    /// The Hello's `workload` for `w`: none for the receiving loop.
+    /// None for the receiving loop.
     pub fn asking(w: StreamWorkload) -> Option<String> {
         (w != StreamWorkload::Stream).then(|| w.name().into())
     }
 
-    /// The workload this Hello asks for (None: a word this server does
-    /// not serve).
+    /// None: a word this server does not serve.
     pub fn served(&self) -> Option<StreamWorkload> {
         StreamWorkload::ALL
             .iter()
@@ -185,9 +171,7 @@ impl StreamHello {
             .find(|&w| Self::asking(w).as_deref() == self.workload.as_deref())
     }
 
-    /// Every check of a stream a client asks a server for, over the
-    /// channel `ch`: [`StreamSpec::check`], [`StreamSpec::check_peer`],
-    /// the workload, the warm-up, and the waits against [`peer`]'s bounds.
+    /// Every check of a stream a client asks a server for, over `ch`.
     pub fn check_peer(&self, ch: &ChannelSpec) -> Result<(), String> {
         self.spec.check(ch).map_err(|e| e.0)?;
         self.spec.check_peer().map_err(|e| e.0)?;
@@ -211,8 +195,7 @@ impl StreamHello {
         check_peer_wait("--consume-delay", delay, peer::MAX_CONSUME_DELAY).map_err(|e| e.0)
     }
 
-    /// The receiving loop's configuration for messages of `size` bytes:
-    /// the client's warm-up, timeout and consume delay.
+    /// The receiving loop's configuration for messages of `size` bytes.
     pub fn receiver_config(&self, size: usize) -> ProbeConfig {
         ProbeConfig {
             size,
@@ -224,9 +207,7 @@ impl StreamHello {
     }
 }
 
-/// The stream a client's Hello asks for (None: a one-message channel),
-/// refused when the client writes slots of another layout than this
-/// server reads (`params.slot_format`, [`SLOT_FORMAT`]).
+/// The stream a client's Hello asks for (None: a one-message channel).
 pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
     let v = hello.params.get("stream")?;
     if let Err(e) = slot_format_is_ours(hello.params.get("slot_format"), "client") {
@@ -237,9 +218,8 @@ pub fn stream_hello(hello: &Hello) -> Option<Result<StreamHello, String>> {
     }))
 }
 
-/// A peer's stream slot layout (`said`: its `slot_format`, absent from
-/// an ibprobe older than [`SLOT_FORMAT`] 2) against this ibprobe's; `who`
-/// the peer ("client", "server ...").
+/// A peer's `slot_format` (absent before [`SLOT_FORMAT`] 2) against ours;
+/// `who` the peer ("client", "server ...").
 pub fn slot_format_is_ours(said: Option<&Value>, who: &str) -> Result<(), String> {
     if said == Some(&json!(SLOT_FORMAT)) {
         return Ok(());

@@ -17,26 +17,22 @@ use crate::probe::session::oob::Oob;
 use crate::spec::{ChannelSpec, Poll, Transport};
 use crate::transport::{Channel, TransportError};
 
-/// What a responder serves.
 #[derive(Clone, Debug)]
 pub struct ResponderOptions {
     /// Verbs device (None: the first with an active port).
     pub dev: Option<String>,
-    /// How long a client may take to say hello (each read; the
-    /// responder's owner bounds the whole handshake).
+    /// Per read (the responder's owner bounds the whole handshake).
     pub handshake_timeout: Duration,
-    /// The mesh secret clients must prove (None: everyone is served).
+    /// None: everyone is served.
     pub secret: Option<Secret>,
     /// Sessions that may echo with busy polling at once (each spins a
-    /// core); past it a client asking for busy polling is echoed with
-    /// event polling (a few µs more on its RTT, no core spent).
+    /// core); past it a client is echoed with event polling.
     pub max_busy: usize,
-    /// Sessions busy polling now (shared by the responder's sessions).
+    /// Sessions busy polling now.
     pub busy: Arc<AtomicUsize>,
     pub memory: MemoryCap,
 }
 
-/// The config key that raises a responder's [`MemoryCap`].
 pub const RESPONDER_MEMORY_KEY: &str = "[responder] max_session_memory";
 
 impl Default for ResponderOptions {
@@ -52,8 +48,7 @@ impl Default for ResponderOptions {
     }
 }
 
-/// A busy-polling slot of a responder, given back on drop (taken only
-/// while fewer than `max` are).
+/// A busy-polling slot, given back on drop.
 struct BusySlot<'a>(&'a AtomicUsize);
 
 impl Drop for BusySlot<'_> {
@@ -70,21 +65,19 @@ fn busy_slot(busy: &AtomicUsize, max: usize) -> Option<BusySlot<'_>> {
     .map(|_| BusySlot(busy))
 }
 
-/// What the owner of a responder session (ibexporter's responder) sees of
-/// it and how it ends it, shared with the thread running [`respond`].
+/// What the owner of a responder session sees of it and ends it by.
 #[derive(Debug, Default)]
 pub struct Liveness {
-    /// Set by the owner to end the session (eviction, idle, shutdown).
+    /// Set by the owner to end the session.
     pub stop: AtomicBool,
-    /// Set by [`respond`] once the client is welcomed (the handshake is over).
+    /// Set by [`respond`] once the client is welcomed.
     pub greeted: AtomicBool,
-    /// Messages that arrived so far: the owner calls a session idle when
-    /// this stops moving.
+    /// Messages that arrived so far (idle when it stops moving).
     pub arrived: AtomicU64,
 }
 
-/// A channel that counts arrivals into a [`Liveness`] (one relaxed
-/// store per message: no lock, no syscall).
+/// A channel that counts arrivals into a [`Liveness`] (a relaxed add per
+/// message).
 struct Watched<'a> {
     ch: &'a mut dyn Channel,
     live: &'a Liveness,
@@ -131,8 +124,8 @@ impl Channel for Watched<'_> {
     }
 }
 
-/// How long a responder asks a client that closed its transport whether
-/// it said Done.
+/// How long a responder waits for the Done of a client that closed its
+/// transport.
 const RESPONDER_GRACE: Duration = Duration::from_millis(20);
 
 /// The transports a responder answers: the shared-memory ring needs
@@ -141,11 +134,8 @@ const RESPONDER_GRACE: Duration = Duration::from_millis(20);
 const SERVED: [Transport; 4] = [Transport::Udp, Transport::Rc, Transport::Uc, Transport::Ud];
 
 /// Serves one client on `oob` until it says Done, vanishes or
-/// `live.stop` is set; returns the messages echoed. Answers udp, rc, uc
-/// and ud ([`SERVED`]), each Hello first through [`admit`] (its memory
-/// against `o.memory`). With `o.secret`, the client must prove it first
-/// (else the error's reason is `auth`). Refusals are sent to the client
-/// too.
+/// `live.stop` is set; returns the messages echoed. Refusals are sent to
+/// the client too.
 pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u64, SessionError> {
     oob = oob.with_secret(o.secret.clone());
     // read_hello never answers Refused: its errors map as the client's.
@@ -181,15 +171,14 @@ pub fn respond(mut oob: Oob, o: &ResponderOptions, live: &Liveness) -> Result<u6
         ch: ch.as_mut(),
         live,
     };
-    let grace = RESPONDER_GRACE;
-    Ok(serve(
+    let end = serve(
         &mut oob,
         &mut watched,
         &clock,
         &live.stop,
         None,
         &receiver,
-        grace,
-    )?
-    .echoed)
+        RESPONDER_GRACE,
+    )?;
+    Ok(end.echoed)
 }

@@ -15,8 +15,7 @@ use crate::probe::session::oob::{Closing, Done, Oob};
 use crate::probe::workload::EchoEnd;
 use crate::transport::{Channel, TransportError};
 
-/// How a served session ended well: the client said Done (with what it
-/// says it sent), closed without a word after an orderly run, or Ctrl-C.
+/// How a served session ended well.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServeEnd {
     Done { sent: u64 },
@@ -24,20 +23,15 @@ pub enum ServeEnd {
     Interrupted,
 }
 
-/// What [`serve`] did: messages echoed and how it ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Served {
     pub echoed: u64,
     pub end: ServeEnd,
 }
 
-/// The server side of a session after the handshake: echoes on `ch`
-/// (pinned to `cpu` if given, receiving as the client asked, see
-/// [`receiver`](super::receiver)) until the client says Done, vanishes or
-/// `stop` is set. A client that finished may close its end of the
-/// transport before the server looks at the out-of-band connection, so
-/// after a transport error the server asks the connection for up to
-/// `grace` before it calls the client lost.
+/// Echoes on `ch` until the client says Done, vanishes or `stop` is set.
+/// A finished client may close its transport before its Done is read, so
+/// after a transport error the server waits up to `grace` for the Done.
 pub fn serve(
     oob: &mut Oob,
     ch: &mut dyn Channel,
@@ -63,15 +57,8 @@ pub fn serve(
             false
         }
     };
-    let r = executor::serve(
-        ch,
-        clock,
-        stop,
-        cpu,
-        receiver,
-        still_on,
-        hw.as_mut().map(|h| &mut h.1),
-    );
+    let log = hw.as_mut().map(|h| &mut h.1);
+    let r = executor::serve(ch, clock, stop, cpu, receiver, still_on, log);
     if let (Some((mut c, log, mut pairs)), Some(Closing::Done(_))) = (hw, &closing) {
         hw_pair(ch, clock, &mut pairs);
         let _ = c.calibrate(&pairs);
@@ -113,10 +100,8 @@ pub fn serve(
     }
 }
 
-/// The client's side of `--hw-timestamps` after its run: says Done (the
-/// server then sends its [`ResponderReport`]) and splits `outcome`'s round
-/// trips with it. Err: one line (the report did not come, or is of
-/// another version).
+/// The client's side of `--hw-timestamps` after its run: says Done, and
+/// splits `outcome`'s round trips with the server's [`ResponderReport`].
 pub fn hw_finish(oob: &mut Oob, outcome: &mut Outcome) -> Result<(), SessionError> {
     let sent = outcome.sent + outcome.warmup_count;
     hw_finish_after(oob, outcome, sent)

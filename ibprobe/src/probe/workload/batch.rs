@@ -1,16 +1,13 @@
-//! Batching with a flush timer (Derecho's SMC batching, seed 003):
-//! messages are appended to the open slot, which is posted when it holds
-//! `k` messages (fill), when `--flush T` has passed since its first
-//! message entered it (timer), or at the end of a burst or of the run
-//! (explicit, Derecho's `flush()`). k = 1 is no batching.
+//! Batching with a flush timer (Derecho's SMC batching, seed 003): the
+//! open slot is posted when it holds `k` messages (fill), `--flush T`
+//! after its first message (timer), or at the end of a burst or of the
+//! run (explicit). k = 1 is no batching.
 
 use super::slot::Cause;
 
-/// The open slot's batch state and the flush counts.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Batcher {
     k: u32,
-    /// Ticks after the first message at which a partial batch is posted;
     /// 0: no timer.
     flush_ticks: u64,
     /// Messages in the open slot, and when its first was handed over.
@@ -21,7 +18,6 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    /// Batches of `k`, a partial batch flushed after `flush_ticks` (0: never).
     pub fn new(k: u32, flush_ticks: u64) -> Batcher {
         Batcher {
             k: k.max(1),
@@ -35,8 +31,7 @@ impl Batcher {
         self.open
     }
 
-    /// A message handed over at `now` joined the open slot; true when the
-    /// batch is now full.
+    /// True when the batch is now full.
     #[inline(always)]
     pub fn add(&mut self, now: u64) -> bool {
         if self.open == 0 {
@@ -52,14 +47,12 @@ impl Batcher {
         (self.open > 0 && self.flush_ticks > 0).then(|| self.first.wrapping_add(self.flush_ticks))
     }
 
-    /// The open slot was posted for `cause`: counts it and empties it.
     #[inline(always)]
     pub fn posted(&mut self, cause: Cause) {
         self.flushes[cause as usize] += 1;
         self.open = 0;
     }
 
-    /// Forgets the flush counts (after the warm-up).
     pub fn reset_counts(&mut self) {
         self.flushes = [0; 3];
     }

@@ -1,10 +1,7 @@
-//! The echo loop: the server side of a round trip (and the in-process
-//! echo thread), sending every arrival straight back.
-//!
-//! Why it exists: a round trip measures the client's loop plus this one,
-//! so it obeys the same contract as every workload (no allocation, no
-//! lock, no syscall beyond the transport's) while messages flow; only the
-//! idle check, when nothing arrived for a while, may make syscalls.
+//! The echo loop: the server side of a round trip, sending every arrival
+//! straight back. A round trip measures it too, so it keeps every
+//! workload's contract while messages flow; only the idle check may make
+//! syscalls.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -14,25 +11,18 @@ use crate::clock::Clock;
 use crate::probe::config::Plan;
 use crate::transport::{Channel, TransportError};
 
-/// Why [`echo`] returned: the idle check said the session is over, or
-/// the Ctrl-C flag was set.
+/// Why [`echo`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EchoEnd {
     Finished,
     Interrupted,
 }
 
-/// Sends every arrival on `ch` straight back; returns how many. When
-/// nothing arrived for `idle_ticks`, calls `idle` (off the fast path: it
-/// may make syscalls); `false` from it ends the loop. Send completions
-/// are polled only while nothing arrived. With `plan.event` it sleeps in
-/// `Channel::wait_recv` (at most `idle_ticks` at a time); the echo reads
-/// only the receive side of `plan`.
-///
-/// With `log` (`--hw-timestamps`, the responder of the R-Pingmesh split)
-/// it keeps each echo's HCA timestamps: T3 of the arrival, and T4 of the
-/// echo's send completion, which it waits for after the post (at most
-/// [`SEND_TS_WAIT_NS`]; past that T4 stays missing).
+/// Sends every arrival on `ch` straight back; returns how many. After
+/// `idle_ticks` without one it asks `idle` (which may make syscalls);
+/// `false` ends the loop. Send completions are polled only while nothing
+/// arrives. With `log` (`--hw-timestamps`) it keeps each echo's T3 and
+/// its T4, waited for after the post (at most [`SEND_TS_WAIT_NS`]).
 pub fn echo<C: Channel + ?Sized>(
     ch: &mut C,
     clock: &Clock,
@@ -86,11 +76,9 @@ pub fn echo<C: Channel + ?Sized>(
     }
 }
 
-/// How long the echo waits for its send completion's timestamp (T4).
 pub const SEND_TS_WAIT_NS: u64 = 1_000_000_000;
 
-/// Waits for the send completion of echo `seq`; its HCA timestamp (T4),
-/// or None when it did not come within [`SEND_TS_WAIT_NS`].
+/// The HCA timestamp (T4) of echo `seq`'s send completion.
 #[inline(always)]
 fn send_ts<C: Channel + ?Sized>(
     ch: &mut C,

@@ -1,18 +1,12 @@
-//! `ibprobe loggp`'s measurements: PRTT(n, d, s), Netgauge's parameterised
-//! round trip (Hoefler et al.), through a stream's [`SlotEnd`] (the path
-//! `ibprobe stream` sends on), and the same measurements on the model's
-//! virtual clock ([`SimSource`]).
+//! `ibprobe loggp`'s measurements: Netgauge's parameterised round trip
+//! PRTT(n, d, b) (Hoefler et al.) through a stream's [`SlotEnd`], or on
+//! the model's virtual clock ([`SimSource`]); `probe/loggp_fit.rs` fits.
 //!
 //! PRTT(n, d, b): the client sends n messages of b bytes, waiting d after
-//! each send returns (none after the last); the responder takes all n and
-//! answers the last with one message of b bytes; PRTT is the time from
-//! the first send to the answer received. The responder's side of o_r:
-//! it takes the first message of a burst, busy-waits `wait` (all others
-//! arrive meanwhile), then times taking the n - 1 others and sends that
-//! time back in its answer (Netgauge's receiver-side measurement).
-//!
-//! The fitting (parameters, intervals, segments) is `probe/loggp_fit.rs`'s
-//! (with the [`Point`]s and [`Samples`] it takes): this file only measures.
+//! each send returns (none after the last); the responder answers the
+//! last with one message of b bytes; PRTT ends at the answer. For o_r the
+//! responder takes a burst's first message, busy-waits `wait` (the others
+//! arrive meanwhile), times taking the n - 1 others and answers that time.
 //!
 //! Every message begins with a 16-byte header ([`HEADER`]):
 //! `u32 len` (the slot's bytes, as every slot begins), `u8 kind`, `u8 0`,
@@ -26,6 +20,7 @@ use std::time::Duration;
 use super::seam::{Answer, Asked, Paired, Served, Signals};
 pub use super::slot::LOGGP_HEADER as HEADER;
 use crate::clock::Clock;
+use crate::probe::config::dur_ns;
 use crate::probe::loggp_fit::median;
 pub use crate::probe::loggp_fit::{Point, Samples};
 use crate::spec::{peer, ModelParams, StreamWorkload};
@@ -38,7 +33,6 @@ const ORECV: u8 = 2;
 const ANSWER: u8 = 3;
 const STOP: u8 = 4;
 
-/// One message's header (see the module doc).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Header {
     len: u32,
@@ -73,27 +67,23 @@ impl Header {
     }
 }
 
-/// What a PRTT measurement needs from its carrier: a real transport
-/// ([`SlotSource`]) or the model on a virtual clock ([`SimSource`]).
-/// `bytes` counts the whole message (header and payload). `Ok(None)`:
-/// the answer did not come (a lost message); the caller repeats.
+/// A PRTT measurement's carrier. `bytes` counts the whole message (header
+/// and payload). `Ok(None)`: the answer was lost; the caller repeats.
 pub trait PrttSource {
     /// PRTT(n, d, bytes) in ns.
     fn prtt(&mut self, n: u16, d_ns: f64, bytes: usize) -> Result<Option<f64>, TransportError>;
-    /// The responder's time to take n - 1 arrived messages after waiting
-    /// `wait_ns`, in ns.
+    /// The responder's time to take n - 1 arrived messages (ns).
     fn orecv(&mut self, n: u16, wait_ns: f64, bytes: usize) -> Result<Option<f64>, TransportError>;
     /// The mean time of one send call in the last burst (ns).
     fn send_call_ns(&self) -> f64;
-    /// The time of a receive call that found nothing after the last
-    /// answer (ns; 0 when it found something).
+    /// A receive call that found nothing after the last answer (ns; 0
+    /// when it found something).
     fn empty_poll_ns(&self) -> f64 {
         0.0
     }
 }
 
-/// The model on a virtual clock: the event times of `ModelLink`, exact,
-/// without waiting.
+/// The model's exact event times (`ModelLink`), without waiting.
 pub struct SimSource {
     params: ModelParams,
 }
@@ -145,8 +135,7 @@ impl PrttSource for SimSource {
     }
 }
 
-/// The client's side of PRTT over a real transport: one [`SlotEnd`] whose
-/// peer runs [`respond`].
+/// The client's side of PRTT on a [`SlotEnd`] whose peer runs [`respond`].
 pub struct SlotSource<'a> {
     end: &'a mut dyn SlotEnd,
     clock: Clock,
@@ -159,8 +148,7 @@ pub struct SlotSource<'a> {
 }
 
 impl<'a> SlotSource<'a> {
-    /// The client side on `end` (its peer answers); an answer later than
-    /// `timeout_ns` counts as lost.
+    /// An answer later than `timeout_ns` counts as lost.
     pub fn new(
         end: &'a mut dyn SlotEnd,
         clock: Clock,
@@ -179,8 +167,8 @@ impl<'a> SlotSource<'a> {
         }
     }
 
-    /// Sends a burst and waits for its answer: (ns from the first send to
-    /// the answer, the answer's header), or `None` after the timeout.
+    /// Sends a burst: (ns from the first send to the answer, its header),
+    /// or `None` after the timeout.
     fn exchange(
         &mut self,
         kind: u8,
@@ -241,7 +229,6 @@ impl<'a> SlotSource<'a> {
         }
     }
 
-    /// Tells the responder to end.
     pub fn finish(&mut self) -> Result<(), TransportError> {
         Header {
             len: HEADER as u32,
@@ -376,10 +363,9 @@ fn answer(
     Ok(())
 }
 
-/// How much to measure: payload sizes (bytes after the header,
-/// ascending), messages per burst, rounds (each gives one estimate of
-/// every parameter), repetitions of each PRTT within a round (their
-/// median counts).
+/// How much to measure: payload sizes (ascending), messages per burst,
+/// rounds (one estimate of every parameter each), repetitions of each
+/// PRTT within a round (their median counts).
 #[derive(Clone, Debug)]
 pub struct LoggpPlan {
     pub sizes: Vec<usize>,
@@ -388,15 +374,12 @@ pub struct LoggpPlan {
     pub reps: usize,
 }
 
-/// One measurement of a source (`Ok(None)`: lost).
 type Measure<'a> = &'a dyn Fn(&mut dyn PrttSource) -> Result<Option<f64>, TransportError>;
 
-/// Too many answers lost in a row: the peer does not answer.
 const MAX_LOST_IN_A_ROW: u32 = 5;
 
-/// Runs the plan on `src`; `step` is called after each size of each round
-/// (the progress bar). Sizes interleave within a round, rounds follow
-/// each other, so drift spreads over all sizes alike.
+/// Runs the plan on `src`, `step` after each size of each round. Sizes
+/// interleave within a round, so drift spreads over all sizes alike.
 pub fn measure(
     src: &mut dyn PrttSource,
     plan: &LoggpPlan,
@@ -410,33 +393,25 @@ pub fn measure(
     let n = plan.n;
     let mut v = vec![0.0; plan.reps.max(1)];
     let mut answered = false;
-    let mut rep = |src: &mut dyn PrttSource,
-                   lost: &mut u64,
-                   f: Measure|
-     -> Result<f64, TransportError> {
-        let answered = &mut answered;
+    let mut rep = |src: &mut dyn PrttSource, lost: &mut u64, f: Measure| {
         for slot in v.iter_mut() {
             let mut in_a_row = 0;
             *slot = loop {
                 if stop.load(Ordering::Relaxed) {
                     return Err(TransportError::PeerLost("interrupted".into()));
                 }
-                match f(src)? {
-                    Some(t) => {
-                        *answered = true;
-                        break t;
-                    }
-                    None => {
-                        *lost += 1;
-                        in_a_row += 1;
-                        if in_a_row >= MAX_LOST_IN_A_ROW {
-                            return Err(if *answered {
-                                TransportError::PeerLost(format!("{MAX_LOST_IN_A_ROW} loggp bursts in a row got no answer: the peer stopped answering"))
-                            } else {
-                                TransportError::Unsupported(format!("the peer answered none of {MAX_LOST_IN_A_ROW} loggp bursts: it cannot echo them (run `ibprobe server` of this version, with the same --transport, and check that it is reachable)"))
-                            });
-                        }
-                    }
+                if let Some(t) = f(src)? {
+                    answered = true;
+                    break t;
+                }
+                *lost += 1;
+                in_a_row += 1;
+                if in_a_row >= MAX_LOST_IN_A_ROW {
+                    return Err(if answered {
+                        TransportError::PeerLost(format!("{MAX_LOST_IN_A_ROW} loggp bursts in a row got no answer: the peer stopped answering"))
+                    } else {
+                        TransportError::Unsupported(format!("the peer answered none of {MAX_LOST_IN_A_ROW} loggp bursts: it cannot echo them (run `ibprobe server` of this version, with the same --transport, and check that it is reachable)"))
+                    });
                 }
             };
         }
@@ -479,10 +454,8 @@ pub fn measure(
     Ok(out)
 }
 
-/// `ibprobe loggp` as a [`Paired`] workload: the client measures `plan`
-/// (PRTT over [`SlotSource`], an answer later than `timeout_ns` lost,
-/// `step` after each size of each round), the peer [`respond`]s (and ends
-/// after `idle_ns` without a message).
+/// `ibprobe loggp` as a [`Paired`] workload: the client [`measure`]s over
+/// [`SlotSource`], the peer [`respond`]s.
 pub struct Loggp<'a> {
     pub plan: &'a LoggpPlan,
     pub clock: Clock,
@@ -520,9 +493,8 @@ impl Paired for Loggp<'_> {
     }
 }
 
-/// A server answers a client's bursts until it says stop (or goes quiet
-/// for ten of its timeouts, at least 5 s and at most
-/// [`peer::MAX_LOGGP_IDLE`]: a lost stop message on udp, uc or ud).
+/// A server answers a client's bursts until it says stop or goes quiet
+/// for ten of its timeouts (5 s to [`peer::MAX_LOGGP_IDLE`]).
 impl Served for Loggp<'_> {
     const WORD: StreamWorkload = StreamWorkload::Loggp;
     type Reply = ();
@@ -533,8 +505,7 @@ impl Served for Loggp<'_> {
             .timeout
             .saturating_mul(10)
             .clamp(Duration::from_secs(5), peer::MAX_LOGGP_IDLE);
-        let idle_ns = idle.as_nanos().min(u128::from(u64::MAX)) as u64;
-        let n = respond(end, a.clock, a.stop, idle_ns)?;
+        let n = respond(end, a.clock, a.stop, dur_ns(idle))?;
         Ok(Answer {
             said: format!("{n} bursts answered"),
             reply: None,

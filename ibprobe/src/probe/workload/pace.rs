@@ -1,17 +1,10 @@
-//! The pacer: when the next message may go, on the probe's own clock.
-//!
-//! Why it exists: `--rate`, `--burst`/`--pause` and `--duration` mean the
-//! same for every workload. The schedule is a step every `period_ticks`
-//! from the start; a step whose time passed while the message before was
-//! still in flight is *missed* (counted, as a timer's expiration count
-//! would, and not made up later). The end of a timed run is a step too: a
-//! step at or past the end is not sent, and the steps due before the end
-//! but never sent count as missed. After every `burst` messages the pacer
-//! pauses for `pause_ticks` and the schedule restarts from there.
-//!
-//! Waiting spins on the clock; with event polling it first sleeps in
-//! nanosleep until ~50 us before the step, so a paced event-mode probe
-//! costs almost no CPU between messages yet posts on time.
+//! The pacer: when the next message may go (`--rate`, `--burst`/`--pause`,
+//! `--duration`, the same for every workload). A step every
+//! `period_ticks`; a step that passed while the message before was in
+//! flight is *missed* (counted, not made up later), as are the steps due
+//! before a timed run's end but never sent. After every `burst` messages
+//! it pauses `pause_ticks` and the schedule restarts from there. Waiting
+//! spins; with event polling it first sleeps until ~50 us before the step.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,36 +14,32 @@ use crate::probe::config::Plan;
 /// What [`Pacer::before_post`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {
-    /// Post the next message now: `now` is the clock reading the gate
-    /// took (after any pacing wait), the message's hand-over time.
-    Go { now: u64 },
-    /// The stop flag was set during the wait.
+    /// Post now: `now` (read after any wait) is the hand-over time.
+    Go {
+        now: u64,
+    },
     Stopped,
-    /// The run's time is over; `missed` steps were due before the end and
-    /// never sent.
-    End { missed: u64 },
+    /// The run's time is over; `missed` steps were due and never sent.
+    End {
+        missed: u64,
+    },
 }
 
-/// The schedule of one run: built at its first timestamp, asked before
-/// each post ([`Pacer::before_post`]) and told after each message
-/// ([`Pacer::after_message`]).
+/// The schedule of one run, built at its first timestamp.
 #[derive(Clone, Copy, Debug)]
 pub struct Pacer {
-    /// As in [`Plan`].
     period_ticks: u64,
     burst: u64,
     pause_ticks: u64,
     duration_ticks: u64,
     event: bool,
-    /// When the run began, when it ends (saturated for a counted run),
-    /// and the next step's time.
+    /// Saturated for a counted run.
     start: u64,
     deadline: u64,
     step: u64,
 }
 
 impl Pacer {
-    /// The schedule of `plan` for a run that begins at `start`.
     pub fn new(plan: &Plan, start: u64) -> Pacer {
         Pacer {
             period_ticks: plan.period_ticks,
@@ -64,14 +53,14 @@ impl Pacer {
         }
     }
 
-    /// The next paced step's tick (unpaced: the start, always due).
+    /// Unpaced: the start, always due.
     #[inline(always)]
     pub fn next_step(&self) -> u64 {
         self.step
     }
 
-    /// Before a post: waits for the step (paced runs), then checks the end
-    /// of a timed run; one clock read besides the wait.
+    /// Waits for the step, then checks the end of a timed run; one clock
+    /// read besides the wait.
     #[inline(always)]
     pub fn before_post(&mut self, clock: &Clock, stop: &AtomicBool) -> Gate {
         if self.period_ticks > 0 {
@@ -94,9 +83,8 @@ impl Pacer {
         Gate::Go { now }
     }
 
-    /// After a message that ended at `now`, the `sent`-th of the run:
-    /// moves to the next step and returns how many steps were missed while
-    /// it was in flight; after a full burst, pauses. Returns 0 unpaced.
+    /// After the `sent`-th message, ended at `now`: the steps missed while
+    /// it was in flight (0 unpaced); after a full burst, pauses.
     #[inline(always)]
     pub fn after_message(&mut self, clock: &Clock, now: u64, sent: u64, stop: &AtomicBool) -> u64 {
         let mut missed = 0;
@@ -121,9 +109,8 @@ impl Pacer {
     }
 }
 
-/// Waits until the clock reaches `t` or `stop` is set: spinning, or with
-/// `sleep` (event polling) in nanosleep until ~50 us before `t`, then
-/// spinning.
+/// Waits until the clock reaches `t` or `stop` is set; with `sleep`, in
+/// nanosleep until ~50 us before `t`.
 #[inline(always)]
 pub fn wait_until(clock: &Clock, t: u64, stop: &AtomicBool, sleep: bool) {
     if sleep {
@@ -149,9 +136,8 @@ pub fn wait_until(clock: &Clock, t: u64, stop: &AtomicBool, sleep: bool) {
     }
 }
 
-/// The receiving end's work on one message (`Plan::consume_ticks`, a
-/// slow consumer): spins that long on the clock, no syscall; nothing when
-/// the plan has none.
+/// The receiving end's work on one message (`Plan::consume_ticks`): a
+/// spin, no syscall.
 #[inline(always)]
 pub fn consume(clock: &Clock, plan: &Plan, stop: &AtomicBool) {
     if plan.consume_ticks > 0 {

@@ -1,9 +1,6 @@
-//! Pipelined acks (DSM's ORIG/PIPE, seed 004): every posted data slot
-//! needs the receiver's application-level ack, and at most `depth` may be
-//! unacknowledged; depth 1 is stop-and-wait (ORIG).
-//!
-//! The receiver acks a slot once it has consumed it, with a cumulative
-//! count (so a lost ack is covered by the next one).
+//! Pipelined acks (DSM's ORIG/PIPE, seed 004): at most `depth` data slots
+//! unacknowledged (depth 1 is ORIG); the receiver acks consumed slots
+//! with a cumulative count, so a lost ack is covered by the next.
 
 /// The sender's view of its acks; `None` depth: no acks are asked for.
 #[derive(Clone, Copy, Debug, Default)]
@@ -15,7 +12,6 @@ pub struct Acks {
 }
 
 impl Acks {
-    /// At most `depth` unacknowledged slots (`None`: no acks).
     pub fn new(depth: Option<u32>) -> Acks {
         Acks {
             depth: depth.map(u64::from),
@@ -34,7 +30,6 @@ impl Acks {
             .is_none_or(|d| posted - self.acked.min(posted) < d)
     }
 
-    /// A slot was posted; `posted` counts it.
     #[inline(always)]
     pub fn on_post(&mut self, posted: u64) {
         if self.depth.is_some() {
@@ -42,8 +37,7 @@ impl Acks {
         }
     }
 
-    /// The receiver acknowledged `acked` slots (cumulative). True when it
-    /// moved.
+    /// Cumulative; true when it moved.
     #[inline(always)]
     pub fn on_ack(&mut self, acked: u64) -> bool {
         if acked > self.acked {
@@ -54,8 +48,7 @@ impl Acks {
         }
     }
 
-    /// On a lossy transport, acks that never came within the timeout are
-    /// taken as lost with their slots.
+    /// Lossy: the missing acks are taken as lost with their slots.
     pub fn forget(&mut self, posted: u64) {
         self.acked = self.acked.max(posted);
     }

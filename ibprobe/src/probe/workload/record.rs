@@ -1,13 +1,8 @@
-//! Recording: the histograms a run fills, its counters, and the interval
-//! bookkeeping that streams them to a [`Sink`].
-//!
-//! Why it exists: every workload records the same way (a sample into the
-//! current interval's histograms; every `Plan::interval_ticks` the interval
-//! goes to the sink and into the run's total, then is reset), so a workload
-//! only says *what* happened ([`Recorder::posted`], [`Recorder::arrived`],
-//! [`Recorder::lost`], [`Recorder::missed`]) and *when* ([`Recorder::tick`]).
-//! Nothing here allocates: the histograms are allocated by the executor
-//! before the run, and recording only counts.
+//! Recording: the histograms and counters a run fills, and the intervals
+//! that stream them to a [`Sink`]. Every workload records the same way,
+//! so a workload only says what happened ([`Recorder::arrived`], ...) and
+//! when ([`Recorder::tick`]). Nothing here allocates: the executor
+//! allocates the histograms before the run.
 
 use crate::clock::hwts::ProberStamp;
 use crate::clock::Clock;
@@ -27,7 +22,6 @@ pub struct Histos {
 }
 
 impl Histos {
-    /// Histograms for one loop; `split`: with the stamping thread's two.
     pub fn new(split: bool) -> Histos {
         Histos {
             split: split.then(|| (LatencyHistogram::new(), LatencyHistogram::new())),
@@ -52,10 +46,9 @@ impl Histos {
     }
 }
 
-/// One interval's worth of samples, handed to a [`Sink`] and then reset:
-/// its start and end (ns since the measured part began), its samples as
-/// in [`Histos`], messages posted and lost, paced steps missed, and the
-/// measuring thread's counters over it (None: counters off).
+/// One interval, handed to a [`Sink`]: start and end in ns since the
+/// measured part began, samples as in [`Histos`], and the measuring
+/// thread's counters over it (None: off).
 #[derive(Debug)]
 pub struct Interval<'a> {
     pub start_ns: u64,
@@ -68,10 +61,9 @@ pub struct Interval<'a> {
     pub counters: Option<&'a Counts>,
 }
 
-/// Consumes interval histograms while a probe runs, so a long-running
-/// consumer (ibexporter) gets a stream with constant memory: the loop
-/// hands over each interval's histograms and then resets them.
-/// `interval` runs on the measuring thread between messages: keep it short.
+/// Consumes interval histograms while a probe runs (constant memory for
+/// a long-running consumer such as ibexporter). `interval` runs on the
+/// measuring thread between messages: keep it short.
 ///
 /// ```
 /// use std::sync::atomic::AtomicBool;
@@ -102,17 +94,13 @@ pub struct Interval<'a> {
 /// assert!(out.one_way.unwrap().len() > 0);
 /// ```
 pub trait Sink {
-    /// One interval has ended.
     fn interval(&mut self, iv: &Interval<'_>);
 
-    /// The warm-up is over and the measured part begins (once, before its
-    /// first message; a progress bar's phase boundary). Default: nothing.
+    /// The measured part begins (once, after the warm-up).
     fn measuring(&mut self) {}
 }
 
-/// Counters of one loop: messages posted, lost (no arrival within the
-/// timeout), paced steps missed, ticks from the first post to the end,
-/// whether Ctrl-C ended it, the next sequence number to use.
+/// Counters of one loop; `elapsed_ticks` from the first post to the end.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     pub sent: u64,
@@ -123,57 +111,41 @@ pub struct Tally {
     pub next_seq: u64,
 }
 
-/// Messages posted and lost, and paced steps missed: counted for the run
-/// and again for the current interval.
-#[derive(Clone, Copy, Debug, Default)]
-struct Tallies {
-    sent: u64,
-    lost: u64,
-    missed: u64,
-}
-
 /// Records one run: samples into `cur`, which goes to the sink and into
-/// `total` every `interval_ticks` (0: only at the end), and the run's and
-/// the interval's counters. Built by the caller of a workload with the
-/// histograms allocated beforehand; the workload calls [`Recorder::begin`]
-/// at its first timestamp and [`Recorder::finish`] at its last.
+/// `total` every `interval_ticks` (0: only at the end). The workload calls
+/// [`Recorder::begin`] at its first timestamp and [`Recorder::finish`] at
+/// its last.
 pub struct Recorder<'a> {
     clock: &'a Clock,
     interval_ticks: u64,
     cur: &'a mut Histos,
     total: &'a mut Histos,
     sink: Option<&'a mut dyn Sink>,
-    /// When the measured part and the current interval began (ticks).
     start: u64,
     iv_start: u64,
-    run: Tallies,
-    iv: Tallies,
+    /// Counted for the run and again for the current interval.
+    run: Tally,
+    iv: Tally,
     /// `--hw-timestamps`: the prober's stamps, into room reserved before
     /// the run (never grown), and how many did not fit.
     hw: Option<&'a mut Vec<ProberStamp>>,
-    hw_overflow: u64,
+    pub hw_overflow: u64,
     counters: Option<IntervalCounters<'a>>,
 }
 
-/// The counters read at each interval's end (`counters/`), and the
-/// attribution they feed. Reading them is the one syscall-bearing step of
-/// an interval's end, between messages.
+/// The counters read at each interval's end (a syscall, between
+/// messages), and the attribution they feed.
 pub struct IntervalCounters<'a> {
-    /// The meter opened on the measuring thread.
     pub meter: &'a mut Meter,
     pub attr: &'a mut Attributor,
     /// The reading at the current interval's start.
     pub last: Counts,
-    /// Read the interrupts at each interval's end too ([`Meter::read`]:
-    /// the user asked for intervals), else every counter but them
-    /// ([`Meter::read_without_interrupts`]: the attribution's intervals,
-    /// which then leave interrupts out).
+    /// Read the interrupts too (the user asked for intervals), else
+    /// [`Meter::read_without_interrupts`].
     pub interrupts: bool,
 }
 
 impl<'a> Recorder<'a> {
-    /// A recorder filling `cur` (delivered to `sink` and merged into
-    /// `total` every `interval_ticks`, and at the end).
     pub fn new<'s: 'a>(
         clock: &'a Clock,
         interval_ticks: u64,
@@ -189,8 +161,8 @@ impl<'a> Recorder<'a> {
             sink: sink.map(|s| s as &mut dyn Sink),
             start: 0,
             iv_start: 0,
-            run: Tallies::default(),
-            iv: Tallies::default(),
+            run: Tally::default(),
+            iv: Tally::default(),
             hw: None,
             hw_overflow: 0,
             counters: None,
@@ -198,19 +170,14 @@ impl<'a> Recorder<'a> {
     }
 
     /// Keeps each answered message's [`ProberStamp`] in `log`, up to its
-    /// capacity (reserved by the caller: recording never allocates).
+    /// capacity.
     pub fn with_hw_log(mut self, log: &'a mut Vec<ProberStamp>) -> Recorder<'a> {
         self.hw = Some(log);
         self
     }
 
-    pub fn hw_overflow(&self) -> u64 {
-        self.hw_overflow
-    }
-
     /// `--hw-timestamps`: message `seq` was answered `primary_ns` after its
-    /// post, with HCA timestamps `t2` (send completion) and `t5` (receive
-    /// completion).
+    /// post, with HCA timestamps `t2` (send completion) and `t5` (receive).
     #[inline(always)]
     pub fn hw(&mut self, seq: u64, primary_ns: u64, t2: Option<u64>, t5: Option<u64>) {
         if let Some(log) = self.hw.as_mut() {
@@ -228,14 +195,11 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// Reads `ic.meter` at each interval's end: the delta goes to the sink
-    /// with the interval and into `ic.attr`.
     pub fn with_counters(mut self, ic: IntervalCounters<'a>) -> Recorder<'a> {
         self.counters = Some(ic);
         self
     }
 
-    /// The measured part (and its first interval) begins at `now`.
     #[inline(always)]
     pub fn begin(&mut self, now: u64) {
         self.start = now;
@@ -253,8 +217,8 @@ impl<'a> Recorder<'a> {
         self.iv.sent += 1;
     }
 
-    /// A message arrived `primary_ns` after its post; its send completed
-    /// `send_done_ns` after it (signaled sends only).
+    /// A message arrived `primary_ns` after its post, its send completed
+    /// `send_done_ns` after it.
     #[inline(always)]
     pub fn arrived(&mut self, primary_ns: u64, send_done_ns: Option<u64>) {
         self.cur.primary.record(primary_ns);
@@ -281,12 +245,11 @@ impl<'a> Recorder<'a> {
 
     #[inline(always)]
     pub fn missed(&mut self, n: u64) {
-        self.run.missed += n;
-        self.iv.missed += n;
+        self.run.missed_steps += n;
+        self.iv.missed_steps += n;
     }
 
-    /// Between messages, at `now`: when the interval is over, hands it to
-    /// the sink, merges it into the total and starts the next one.
+    /// Between messages: ends the interval when it is over.
     #[inline(always)]
     pub fn tick(&mut self, now: u64) {
         if self.interval_ticks > 0 && now.wrapping_sub(self.iv_start) >= self.interval_ticks {
@@ -294,16 +257,14 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// Ends the current interval at `now` and starts the next.
     fn roll(&mut self, now: u64) {
         self.deliver(now.wrapping_sub(self.start));
         self.total.absorb(self.cur);
         self.cur.reset();
-        self.iv = Tallies::default();
+        self.iv = Tally::default();
         self.iv_start = now;
     }
 
-    /// The counters since the interval began, fed to the attribution.
     fn read_counters(&mut self) -> Option<Counts> {
         let ic = self.counters.as_mut()?;
         let now = if ic.interrupts {
@@ -318,7 +279,7 @@ impl<'a> Recorder<'a> {
     }
 
     /// Hands the current interval, ending `to` ticks after the start, to
-    /// the sink (if any), with the counters since it began.
+    /// the sink.
     fn deliver(&mut self, to: u64) {
         let counters = self.read_counters();
         if let Some(s) = self.sink.as_deref_mut() {
@@ -331,21 +292,19 @@ impl<'a> Recorder<'a> {
                 send_done: &self.cur.send_done,
                 sent: self.iv.sent,
                 lost: self.iv.lost,
-                missed_steps: self.iv.missed,
+                missed_steps: self.iv.missed_steps,
                 counters: counters.as_ref(),
             });
         }
     }
 
-    /// A run that fails part-way keeps what it measured: the current
-    /// interval goes into the total (not to the sink).
+    /// A failed run keeps what it measured (not given to the sink).
     pub fn keep_partial(&mut self) {
         self.total.absorb(self.cur);
     }
 
-    /// The run ended at `end`: delivers the last, partial interval (if
-    /// intervals are on and it has messages), merges it into the total and
-    /// returns the run's counters with `next_seq` and `interrupted`.
+    /// The run ended at `end`: delivers the last, partial interval (if it
+    /// has messages) and returns the run's counters.
     pub fn finish(&mut self, end: u64, next_seq: u64, interrupted: bool) -> Tally {
         let elapsed_ticks = end.wrapping_sub(self.start);
         if self.interval_ticks > 0 && self.iv.sent > 0 {
@@ -354,12 +313,10 @@ impl<'a> Recorder<'a> {
         self.total.absorb(self.cur);
         self.cur.reset();
         Tally {
-            sent: self.run.sent,
-            lost: self.run.lost,
-            missed_steps: self.run.missed,
             elapsed_ticks,
             interrupted,
             next_seq,
+            ..self.run
         }
     }
 }
@@ -368,15 +325,10 @@ impl<'a> Recorder<'a> {
 /// histogram.
 pub const PENDING: usize = 64;
 
-/// Latency samples in clock ticks waiting to be recorded: the stream
-/// receiver pushes each message's latency (a store at an address that
-/// does not depend on the sample, no conversion) and folds the held ones
-/// into its histogram every [`PENDING`] messages and at its end.
-///
-/// Why it exists: a histogram record right behind a clock read costs
-/// several times a plain store of the ticks (`benches/hot_path.rs`); done
-/// together later it costs the same per sample, and the recorded values
-/// are identical.
+/// Latency samples in ticks waiting to be recorded, folded into the
+/// histogram every [`PENDING`]: a record right behind a clock read costs
+/// several times a plain store (`benches/hot_path.rs`); later, the same
+/// values cost the same per sample.
 #[derive(Clone, Debug)]
 pub struct Pending {
     ticks: [u64; PENDING],
@@ -393,7 +345,7 @@ impl Default for Pending {
 }
 
 impl Pending {
-    /// Holds one sample of `ticks`; true when full (fold now).
+    /// True when full (fold now).
     #[inline(always)]
     pub fn push(&mut self, ticks: u64) -> bool {
         // `n < PENDING` always holds here: a full buffer is folded at once.
@@ -409,8 +361,7 @@ impl Pending {
         self.n == 0
     }
 
-    /// Records every held sample into `hist`, in ns on `clock`, and
-    /// empties the buffer.
+    /// Records every held sample into `hist`, in ns, and empties it.
     #[inline(never)]
     pub fn fold(&mut self, hist: &mut LatencyHistogram, clock: &Clock) {
         for &t in &self.ticks[..self.n] {

@@ -17,16 +17,13 @@
 //! the first carries the record header and the start of the payload, the
 //! last one says `msgs = 1`.
 //!
-//! With `--stamp-thread` (verbs, loopback), bytes [`STAMP_AT`]`..+8` of a
-//! data slot (bytes 8..16 of its first message's payload, which the
-//! receiver's payload check skips) are not the sender's: the stamping
-//! thread keeps writing the clock there in every send buffer, so the slot
-//! arrives with the time the HCA read it.
+//! With `--stamp-thread`, the stamping thread writes the clock into bytes
+//! [`STAMP_AT`]`..+8` of every send buffer, so a slot arrives with the
+//! time the HCA read it.
 //!
 //! A **compact** data slot carries one whole message (batch 1, no
-//! fragment, no `--stamp-thread`) in [`COMPACT_HEADER`] bytes before its
-//! payload instead of 32: header and record folded into one, so a 32 B
-//! message is 48 B on the wire, not 64.
+//! fragment, no `--stamp-thread`) behind [`COMPACT_HEADER`] bytes instead
+//! of 32 (a 32 B message is 48 B on the wire, not 64).
 //!
 //! | bytes | field |
 //! |---|---|
@@ -37,11 +34,10 @@
 //! | 12..16 | `u32`: bits 0..32 of `t_handover` |
 //!
 //! The receiver widens both ([`widen_seq`], [`widen_ticks`]: latencies up
-//! to 2^48 ticks). A compact slot with another length, other flags, or
-//! (on a reliable transport) another sequence number than the next is a
-//! broken protocol: the run ends with an error. The layout's version,
-//! [`SLOT_FORMAT`], is in the stream handshake. Counters are cumulative,
-//! so a lost control slot (udp, uc, ud) only delays what the next says.
+//! to 2^48 ticks); another length, other flags, or (reliable transport)
+//! another sequence number than the next end the run with an error. The
+//! handshake carries the layout's version, [`SLOT_FORMAT`]. Counters are
+//! cumulative: a lost control slot only delays what the next says.
 
 pub use crate::spec::{COMPACT_HEADER, RECORD_HEADER, SLOT_FORMAT, SLOT_HEADER};
 
@@ -61,29 +57,24 @@ pub const COMPACT: u16 = 1 << 5;
 /// Bytes of a control or FIN slot.
 pub const CTRL_LEN: usize = SLOT_HEADER + 8;
 
-/// `--stamp-thread`: where a data slot carries the stamping thread's
-/// clock word (bytes 8..16 of the first message's payload: the receiver
-/// checks a payload's first and last byte, and `spec::check_stamp` asks
-/// for 24 bytes).
+/// `--stamp-thread`: bytes 8..16 of the first message's payload (the
+/// receiver checks only a payload's first and last byte; `spec::check_stamp`
+/// asks for 24 bytes).
 pub const STAMP_AT: usize = SLOT_HEADER + RECORD_HEADER + 8;
 // The stamping thread stores the word atomically: it must be aligned in
 // the (64-byte aligned) send buffer.
 const _: () = assert!(STAMP_AT.is_multiple_of(8));
 
-/// The stamp a data slot arrived with (see [`STAMP_AT`]).
 #[inline(always)]
 pub fn read_stamp(b: &[u8]) -> u64 {
     u64_at(b, STAMP_AT)
 }
 
-/// Bytes of `ibprobe loggp`'s header in front of every message's payload
-/// (`workload/loggp.rs`; the predictions of `probe/loggp_predict.rs`
-/// count it too).
+/// Bytes of `ibprobe loggp`'s header in front of every message's payload.
 pub const LOGGP_HEADER: usize = 16;
 
-/// Why a data slot was posted (its flush cause, also in its flags): the
-/// batch was full (always, without batching), the `--flush` timer ran out
-/// on a partial batch, or the end of a burst or of the run flushed one.
+/// Why a data slot was posted (in its flags): the batch was full, the
+/// `--flush` timer ran out, or the end of a burst or of the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
     Fill = 0,
@@ -152,8 +143,7 @@ pub fn data_flags(cause: Cause, frag: bool) -> u16 {
     DATA | ((cause as u16) << CAUSE_SHIFT) | if frag { FRAG } else { 0 }
 }
 
-/// Writes a control (or FIN) slot into `b`: `flags`, the header word and
-/// the second counter; returns its length.
+/// Writes a control (or FIN) slot into `b`; returns its length.
 #[inline(always)]
 pub fn write_ctrl(b: &mut [u8], flags: u16, word: u64, second: u64) -> usize {
     Header {
@@ -167,28 +157,25 @@ pub fn write_ctrl(b: &mut [u8], flags: u16, word: u64, second: u64) -> usize {
     CTRL_LEN
 }
 
-/// The second counter of a control or FIN slot.
 #[inline(always)]
 pub fn ctrl_second(b: &[u8]) -> u64 {
     u64_at(b, SLOT_HEADER)
 }
 
-/// Writes a message record (sequence number, hand-over tick) at `at`.
 #[inline(always)]
 pub fn write_record(b: &mut [u8], at: usize, seq: u64, t_handover: u64) {
     put_u64(b, at, seq);
     put_u64(b, at + 8, t_handover);
 }
 
-/// Reads the record at `at`: (sequence number, hand-over tick).
+/// (sequence number, hand-over tick).
 #[inline(always)]
 pub fn read_record(b: &[u8], at: usize) -> (u64, u64) {
     (u64_at(b, at), u64_at(b, at + 8))
 }
 
-/// Writes a compact slot's header (see the module doc) for message `seq`
-/// handed over at `t_handover`, posted for `cause`; the payload of
-/// `size` bytes follows at [`COMPACT_HEADER`]. Returns the slot's length.
+/// Writes a compact slot's header; the payload of `size` bytes follows
+/// at [`COMPACT_HEADER`]. Returns the slot's length.
 #[inline(always)]
 pub fn write_compact(b: &mut [u8], seq: u64, t_handover: u64, size: usize, cause: Cause) -> usize {
     let len = COMPACT_HEADER + size;
@@ -209,31 +196,20 @@ pub struct Compact {
     pub ticks_lo: u64,
 }
 
-/// Why a compact slot is refused: what was wrong with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a compact slot is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BadCompact {
     /// Its length (`got` the transport's, `said` the header's) is not
     /// `want`, [`COMPACT_HEADER`] + the message size.
+    #[error("a compact slot of {got} B saying {said} B, where one message makes {want} B")]
     Len { got: usize, said: u32, want: usize },
     /// Flags beside [`DATA`], [`COMPACT`] and a flush cause.
+    #[error("a compact slot with flags {0:#06x}")]
     Flags(u16),
 }
 
-impl std::fmt::Display for BadCompact {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BadCompact::Len { got, said, want } => write!(
-                f,
-                "a compact slot of {got} B saying {said} B, where one message makes {want} B"
-            ),
-            BadCompact::Flags(x) => write!(f, "a compact slot with flags {x:#06x}"),
-        }
-    }
-}
-
 /// Reads the compact slot `b` of `len` bytes (the transport's) for
-/// messages of `size` bytes, refusing one whose length or flags are not
-/// a compact slot's.
+/// messages of `size` bytes.
 #[inline(always)]
 pub fn read_compact(b: &[u8], len: usize, size: usize) -> Result<Compact, BadCompact> {
     let h = Header::read(b);

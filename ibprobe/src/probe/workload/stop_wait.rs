@@ -1,22 +1,12 @@
-//! Stop-and-wait: THE measurement loop of today's probe. One message at a
-//! time, so a reader can check it in one sitting:
-//! - no allocation (histograms are allocated before; recording never
-//!   allocates), no lock, no syscall beyond the transport's own calls and
-//!   the clock read;
-//! - one message at a time: `t_subm = now; post(seq)`, then poll until the
-//!   arrival of `seq` (`t_recv`) and, for a signaled send, its completion
-//!   (`t_comp`); record `t_recv - t_subm` (one-way, or the RTT when the
-//!   arrival is the peer's echo) and `t_comp - t_subm`;
-//! - an arrival with an older sequence number (a late message already
-//!   counted lost) is skipped; no arrival within the timeout is a loss, and
-//!   `max_consecutive_lost` losses in a row end the run (the peer is gone);
-//! - between messages: the Ctrl-C flag, the end (count or duration), the
-//!   rate pacing and the pause after a burst ([`super::pace`]), and the
-//!   interval delivery to a [`Sink`] ([`super::record`]).
-//!
-//! Event polling (`Plan::event`) waits in `Channel::wait_recv` for the
-//! arrival and then polls the send completion, so in that mode `t_comp` is
-//! taken no earlier than the arrival.
+//! Stop-and-wait: THE measurement loop, short enough to check in one
+//! sitting. `t_subm = now; post(seq)`, then poll until the arrival of
+//! `seq` (`t_recv`) and, for a signaled send, its completion (`t_comp`);
+//! record `t_recv - t_subm` (one-way, or the RTT when the arrival is the
+//! echo) and `t_comp - t_subm`. An older arrival (already counted lost)
+//! is skipped; none within the timeout is a loss, and
+//! `max_consecutive_lost` in a row end the run. Between messages: Ctrl-C,
+//! the end, pacing ([`super::pace`]), intervals to a [`Sink`]. Event
+//! polling waits for the arrival first, so `t_comp` is no earlier.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -184,8 +174,7 @@ impl Workload for StopWait {
     }
 }
 
-/// Runs `plan` stop-and-wait on `ch` from `first_seq`, recording into
-/// `cur` as [`Recorder::new`] says.
+/// Runs `plan` stop-and-wait on `ch` from `first_seq`.
 #[allow(clippy::too_many_arguments)]
 pub fn measure<C: Channel + ?Sized>(
     ch: &mut C,

@@ -1,29 +1,20 @@
-//! The stream loops: one sender and one receiver over a [`SlotEnd`] each,
-//! running at the same time (two threads in loopback, two hosts in
-//! client/server). The policies are small structs asked one question each:
-//! [`Credits`] (the window) and [`Acks`] (the pipeline) "may I post?",
+//! The stream loops: a sender and a receiver over a [`SlotEnd`] each, at
+//! the same time (two threads in loopback, two hosts across). Policies
+//! answer one question each: [`Credits`] and [`Acks`] "may I post?",
 //! [`Batcher`] "is the slot full, or its timer out?".
 //!
-//! The sender, per message: wait for its paced step, stamp `t_handover`,
-//! append the record to the open slot, and post the slot when it is full,
-//! its `--flush` timer ran out, or a burst or the run ended. Posting waits
-//! for a credit and, with `--pipeline`, an ack slot (a stall when it waits
-//! at all). A message larger than a slot is cut into fragments.
+//! The sender stamps each message's `t_handover` at its paced step,
+//! appends it to the open slot and posts the slot when full, timed out
+//! (`--flush`), or at a burst's or the run's end, after a credit (and an
+//! ack with `--pipeline`); a message larger than a slot goes in fragments.
+//! The receiver reads the clock once per slot, records `now - t_handover`
+//! per message, and returns credits and acks as `--credit-return` says;
+//! a slot beyond the window or the pipeline ends the run.
 //!
-//! The receiver, per slot: copy it out, read the clock once, record
-//! `now - t_handover` for every record in it, spend `--consume-delay` per
-//! message, then return credits and acks as `--credit-return` says. It
-//! checks the window and the pipeline inside the run: when slot `s`
-//! arrives, `s + 1 - consumed` must not exceed the window (and
-//! `s + 1 - acked` the pipeline depth); a violation ends the run. With
-//! `--stamp-thread` it also splits each message's latency at its slot's
-//! stamp ([`StampSplit`]).
-//!
-//! The contract of `probe/workload/mod.rs` holds. Losses (udp, uc, ud):
-//! the receiver counts gaps in slot numbers; a sender whose credits do not
-//! come back within `--timeout` takes the slots in flight as lost, and
-//! `max_consecutive_lost` such timeouts in a row end the run. On a
-//! reliable transport (shm, rc) the first such timeout ends the run.
+//! Losses (udp, uc, ud): the receiver counts gaps in slot numbers; a
+//! sender with no credit back within `--timeout` takes its slots in
+//! flight as lost, `max_consecutive_lost` times in a row at most; on a
+//! reliable transport (shm, rc) the first timeout ends the run.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -41,15 +32,14 @@ use crate::stats::LatencyHistogram;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
 
-/// A stream as a [`Paired`] workload: the sender measures (warm-up,
-/// measured part, FIN and drain), the receiver answers.
+/// A stream as a [`Paired`] workload: the sender measures, the receiver
+/// answers.
 pub struct Stream {
     pub sp: StreamPlan,
     /// The warm-up and the measured part.
     pub plans: [Plan; 2],
     pub clock: Clock,
-    /// Record each message's hand-over to credit-back time
-    /// (`SendHistos::returned`: the latency a client measures).
+    /// Fill `SendHistos::returned` (the latency a client measures).
     pub track: bool,
 }
 
@@ -91,8 +81,6 @@ impl Paired for Stream {
 }
 
 impl Stream {
-    /// The stream of `spec` as `cfg` plans it on `clock`; `track` as
-    /// [`Stream::track`].
     pub fn planned(cfg: &ProbeConfig, spec: &StreamSpec, clock: &Clock, track: bool) -> Stream {
         let measured = Plan::measured(cfg, clock);
         Stream {
@@ -104,17 +92,15 @@ impl Stream {
     }
 }
 
-/// The server's last word on a stream (after the client's FIN): what its
-/// receiving loop counted.
+/// The server's last word on a stream (after the client's FIN).
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct StreamTally {
     pub tally: RecvTally,
 }
 
-/// A server receives a client's stream until its FIN, its transport is
-/// lost, or nothing arrives for the client's `--timeout`, and sends back
-/// the receiver's counters (the client's clock is not ours: the
-/// latencies are not reported).
+/// A server receives a client's stream until its FIN (or `--timeout`
+/// without one) and sends back the receiver's counters (not latencies:
+/// the client's clock is not ours).
 impl Served for Stream {
     const WORD: StreamWorkload = StreamWorkload::Stream;
     type Reply = StreamTally;
@@ -140,8 +126,7 @@ impl Served for Stream {
     }
 }
 
-/// The sending side of a stream: `plans`' warm-up and measured part, the
-/// FIN and the drain, on `tx`; `track` as [`Stream::track`].
+/// The sending side of a stream: warm-up, measured part, FIN and drain.
 pub fn send(
     tx: &mut dyn SlotEnd,
     [warmup, measured]: &[Plan; 2],
@@ -163,37 +148,32 @@ pub fn send(
 /// Empty polls between two clock reads while a sender waits for a credit.
 const CLOCK_EVERY: u32 = 16;
 
-/// A stream's knobs in the loops' terms, computed once before the run.
+/// A stream's knobs in the loops' terms (ticks), computed once before the
+/// run.
 #[derive(Clone, Copy, Debug)]
 pub struct StreamPlan {
-    /// Message size (payload bytes).
+    /// Payload bytes.
     pub size: usize,
     pub slot_size: usize,
-    /// Credits.
     pub window: u32,
-    /// Messages per slot.
     pub batch: u32,
-    /// Ticks of `--flush`; 0: none.
+    /// 0: no `--flush`.
     pub flush_ticks: u64,
     pub pipeline: Option<u32>,
     pub credit_return: CreditReturn,
-    /// Slots per credit message.
     pub credit_batch: u32,
     /// Messages sent before the measured ones (not recorded).
     pub warmup: u64,
-    /// Ticks of `--consume-delay` (receiver) and of `--timeout`.
     pub consume_ticks: u64,
     pub timeout_ticks: u64,
-    /// Timeouts in a row that end a lossy run.
     pub max_consecutive_lost: u32,
-    /// `--stamp-thread` (loopback, verbs): the receiver reads each data
-    /// slot's stamp (`slot::STAMP_AT`) and splits the latency at it.
+    /// `--stamp-thread`: the receiver splits the latency at each data
+    /// slot's stamp (`slot::STAMP_AT`).
     pub stamp: bool,
 }
 
 impl StreamPlan {
-    /// The plan of `spec` for messages of `size` bytes; timing from the
-    /// measured `plan`, `--flush` converted on `clock`.
+    /// Timing from the measured `plan`.
     pub fn new(
         spec: &StreamSpec,
         size: usize,
@@ -224,26 +204,23 @@ impl StreamPlan {
         (RECORD_HEADER + self.size).div_ceil(room)
     }
 
-    /// Whether the sender posts compact slots (`slot.rs`: one message in
-    /// 16 B of header instead of 32): batch 1, a message that fits one
-    /// slot, and no `--stamp-thread` (its stamp lives in the full form's
-    /// first record).
+    /// Whether the sender posts compact slots (`slot.rs`): batch 1, one
+    /// slot per message, no `--stamp-thread` (its stamp needs the full
+    /// form).
     pub fn compact(&self) -> bool {
         self.batch == 1 && !self.stamp && self.slots_per_msg() == 1
     }
 }
 
-/// The sender's distributions (measured messages only).
+/// The sender's distributions (measured messages only), ns.
 #[derive(Clone, Debug, Default)]
 pub struct SendHistos {
-    /// Per message: its slot's post minus its hand-over (see
-    /// `Sender::send_now` for when a post is read).
+    /// Per message: its slot's post minus its hand-over.
     pub in_batch: LatencyHistogram,
-    /// Per data slot: how long it waited for a credit or an ack once ready.
+    /// Per data slot: its wait for a credit or an ack once ready.
     pub credit_wait: LatencyHistogram,
-    /// Per message, from its hand-over to its slot's credit coming back,
-    /// on the sender's clock (what a client measures across hosts); only
-    /// with [`Sender::track_returns`].
+    /// Per message: hand-over to its slot's credit back, on the sender's
+    /// clock (what a client measures); only with [`Sender::track_returns`].
     pub returned: LatencyHistogram,
 }
 
@@ -251,14 +228,12 @@ pub struct SendHistos {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SendTally {
     pub msgs: u64,
-    /// Data slots posted (one operation each).
     pub data_posts: u64,
     /// Posts by cause: fill, timer, explicit.
     pub flushes: [u64; 3],
-    /// Posts that had to wait for a credit, and the ticks they waited.
+    /// Posts that waited for a credit (an ack), and the ticks waited.
     pub credit_stalls: u64,
     pub credit_stall_ticks: u64,
-    /// Posts that had to wait for an ack (pipeline), and the ticks.
     pub ack_waits: u64,
     pub ack_wait_ticks: u64,
     /// Sends the transport refused for lack of room (retried).
@@ -266,12 +241,10 @@ pub struct SendTally {
     /// Slots in flight taken as lost after a timeout (lossy transports).
     pub slots_given_up: u64,
     pub missed_steps: u64,
-    /// Most slots in flight (unacknowledged) at a post: the window (the
-    /// pipeline) bounds it.
+    /// Most slots in flight (unacknowledged) at a post.
     pub max_in_flight: u64,
     pub max_unacked: u64,
-    /// Ticks of the first measured hand-over and of the sender's end
-    /// (drained, or gave up).
+    /// Ticks of the first measured hand-over and of the sender's end.
     pub first_handover: u64,
     pub end: u64,
     pub interrupted: bool,
@@ -288,26 +261,24 @@ fn first_at(compact: bool) -> usize {
 }
 
 /// A wait for a credit or an ack: when it began, and whether a credit
-/// was missing (a credit stall) or only an ack (an ack wait).
+/// was missing (else only an ack).
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
     ready: u64,
     credit_stall: bool,
 }
 
-/// The sending end's loop state: the open slot, the policies, the counters.
 pub struct Sender<'a, E: SlotEnd + ?Sized> {
     end: &'a mut E,
     clock: &'a Clock,
     sp: &'a StreamPlan,
     stop: &'a AtomicBool,
-    /// The open slot (composed here, copied once by `send`).
+    /// The open slot.
     buf: Vec<u8>,
-    /// [`StreamPlan::compact`], asked once: the open slot's one message
-    /// is handed over at `open_t`, its payload at [`COMPACT_HEADER`].
+    /// [`StreamPlan::compact`]: the open slot's one message is handed
+    /// over at `open_t`.
     compact: bool,
     open_t: u64,
-    /// Where control slots are copied to.
     ctrl: Vec<u8>,
     used: usize,
     credits: Credits,
@@ -315,29 +286,27 @@ pub struct Sender<'a, E: SlotEnd + ?Sized> {
     batch: Batcher,
     next_seq: u64,
     slot_seq: u64,
-    /// Last tick a credit or ack came back (or the wait began), and
-    /// whether one came back since.
+    /// Last tick a credit or ack came back (or the wait began).
     progress: u64,
     progressed: bool,
-    /// The wait the next post ends, if it had to wait.
+    /// The wait the next post ends.
     waiting: Option<Waiting>,
     timeouts_in_a_row: u32,
     measuring: bool,
-    /// Measured data slots that waited for no credit or ack (their zero
-    /// credit waits, added to `histos.credit_wait` by `finish`).
+    /// Measured data slots that waited for nothing (zeros of
+    /// `histos.credit_wait`, added by `finish`).
     unwaited: u64,
-    /// Hand-over ticks of the messages of each slot in flight, by slot
-    /// number modulo `window + 1` (`batch` entries per slot), and how many
-    /// each slot holds; empty unless [`Sender::track_returns`].
+    /// Hand-over ticks of each slot in flight's messages, by slot number
+    /// modulo `window + 1` (`batch` per slot), and how many each holds;
+    /// empty unless [`Sender::track_returns`].
     handovers: Vec<u64>,
     held: Vec<u32>,
-    /// The measured part's counters and distributions.
     pub tally: SendTally,
     pub histos: SendHistos,
 }
 
 impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
-    /// A sender on `end`; allocates its slot buffers and histograms now.
+    /// Allocates the slot buffers now.
     pub fn new(end: &'a mut E, clock: &'a Clock, sp: &'a StreamPlan, stop: &'a AtomicBool) -> Self {
         let n = end.slot_size().max(CTRL_LEN);
         let compact = sp.compact();
@@ -369,17 +338,14 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
     }
 
-    /// Records, per message, the time from its hand-over to its slot's
-    /// credit coming back (`histos.returned`); allocates the ring of
-    /// hand-over ticks now.
+    /// Fills `histos.returned`; allocates the ring of hand-overs now.
     pub fn track_returns(&mut self) {
         let slots = self.sp.window as usize + 1;
         self.handovers = vec![0; slots * self.sp.batch as usize];
         self.held = vec![0; slots];
     }
 
-    /// Remembers the hand-overs of the slot just posted (`n` records, or
-    /// a last fragment's one message at `t_h`).
+    /// Remembers the hand-overs of the slot just posted.
     #[inline(always)]
     fn remember(&mut self, n: usize, last_fragment: Option<u64>) {
         if self.held.is_empty() {
@@ -403,8 +369,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
     }
 
-    /// Slots `from..to` were just consumed (their credits came back at
-    /// `now`): records each of their messages' round trip.
+    /// Slots `from..to` were consumed at `now`: their messages' round trips.
     #[inline(always)]
     fn returned(&mut self, from: u64, to: u64, now: u64) {
         if self.held.is_empty() || !self.measuring {
@@ -424,8 +389,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
     }
 
-    /// Sends `plan` (the warm-up, then the measured part, which records),
-    /// then posts what is left in the open slot (an explicit flush).
+    /// Sends `plan`, then flushes the open slot.
     pub fn run(&mut self, plan: &Plan, measured: bool) -> Result<(), TransportError> {
         if measured {
             self.measuring = true;
@@ -498,8 +462,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         self.flush(Cause::Explicit)
     }
 
-    /// Ends the stream: a FIN slot (it takes a credit like any slot), then
-    /// waits until every slot was consumed (or, lossy, the timeout).
+    /// A FIN slot (it takes a credit), then the drain.
     pub fn finish(&mut self) -> Result<SendTally, TransportError> {
         if !self.tally.interrupted {
             if self.wait_for_credit()? {
@@ -518,7 +481,6 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(self.tally)
     }
 
-    /// Waits until every posted slot's credit came back.
     fn drain(&mut self) -> Result<(), TransportError> {
         self.progress = self.clock.now();
         while !self.credits.drained() {
@@ -534,8 +496,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(())
     }
 
-    /// Message `i` of the open (or just posted) slot: (sequence number,
-    /// hand-over tick).
+    /// Message `i` of the open (or just posted) slot: (seq, hand-over).
     #[inline(always)]
     fn record(&self, i: usize) -> (u64, u64) {
         if self.compact {
@@ -545,8 +506,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
     }
 
-    /// Appends message `next_seq`, handed over at `now`, to the open
-    /// slot; true when the batch is full.
+    /// Appends message `next_seq`; true when the batch is full.
     #[inline(always)]
     fn append(&mut self, now: u64) -> bool {
         let at = self.used;
@@ -564,7 +524,6 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         self.batch.add(now)
     }
 
-    /// Posts the open slot (if it holds messages) for `cause`.
     #[inline(always)]
     fn flush(&mut self, cause: Cause) -> Result<(), TransportError> {
         let msgs = self.batch.open();
@@ -613,9 +572,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(())
     }
 
-    /// Counts a data slot's credit wait: most wait for none, and those are
-    /// added to `histos.credit_wait` once, by [`Sender::finish`], so that
-    /// they cost the hot loop no histogram record.
+    /// Counts a data slot's credit wait; the many zeros are recorded once,
+    /// by [`Sender::finish`], not in the hot loop.
     #[inline(always)]
     fn credit_wait(&mut self, waited: u64) {
         if waited == 0 {
@@ -627,7 +585,6 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         }
     }
 
-    /// Sends message `next_seq` as consecutive fragment slots.
     fn send_fragmented(&mut self, now: u64) -> Result<(), TransportError> {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -671,14 +628,11 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(())
     }
 
-    /// Sends the first `len` bytes of the open slot as the next slot (the
-    /// caller holds a credit); returns the post's tick and the ticks it
-    /// waited for a credit or an ack (0: none).
-    ///
-    /// The post's tick: read before the send when the slot did not wait
-    /// (the send's cost is not time in the batch); after the send when it
-    /// did, so that one clock read, not two, lies on the path from the
-    /// credit's arrival to the post. A wait thus ends when its post returns.
+    /// Sends the open slot's first `len` bytes (the caller holds a
+    /// credit): (the post's tick, ticks waited for a credit or ack).
+    /// Without a wait the tick is read before the send (its cost is not
+    /// time in the batch); after one, after the send, so that one clock
+    /// read lies between the credit's arrival and the post.
     #[inline(always)]
     fn send_now(&mut self, len: usize) -> Result<(u64, u64), TransportError> {
         let waiting = self.waiting.take();
@@ -737,9 +691,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     }
 
     /// Waits until the window and the pipeline allow one more slot; false
-    /// when Ctrl-C stopped it. A wait (no clock read when there is none)
-    /// is left in `waiting` for [`Sender::send_now`] to end and count, as
-    /// a credit stall or an ack wait.
+    /// on Ctrl-C. A wait is left in `waiting` for [`Sender::send_now`].
     #[inline(always)]
     fn wait_for_credit(&mut self) -> Result<bool, TransportError> {
         // Read everything that came back when the window is half used
@@ -783,9 +735,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(true)
     }
 
-    /// When nothing came back for `--timeout`: on a lossy transport the
-    /// slots in flight are lost (true: the caller stops waiting), until
-    /// too many timeouts in a row; on a reliable one the receiver is gone.
+    /// Nothing came back for `--timeout`: lossy, the slots in flight are
+    /// lost (true: stop waiting) until too many in a row; else an error.
     fn timed_out(&mut self, what: &str) -> Result<bool, TransportError> {
         let now = self.clock.now();
         if std::mem::take(&mut self.progressed) {
@@ -814,8 +765,7 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         Ok(true)
     }
 
-    /// The receiver consumed `consumed` slots: credits back, and the
-    /// round trips of their messages when tracked.
+    /// The receiver consumed `consumed` slots.
     #[inline(always)]
     fn credit_back(&mut self, consumed: u64) -> bool {
         let before = self.credits.consumed();
@@ -829,10 +779,8 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
         true
     }
 
-    /// Reads the control slots that arrived, at most `max` (the counters
-    /// are cumulative, so the latest says all), and the rc counter; true
-    /// when a credit or an ack came back (the timeout restarts, without a
-    /// clock read here: see `timed_out`).
+    /// Reads up to `max` control slots (cumulative: the latest says all)
+    /// and the rc counter; true when a credit or an ack came back.
     #[inline(always)]
     fn poll_control(&mut self, max: usize) -> Result<bool, TransportError> {
         let mut moved = false;
@@ -864,28 +812,25 @@ impl<'a, E: SlotEnd + ?Sized> Sender<'a, E> {
     }
 }
 
-/// The receiver's counters (sent back to a client over the out-of-band
-/// connection at the end of a run across hosts).
+/// The receiver's counters (a server sends them to its client).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RecvTally {
     /// Measured messages delivered.
     pub msgs: u64,
     /// Data slots received (warm-up included).
     pub slots: u64,
-    /// Slots missing in the sequence (lossy transports).
     pub lost_slots: u64,
-    /// Credit messages sent (control slots carrying only credits), ack
-    /// messages (with or without credits), RDMA writes of the counter.
+    /// Control slots carrying only credits, acks (with or without
+    /// credits), RDMA writes of the counter.
     pub credit_msgs: u64,
     pub ack_msgs: u64,
     pub counter_writes: u64,
-    /// Most slots ever unconsumed (unacknowledged) when one arrived: the
-    /// window (the pipeline) bounds it.
+    /// Most slots unconsumed (unacknowledged) when one arrived.
     pub max_unconsumed: u64,
     pub max_unacked: u64,
     /// Messages whose payload was not what the sender wrote.
     pub corrupt: u64,
-    /// Messages the sender said it sent (FIN), if the FIN came.
+    /// Messages the sender said it sent (its FIN).
     pub sender_msgs: Option<u64>,
     /// Ticks of the first and the last measured delivery.
     pub first_arrival: u64,
@@ -893,16 +838,12 @@ pub struct RecvTally {
     pub interrupted: bool,
 }
 
-/// The receiving end's loop: records every measured message's latency
-/// into `latency` (ns, arrival minus `t_handover`: one clock in
-/// loopback). Ends at the sender's FIN, at `stop`, at `abort` (the sender
-/// failed), or after `--timeout` with nothing arriving once `sender_done`
-/// is set (a FIN lost on a lossy transport).
-///
-/// Arrived slots are taken into a local queue of `window` slots and
-/// consumed from its head; a slot arriving while `window` are unconsumed
-/// breaks the window: an error, or on a lossy transport (whose sender
-/// gives slots up after --timeout) dropped and counted lost.
+/// The receiving loop: each measured message's latency into `latency`
+/// (ns, arrival minus `t_handover`). Ends at the sender's FIN, `stop`,
+/// `abort` (the sender failed), or, once `sender_done` is set, after
+/// `--timeout` with nothing arriving (a FIN lost on a lossy transport).
+/// Slots are queued locally (`window` of them); one more breaks the
+/// window: an error, or on a lossy transport dropped and counted lost.
 pub fn receive<E: SlotEnd + ?Sized>(
     end: &mut E,
     clock: &Clock,
@@ -915,10 +856,9 @@ pub fn receive<E: SlotEnd + ?Sized>(
     receive_stamped(end, clock, sp, (stop, sender_done, abort), latency, None)
 }
 
-/// `--stamp-thread`: a stream's latency split at t_read, the stamp its
-/// slot arrived with (the HCA's read of its send buffer): (hand-over ->
-/// t_read, t_read -> delivery), ns, per measured message; a message whose
-/// stamp is not between the two is left out.
+/// `--stamp-thread`: each measured message's latency split at its slot's
+/// stamp t_read (the HCA's read): (hand-over -> t_read, t_read ->
+/// delivery), ns; a stamp not between the two is left out.
 #[derive(Clone, Debug, Default)]
 pub struct StampSplit {
     pub before: LatencyHistogram,
@@ -928,8 +868,6 @@ pub struct StampSplit {
 }
 
 impl StampSplit {
-    /// Records message `(seq, t_handover)` of a slot stamped `stamp` and
-    /// taken at `now`.
     #[inline(always)]
     fn record(&mut self, clock: &Clock, warmup: u64, (seq, t_h): (u64, u64), stamp: u64, now: u64) {
         if seq >= warmup && t_h <= stamp && stamp <= now {
@@ -940,8 +878,7 @@ impl StampSplit {
     }
 }
 
-/// [`receive`], and with `split` the latency split at each slot's stamp
-/// (`--stamp-thread`); `(stop, sender_done, abort)` as there.
+/// [`receive`], and with `split` the latency split at each slot's stamp.
 pub fn receive_stamped<E: SlotEnd + ?Sized>(
     end: &mut E,
     clock: &Clock,
@@ -1192,12 +1129,10 @@ pub fn receive_stamped<E: SlotEnd + ?Sized>(
     Ok(t)
 }
 
-/// The error of a slot that breaks the stream's protocol (`what` it was).
 fn broken(what: impl std::fmt::Display) -> TransportError {
     TransportError::Completion(format!("stream protocol broken: {what}"))
 }
 
-/// Counts and records one delivered message.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn deliver(
@@ -1222,8 +1157,8 @@ fn deliver(
     t.corrupt += u64::from(bad);
 }
 
-/// Sends one control slot, retrying while the transport has no room (the
-/// sender reads control slots while it waits, so room comes back).
+/// Sends one control slot, retrying while the transport is full (the
+/// sender reads control slots meanwhile).
 #[inline(always)]
 fn send_ctrl<E: SlotEnd + ?Sized>(
     end: &mut E,

@@ -1,23 +1,17 @@
-//! The out-of-band exchange between `ibprobe server` and `ibprobe client`:
-//! a TCP connection carrying a versioned handshake before the run and a
-//! closing message after it.
-//!
-//! Why it exists: perftest's handshake has no timeout, so a dead peer hangs
-//! it forever, and a version mismatch gives garbage. Here every frame
-//! starts with a magic and the protocol version, every read and connect has
-//! a timeout, and every failure is one clear error.
+//! The out-of-band TCP connection between client and server: a versioned
+//! handshake before the run, a closing message after it. Unlike
+//! perftest's, every read and connect has a timeout and a version
+//! mismatch is one clear error.
 //!
 //! Frame: `b"IBPROBE\0"`, protocol version (u32, big endian), body length
-//! (u32, big endian, at most [`MAX_BODY`]), body (JSON). The bodies are
-//! [`Hello`] (client -> server), [`Reply`] (server -> client) and [`Done`]
-//! (client -> server, after the run). Transport endpoints (a UDP port, a
-//! shm file, verbs' `Endpoint`) travel as opaque JSON values, so a
-//! transport adds its own fields without changing this protocol.
+//! (u32, big endian, at most [`MAX_BODY`]), body (JSON): [`Hello`], then
+//! [`Reply`], then after the run [`Done`]. Transport endpoints travel as
+//! opaque JSON, so a transport adds fields without changing this protocol.
 //!
-//! With a mesh secret ([`Oob::with_secret`] on both ends, `probe/session/auth.rs`)
-//! the client's Hello carries its nonce in `params.auth`, the server
-//! answers [`Reply::Challenge`] (its nonce and proof), the client answers
-//! [`Proof`], and only then does the server act on the Hello.
+//! With a mesh secret (`probe/session/auth.rs`) the Hello carries the
+//! client's nonce in `params.auth`, the server answers
+//! [`Reply::Challenge`], the client [`Proof`], and only then does the
+//! server act on the Hello.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -34,7 +28,6 @@ pub use wire::*;
 /// How often a read under a deadline looks at the stop flag.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
-/// One end of the out-of-band connection.
 pub struct Oob {
     stream: TcpStream,
     peer: SocketAddr,
@@ -46,8 +39,7 @@ pub struct Oob {
     stop: Option<&'static AtomicBool>,
 }
 
-/// What [`Oob::poll_closing`] saw: nothing yet (the session goes on), the
-/// client's Done, or the connection ended or broke without one.
+/// What [`Oob::poll_closing`] saw.
 #[derive(Debug)]
 pub enum Closing {
     Open,
@@ -65,9 +57,8 @@ fn io(peer: impl ToString, what: &'static str) -> impl FnOnce(std::io::Error) ->
 }
 
 impl Oob {
-    /// Connects to `addr` ("HOST" or "HOST:PORT"; `default_port` when no
-    /// port), trying each resolved address with `timeout`, and sets the
-    /// same timeout on every later read and write.
+    /// Connects to `addr` ("HOST" or "HOST:PORT"), trying each resolved
+    /// address; `timeout` for the connect and every later read and write.
     pub fn connect(addr: &str, default_port: u16, timeout: Duration) -> Result<Oob, OobError> {
         let with_port = if addr.parse::<SocketAddr>().is_ok() {
             addr.to_string()
@@ -78,24 +69,19 @@ impl Oob {
         } else {
             format!("{addr}:{default_port}")
         };
-        let addrs: Vec<SocketAddr> = with_port
-            .to_socket_addrs()
-            .map_err(|e| OobError::Resolve {
-                addr: addr.into(),
-                detail: e.to_string(),
-            })?
-            .collect();
-        let mut last = None;
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, timeout) {
+        let addrs = with_port.to_socket_addrs().map_err(|e| OobError::Resolve {
+            addr: addr.into(),
+            detail: e.to_string(),
+        })?;
+        let mut last = std::io::Error::new(ErrorKind::NotFound, "no address");
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, timeout) {
                 Ok(s) => return Oob::from_stream(s, timeout),
-                Err(e) => last = Some(e),
+                Err(e) => last = e,
             }
         }
-        Err(OobError::Connect {
-            addr: with_port,
-            source: last.unwrap_or_else(|| std::io::Error::new(ErrorKind::NotFound, "no address")),
-        })
+        let (addr, source) = (with_port, last);
+        Err(OobError::Connect { addr, source })
     }
 
     pub fn accept(listener: &TcpListener, timeout: Duration) -> Result<Oob, OobError> {
@@ -103,18 +89,13 @@ impl Oob {
         Oob::from_stream(s, timeout)
     }
 
-    /// Wraps an accepted or connected stream: no Nagle, `timeout` on every
-    /// read and write.
+    /// No Nagle, `timeout` on every read and write.
     pub fn from_stream(stream: TcpStream, timeout: Duration) -> Result<Oob, OobError> {
         let peer = stream.peer_addr().map_err(io("?", "getpeername"))?;
-        let set = "set socket options";
-        stream.set_nodelay(true).map_err(io(peer, set))?;
-        stream
-            .set_read_timeout(Some(timeout))
-            .map_err(io(peer, set))?;
-        stream
-            .set_write_timeout(Some(timeout))
-            .map_err(io(peer, set))?;
+        let set = |r: std::io::Result<()>| r.map_err(io(peer, "set socket options"));
+        set(stream.set_nodelay(true))?;
+        set(stream.set_read_timeout(Some(timeout)))?;
+        set(stream.set_write_timeout(Some(timeout)))?;
         Ok(Oob {
             stream,
             peer,
@@ -125,28 +106,24 @@ impl Oob {
         })
     }
 
-    /// Requires the mesh secret on this connection (None: no secret):
-    /// [`Oob::handshake`] and [`Oob::read_hello`] then prove it both ways.
+    /// Requires the mesh secret on this connection (None: no secret).
     pub fn with_secret(mut self, secret: Option<Secret>) -> Oob {
         self.secret = secret;
         self
     }
 
-    /// Reads under a deadline also end, within 50 ms, when `stop` is set
-    /// (the process's SIGINT/SIGTERM flag).
+    /// Reads under a deadline also end, within 50 ms, when `stop` is set.
     pub fn watch_stop(mut self, stop: &'static AtomicBool) -> Oob {
         self.stop = Some(stop);
         self
     }
 
-    /// Every read from now on ends within `total` in all (the whole
-    /// handshake, not each read): a peer sending one byte at a time is cut
-    /// off as a silent one is. Until [`Oob::end_deadline`].
+    /// Until [`Oob::end_deadline`], reads end within `total` in all (a peer
+    /// trickling bytes is cut off as a silent one is).
     pub fn start_deadline(&mut self, total: Duration) {
         self.deadline = Some((Instant::now() + total, total));
     }
 
-    /// Back to the per-read timeout (the handshake is over).
     pub fn end_deadline(&mut self) {
         self.deadline = None;
         let _ = self.stream.set_read_timeout(Some(self.timeout));
@@ -176,7 +153,7 @@ impl Oob {
             .map_err(|e| self.io_err(e, "sending"))
     }
 
-    /// Receives one frame as a `T`; `what` names it in errors.
+    /// `what` names the frame in errors.
     pub fn recv<T: DeserializeOwned>(&mut self, what: &'static str) -> Result<T, OobError> {
         let mut head = [0u8; 16];
         self.read_exact(&mut head, what)?;
@@ -264,9 +241,8 @@ impl Oob {
         }
     }
 
-    /// Looks, without blocking, whether the client closed the session
-    /// (sent [`Done`] or went away). For the server's idle checks: a
-    /// syscall, never called from the measurement loop's fast path.
+    /// Looks, without blocking, whether the client closed the session (a
+    /// syscall: for the server's idle checks, never the fast path).
     pub fn poll_closing(&mut self) -> Closing {
         let mut b = [0u8; 1];
         if let Err(e) = self.stream.set_nonblocking(true) {
@@ -288,9 +264,8 @@ impl Oob {
         }
     }
 
-    /// Client side: sends `hello`, waits for the server's reply; a refusal
-    /// becomes [`OobError::Refused`]. With a secret, the server must
-    /// prove it holds the same one before its Welcome counts.
+    /// Client side: sends `hello`, returns the server's endpoint. With a
+    /// secret, the server must prove it holds it before its Welcome counts.
     pub fn handshake(&mut self, hello: &Hello) -> Result<serde_json::Value, OobError> {
         let client_nonce = self.secret.as_ref().map(|_| Secret::nonce()).transpose();
         let client_nonce = client_nonce.map_err(OobError::Auth)?;
@@ -339,14 +314,9 @@ impl Oob {
         }
     }
 
-    /// Server side: reads the client's [`Hello`]. On a version mismatch the
-    /// client is told (a refusal framed in our version) before the error
-    /// is returned, so both ends print why.
-    ///
-    /// With a secret, the client must prove it holds the same one: a
-    /// client without a nonce or with a wrong proof is refused (told why)
-    /// and the error is [`OobError::Auth`]. The nonce is taken out of the
-    /// returned Hello's params.
+    /// Server side: reads the client's [`Hello`] (its nonce taken out of
+    /// its params). A client of another version, or without the secret,
+    /// is told why before the error is returned.
     pub fn read_hello(&mut self) -> Result<Hello, OobError> {
         let mut hello = match self.recv::<Hello>("waiting for the client's hello") {
             Err(OobError::Version { peer, ours, theirs }) => {
@@ -364,7 +334,7 @@ impl Oob {
         let Some(secret) = self.secret.clone() else {
             return Ok(hello);
         };
-        let refuse = |oob: &mut Oob, told: &str, why: String| {
+        let refuse = |oob: &mut Oob, told: &str, why: &str| {
             let _ = oob.send(&Reply::Refuse {
                 reason: told.to_string(),
             });
@@ -374,7 +344,7 @@ impl Oob {
             return refuse(
                 self,
                 "this server requires the mesh secret; pass --secret-file with the mesh's key file",
-                "sent no proof of the mesh secret".into(),
+                "sent no proof of the mesh secret",
             );
         };
         let sn = Secret::nonce().map_err(OobError::Auth)?;
@@ -392,7 +362,7 @@ impl Oob {
             return refuse(
                 self,
                 "wrong mesh secret; give both ends the same key file",
-                "proved a different mesh secret".into(),
+                "proved a different mesh secret",
             );
         }
         Ok(hello)

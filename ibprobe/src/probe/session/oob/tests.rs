@@ -12,16 +12,22 @@ fn pair() -> (Oob, Oob) {
     (c.join().unwrap(), s)
 }
 
+/// Reads the Hello and, when it is good, welcomes the client.
+fn welcome(s: &mut Oob) -> Result<Hello, OobError> {
+    let h = s.read_hello()?;
+    s.send(&Reply::Welcome {
+        endpoint: json!({"port": 10}),
+    })
+    .unwrap();
+    Ok(h)
+}
+
 #[test]
 fn hello_welcome_done_round_trip() {
     let (mut c, mut s) = pair();
     let hello = hello();
     let srv = std::thread::spawn(move || {
-        let h = s.read_hello().unwrap();
-        s.send(&Reply::Welcome {
-            endpoint: json!({"port": 10}),
-        })
-        .unwrap();
+        let h = welcome(&mut s).unwrap();
         assert!(matches!(s.poll_closing(), Closing::Open));
         let t = std::time::Instant::now();
         loop {
@@ -98,16 +104,7 @@ fn auth(
     let key = |k: Option<&[u8]>| k.map(|k| Secret::from_bytes(k).unwrap());
     let (c, s) = pair();
     let (mut c, mut s) = (c.with_secret(key(client)), s.with_secret(key(server)));
-    let srv = std::thread::spawn(move || {
-        let h = s.read_hello();
-        if h.is_ok() {
-            s.send(&Reply::Welcome {
-                endpoint: json!({"port": 10}),
-            })
-            .unwrap();
-        }
-        h
-    });
+    let srv = std::thread::spawn(move || welcome(&mut s));
     let r = c.handshake(&hello());
     (r, srv.join().unwrap())
 }

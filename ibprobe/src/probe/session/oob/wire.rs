@@ -1,11 +1,8 @@
-//! What travels on the out-of-band connection: the frame's constants, the
-//! messages (their JSON bodies) and [`OobError`], why an exchange failed.
-//! The framing itself (connect, accept, read and write under deadlines) is
-//! `oob/mod.rs`.
+//! What travels on the out-of-band connection: the frame's constants,
+//! the messages (JSON bodies) and [`OobError`]; `oob/mod.rs` frames them.
 
 use serde::{Deserialize, Serialize};
 
-/// First bytes of every frame.
 pub const MAGIC: [u8; 8] = *b"IBPROBE\0";
 /// Version of this protocol; both ends must speak the same one.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -14,63 +11,50 @@ pub const MAX_BODY: u32 = 1 << 20;
 /// The default TCP port (perftest's, so firewall rules carry over).
 pub const DEFAULT_PORT: u16 = 18515;
 
-/// Why the out-of-band exchange failed. Each message says what to do.
+/// Why the out-of-band exchange failed, and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum OobError {
-    /// No TCP connection could be made.
     #[error("cannot connect to ibprobe server at {addr}: {source}; is `ibprobe server` running there and the port open?")]
     Connect {
         addr: String,
         source: std::io::Error,
     },
-    /// The address did not resolve.
     #[error("cannot resolve {addr}: {detail}; pass HOST or HOST:PORT")]
     Resolve { addr: String, detail: String },
-    /// The peer did not answer in time.
     #[error("{peer} sent nothing for {secs} s while {what}; is it still running?")]
     Timeout {
         peer: String,
         what: &'static str,
         secs: u64,
     },
-    /// The peer closed the connection.
     #[error("{peer} closed the connection while {what}")]
     Closed { peer: String, what: &'static str },
-    /// The peer is not an ibprobe (wrong magic).
     #[error("{peer} is not an ibprobe peer (bad magic); check the host and port")]
     BadMagic { peer: String },
-    /// The peer speaks another protocol version.
     #[error("{peer} speaks ibprobe protocol v{theirs}, this ibprobe speaks v{ours}; run the same ibprobe version on both ends")]
     Version {
         peer: String,
         ours: u32,
         theirs: u32,
     },
-    /// A body that is not the expected JSON, or too long.
     #[error("{peer} sent a malformed message while {what}: {detail}")]
     Malformed {
         peer: String,
         what: &'static str,
         detail: String,
     },
-    /// The handshake as a whole took longer than its deadline
-    /// ([`Oob::start_deadline`]): a peer trickling bytes is cut off too.
     #[error("{peer} did not finish the handshake within {secs} s (while {what}); a client has the server's --handshake-timeout in all")]
     Deadline {
         peer: String,
         what: &'static str,
         secs: f64,
     },
-    /// SIGINT/SIGTERM while waiting.
     #[error("interrupted while {what} from {peer}")]
     Interrupted { peer: String, what: &'static str },
-    /// The server refused the client's parameters.
     #[error("server refused: {0}")]
     Refused(String),
-    /// The mesh secret was missing or wrong, on either end.
     #[error("mesh secret: {0}")]
     Auth(String),
-    /// Another socket error.
     #[error("{what} with {peer}: {source}")]
     Io {
         peer: String,
@@ -84,7 +68,7 @@ pub enum OobError {
 pub struct Hello {
     /// "shm", "udp", "rc", "uc", "ud".
     pub transport: String,
-    /// Message size in bytes.
+    /// Bytes.
     pub size: usize,
     /// The probe parameters, for the server's log and checks.
     pub params: serde_json::Value,
@@ -96,16 +80,17 @@ pub struct Hello {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
-    /// Accepted: the server's endpoint; the run may start.
-    Welcome { endpoint: serde_json::Value },
-    /// Refused, with the reason and what to change.
-    Refuse { reason: String },
-    /// The server holds a mesh secret: its nonce and its proof; the
-    /// client answers [`Proof`], then gets Welcome or Refuse.
+    Welcome {
+        endpoint: serde_json::Value,
+    },
+    /// The reason and what to change.
+    Refuse {
+        reason: String,
+    },
+    /// The server holds a mesh secret: its nonce and HMAC of both nonces
+    /// (base64); the client answers [`Proof`].
     Challenge {
-        /// The server's nonce (base64).
         nonce: String,
-        /// HMAC of both nonces by the server (base64).
         proof: String,
     },
 }
@@ -126,5 +111,4 @@ pub struct Done {
     pub interrupted: bool,
 }
 
-/// The server's last word on a stream (the stream workload's reply).
 pub use crate::probe::workload::stream::StreamTally;
