@@ -1,19 +1,16 @@
 //! The typed verbs configuration of one channel.
 //!
-//! Why it exists: the setup (`setup.rs`) needs the verbs knobs of a
-//! [`ChannelSpec`] with the QP type resolved and the defaults applied
-//! (prepost = RQ depth, the signal period), and it must be sure the
-//! static checks ran. [`VerbsConfig::new`] is the only way to build one:
-//! it runs [`ChannelSpec::check`], so a refusal comes before any resource
-//! is created, as one line naming the limit. Checks that need the device
-//! (max inline, MTU, port state, GID) happen in [`super::prepare`].
+//! Why it exists: the setup needs the verbs knobs of a [`ChannelSpec`]
+//! with the QP type resolved and the defaults applied, and the static
+//! checks run: [`VerbsConfig::new`] runs [`ChannelSpec::check`], so a
+//! refusal comes before any resource is created. Checks that need the
+//! device happen in [`super::prepare`].
 
 use serde::Serialize;
 
 use super::error::VerbsError;
 use crate::spec::{ChannelSpec, InlineMode, Op, Poll, QpType, SignalMode};
 
-/// A verbs channel's configuration, typed and statically checked.
 #[derive(Clone, Debug, Serialize)]
 pub struct VerbsConfig {
     /// Device (None: the first with an active port).
@@ -33,13 +30,11 @@ pub struct VerbsConfig {
     pub poll: Poll,
     pub sq_depth: u32,
     pub rq_depth: u32,
-    /// Receives kept posted.
     pub rq_prepost: u32,
     /// Path MTU in bytes (None: the port's active MTU).
     pub mtu: Option<u32>,
-    /// Message buffers in huge pages (`--hugepages`).
+    /// `--hugepages`, `--hw-timestamps`.
     pub hugepages: bool,
-    /// CQs that stamp completions with the HCA clock (`--hw-timestamps`).
     pub hw_timestamps: bool,
 }
 

@@ -2,20 +2,18 @@
 //! posted receives, handed to a [`VerbsSlots`] (`slots.rs`).
 //!
 //! Why it exists: a stream end needs more than a channel (a pool of
-//! `slots` receive buffers all posted up front, a send ring of as many,
-//! a counter word on rc, the peer's pool address for write-imm) and
-//! refuses what a stream cannot carry (plain write, event polling, a ud
-//! slot above the path MTU). It follows the channel's shape
-//! (`setup.rs`, whose QP creation and connection it reuses): across hosts
+//! receive buffers all posted up front, a send ring, a counter word on rc,
+//! the peer's pool address for write-imm) and refuses what a stream cannot
+//! carry. It reuses `setup.rs`'s QP creation and connection: across hosts
 //! [`prepare_slots`] then [`PreparedSlots::connect`] with the peer's
-//! [`Endpoint`] (whose [`StreamTarget`] says where to write); in one
-//! process [`stream_pair`]. Allocation and syscalls are fine here.
+//! [`Endpoint`] (its [`StreamTarget`] says where to write); in one process
+//! [`stream_pair`].
 
 use super::config::VerbsConfig;
 use super::error::VerbsError;
 use super::setup::{
-    gid_line, loopback_peer_dev, open_qp, round_up, same_qp_type, verbs_facts, Endpoint, OpenedQp,
-    QpShape, StreamTarget, GRH,
+    gid_line, grh, loopback_peer_dev, opcode, open_qp, round_up, same_qp_type, verbs_facts,
+    Endpoint, OpenedQp, QpShape, StreamTarget,
 };
 use super::slots::{SlotLayout, VerbsSlots};
 use super::types::ImmCodec;
@@ -26,8 +24,7 @@ use crate::sys::verbs::{
 use crate::transport::TransportInfo;
 
 /// A stream end's QP in INIT with its registered pool, waiting for the
-/// peer's [`Endpoint`]. The memory region is dropped before the QP's
-/// resources (and so before the PD it was registered on).
+/// peer's [`Endpoint`]. Field order is drop order.
 pub struct PreparedSlots {
     mem: RegisteredBuf,
     o: OpenedQp,
@@ -117,11 +114,7 @@ fn prepare_slots_on(
     if cfg.qp_type == QpType::Ud {
         ud_slot_fits(slot_size, o.mtu)?;
     }
-    let payload_off = if cfg.qp_type == QpType::Ud {
-        GRH as usize
-    } else {
-        0
-    };
+    let payload_off = grh(cfg.qp_type) as usize;
     let send_stride = round_up(slot_size.max(8) as u64, 64) as usize;
     let recv_stride = round_up((slot_size + payload_off) as u64, 64) as usize;
     let recv_off = slots as usize * send_stride;
@@ -193,11 +186,6 @@ impl PreparedSlots {
         if qp_type == QpType::Ud {
             ud_slot_fits(l.slot_size, mtu)?;
         }
-        let opcode = match op {
-            Op::SendImm => SendOpcode::SendImm,
-            Op::WriteImm => SendOpcode::WriteImm,
-            Op::Send | Op::Write => SendOpcode::Send,
-        };
         let rdma = (op == Op::WriteImm).then_some((peer.rkey, st.recv_addr));
         l.peer_recv = rdma.map(|(_, a)| (a, u64::from(st.recv_stride)));
         let recv = RecvRing::new(
@@ -243,7 +231,7 @@ impl PreparedSlots {
         ]);
         let w = o.wire(mem, peer, mtu, recv, true)?;
         let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_cap);
+        let tpl = SendTemplate::new(opcode(op), w.mem.lkey(), rdma, ud, inline_cap);
         let counter_tpl = counter.then(|| {
             let inline = if inline_cap >= 8 { 8 } else { 0 };
             let target = Some((peer.rkey, st.counter_addr));
