@@ -93,11 +93,11 @@ pub struct Prepared {
     memory: String,
 }
 
-/// Creates one QP on `cfg.dev` (checked against the device: port active,
+/// Creates one QP on `cfg.knobs.dev` (checked against the device: port active,
 /// MTU, max inline, queue depths, GID) and returns it with the local
 /// [`Endpoint`] to hand to the peer.
 pub fn prepare(cfg: &VerbsConfig) -> Result<(Prepared, Endpoint), VerbsError> {
-    prepare_on(cfg, cfg.dev.as_deref())
+    prepare_on(cfg, cfg.knobs.dev.as_deref())
 }
 
 pub(super) fn round_up(n: u64, a: u64) -> u64 {
@@ -148,7 +148,7 @@ pub(super) fn open_qp(
     dev: Option<&str>,
     shape: &QpShape,
 ) -> Result<OpenedQp, VerbsError> {
-    let p = device::open_port(dev, cfg.port)?;
+    let p = device::open_port(dev, cfg.knobs.port)?;
     for (what, d) in [("SQ", shape.sq_depth), ("RQ", shape.rq_depth)] {
         if d > p.max_qp_wr {
             return Err(VerbsError::config(format!(
@@ -157,7 +157,7 @@ pub(super) fn open_qp(
             )));
         }
     }
-    let mtu = cfg.mtu.unwrap_or(p.active_mtu);
+    let mtu = cfg.knobs.mtu.unwrap_or(p.active_mtu);
     if mtu > p.active_mtu {
         return Err(VerbsError::config(format!(
             "mtu {mtu} > {} port {} active MTU {}",
@@ -170,14 +170,14 @@ pub(super) fn open_qp(
             cfg.size
         )));
     }
-    let gid = device::pick_gid(&p, cfg.gid_index)?;
+    let gid = device::pick_gid(&p, cfg.knobs.gid_index)?;
     let ctx = Arc::clone(&p.ctx);
     let pd = ctx
         .alloc_pd()
         .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
     let max_inline = device::probe_max_inline(&ctx, &pd, cfg.qp_type);
     let upto = shape.inline_upto;
-    let inline_cap = match cfg.inline {
+    let inline_cap = match cfg.knobs.inline {
         InlineMode::Off => 0,
         InlineMode::Auto if upto > 0 && upto <= max_inline => upto,
         InlineMode::Auto if shape.inline_partial => max_inline,
@@ -199,6 +199,7 @@ pub(super) fn open_qp(
     // --hw-timestamps: refused on a device that stamps nothing (rxe),
     // before any CQ exists.
     let hca = cfg
+        .knobs
         .hw_timestamps
         .then(|| HcaClock::new(&p.name, p.ts_mask, p.hca_khz))
         .transpose()
@@ -297,8 +298,8 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         cfg,
         dev,
         &QpShape {
-            sq_depth: cfg.sq_depth,
-            rq_depth: cfg.rq_depth,
+            sq_depth: cfg.knobs.sq_depth,
+            rq_depth: cfg.knobs.rq_depth,
             inline_upto: cfg.size,
             inline_partial: false,
         },
@@ -307,13 +308,13 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
 
     let size = cfg.size as u64;
     let send_stride = round_up(size.max(8), 64);
-    let send_slots = (cfg.sq_depth as u64).min(((SEND_RING_MAX as u64) / send_stride).max(1));
+    let send_slots = (cfg.knobs.sq_depth as u64).min(((SEND_RING_MAX as u64) / send_stride).max(1));
     let recv_len = size + u64::from(grh(cfg.qp_type));
     let recv_stride = round_up(recv_len.max(8), 64);
     let recv_off = send_slots * send_stride;
     let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
     let total = target_off + round_up(size.max(8), 64);
-    let (mem, memory) = o.buffers(total as usize, cfg.hugepages)?;
+    let (mem, memory) = o.buffers(total as usize, cfg.knobs.hugepages)?;
     let ep = o.endpoint(
         cfg.qp_type,
         mem.rkey(),
@@ -322,14 +323,14 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     );
     let s = Setup {
         qp_type: cfg.qp_type,
-        op: cfg.op,
+        op: cfg.knobs.op,
         size: cfg.size,
         mtu: o.mtu,
         inline_used,
         period: cfg.signal_period(),
         poll: cfg.poll,
-        sq_depth: cfg.sq_depth,
-        rq_depth: cfg.rq_depth,
+        sq_depth: cfg.knobs.sq_depth,
+        rq_depth: cfg.knobs.rq_depth,
         prepost: cfg.rq_prepost,
         send_slots: send_slots as u32,
         send_stride: send_stride as u32,
@@ -647,17 +648,18 @@ pub(super) fn verbs_facts(
 /// The receiver's device in one-way loopback: `--peer-dev`, else
 /// `--dev`, else the device the first end opened (`first`).
 pub(super) fn loopback_peer_dev(cfg: &VerbsConfig, first: &str) -> String {
-    cfg.peer_dev
+    cfg.knobs
+        .peer_dev
         .as_deref()
-        .or(cfg.dev.as_deref())
+        .or(cfg.knobs.dev.as_deref())
         .unwrap_or(first)
         .to_string()
 }
 
-/// Builds a [`LoopbackChannel`]: prepares A on `cfg.dev` and B on
-/// `cfg.peer_dev` (default: the same device), connects each to the other.
+/// Builds a [`LoopbackChannel`]: prepares A on `cfg.knobs.dev` and B on
+/// `cfg.knobs.peer_dev` (default: the same device), connects each to the other.
 pub fn loopback(cfg: &VerbsConfig) -> Result<LoopbackChannel, VerbsError> {
-    let (pa, ea) = prepare_on(cfg, cfg.dev.as_deref())?;
+    let (pa, ea) = prepare_on(cfg, cfg.knobs.dev.as_deref())?;
     let dev = pa.o.dev.clone();
     let peer_dev = loopback_peer_dev(cfg, &dev);
     let (pb, eb) = prepare_on(cfg, Some(&peer_dev))?;

@@ -51,7 +51,7 @@ fn ud_slot_fits(slot_size: usize, mtu: u32) -> Result<(), VerbsError> {
 /// pool, and write-imm pools whose index does not fit the immediate
 /// beside the length.
 fn stream_checks(cfg: &VerbsConfig, slots: u32, slot_size: usize) -> Result<ImmCodec, VerbsError> {
-    if cfg.op == Op::Write {
+    if cfg.knobs.op == Op::Write {
         return Err(VerbsError::config(
             "--op write with a stream: a plain RDMA write raises no completion at the receiver, \
              so it could not see a slot arrive; use --op send, send-imm or write-imm",
@@ -71,7 +71,11 @@ fn stream_checks(cfg: &VerbsConfig, slots: u32, slot_size: usize) -> Result<ImmC
     }
     // Only write-imm needs the index in the immediate (send-imm carries
     // it too, for a reader of a capture, but nothing decodes it).
-    let indexed = if cfg.op == Op::WriteImm { slots } else { 1 };
+    let indexed = if cfg.knobs.op == Op::WriteImm {
+        slots
+    } else {
+        1
+    };
     ImmCodec::new(indexed, slot_size as u32).map_err(|max| {
         VerbsError::config(format!(
             "--slots {slots} with --slot-size {slot_size} B and --op write-imm: the 32-bit \
@@ -80,7 +84,7 @@ fn stream_checks(cfg: &VerbsConfig, slots: u32, slot_size: usize) -> Result<ImmC
     })
 }
 
-/// Creates one stream end on `cfg.dev`: a QP whose SQ and RQ hold at
+/// Creates one stream end on `cfg.knobs.dev`: a QP whose SQ and RQ hold at
 /// least `slots` WRs, a registered pool of `slots` send and `slots`
 /// receive buffers of `slot_size` bytes and a counter word, and returns
 /// it with the local [`Endpoint`] (carrying a [`StreamTarget`]) to hand
@@ -90,7 +94,7 @@ pub fn prepare_slots(
     slots: u32,
     slot_size: usize,
 ) -> Result<(PreparedSlots, Endpoint), VerbsError> {
-    prepare_slots_on(cfg, cfg.dev.as_deref(), slots, slot_size)
+    prepare_slots_on(cfg, cfg.knobs.dev.as_deref(), slots, slot_size)
 }
 
 fn prepare_slots_on(
@@ -100,13 +104,13 @@ fn prepare_slots_on(
     slot_size: usize,
 ) -> Result<(PreparedSlots, Endpoint), VerbsError> {
     let imm = stream_checks(cfg, slots, slot_size)?;
-    let sq_depth = cfg.sq_depth.max(slots);
+    let sq_depth = cfg.knobs.sq_depth.max(slots);
     let o = open_qp(
         cfg,
         dev,
         &QpShape {
             sq_depth,
-            rq_depth: cfg.rq_depth.max(slots),
+            rq_depth: cfg.knobs.rq_depth.max(slots),
             inline_upto: slot_size as u32,
             inline_partial: true,
         },
@@ -119,7 +123,7 @@ fn prepare_slots_on(
     let recv_stride = round_up((slot_size + payload_off) as u64, 64) as usize;
     let recv_off = slots as usize * send_stride;
     let counter_off = recv_off + slots as usize * recv_stride;
-    let (mem, memory) = o.buffers(counter_off + 128, cfg.hugepages)?;
+    let (mem, memory) = o.buffers(counter_off + 128, cfg.knobs.hugepages)?;
     let recv_addr = mem.buf.addr() + recv_off as u64;
     let mut ep = o.endpoint(cfg.qp_type, mem.rkey(), recv_addr, slot_size as u32);
     ep.stream = Some(StreamTarget {
@@ -148,7 +152,7 @@ fn prepare_slots_on(
         PreparedSlots {
             mem,
             o,
-            op: cfg.op,
+            op: cfg.knobs.op,
             qp_type: cfg.qp_type,
             l,
             memory,
@@ -261,7 +265,7 @@ impl PreparedSlots {
 }
 
 /// Both ends of a stream in this process (sender end, receiver end): one
-/// on `cfg.dev`, one on `cfg.peer_dev` (default: the same device), each
+/// on `cfg.knobs.dev`, one on `cfg.knobs.peer_dev` (default: the same device), each
 /// connected to the other. Both are `Send`: each loop takes its end to
 /// its own thread.
 pub fn stream_pair(
@@ -269,7 +273,7 @@ pub fn stream_pair(
     slots: u32,
     slot_size: usize,
 ) -> Result<(VerbsSlots, VerbsSlots), VerbsError> {
-    let (pa, ea) = prepare_slots_on(cfg, cfg.dev.as_deref(), slots, slot_size)?;
+    let (pa, ea) = prepare_slots_on(cfg, cfg.knobs.dev.as_deref(), slots, slot_size)?;
     let dev = pa.o.dev.clone();
     let peer_dev = loopback_peer_dev(cfg, &dev);
     let (pb, eb) = prepare_slots_on(cfg, Some(&peer_dev), slots, slot_size)?;
