@@ -5,9 +5,7 @@
 //! Why it exists: the thesis measured maxima over 700 us from untouched
 //! pages and saw migrations between cores in the tail, so the runner pins,
 //! locks and pre-faults before the first message; and the shm transport
-//! needs memory shared between two threads or two processes. The `unsafe`
-//! these need lives here (pinning's and mlockall's in `ibhost::rt`, the stop
-//! handler's in `ibhost::child`).
+//! needs memory shared between two threads or two processes.
 
 use std::fs::File;
 use std::io;
@@ -57,19 +55,7 @@ impl SharedMap {
     /// An anonymous shared mapping of at least `bytes` (for two threads of
     /// one process), zero-filled and pre-faulted.
     pub fn anonymous(bytes: usize) -> io::Result<SharedMap> {
-        let len = round_to_page(bytes);
-        // SAFETY: a fresh anonymous mapping; no existing memory is aliased.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        Self::from_mmap(p, len)
+        Self::map(round_to_page(bytes), libc::MAP_ANONYMOUS, -1)
     }
 
     /// Maps the file at `path` (created with `bytes` when `create`, as
@@ -84,31 +70,12 @@ impl SharedMap {
             let f = File::options().read(true).write(true).open(path)?;
             let have = f.metadata()?.len();
             if have < len as u64 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: {} bytes, expected at least {}",
-                        path.display(),
-                        have,
-                        len
-                    ),
-                ));
+                let m = format!("{}: {have} bytes, expected at least {len}", path.display());
+                return Err(io::Error::new(io::ErrorKind::InvalidData, m));
             }
             f
         };
-        // SAFETY: maps an open file we own for reading and writing; the
-        // kernel keeps the mapping valid after the file is closed.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        let map = Self::from_mmap(p, len);
+        let map = Self::map(len, 0, f.as_raw_fd());
         if create && map.is_err() {
             // Created above: an error leaves nothing behind.
             let _ = std::fs::remove_file(path);
@@ -116,7 +83,22 @@ impl SharedMap {
         map
     }
 
-    fn from_mmap(p: *mut libc::c_void, len: usize) -> io::Result<SharedMap> {
+    /// A shared mapping of `len` bytes: anonymous, or of the open file
+    /// `fd`, which the kernel keeps mapped after the file is closed.
+    fn map(len: usize, flags: libc::c_int, fd: libc::c_int) -> io::Result<SharedMap> {
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: a fresh mapping with no address hint (of an open file we
+        // own for reading and writing, or anonymous): nothing is aliased.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                libc::MAP_SHARED | flags,
+                fd,
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -131,7 +113,6 @@ impl SharedMap {
         Ok(m)
     }
 
-    /// The mapping as atomic words.
     #[inline(always)]
     pub fn words(&self) -> &[AtomicU64] {
         // SAFETY: ptr is page-aligned (so aligned for AtomicU64), valid for
@@ -144,7 +125,7 @@ impl SharedMap {
 
 impl Drop for SharedMap {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the region mapped in from_mmap; no
+        // SAFETY: unmaps exactly the region mapped in `map`; no
         // reference from words() outlives self.
         unsafe { libc::munmap(self.ptr.cast(), self.words * 8) };
     }

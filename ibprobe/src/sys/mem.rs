@@ -2,13 +2,10 @@
 //! huge pages, optionally bound to one NUMA node, every page pre-faulted.
 //!
 //! Why it exists: the thesis saw maxima over 700 us from pages touched for
-//! the first time inside a measurement, and the HCA reads and writes the
-//! buffers over PCIe, so memory on the HCA's own NUMA node avoids a trip
-//! across the inter-socket link; huge pages cut TLB misses (and the IOMMU
-//! and MR translation entries) for large buffers. [`Region::new`] does all
-//! of this once, before the first message: map (`MAP_HUGETLB` when asked),
-//! bind (`mbind(MPOL_BIND)`), then touch every page so it is resident on
-//! the chosen node. The `unsafe` these need lives here.
+//! the first time inside a measurement; memory on the HCA's NUMA node
+//! avoids the inter-socket link, and huge pages cut TLB (and IOMMU, MR)
+//! misses. [`Region::new`] does it once, before the first message: map,
+//! `mbind(MPOL_BIND)`, then touch every page.
 
 use std::io;
 use std::ptr::NonNull;
@@ -16,7 +13,6 @@ use std::ptr::NonNull;
 /// Where the one-line hint about huge pages points the user.
 pub const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
-/// How a [`Region`] is placed: what the caller asks of the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
     /// Back the region with huge pages (`MAP_HUGETLB`, the default huge
@@ -46,11 +42,10 @@ impl Default for Placement {
     }
 }
 
-/// Why a [`Region`] could not be made. Every message is one line naming
-/// the input and what to do.
+/// Why a [`Region`] could not be made: one line naming the input and
+/// what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum MemError {
-    /// `MAP_HUGETLB` failed: no (or too few) huge pages are reserved.
     #[error("huge pages (--hugepages): cannot map {bytes} bytes as {page_kb} kB huge pages (mmap MAP_HUGETLB: {source}); {NR_HUGEPAGES} is {nr}, free {free}: reserve enough as root, e.g. `echo {want} > {NR_HUGEPAGES}`, or drop --hugepages")]
     NoHugePages {
         bytes: usize,
@@ -63,8 +58,7 @@ pub enum MemError {
         want: usize,
         source: io::Error,
     },
-    /// The node has fewer free huge pages than the region needs, so
-    /// faulting it in would SIGBUS.
+    /// Faulting the region in on that node would SIGBUS.
     #[error("huge pages (--hugepages) on NUMA node {node}: {needed} pages of {page_kb} kB needed, {free} free there ({path}); reserve them on that node, e.g. `echo {needed} > {path_nr}`, or drop --hugepages")]
     NodeHugePages {
         node: u32,
@@ -72,10 +66,8 @@ pub enum MemError {
         free: usize,
         page_kb: usize,
         path: String,
-        /// The sysfs file to write to reserve some.
         path_nr: String,
     },
-    /// The NUMA node does not exist (or is offline).
     #[error(
         "NUMA node {node} does not exist on this host (online nodes: {online}); pick one of those"
     )]
@@ -92,7 +84,6 @@ pub enum MemError {
     },
     #[error("alignment {0} is not a power of two; use e.g. 64, 4096 or 2097152")]
     BadAlign(usize),
-    /// mmap itself failed (out of address space or memory).
     #[error("mmap of {bytes} bytes failed: {source}; ask for less memory (smaller --size or queue depths)")]
     Map { bytes: usize, source: io::Error },
 }
@@ -102,6 +93,7 @@ pub enum MemError {
 /// Unmapped on drop. Reads and writes of the bytes go through volatile
 /// methods: once registered (`sys::verbs::RegisteredBuf`), the HCA
 /// changes them behind the compiler's back.
+#[derive(Debug)]
 pub struct Region {
     // Seen by `sys::verbs`, whose stamp words address the mapping directly.
     pub(super) ptr: NonNull<u8>,
@@ -117,19 +109,6 @@ pub struct Region {
 // thread (e.g. a pinned measurement thread) moves it whole. Not `Sync`:
 // the volatile writers take `&self`.
 unsafe impl Send for Region {}
-
-impl std::fmt::Debug for Region {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Region")
-            .field("addr", &format_args!("{:#x}", self.addr()))
-            .field("len", &self.len)
-            .field("page", &self.page)
-            .field("huge", &self.huge)
-            .field("locked", &self.locked)
-            .field("node", &self.node)
-            .finish()
-    }
-}
 
 impl Region {
     /// Maps at least `len` bytes (rounded up to whole pages of the kind
@@ -151,12 +130,9 @@ impl Region {
             check_node_hugepages(node, len / page, page)?;
         }
         // Alignments above the page size: map more, trim both ends.
-        let extra = if p.align > page { p.align } else { 0 };
-        let map_len = len + extra;
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        if p.hugepages {
-            flags |= libc::MAP_HUGETLB;
-        }
+        let map_len = len + if p.align > page { p.align } else { 0 };
+        let huge = if p.hugepages { libc::MAP_HUGETLB } else { 0 };
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | huge;
         // SAFETY: a fresh anonymous mapping with no address hint, so no
         // existing memory is aliased; the result is checked for MAP_FAILED.
         let raw = unsafe {
@@ -177,26 +153,21 @@ impl Region {
                 MemError::Map { bytes: len, source }
             });
         }
-        let base = raw as usize;
-        let start = if extra > 0 {
-            let start = base.next_multiple_of(p.align);
-            let head = start - base;
-            let tail = map_len - head - len;
-            // SAFETY: both ranges lie inside the mapping just made, are
-            // page multiples (base, start, len and align are), and nothing
-            // refers to them yet.
-            unsafe {
-                if head > 0 {
-                    libc::munmap(raw, head);
-                }
-                if tail > 0 {
-                    libc::munmap((start + len) as *mut libc::c_void, tail);
-                }
+        // The mapping is page-aligned: head and tail are 0 unless over-mapped.
+        let start = (raw as usize).next_multiple_of(p.align);
+        let head = start - raw as usize;
+        let tail = map_len - head - len;
+        // SAFETY: both ranges lie inside the mapping just made, are page
+        // multiples (base, start, len and align are), and nothing refers to
+        // them yet.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
             }
-            start
-        } else {
-            base
-        };
+            if tail > 0 {
+                libc::munmap((start + len) as *mut libc::c_void, tail);
+            }
+        }
         let ptr = NonNull::new(start as *mut u8).ok_or_else(|| MemError::Map {
             bytes: len,
             source: io::Error::other("mmap returned NULL"),
@@ -264,7 +235,6 @@ impl Region {
         }
     }
 
-    /// Start address (for SGEs, alignment checks).
     pub fn addr(&self) -> u64 {
         self.ptr.as_ptr() as u64
     }
@@ -305,7 +275,6 @@ impl Region {
         )
     }
 
-    /// The bytes (the region is zero-filled at creation).
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len bytes until Drop, every byte is
         // initialised (anonymous mappings are zero-filled) and the
@@ -404,7 +373,6 @@ impl Region {
     }
 }
 
-/// Resident small pages of the mapped, page-aligned range (ptr, len).
 fn resident(ptr: NonNull<u8>, len: usize) -> io::Result<usize> {
     let mut vec = vec![0u8; len.div_ceil(page_size())];
     // SAFETY: the caller passes a mapped, page-aligned range, and `vec`
@@ -441,9 +409,15 @@ pub fn huge_page_size() -> usize {
     meminfo_kb("Hugepagesize:").map_or(2 << 20, |kb| kb * 1024)
 }
 
+/// A /proc or /sys file's content, trimmed; None when unreadable.
+fn pseudo(path: impl AsRef<std::path::Path>) -> Option<String> {
+    let s = ibhost::file::read_pseudo(path, ibhost::file::MAX_PSEUDO_FILE).ok()?;
+    Some(s.trim().to_string())
+}
+
 fn meminfo_kb(key: &str) -> Option<usize> {
-    let s = ibhost::file::read_pseudo("/proc/meminfo", ibhost::file::MAX_PSEUDO_FILE).ok()?;
-    s.lines()
+    pseudo("/proc/meminfo")?
+        .lines()
         .find_map(|l| l.strip_prefix(key))?
         .split_whitespace()
         .next()?
@@ -453,9 +427,7 @@ fn meminfo_kb(key: &str) -> Option<usize> {
 
 /// The error of a failed `MAP_HUGETLB` mmap, with the reservation state.
 fn no_huge_pages(bytes: usize, page: usize, source: io::Error) -> MemError {
-    let nr = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "?".into());
+    let nr = pseudo(NR_HUGEPAGES).unwrap_or_else(|| "?".into());
     let free = meminfo_kb("HugePages_Free:").map_or("?".to_string(), |n| n.to_string());
     let want = nr.parse::<usize>().unwrap_or(0) + bytes / page;
     MemError::NoHugePages {
@@ -472,12 +444,7 @@ fn check_node(node: u32) -> Result<(), MemError> {
     if std::path::Path::new(&format!("/sys/devices/system/node/node{node}")).exists() {
         return Ok(());
     }
-    let online = ibhost::file::read_pseudo(
-        "/sys/devices/system/node/online",
-        ibhost::file::MAX_PSEUDO_FILE,
-    )
-    .map(|s| s.trim().to_string())
-    .unwrap_or_else(|_| "none".into());
+    let online = pseudo("/sys/devices/system/node/online").unwrap_or_else(|| "none".into());
     Err(MemError::NoSuchNode { node, online })
 }
 
@@ -488,15 +455,10 @@ fn check_node_hugepages(node: u32, needed: usize, page: usize) -> Result<(), Mem
     );
     let path = format!("{dir}/free_hugepages");
     // Unreadable: let mmap decide (and name nr_hugepages if it fails).
-    let Some(free) = ibhost::file::read_pseudo(&path, ibhost::file::MAX_PSEUDO_FILE)
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-    else {
-        return Ok(());
+    let free = match pseudo(&path).and_then(|s| s.parse::<usize>().ok()) {
+        Some(free) if free < needed => free,
+        _ => return Ok(()),
     };
-    if free >= needed {
-        return Ok(());
-    }
     Err(MemError::NodeHugePages {
         node,
         needed,
@@ -549,28 +511,17 @@ pub fn create_private_file(path: &std::path::Path, len: u64) -> io::Result<std::
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{len} bytes")))?;
             nix::fcntl::posix_fallocate(f.as_raw_fd(), 0, len).map_err(io::Error::from)
         });
-    match sized {
-        Ok(()) => Ok(f),
-        Err(e) => {
-            let _ = std::fs::remove_file(path);
-            Err(e)
-        }
-    }
+    sized.map(|()| f).inspect_err(|_| {
+        let _ = std::fs::remove_file(path);
+    })
 }
 
 /// The NUMA node of an RDMA device, from
 /// /sys/class/infiniband/NAME/device/numa_node; `None` when the device
 /// does not say (-1, e.g. Soft-RoCE, or a single-node machine).
 pub fn rdma_device_numa_node(dev: &str) -> Option<u32> {
-    ibhost::file::read_pseudo(
-        format!("/sys/class/infiniband/{dev}/device/numa_node"),
-        ibhost::file::MAX_PSEUDO_FILE,
-    )
-    .ok()?
-    .trim()
-    .parse::<i64>()
-    .ok()
-    .and_then(|n| u32::try_from(n).ok())
+    let n = pseudo(format!("/sys/class/infiniband/{dev}/device/numa_node"))?;
+    u32::try_from(n.parse::<i64>().ok()?).ok()
 }
 
 #[cfg(test)]
@@ -593,10 +544,9 @@ mod tests {
     impl NrHugepages {
         /// Sets the reservation; `None` when this host does not let us.
         fn set(n: usize) -> Option<NrHugepages> {
-            let old =
-                ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE).ok()?;
+            let old = pseudo(NR_HUGEPAGES)?;
             std::fs::write(NR_HUGEPAGES, n.to_string()).ok()?;
-            Some(NrHugepages(old.trim().to_string()))
+            Some(NrHugepages(old))
         }
     }
     impl Drop for NrHugepages {
@@ -636,28 +586,23 @@ mod tests {
     fn hugepages_without_a_reservation_name_nr_hugepages() {
         const TEST: &str = "hugepages_without_a_reservation_name_nr_hugepages";
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
-        let now = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
-            .unwrap_or_default();
+        let now = pseudo(NR_HUGEPAGES).unwrap_or_default();
         // Make sure none is reserved (restored afterwards), or skip if we
         // may not change it and some are.
-        let _restore = if now.trim() == "0" {
+        let _restore = if now == "0" {
             None
         } else {
             match NrHugepages::set(0) {
                 Some(r) => Some(r),
                 None => {
-                    let why = format!("{now_t} huge pages are reserved and {NR_HUGEPAGES} may not be written here (needs root, a writable /proc/sys)", now_t = now.trim());
+                    let why = format!("{now} huge pages are reserved and {NR_HUGEPAGES} may not be written here (needs root, a writable /proc/sys)");
                     ibtools_tests::skip(TEST, &why);
                     return;
                 }
             }
         };
         if meminfo_kb("HugePages_Free:") != Some(0)
-            || ibhost::file::read_pseudo(
-                "/proc/sys/vm/nr_overcommit_hugepages",
-                ibhost::file::MAX_PSEUDO_FILE,
-            )
-            .map_or(true, |s| s.trim() != "0")
+            || pseudo("/proc/sys/vm/nr_overcommit_hugepages").is_none_or(|s| s != "0")
         {
             let why = "huge pages are still free (held elsewhere) or overcommit is on: mmap could succeed";
             ibtools_tests::skip(TEST, why);
@@ -677,9 +622,8 @@ mod tests {
     fn hugepages_when_reserved() {
         const TEST: &str = "hugepages_when_reserved";
         let _g = HUGE.lock().unwrap_or_else(|e| e.into_inner());
-        let before = ibhost::file::read_pseudo(NR_HUGEPAGES, ibhost::file::MAX_PSEUDO_FILE)
-            .unwrap_or_default();
-        let want = before.trim().parse::<usize>().unwrap_or(0) + 2;
+        let before = pseudo(NR_HUGEPAGES).unwrap_or_default();
+        let want = before.parse::<usize>().unwrap_or(0) + 2;
         let Some(_restore) = NrHugepages::set(want) else {
             let why = format!(
                 "{NR_HUGEPAGES} may not be written here (needs root, a writable /proc/sys)"

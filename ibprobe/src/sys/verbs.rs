@@ -2,14 +2,10 @@
 //! 0.4 lacks (UD address handles, the UD qkey at INIT) and the registered,
 //! pre-faulted buffers the HCA reads and writes.
 //!
-//! Why it exists: sideway's post guards allocate a `Vec` per post (and copy
-//! inline data into another), and its pollers allocate a `Vec<ibv_wc>` per
-//! poll; the hot loop must not allocate. So `crate::verbs` builds every
-//! resource with sideway's typed builders and keeps the per-message calls
-//! here: work requests are built once ([`SendTemplate`], [`RecvRing`]) and
-//! only patched and handed to `ibv_post_send`/`ibv_post_recv` per message.
-//! Every `unsafe` block below carries a `SAFETY:` comment; everything
-//! exported is safe to call.
+//! Why it exists: sideway's post guards and pollers allocate per call, and
+//! the hot loop must not. So `crate::verbs` builds every resource with
+//! sideway's builders, and the work requests here are built once
+//! ([`SendTemplate`], [`RecvRing`]) and only patched per message.
 
 use crate::sys::mem::Region;
 use std::io;
@@ -29,17 +25,12 @@ use sideway::ibverbs::AccessFlags;
 /// rewriting (`--stamp-thread`): the [`StampWords`] of one buffer.
 pub type StampWord = StampWords;
 
-/// The stamp words of a ring of registered send buffers (`--stamp-thread`,
-/// the thesis's stamping thread): word `off` of each of `n` buffers
-/// `stride` bytes apart, all rewritten with one value per pass, so
-/// whichever buffer the HCA reads next carries, when it DMA-reads it, the
-/// time of the last pass before its read.
-///
-/// Made by [`Region::stamp_words`]; valid while the buffer lives, which
-/// its user guarantees by joining the writing thread before the stream's
-/// end drops (the executor's scoped thread). The end that sends from these
-/// buffers never writes these words (it copies around them), so they are
-/// only ever written atomically, by this handle.
+/// The stamp words of a ring of registered send buffers (`--stamp-thread`):
+/// one word of each buffer, all rewritten with one value per pass, so the
+/// buffer the HCA reads next carries the time of the last pass before its
+/// DMA read. Valid while the buffer lives (the executor joins the writing
+/// thread before the end drops); the sending end copies around these
+/// words, so they are only ever written atomically, by this handle.
 pub struct StampWords {
     first: NonNull<u64>,
     stride: usize,
@@ -128,20 +119,11 @@ impl RegisteredBuf {
 
 /// Joins an error's source chain for one-line messages.
 pub fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut s = String::new();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        if !s.is_empty() {
-            s.push_str(": ");
-        }
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+    let chain = std::iter::successors(e.source(), |c| c.source());
+    chain.map(|c| c.to_string()).collect::<Vec<_>>().join(": ")
 }
 
-/// A sideway queue pair plus its raw pointer, for the data path. Owning
-/// the QP here ties the pointer's validity to this struct.
+/// A sideway queue pair plus its raw pointer, for the data path.
 pub struct OwnedQp {
     ptr: NonNull<ffi::ibv_qp>,
     /// The sideway QP (state transitions use its typed attributes).
@@ -149,7 +131,6 @@ pub struct OwnedQp {
 }
 
 impl OwnedQp {
-    /// Wraps a QP built with sideway's `QueuePairBuilder::build`.
     pub fn new(qp: BasicQueuePair) -> OwnedQp {
         // SAFETY: the pointer is only used while `qp` (owned by self) lives.
         let ptr = unsafe { qp.qp() };
@@ -165,7 +146,6 @@ impl OwnedQp {
         // SAFETY: ibv_qp_attr is plain data; all-zero is a valid value.
         let mut attr: ffi::ibv_qp_attr = unsafe { MaybeUninit::zeroed().assume_init() };
         attr.qp_state = ffi::ibv_qp_state::IBV_QPS_INIT;
-        attr.pkey_index = 0;
         attr.port_num = port;
         attr.qkey = qkey;
         let mask = ffi::ibv_qp_attr_mask::IBV_QP_STATE.0
@@ -189,11 +169,9 @@ pub struct OwnedCq {
     /// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP.
     ex: Option<NonNull<ffi::ibv_cq_ex>>,
     channel: Option<Arc<CompletionChannel>>,
-    /// The sideway CQ (handed to the QP builder).
     pub cq: GenericCompletionQueue,
 }
 
-/// One work completion, copied out of `ibv_wc`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Completion {
     pub wr_id: u64,
@@ -212,7 +190,6 @@ pub struct Completion {
 /// Most completions [`OwnedCq::poll_many`] takes in one call.
 pub const POLL_BATCH: usize = 16;
 
-/// The fields of a work completion the probe reads.
 #[inline(always)]
 fn completion_of(wc: &ffi::ibv_wc) -> Completion {
     Completion {
@@ -260,8 +237,7 @@ unsafe fn completion_of_ex(ex: NonNull<ffi::ibv_cq_ex>) -> Completion {
 }
 
 impl OwnedCq {
-    /// Wraps a CQ built with sideway's builder; `channel` is the completion
-    /// channel it was built with, if any.
+    /// `channel`: the completion channel `cq` was built with, if any.
     pub fn new(cq: GenericCompletionQueue, channel: Option<Arc<CompletionChannel>>) -> OwnedCq {
         // SAFETY: the pointer is only used while `cq` (owned by self) lives.
         let ptr = unsafe { cq.cq() };
@@ -459,13 +435,14 @@ impl Drop for AddressHandle {
     }
 }
 
-/// The send opcodes the probe uses.
+/// The send opcodes the probe uses, as libibverbs numbers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
 pub enum SendOpcode {
-    Send,
-    SendImm,
-    Write,
-    WriteImm,
+    Send = ffi::ibv_wr_opcode::IBV_WR_SEND,
+    SendImm = ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM,
+    Write = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+    WriteImm = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
 }
 
 /// A send work request built once and patched per message (wr_id, SGE
@@ -498,12 +475,7 @@ impl SendTemplate {
             length: 0,
             lkey,
         });
-        wr.opcode = match opcode {
-            SendOpcode::Send => ffi::ibv_wr_opcode::IBV_WR_SEND,
-            SendOpcode::SendImm => ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM,
-            SendOpcode::Write => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-            SendOpcode::WriteImm => ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
-        };
+        wr.opcode = opcode as ffi::ibv_wr_opcode::Type;
         wr.sg_list = &mut *sge;
         wr.num_sge = 1;
         if let Some((rkey, addr)) = rdma {

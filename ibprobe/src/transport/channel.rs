@@ -15,9 +15,7 @@ pub enum TransportError {
     /// The OS or the verbs library refused; `what` names the call.
     #[error("{what}: {source}")]
     Io {
-        /// The call that failed, e.g. "ibv_post_send".
         what: &'static str,
-        /// The error.
         source: std::io::Error,
     },
     /// A completion came back with an error status.
@@ -32,7 +30,7 @@ pub enum TransportError {
 }
 
 /// A failed OS call `what`, as a [`TransportError`] (for `map_err`).
-pub(super) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
+pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TransportError {
     move |source| TransportError::Io { what, source }
 }
 
@@ -132,7 +130,6 @@ pub trait Channel {
         None
     }
 
-    /// Facts for the report.
     fn info(&self) -> TransportInfo;
 }
 

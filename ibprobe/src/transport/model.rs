@@ -211,9 +211,8 @@ pub struct ModelSlots {
     inner: ShmSlots,
     link: ModelLink,
     rt: RealTime,
-    /// The slot being sent, wrapped.
+    /// The slot being sent and the arrived slot, wrapped.
     tx: Vec<u8>,
-    /// The arrived slot, wrapped.
     rx: Vec<u8>,
     /// The arrived slot waiting for its delivery time: (time, length).
     held: Option<(f64, usize)>,
@@ -281,9 +280,8 @@ impl SlotEnd for ModelSlots {
             let Some(n) = self.inner.recv(&mut self.rx)? else {
                 return Ok(None);
             };
-            let mut t = [0u8; 8];
-            t.copy_from_slice(&self.rx[8..16]);
-            self.held = Some((f64::from_bits(u64::from_le_bytes(t)), n - WRAP));
+            let t = u64::from_le_bytes(self.rx[8..16].try_into().unwrap_or_default());
+            self.held = Some((f64::from_bits(t), n - WRAP));
         }
         let Some((arrival, len)) = self.held else {
             return Ok(None);
@@ -323,7 +321,6 @@ pub struct ModelUdpChannel {
 }
 
 impl ModelUdpChannel {
-    /// For messages of `size` bytes.
     pub fn new(params: ModelParams, carrier: UdpChannel, size: usize, clock: Clock) -> Self {
         ModelUdpChannel {
             params,
@@ -420,11 +417,11 @@ impl SlotEnd for ModelUdpSlots {
     fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError> {
         let mut link = self.link;
         let c = &mut self.carrier;
-        if paced_send(&mut link, &self.rt, bytes.len(), || c.send(bytes))? {
+        let sent = paced_send(&mut link, &self.rt, bytes.len(), || c.send(bytes))?;
+        if sent {
             self.link = link;
-            return Ok(true);
         }
-        Ok(false)
+        Ok(sent)
     }
 
     fn recv(&mut self, into: &mut [u8]) -> Result<Option<usize>, TransportError> {
@@ -459,9 +456,8 @@ impl SlotEnd for ModelUdpSlots {
     }
 }
 
-/// How the model opens ([`Opens`]): in one process over the shm ring, or
-/// between processes riding a UDP socket, which the handshake exchanges
-/// as udp's own.
+/// How the model opens: in one process over the shm ring, or between
+/// processes riding a UDP socket, which the handshake exchanges as udp's.
 pub struct Opener;
 
 impl Opens for Opener {
@@ -491,7 +487,6 @@ impl Opens for Opener {
     }
 }
 
-/// The parameters of a model spec (checked: present).
 fn params(spec: &ChannelSpec) -> Result<ModelParams, TransportError> {
     spec.model.ok_or_else(|| {
         TransportError::Unsupported(
@@ -500,7 +495,6 @@ fn params(spec: &ChannelSpec) -> Result<ModelParams, TransportError> {
     })
 }
 
-/// The model's end riding a connected UDP socket.
 fn over_udp(m: ModelParams, socket: udp::Socket, size: usize) -> End {
     match socket {
         udp::Socket::Messages(u) => {

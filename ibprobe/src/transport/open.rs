@@ -3,11 +3,6 @@
 //! process) and the session handshake (one end here, one at the peer)
 //! never name a transport (verbs, in `crate::verbs`, opens beside them).
 //!
-//! Why it exists: a new transport is then its word in `spec.rs`, its file
-//! here with an [`Opens`] (its loopback, its stream pair, its client and
-//! server ends of the handshake) and its arm in [`super::opener`], and
-//! nothing outside.
-//!
 //! The handshake is one exchange: the client makes its end before the
 //! Hello and sends that end's endpoint (JSON), the server makes its end
 //! for it and answers with its own, then the client finishes its end from
@@ -21,8 +16,7 @@ use super::channel::{Channel, TransportError};
 use super::stream::SlotEnd;
 use crate::spec::{ChannelSpec, StreamSpec};
 
-/// What the handshake asks of a transport: an end between these two
-/// hosts, for this channel, carrying this.
+/// What the handshake asks of a transport.
 #[derive(Clone, Copy, Debug)]
 pub struct Ask<'a> {
     /// The address this end's out-of-band connection runs on.
@@ -32,8 +26,6 @@ pub struct Ask<'a> {
     pub carry: Carry<'a>,
 }
 
-/// What a session's end carries: one message at a time, or the slots of a
-/// stream of this shape.
 #[derive(Clone, Copy, Debug)]
 pub enum Carry<'a> {
     /// A [`Channel`] of `spec.size` messages.
@@ -42,7 +34,6 @@ pub enum Carry<'a> {
     Slots(&'a StreamSpec),
 }
 
-/// A session's end, as made for its [`Carry`].
 pub enum End {
     Messages(Box<dyn Channel>),
     Slots(Box<dyn SlotEnd>),

@@ -19,14 +19,10 @@
 //! two threads (anonymous mapping) and two processes (a /dev/shm file).
 //!
 //! The file between two processes is the server's ([`RingFile`]): checked
-//! against the free space of its filesystem before anything is created,
-//! created 0600 and fully allocated (so a full tmpfs is an error, never a
-//! SIGBUS), and unlinked as soon as the client shows it has mapped the
-//! ring (its first message), or when the server's end drops, whichever
-//! comes first: on a refusal, an error, SIGINT/SIGTERM (the stop flag ends
-//! the session through the normal path) or a panic (unwinding runs the
-//! Drop). Only a SIGKILL between the Welcome and the client's first
-//! message leaves the file behind.
+//! against the free space of its filesystem, created 0600 and fully
+//! allocated (a full tmpfs is an error, never a SIGBUS), and unlinked at
+//! the client's first message or when the server's end drops (a refusal,
+//! an error, SIGINT/SIGTERM, a panic): only a SIGKILL in between leaves it.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -58,7 +54,6 @@ const H_SLOT_WORDS: usize = 2;
 const H_CLOSED: [usize; 2] = [3, 4];
 const LINE_WORDS: usize = 8;
 
-/// Which end of a two-ring mapping a channel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
     /// Sends on ring 0, receives on ring 1.
@@ -67,8 +62,7 @@ pub enum Side {
     Server,
 }
 
-/// One end of a shared-memory ring pair (or both ends of one ring, in
-/// one-way loopback).
+/// One end of a ring pair (or both ends of one ring, in one-way loopback).
 pub struct ShmChannel {
     map: Arc<SharedMap>,
     size: usize,
@@ -94,8 +88,7 @@ fn map_bytes(slot_words: usize) -> usize {
 
 /// The server's ring file, owned by the end that created it: unlinked at
 /// the first [`RingFile::peer_mapped`] (the client's first message proves
-/// it has the ring mapped, and a mapping outlives its name) or on drop,
-/// whichever comes first. The anonymous rings and the opening end own none.
+/// it has the ring mapped, and a mapping outlives its name) or on drop.
 struct RingFile(Option<PathBuf>);
 
 impl RingFile {
@@ -134,8 +127,7 @@ impl RingFile {
         Ok((map, RingFile(Some(path.to_path_buf()))))
     }
 
-    /// Called on every message received: unlinks the file at the first
-    /// (one predictable branch afterwards).
+    /// Called on every message received: unlinks the file at the first.
     #[inline(always)]
     fn peer_mapped(&mut self) {
         if self.0.is_some() {
@@ -183,9 +175,7 @@ impl ShmChannel {
     }
 
     /// Creates the shared file at `path` (server side of a two-process
-    /// run), refused when it does not fit the free space there; the file
-    /// is removed at the first message received, or when this channel
-    /// drops (see [`RingFile`]).
+    /// run), refused when it does not fit the free space there.
     pub fn create(path: &Path, size: usize, side: Side) -> Result<ShmChannel, TransportError> {
         ShmChannel::at(At::Create(path), size, side)
     }
@@ -238,10 +228,9 @@ enum At<'a> {
 }
 
 /// Maps `bytes` of rings as `at` says, with their header `want` (magic,
-/// slot count, slot length: words of a channel's slot, bytes of a
-/// stream's): written into a new mapping (the magic last), checked in an
-/// opened one, which is refused as not the ring `what` names (and the
-/// unit of its slot length) with what it holds.
+/// slot count, slot length): written into a new mapping (the magic last),
+/// checked in an opened one, refused as not the ring `what` names (with
+/// the unit of its slot length).
 fn map_rings(
     at: At,
     bytes: usize,
@@ -373,21 +362,15 @@ impl Drop for ShmChannel {
 /// "IBPSTRM1".
 const STREAM_MAGIC: u64 = 0x4942_5053_5452_4d31;
 
-/// One end of a streaming slot pool over shared memory (a
-/// [`SlotEnd`]): two rings of `slots` slots, one per direction, each slot
-/// its bytes as words, rounded up to a pair of cache lines. The slot's
-/// first word doubles as its flag: every slot begins with its length as a
-/// little-endian u32 (the [`SlotEnd`] contract), so a full slot's first
-/// word is never 0, and 0 means empty. The producer copies words 1.. in,
-/// then stores word 0 (Release); the consumer reads word 0 (Acquire),
-/// copies the bytes out and stores 0 (Release): the slot is free again,
-/// which is what a credit counts. No stamp word of its own: a 32 B
-/// message with its 16 B header and 16 B record is one 64 B cache line
-/// (of the slot's two, see [`stream_slot_words`]).
-///
-/// Aligned to 128 B, like every [`SlotEnd`]: the two ends of a loopback
-/// pair are boxed one after the other, and each writes its ring indexes
-/// on every operation; unaligned, they could share a cache line.
+/// One end of a streaming slot pool over shared memory: two rings of
+/// `slots` slots, one per direction. A slot's first word is its flag: every
+/// slot begins with its length as a u32 (the [`SlotEnd`] contract), so 0
+/// means empty. The producer copies words 1.., then stores word 0
+/// (Release); the consumer reads word 0 (Acquire), copies the bytes out and
+/// stores 0 (Release): the slot is free again, which is what a credit
+/// counts. Aligned to 128 B, like every [`SlotEnd`]: the two ends of a
+/// loopback pair are boxed one after the other, and each writes its ring
+/// indexes on every operation; unaligned, they could share a cache line.
 #[repr(align(128))]
 pub struct ShmSlots {
     map: Arc<SharedMap>,
@@ -434,13 +417,8 @@ impl ShmSlots {
     /// loopback stream whose two loops run on two threads.
     pub fn pair(slots: u32, slot_size: usize) -> Result<(ShmSlots, ShmSlots), TransportError> {
         let a = ShmSlots::at(At::Anonymous, slots, slot_size, Side::Client)?;
-        let b = ShmSlots::on_side(
-            a.map.clone(),
-            slots,
-            slot_size,
-            Side::Server,
-            RingFile::NONE,
-        );
+        let map = a.map.clone();
+        let b = ShmSlots::on_side(map, slots, slot_size, Side::Server, RingFile::NONE);
         Ok((a, b))
     }
 
@@ -468,8 +446,10 @@ impl ShmSlots {
         let bytes = stream_map_bytes(slots as usize, slot_size);
         let header = [STREAM_MAGIC, u64::from(slots), slot_size as u64];
         let what = || {
-            let what = format!("stream ring of {slots} slots of {slot_size} B");
-            (what, " B")
+            (
+                format!("stream ring of {slots} slots of {slot_size} B"),
+                " B",
+            )
         };
         let (map, file) = map_rings(at, bytes, header, what)?;
         Ok(ShmSlots::on_side(map, slots, slot_size, side, file))
@@ -607,10 +587,10 @@ impl Drop for ShmSlots {
     }
 }
 
-/// Where a server puts its shared file: /dev/shm when it exists (memory,
-/// not disk), else the temp dir. Unique per process and call, and not a
-/// name that exists already (a file a SIGKILLed process of the same pid
-/// left): the create is exclusive, so such a name would be refused.
+/// Where a server puts its shared file: /dev/shm when it exists, else the
+/// temp dir. Unique per process and call, and not a name that exists
+/// already (a SIGKILLed process of the same pid left it; the create is
+/// exclusive).
 pub fn default_path() -> PathBuf {
     use std::sync::atomic::AtomicU64;
     static N: AtomicU64 = AtomicU64::new(0);
@@ -637,9 +617,8 @@ pub fn default_path() -> PathBuf {
     path
 }
 
-/// How shm opens ([`Opens`]): an anonymous mapping in one process, or the
-/// server's ring file, whose path the handshake hands the client (both
-/// processes on one host).
+/// How shm opens: an anonymous mapping in one process, or the server's
+/// ring file, whose path the handshake hands the client.
 pub struct Opener;
 
 impl Opens for Opener {
@@ -681,21 +660,15 @@ impl Opens for Opener {
 /// A session's end over the ring file at `path`: the server creates it,
 /// the client opens it.
 fn ring_end(path: &Path, ask: Ask, side: Side) -> Result<End, TransportError> {
-    let size = ask.spec.size;
-    Ok(match (ask.carry, side) {
-        (Carry::Messages, Side::Server) => {
-            End::Messages(Box::new(ShmChannel::create(path, size, side)?))
-        }
-        (Carry::Messages, Side::Client) => {
-            End::Messages(Box::new(ShmChannel::open(path, size, side)?))
-        }
-        (Carry::Slots(st), Side::Server) => {
+    let at = match side {
+        Side::Server => At::Create(path),
+        Side::Client => At::Open(path),
+    };
+    Ok(match ask.carry {
+        Carry::Messages => End::Messages(Box::new(ShmChannel::at(at, ask.spec.size, side)?)),
+        Carry::Slots(st) => {
             let (n, slot) = (st.shm_ring_slots(), st.slot_size);
-            End::Slots(Box::new(ShmSlots::create(path, n, slot, side)?))
-        }
-        (Carry::Slots(st), Side::Client) => {
-            let (n, slot) = (st.shm_ring_slots(), st.slot_size);
-            End::Slots(Box::new(ShmSlots::open(path, n, slot, side)?))
+            End::Slots(Box::new(ShmSlots::at(at, n, slot, side)?))
         }
     })
 }

@@ -1,22 +1,12 @@
 //! The streaming layer: one end of a duplex pool of slots.
 //!
-//! Why it exists: a [`super::channel::Channel`] carries one message at a time and
-//! knows only its sequence number; a stream
-//! (`docs/stream-design.md`) keeps many slots in flight, packs several
-//! messages into one slot, and needs a return path for credits and acks.
-//! A [`SlotEnd`] is what the stream loops (`probe/workload/stream.rs`)
-//! need from a transport, and nothing more: send the bytes of one slot as
-//! one operation (one ring write, one datagram, one verbs post), and take
-//! the bytes of the next arrived slot. What the bytes mean (headers,
-//! records, credits) is the workload's business (`probe/workload/slot.rs`).
-//!
-//! The pool: each end has `slots` receive slots (posted up front on verbs,
-//! ring entries on shm, the socket buffer on udp) of `slot_size` bytes.
-//! The sender's credit window never exceeds `slots`, so a sender that
-//! respects its credits never overruns the peer's pool.
-//!
-//! One file per transport implements it: `shm.rs` ([`super::shm::ShmSlots`]),
-//! `udp.rs` ([`super::udp::UdpSlots`]), `crate::verbs` for rc/uc/ud.
+//! Why it exists: a [`super::channel::Channel`] carries one message at a
+//! time; a stream (`docs/stream-design.md`) keeps many slots in flight and
+//! needs a return path for credits. A [`SlotEnd`] is what the stream loops
+//! need from a transport, and nothing more: send one slot's bytes as one
+//! operation, take the next arrived slot's. What the bytes mean is the
+//! workload's business (`probe/workload/slot.rs`). Each end has `slots`
+//! receive slots, and the sender's credit window never exceeds that.
 //!
 //! Hot-path contract (as for `Channel`): `send`, `recv`, `write_counter`
 //! and `read_counter` allocate nothing, take no lock and make no syscall
@@ -29,16 +19,14 @@ use crate::sys::verbs::StampWords;
 /// receives the peer's slots. In loopback the two ends live on two threads
 /// of one process; across hosts, one per process.
 pub trait SlotEnd: Send {
-    /// Bytes per slot (the most one `send` carries).
+    /// The most one `send` carries.
     fn slot_size(&self) -> usize;
 
     /// Sends `bytes` (at most [`SlotEnd::slot_size`]) as one slot, one
     /// operation. Every slot begins with its length as a little-endian
     /// u32 (the stream's slot header does, `probe/workload/slot.rs`):
-    /// shm uses that word as the slot's full flag, so a slot that does not
-    /// is refused there. `Ok(false)`: the transport has no room right now (a full
-    /// send queue or socket buffer); nothing was sent, try again after
-    /// polling.
+    /// shm uses that word as the slot's full flag. `Ok(false)`: no room
+    /// right now (a full send queue or socket buffer); nothing was sent.
     fn send(&mut self, bytes: &[u8]) -> Result<bool, TransportError>;
 
     /// Looks once for an arrived slot: copies it into `into` (at least
@@ -72,7 +60,6 @@ pub trait SlotEnd: Send {
         Err(TransportError::Unsupported(STAMP_NEEDS_HCA.into()))
     }
 
-    /// Facts for the report.
     fn info(&self) -> TransportInfo;
 }
 

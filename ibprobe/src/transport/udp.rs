@@ -51,24 +51,14 @@ impl UdpChannel {
     /// One-way loopback: two sockets on `ip` (e.g. 127.0.0.1) in this
     /// process; `post` sends on the first, `poll_recv` reads the second.
     pub fn loopback(ip: IpAddr, size: usize) -> Result<UdpChannel, TransportError> {
-        check_size(crate::spec::Transport::Udp, size)?;
-        let a = open(SocketAddr::new(ip, 0))?;
-        let b = open(SocketAddr::new(ip, 0))?;
-        let (aa, ba) = (
-            a.local_addr().map_err(io("getsockname"))?,
-            b.local_addr().map_err(io("getsockname"))?,
-        );
-        a.connect(ba).map_err(io("connect udp socket"))?;
-        b.connect(aa).map_err(io("connect udp socket"))?;
-        Ok(UdpChannel {
-            tx: a,
-            rx: Some(b),
-            sbuf: vec![0xA5; size], // written, so the pages are faulted in now
-            rbuf: vec![0xA5; size.max(MIN_SIZE) + 1],
-            size,
-            peer: Some(ba),
-            event: false,
-        })
+        let mut ch = UdpChannel::bind(SocketAddr::new(ip, 0), size)?;
+        let rx = open(SocketAddr::new(ip, 0))?;
+        let rx_addr = rx.local_addr().map_err(io("getsockname"))?;
+        rx.connect(ch.local_addr()?)
+            .map_err(io("connect udp socket"))?;
+        ch.connect(rx_addr)?;
+        ch.rx = Some(rx);
+        Ok(ch)
     }
 
     /// Records that the probe sleeps in poll(2) (`--poll event`), for the
@@ -85,7 +75,7 @@ impl UdpChannel {
             tx: open(addr)?,
             rx: None,
             sbuf: vec![0xA5; size], // written, so the pages are faulted in now
-            rbuf: vec![0xA5; size + 1],
+            rbuf: vec![0xA5; size + 1], // one more: a longer datagram is not ours
             size,
             peer: None,
             event: false,
@@ -100,7 +90,6 @@ impl UdpChannel {
         Ok(u)
     }
 
-    /// The address this end receives on (to tell the peer).
     pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
         self.tx.local_addr().map_err(io("getsockname"))
     }
@@ -111,13 +100,6 @@ impl UdpChannel {
         self.peer = Some(peer);
         Ok(())
     }
-}
-
-fn lost_peer(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset
-    )
 }
 
 /// This socket's address and its peer's, as the report prints them.
@@ -140,7 +122,10 @@ fn failed(way: Way, e: std::io::Error, peer: Option<SocketAddr>) -> TransportErr
         Way::Send => ("udp send", "send to", "nothing listens there any more"),
         Way::Recv => ("udp recv", "receive from", "the peer's socket is gone"),
     };
-    if lost_peer(&e) {
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset
+    ) {
         TransportError::PeerLost(format!("udp {towards} {}: {e} ({why})", fmt_peer(peer)))
     } else {
         TransportError::Io { what, source: e }
@@ -196,24 +181,20 @@ impl Channel for UdpChannel {
 
     fn info(&self) -> TransportInfo {
         let (local, peer) = addresses(&self.tx, self.peer);
+        let (poll, how) = match self.event {
+            true => ("event", "event poll (poll(2))"),
+            false => ("busy", "busy poll"),
+        };
         TransportInfo {
             name: "udp".into(),
             detail: format!(
-                "kernel UDP, {}, {local} -> {peer}, message {} B",
-                if self.event {
-                    "event poll (poll(2))"
-                } else {
-                    "busy poll"
-                },
+                "kernel UDP, {how}, {local} -> {peer}, message {} B",
                 self.size
             ),
             facts: vec![
                 ("local".into(), local),
                 ("peer".into(), peer),
-                (
-                    "poll".into(),
-                    if self.event { "event" } else { "busy" }.into(),
-                ),
+                ("poll".into(), poll.into()),
             ],
         }
     }
@@ -318,8 +299,8 @@ fn fmt_peer(p: Option<SocketAddr>) -> String {
         .unwrap_or_else(|| "(not connected)".into())
 }
 
-/// How UDP opens ([`Opens`]): both ends on the loopback address in one
-/// process, or a socket per host whose ports the handshake exchanges.
+/// How UDP opens: both ends on the loopback address in one process, or a
+/// socket per host whose ports the handshake exchanges.
 pub struct Opener;
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -354,7 +335,6 @@ pub enum Socket {
 }
 
 impl Socket {
-    /// Bound to the local address (any port) for what `ask` carries.
     fn bind(ask: Ask) -> Result<Socket, TransportError> {
         let ip = ask.local;
         Ok(match ask.carry {

@@ -1,11 +1,8 @@
 //! The hot data path: the verbs [`Channel`]s and their post/poll calls.
 //!
 //! Why it exists: the probe's workloads talk to a [`Channel`]; this file is
-//! what they call per message on verbs, and nothing else: post a send
-//! (writing the sequence number into its slot), poll the receive CQ (or
-//! the write target's marker byte), poll or stash send completions, wait
-//! on the completion channel in event mode. These calls allocate nothing
-//! and take no lock. The channels are built, once, by `setup.rs`.
+//! what they call per message on verbs, and nothing else. These calls
+//! allocate nothing and take no lock; `setup.rs` builds the channels.
 
 use super::types::{errno, poll_cq, Setup, Wired};
 use sideway::ibverbs::device_context::{DeviceContext, ValuesMask};
@@ -14,6 +11,7 @@ use crate::clock::hca::HcaClock;
 use crate::clock::Clock;
 use crate::spec::{Op, Poll};
 use crate::sys::verbs::{wc_status_str, Completion, SendTemplate, StampWord};
+use crate::transport::channel::io;
 use crate::transport::{wait_recv_with, Channel, TransportError, TransportInfo};
 
 /// Bits of wr_id holding how many send WRs a signaled completion frees.
@@ -21,10 +19,8 @@ const COVER_BITS: u32 = 20;
 
 /// A connected QP: `post` sends to the peer, `poll_recv` returns what the
 /// peer sent (round trip: client and server each hold one). Field order
-/// is drop order: the send template before its address handle, the QP
-/// before its CQs, the memory region before the memory, all before the PD.
-/// Built by `Prepared::connect` (`setup.rs`), which fills every field;
-/// the hot path then only reads the resources and updates the counters.
+/// is drop order (the send template before its address handle, see
+/// [`Wired`]). Built by `Prepared::connect` (`setup.rs`).
 pub struct VerbsChannel {
     pub(super) tpl: SendTemplate,
     pub(super) w: Wired,
@@ -159,15 +155,9 @@ impl VerbsChannel {
             let got =
                 me.w.recv_cq
                     .wait_event(left_ns)
-                    .map_err(|e| TransportError::Io {
-                        what: "ibv_get_cq_event",
-                        source: e,
-                    })?;
+                    .map_err(io("ibv_get_cq_event"))?;
             if got {
-                me.w.recv_cq.req_notify().map_err(|e| TransportError::Io {
-                    what: "ibv_req_notify_cq",
-                    source: e,
-                })?;
+                me.w.recv_cq.req_notify().map_err(io("ibv_req_notify_cq"))?;
             }
             Ok(got)
         })

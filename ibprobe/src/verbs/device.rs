@@ -20,7 +20,7 @@ use crate::spec::QpType;
 /// One RDMA device, as `ibprobe devices` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceInfo {
-    /// Device name, e.g. "rxe0", "mlx5_0".
+    /// e.g. "rxe0", "mlx5_0".
     pub name: String,
     /// Node GUID, "xxxx:xxxx:xxxx:xxxx" as ibv_devinfo prints it.
     pub node_guid: String,
@@ -29,11 +29,9 @@ pub struct DeviceInfo {
     pub numa_node: Option<i32>,
     /// CPUs local to the device (sysfs local_cpulist; None for rxe).
     pub local_cpus: Option<String>,
-    /// What the device can do that the probe cares about.
     pub caps: DeviceCaps,
 }
 
-/// One port of a device.
 #[derive(Clone, Debug, Serialize)]
 pub struct PortInfo {
     pub port: u8,
@@ -41,22 +39,20 @@ pub struct PortInfo {
     pub state: String,
     /// "InfiniBand" or "Ethernet".
     pub link_layer: String,
-    /// Active MTU in bytes.
+    /// Active and max MTU in bytes.
     pub active_mtu: u32,
-    /// Max MTU in bytes.
     pub max_mtu: u32,
     /// Port LID (InfiniBand; 0 on RoCE).
     pub lid: u16,
-    /// GID table entries that are set.
+    /// The GID table entries that are set.
     pub gids: Vec<GidInfo>,
 }
 
-/// One GID table entry.
 #[derive(Clone, Debug, Serialize)]
 pub struct GidInfo {
     /// GID index (what `--gid-index` takes).
     pub index: u32,
-    /// The GID as an IPv6 address.
+    /// As an IPv6 address.
     pub gid: String,
     /// "IB", "RoCE v1" or "RoCE v2".
     pub gid_type: String,
@@ -67,15 +63,12 @@ pub struct GidInfo {
     pub netdev: Option<String>,
 }
 
-/// Device capabilities the probe checks or reports.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct DeviceCaps {
     /// Largest inline send on an RC QP, found by creating QPs with
     /// increasing max_inline_data (devices do not report it).
     pub max_inline_rc: u32,
-    /// Largest work-queue depth (max_qp_wr).
     pub max_qp_wr: u32,
-    /// Largest CQ (max_cqe).
     pub max_cqe: u32,
     /// Whether completions can carry HCA timestamps (completion_timestamp_mask != 0).
     pub completion_timestamps: bool,
@@ -111,10 +104,9 @@ fn describe(name: &str, ctx: &Arc<DeviceContext>, guid: u64) -> Result<DeviceInf
     let attr = ctx
         .query_device()
         .map_err(|e| VerbsError::call("ibv_query_device_ex", &e))?;
-    let mut ports = Vec::new();
-    for p in 1..=attr.phys_port_cnt() {
-        ports.push(port_info(name, ctx, p)?);
-    }
+    let ports = (1..=attr.phys_port_cnt())
+        .map(|p| port_info(name, ctx, p))
+        .collect::<Result<_, _>>()?;
     let pd = ctx
         .alloc_pd()
         .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
@@ -176,7 +168,6 @@ fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo,
     let pa = ctx
         .query_port(port)
         .map_err(|e| VerbsError::call("ibv_query_port", &e))?;
-    let gids = gid_table(name, ctx, port)?;
     Ok(PortInfo {
         port,
         state: state_name(pa.port_state()).to_string(),
@@ -188,7 +179,7 @@ fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo,
         active_mtu: mtu_bytes(pa.active_mtu()),
         max_mtu: mtu_bytes(pa.max_mtu()),
         lid: pa.lid(),
-        gids,
+        gids: gid_table(name, ctx, port)?,
     })
 }
 
@@ -196,32 +187,26 @@ fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidIn
     let table = ctx
         .query_gid_table()
         .map_err(|e| VerbsError::call("ibv_query_gid_table", &e))?;
-    let mut out = Vec::new();
-    for e in table.iter().filter(|e| e.port_num() == port as u32) {
-        let gid = e.gid();
-        if gid.is_zero() {
-            continue;
-        }
-        let raw = gid.raw;
-        let ipv4_mapped = raw[..10].iter().all(|b| *b == 0) && raw[10] == 0xff && raw[11] == 0xff;
-        let netdev = sysfs_line(format!(
-            "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
-            e.gid_index()
-        ));
-        out.push(GidInfo {
+    let set = table
+        .iter()
+        .filter(|e| e.port_num() == port as u32 && !e.gid().is_zero());
+    Ok(set
+        .map(|e| GidInfo {
             index: e.gid_index(),
-            gid: Ipv6Addr::from(raw).to_string(),
+            gid: Ipv6Addr::from(e.gid().raw).to_string(),
             gid_type: match e.gid_type() {
                 GidType::InfiniBand => "IB",
                 GidType::RoceV1 => "RoCE v1",
                 GidType::RoceV2 => "RoCE v2",
             }
             .to_string(),
-            ipv4_mapped,
-            netdev,
-        });
-    }
-    Ok(out)
+            ipv4_mapped: Ipv6Addr::from(e.gid().raw).to_ipv4_mapped().is_some(),
+            netdev: sysfs_line(format!(
+                "/sys/class/infiniband/{name}/ports/{port}/gid_attrs/ndevs/{}",
+                e.gid_index()
+            )),
+        })
+        .collect())
 }
 
 /// A sysfs file's one line, trimmed; None when unreadable or empty.
@@ -230,7 +215,6 @@ fn sysfs_line(path: String) -> Option<String> {
     Some(s.trim().to_string()).filter(|s| !s.is_empty())
 }
 
-/// An opened device with the facts the setup needs.
 pub(crate) struct OpenedPort {
     pub name: String,
     pub ctx: Arc<DeviceContext>,
@@ -284,15 +268,14 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
             }
             continue;
         }
-        let gids = gid_table(&name, &ctx, port)?;
         return Ok(OpenedPort {
+            gids: gid_table(&name, &ctx, port)?,
             name,
             port,
             active_mtu: mtu_bytes(pa.active_mtu()),
             lid: pa.lid(),
             ethernet: pa.link_layer() == LinkLayer::Ethernet,
             max_qp_wr: attr.max_qp_wr().max(0) as u32,
-            gids,
             ts_mask: attr.completion_timestamp_mask(),
             hca_khz: attr.hca_core_clock(),
             ctx,

@@ -1,6 +1,5 @@
 //! What a verbs call or a verbs configuration can fail with, and the exit
-//! code it means. Its own file so that every file of `verbs/` takes it
-//! from here, not through `mod.rs`, which re-exports theirs.
+//! code it means.
 
 use crate::transport::TransportError;
 
@@ -52,7 +51,6 @@ impl VerbsError {
         }
     }
 
-    /// A failed verbs call; `what` names it.
     pub fn verbs(what: &str, err: impl std::fmt::Display) -> VerbsError {
         VerbsError {
             kind: VerbsErrorKind::Verbs,

@@ -10,20 +10,11 @@
 //! rdma-core or without a device gets [`VerbsErrorKind::NoDevice`] with a
 //! clear message, never a crash.
 //!
-//! Its files: `device.rs` ([`devices()`], the device limits), `config.rs`
-//! ([`VerbsConfig::new`]: a [`crate::spec::ChannelSpec`] typed and
-//! statically checked), `setup.rs` (cold: one QP made, [`prepare`], then
-//! [`Prepared::connect`] with the peer's [`Endpoint`] exchanged out of
-//! band; [`loopback`] makes both in one process), `channel.rs` (hot: the
-//! [`crate::transport::Channel`]s' post and poll), `stream_setup.rs` and
-//! `slots.rs` (the same for a stream's [`VerbsSlots`] end: a registered
-//! pool of slots, every receive posted up front, the peer's pool and
-//! counter named by its [`StreamTarget`]; [`prepare_slots`],
-//! [`stream_pair`]), `types.rs` (what the cold and the hot side share).
-//! Most callers open channels through [`crate::probe::open`].
-//!
-//! Errors are [`VerbsError`]; its [`VerbsErrorKind::Config`] kind marks a
-//! refusal of the configuration (one line naming the limit; exit 2).
+//! Cold setup and hot path live apart: `setup.rs` and `channel.rs` for a
+//! one-message channel, `stream_setup.rs` and `slots.rs` for a stream's
+//! [`VerbsSlots`] end. Most callers open through [`crate::probe::open`].
+//! A [`VerbsErrorKind::Config`] error is a refusal of the configuration
+//! (one line naming the limit; exit 2).
 //!
 //! ```no_run
 //! use ibprobe::transport::Channel;

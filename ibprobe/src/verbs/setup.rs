@@ -1,14 +1,10 @@
 //! Cold setup: everything that creates or connects verbs resources.
 //!
 //! Why it exists: turning a [`VerbsConfig`] into connected QPs is long,
-//! checked against the device at every step, and runs once per probe;
-//! the per-message calls are in `channel.rs`. This file opens the port,
-//! allocates the PD, CQs and QP, places and registers the buffers, moves
-//! the QP through INIT -> RTR -> RTS and posts the receives; it hands the
-//! result to a [`VerbsChannel`] (round trip: [`prepare`], then
-//! [`Prepared::connect`] with the peer's [`Endpoint`]) or to a
-//! [`LoopbackChannel`] (one-way: [`loopback`], two QPs in one process).
-//! Allocation and syscalls are fine here; nothing here runs per message.
+//! checked against the device at every step, and runs once per probe
+//! (allocation and syscalls are fine here). The result is a
+//! [`VerbsChannel`] (round trip: [`prepare`], then [`Prepared::connect`]
+//! with the peer's [`Endpoint`]) or a [`LoopbackChannel`] ([`loopback`]).
 
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -50,7 +46,6 @@ const SEND_RING_MAX: usize = 64 << 20;
 pub struct Endpoint {
     /// QP type (both ends must agree).
     pub qp_type: QpType,
-    /// Queue pair number.
     pub qpn: u32,
     /// Initial packet sequence number of this QP's send queue.
     pub psn: u32,
@@ -60,13 +55,10 @@ pub struct Endpoint {
     pub global: bool,
     /// Port LID (InfiniBand; 0 on RoCE).
     pub lid: u16,
-    /// rkey of the RDMA write target.
+    /// The RDMA write target: rkey, address, length.
     pub rkey: u32,
-    /// Address of the RDMA write target.
     pub addr: u64,
-    /// Length of the RDMA write target.
     pub len: u32,
-    /// UD qkey.
     pub qkey: u32,
     /// This side's path MTU in bytes (the connection uses the smaller).
     pub mtu: u32,
@@ -85,17 +77,14 @@ pub struct StreamTarget {
     pub slots: u32,
     /// Bytes per slot (both ends must agree).
     pub slot_size: u32,
-    /// Address of receive slot 0.
     pub recv_addr: u64,
-    /// Bytes between two receive slots.
     pub recv_stride: u32,
-    /// Address of the 8-byte counter word.
+    /// The 8-byte counter word.
     pub counter_addr: u64,
 }
 
-/// A QP created, in INIT, with its CQs and registered buffers, waiting for
-/// the peer's [`Endpoint`]. The memory region is dropped before the QP's
-/// resources (and so before the PD it was registered on).
+/// A QP in INIT with its CQs and registered buffers, waiting for the
+/// peer's [`Endpoint`]. Field order is drop order.
 pub struct Prepared {
     mem: RegisteredBuf,
     o: OpenedQp,
@@ -104,11 +93,11 @@ pub struct Prepared {
     memory: String,
 }
 
-/// Creates one QP on `cfg.dev` (checked against the device: port active,
+/// Creates one QP on `cfg.knobs.dev` (checked against the device: port active,
 /// MTU, max inline, queue depths, GID) and returns it with the local
 /// [`Endpoint`] to hand to the peer.
 pub fn prepare(cfg: &VerbsConfig) -> Result<(Prepared, Endpoint), VerbsError> {
-    prepare_on(cfg, cfg.dev.as_deref())
+    prepare_on(cfg, cfg.knobs.dev.as_deref())
 }
 
 pub(super) fn round_up(n: u64, a: u64) -> u64 {
@@ -159,7 +148,7 @@ pub(super) fn open_qp(
     dev: Option<&str>,
     shape: &QpShape,
 ) -> Result<OpenedQp, VerbsError> {
-    let p = device::open_port(dev, cfg.port)?;
+    let p = device::open_port(dev, cfg.knobs.port)?;
     for (what, d) in [("SQ", shape.sq_depth), ("RQ", shape.rq_depth)] {
         if d > p.max_qp_wr {
             return Err(VerbsError::config(format!(
@@ -168,7 +157,7 @@ pub(super) fn open_qp(
             )));
         }
     }
-    let mtu = cfg.mtu.unwrap_or(p.active_mtu);
+    let mtu = cfg.knobs.mtu.unwrap_or(p.active_mtu);
     if mtu > p.active_mtu {
         return Err(VerbsError::config(format!(
             "mtu {mtu} > {} port {} active MTU {}",
@@ -181,47 +170,40 @@ pub(super) fn open_qp(
             cfg.size
         )));
     }
-    let gid = device::pick_gid(&p, cfg.gid_index)?;
+    let gid = device::pick_gid(&p, cfg.knobs.gid_index)?;
     let ctx = Arc::clone(&p.ctx);
     let pd = ctx
         .alloc_pd()
         .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
     let max_inline = device::probe_max_inline(&ctx, &pd, cfg.qp_type);
     let upto = shape.inline_upto;
-    let inline_cap = match cfg.inline {
+    let inline_cap = match cfg.knobs.inline {
         InlineMode::Off => 0,
         InlineMode::Auto if upto > 0 && upto <= max_inline => upto,
         InlineMode::Auto if shape.inline_partial => max_inline,
         InlineMode::Auto => 0,
-        InlineMode::Bytes(n) => {
-            if n > max_inline {
-                return Err(VerbsError::config(format!(
-                    "inline {n} > {} max inline {max_inline} ({})",
-                    p.name,
-                    cfg.qp_type.upper()
-                )));
-            }
-            n
+        InlineMode::Bytes(n) if n > max_inline => {
+            return Err(VerbsError::config(format!(
+                "inline {n} > {} max inline {max_inline} ({})",
+                p.name,
+                cfg.qp_type.upper()
+            )))
         }
+        InlineMode::Bytes(n) => n,
     };
 
-    let channel = match cfg.poll {
-        Poll::Event => Some(
-            ctx.create_comp_channel()
-                .map_err(|e| VerbsError::call("ibv_create_comp_channel", &e))?,
-        ),
-        Poll::Busy => None,
-    };
+    let channel = (cfg.poll == Poll::Event)
+        .then(|| ctx.create_comp_channel())
+        .transpose()
+        .map_err(|e| VerbsError::call("ibv_create_comp_channel", &e))?;
     // --hw-timestamps: refused on a device that stamps nothing (rxe),
     // before any CQ exists.
-    let hca = if cfg.hw_timestamps {
-        Some(
-            HcaClock::new(&p.name, p.ts_mask, p.hca_khz)
-                .map_err(|e| VerbsError::config(e.to_string()))?,
-        )
-    } else {
-        None
-    };
+    let hca = cfg
+        .knobs
+        .hw_timestamps
+        .then(|| HcaClock::new(&p.name, p.ts_mask, p.hca_khz))
+        .transpose()
+        .map_err(|e| VerbsError::config(e.to_string()))?;
     let mut sb = ctx.create_cq_builder();
     sb.setup_cqe(shape.sq_depth);
     let send_cq = build_cq(&mut sb, hca.is_some(), "ibv_create_cq (send)")?;
@@ -277,9 +259,8 @@ pub(super) fn open_qp(
     })
 }
 
-/// A CQ from `b`: basic (`ibv_create_cq`), or with `stamps` extended
-/// (`ibv_create_cq_ex`) with the standard fields and the HCA's completion
-/// timestamp.
+/// A CQ from `b`: basic, or with `stamps` extended with the HCA's
+/// completion timestamp.
 fn build_cq(
     b: &mut CompletionQueueBuilder,
     stamps: bool,
@@ -297,6 +278,15 @@ fn build_cq(
         .into())
 }
 
+/// Bytes in front of a receive's payload: the GRH on UD.
+pub(super) fn grh(t: QpType) -> u32 {
+    if t == QpType::Ud {
+        GRH
+    } else {
+        0
+    }
+}
+
 /// The initial PSN of a QP's send queue (any 24-bit value; derived from
 /// the QPN so both ends differ).
 fn initial_psn(qpn: u32) -> u32 {
@@ -308,8 +298,8 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
         cfg,
         dev,
         &QpShape {
-            sq_depth: cfg.sq_depth,
-            rq_depth: cfg.rq_depth,
+            sq_depth: cfg.knobs.sq_depth,
+            rq_depth: cfg.knobs.rq_depth,
             inline_upto: cfg.size,
             inline_partial: false,
         },
@@ -318,18 +308,13 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
 
     let size = cfg.size as u64;
     let send_stride = round_up(size.max(8), 64);
-    let send_slots = (cfg.sq_depth as u64).min(((SEND_RING_MAX as u64) / send_stride).max(1));
-    let recv_len = size
-        + if cfg.qp_type == QpType::Ud {
-            GRH as u64
-        } else {
-            0
-        };
+    let send_slots = (cfg.knobs.sq_depth as u64).min(((SEND_RING_MAX as u64) / send_stride).max(1));
+    let recv_len = size + u64::from(grh(cfg.qp_type));
     let recv_stride = round_up(recv_len.max(8), 64);
     let recv_off = send_slots * send_stride;
     let target_off = recv_off + cfg.rq_prepost as u64 * recv_stride;
     let total = target_off + round_up(size.max(8), 64);
-    let (mem, memory) = o.buffers(total as usize, cfg.hugepages)?;
+    let (mem, memory) = o.buffers(total as usize, cfg.knobs.hugepages)?;
     let ep = o.endpoint(
         cfg.qp_type,
         mem.rkey(),
@@ -338,14 +323,14 @@ fn prepare_on(cfg: &VerbsConfig, dev: Option<&str>) -> Result<(Prepared, Endpoin
     );
     let s = Setup {
         qp_type: cfg.qp_type,
-        op: cfg.op,
+        op: cfg.knobs.op,
         size: cfg.size,
         mtu: o.mtu,
         inline_used,
         period: cfg.signal_period(),
         poll: cfg.poll,
-        sq_depth: cfg.sq_depth,
-        rq_depth: cfg.rq_depth,
+        sq_depth: cfg.knobs.sq_depth,
+        rq_depth: cfg.knobs.rq_depth,
         prepost: cfg.rq_prepost,
         send_slots: send_slots as u32,
         send_stride: send_stride as u32,
@@ -382,12 +367,10 @@ impl OpenedQp {
         }
     }
 
-    /// `len` bytes of buffers, pre-faulted, on the device's NUMA node when
-    /// sysfs names one (a failed bind there falls back to the default
-    /// policy: the user did not ask for it), in huge pages with
-    /// `--hugepages` (whose refusals are input errors naming
-    /// /proc/sys/vm/nr_hugepages), registered on the PD for local and
-    /// remote writes; with how they were placed.
+    /// `len` bytes of registered buffers, with how they were placed: on
+    /// the device's NUMA node when sysfs names one (a failed bind falls
+    /// back to the default policy: the user did not ask for it), in huge
+    /// pages with `--hugepages` (whose refusals are input errors).
     pub(super) fn buffers(
         &self,
         len: usize,
@@ -416,11 +399,9 @@ impl OpenedQp {
         Ok((mem, memory))
     }
 
-    /// Moves the QP (in INIT) to RTR/RTS towards `peer` (RC/UC: the peer's
-    /// QPN, PSN and GID/LID at `mtu_bytes`, routed by GID when either end
-    /// has one; UD: an address handle to the peer's GID), posts every
-    /// receive of `recv` when `post`, and hands the end's verbs objects
-    /// over with `mem`.
+    /// Moves the QP (in INIT) to RTR/RTS towards `peer` at `mtu_bytes`
+    /// (routed by GID when either end has one), posts every receive of
+    /// `recv` when `post`, and hands the end's verbs objects over.
     pub(super) fn wire(
         self,
         mem: RegisteredBuf,
@@ -527,13 +508,7 @@ impl Prepared {
                 s.size, s.mtu
             )));
         }
-        let opcode = match s.op {
-            Op::Send => SendOpcode::Send,
-            Op::SendImm => SendOpcode::SendImm,
-            Op::Write => SendOpcode::Write,
-            Op::WriteImm => SendOpcode::WriteImm,
-        };
-        let recv_len = s.size + if s.qp_type == QpType::Ud { GRH } else { 0 };
+        let recv_len = s.size + grh(s.qp_type);
         let recv = RecvRing::new(
             s.prepost as usize,
             mem.buf.addr() + s.recv_off,
@@ -546,17 +521,13 @@ impl Prepared {
         let rdma = s.op.is_write().then_some((peer.rkey, peer.addr));
         let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
         let inline_upto = if s.inline_used { s.size } else { 0 };
-        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_upto);
+        let tpl = SendTemplate::new(opcode(s.op), w.mem.lkey(), rdma, ud, inline_upto);
         if s.poll == Poll::Event {
             w.recv_cq
                 .req_notify()
                 .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
         }
-        let payload_off = if s.qp_type == QpType::Ud {
-            GRH as usize
-        } else {
-            0
-        };
+        let payload_off = grh(s.qp_type) as usize;
         Ok(VerbsChannel {
             tpl,
             w,
@@ -576,6 +547,16 @@ impl Prepared {
             info,
             s,
         })
+    }
+}
+
+/// The send opcode of `op` (a stream refuses plain write before this).
+pub(super) fn opcode(op: Op) -> SendOpcode {
+    match op {
+        Op::Send => SendOpcode::Send,
+        Op::SendImm => SendOpcode::SendImm,
+        Op::Write => SendOpcode::Write,
+        Op::WriteImm => SendOpcode::WriteImm,
     }
 }
 
@@ -652,18 +633,13 @@ pub(super) fn verbs_facts(
     op: Op,
 ) -> Vec<(String, String)> {
     let f = |k: &str, v: String| (k.to_string(), v);
+    let g = |field: fn(&GidInfo) -> String| gid.map(field).unwrap_or_default();
     vec![
         f("device", dev.to_string()),
         f("port", port.to_string()),
-        f(
-            "gid_index",
-            gid.map(|g| g.index.to_string()).unwrap_or_default(),
-        ),
-        f("gid", gid.map(|g| g.gid.clone()).unwrap_or_default()),
-        f(
-            "gid_type",
-            gid.map(|g| g.gid_type.clone()).unwrap_or_default(),
-        ),
+        f("gid_index", g(|g| g.index.to_string())),
+        f("gid", g(|g| g.gid.clone())),
+        f("gid_type", g(|g| g.gid_type.clone())),
         f("qp_type", qp_type.upper().to_string()),
         f("op", op.name().to_string()),
     ]
@@ -672,17 +648,18 @@ pub(super) fn verbs_facts(
 /// The receiver's device in one-way loopback: `--peer-dev`, else
 /// `--dev`, else the device the first end opened (`first`).
 pub(super) fn loopback_peer_dev(cfg: &VerbsConfig, first: &str) -> String {
-    cfg.peer_dev
+    cfg.knobs
+        .peer_dev
         .as_deref()
-        .or(cfg.dev.as_deref())
+        .or(cfg.knobs.dev.as_deref())
         .unwrap_or(first)
         .to_string()
 }
 
-/// Builds a [`LoopbackChannel`]: prepares A on `cfg.dev` and B on
-/// `cfg.peer_dev` (default: the same device), connects each to the other.
+/// Builds a [`LoopbackChannel`]: prepares A on `cfg.knobs.dev` and B on
+/// `cfg.knobs.peer_dev` (default: the same device), connects each to the other.
 pub fn loopback(cfg: &VerbsConfig) -> Result<LoopbackChannel, VerbsError> {
-    let (pa, ea) = prepare_on(cfg, cfg.dev.as_deref())?;
+    let (pa, ea) = prepare_on(cfg, cfg.knobs.dev.as_deref())?;
     let dev = pa.o.dev.clone();
     let peer_dev = loopback_peer_dev(cfg, &dev);
     let (pb, eb) = prepare_on(cfg, Some(&peer_dev))?;

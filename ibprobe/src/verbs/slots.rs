@@ -3,33 +3,19 @@
 //!
 //! Why it exists: the stream loops (`probe/workload/stream.rs`) send one
 //! slot as one verbs operation and take the peer's slots as they arrive;
-//! this file is what they call per slot on verbs, and nothing else. It
-//! allocates nothing and takes no lock; the QP, the registered pool and
-//! the posted receives are made once by `stream_setup.rs`.
+//! this is what they call per slot on verbs. It allocates nothing and
+//! takes no lock; `stream_setup.rs` makes the QP, pool and receives.
 //!
-//! The pool (one registered region per end): a send ring of `slots`
-//! buffers, a receive pool of `slots` buffers (every receive posted up
-//! front), and a counter line (rc `--credit-return write`: the word the
-//! peer writes, and the word this end writes from).
-//!
-//! - `send`: copies the bytes into the next send buffer and posts one WR
-//!   (send, send-imm, or write-imm into the peer's receive slot of the same
-//!   index, the immediate naming that slot and the length: [`ImmCodec`]).
-//!   A send buffer is reused only after a signaled completion at or after
-//!   its WR was polled. Sends are signaled every `period` (`--signal`,
-//!   capped at `slots`), and always when a WR takes the last free send
-//!   buffer or SQ entry: whenever this end is out of room, a completion is
-//!   on its way.
-//!   With `--stamp-thread` (`stamp_target`) the copy skips the stamp
-//!   word of the buffer, which the stamping thread alone writes.
-//! - `recv`: polls the receive CQ once; copies the arrived slot out (send:
-//!   the receive buffer, after the 40 B GRH on ud; write-imm: the pool
-//!   slot the immediate names) and re-posts the receive.
-//! - `write_counter` (rc): an RDMA write of the u64 into the peer's
-//!   counter word from this end's source word (inline when the QP allows
-//!   8 B inline, so copied at the post; otherwise the HCA reads the word
-//!   later, and since the counter only grows, reading a newer value than
-//!   the one posted is still right).
+//! The pool (one registered region per end): a send ring and a receive
+//! pool of `slots` buffers each, and a counter line (rc `--credit-return
+//! write`). A send buffer is reused only after a signaled completion at or
+//! after its WR was polled; a WR that takes the last free send buffer or
+//! SQ entry is always signaled, so an end out of room always has a
+//! completion on its way. A write-imm lands in the peer's receive slot of
+//! the same index, named with the length in the immediate ([`ImmCodec`]).
+//! The counter write is inline when the QP allows 8 B; otherwise the HCA
+//! reads the word later, and since the counter only grows, a newer value
+//! than the one posted is still right.
 
 use std::sync::atomic::{fence, Ordering};
 
@@ -60,9 +46,9 @@ pub(super) struct SlotLayout {
     pub(super) recv_stride: usize,
     /// Bytes in front of a receive's payload (ud: the 40 B GRH).
     pub(super) payload_off: usize,
-    /// Offset of the counter word the peer writes.
+    /// The counter word the peer writes, and the one this end's counter
+    /// write is sent from.
     pub(super) counter_off: usize,
-    /// Offset of the word a non-inline counter write is sent from.
     pub(super) counter_src_off: usize,
     /// The peer's receive slot 0 and stride (write-imm), else None.
     pub(super) peer_recv: Option<(u64, u64)>,

@@ -2,20 +2,18 @@
 //! posted receives, handed to a [`VerbsSlots`] (`slots.rs`).
 //!
 //! Why it exists: a stream end needs more than a channel (a pool of
-//! `slots` receive buffers all posted up front, a send ring of as many,
-//! a counter word on rc, the peer's pool address for write-imm) and
-//! refuses what a stream cannot carry (plain write, event polling, a ud
-//! slot above the path MTU). It follows the channel's shape
-//! (`setup.rs`, whose QP creation and connection it reuses): across hosts
+//! receive buffers all posted up front, a send ring, a counter word on rc,
+//! the peer's pool address for write-imm) and refuses what a stream cannot
+//! carry. It reuses `setup.rs`'s QP creation and connection: across hosts
 //! [`prepare_slots`] then [`PreparedSlots::connect`] with the peer's
-//! [`Endpoint`] (whose [`StreamTarget`] says where to write); in one
-//! process [`stream_pair`]. Allocation and syscalls are fine here.
+//! [`Endpoint`] (its [`StreamTarget`] says where to write); in one process
+//! [`stream_pair`].
 
 use super::config::VerbsConfig;
 use super::error::VerbsError;
 use super::setup::{
-    gid_line, loopback_peer_dev, open_qp, round_up, same_qp_type, verbs_facts, Endpoint, OpenedQp,
-    QpShape, StreamTarget, GRH,
+    gid_line, grh, loopback_peer_dev, opcode, open_qp, round_up, same_qp_type, verbs_facts,
+    Endpoint, OpenedQp, QpShape, StreamTarget,
 };
 use super::slots::{SlotLayout, VerbsSlots};
 use super::types::ImmCodec;
@@ -26,8 +24,7 @@ use crate::sys::verbs::{
 use crate::transport::TransportInfo;
 
 /// A stream end's QP in INIT with its registered pool, waiting for the
-/// peer's [`Endpoint`]. The memory region is dropped before the QP's
-/// resources (and so before the PD it was registered on).
+/// peer's [`Endpoint`]. Field order is drop order.
 pub struct PreparedSlots {
     mem: RegisteredBuf,
     o: OpenedQp,
@@ -54,7 +51,7 @@ fn ud_slot_fits(slot_size: usize, mtu: u32) -> Result<(), VerbsError> {
 /// pool, and write-imm pools whose index does not fit the immediate
 /// beside the length.
 fn stream_checks(cfg: &VerbsConfig, slots: u32, slot_size: usize) -> Result<ImmCodec, VerbsError> {
-    if cfg.op == Op::Write {
+    if cfg.knobs.op == Op::Write {
         return Err(VerbsError::config(
             "--op write with a stream: a plain RDMA write raises no completion at the receiver, \
              so it could not see a slot arrive; use --op send, send-imm or write-imm",
@@ -74,7 +71,11 @@ fn stream_checks(cfg: &VerbsConfig, slots: u32, slot_size: usize) -> Result<ImmC
     }
     // Only write-imm needs the index in the immediate (send-imm carries
     // it too, for a reader of a capture, but nothing decodes it).
-    let indexed = if cfg.op == Op::WriteImm { slots } else { 1 };
+    let indexed = if cfg.knobs.op == Op::WriteImm {
+        slots
+    } else {
+        1
+    };
     ImmCodec::new(indexed, slot_size as u32).map_err(|max| {
         VerbsError::config(format!(
             "--slots {slots} with --slot-size {slot_size} B and --op write-imm: the 32-bit \
@@ -83,7 +84,7 @@ fn stream_checks(cfg: &VerbsConfig, slots: u32, slot_size: usize) -> Result<ImmC
     })
 }
 
-/// Creates one stream end on `cfg.dev`: a QP whose SQ and RQ hold at
+/// Creates one stream end on `cfg.knobs.dev`: a QP whose SQ and RQ hold at
 /// least `slots` WRs, a registered pool of `slots` send and `slots`
 /// receive buffers of `slot_size` bytes and a counter word, and returns
 /// it with the local [`Endpoint`] (carrying a [`StreamTarget`]) to hand
@@ -93,7 +94,7 @@ pub fn prepare_slots(
     slots: u32,
     slot_size: usize,
 ) -> Result<(PreparedSlots, Endpoint), VerbsError> {
-    prepare_slots_on(cfg, cfg.dev.as_deref(), slots, slot_size)
+    prepare_slots_on(cfg, cfg.knobs.dev.as_deref(), slots, slot_size)
 }
 
 fn prepare_slots_on(
@@ -103,13 +104,13 @@ fn prepare_slots_on(
     slot_size: usize,
 ) -> Result<(PreparedSlots, Endpoint), VerbsError> {
     let imm = stream_checks(cfg, slots, slot_size)?;
-    let sq_depth = cfg.sq_depth.max(slots);
+    let sq_depth = cfg.knobs.sq_depth.max(slots);
     let o = open_qp(
         cfg,
         dev,
         &QpShape {
             sq_depth,
-            rq_depth: cfg.rq_depth.max(slots),
+            rq_depth: cfg.knobs.rq_depth.max(slots),
             inline_upto: slot_size as u32,
             inline_partial: true,
         },
@@ -117,16 +118,12 @@ fn prepare_slots_on(
     if cfg.qp_type == QpType::Ud {
         ud_slot_fits(slot_size, o.mtu)?;
     }
-    let payload_off = if cfg.qp_type == QpType::Ud {
-        GRH as usize
-    } else {
-        0
-    };
+    let payload_off = grh(cfg.qp_type) as usize;
     let send_stride = round_up(slot_size.max(8) as u64, 64) as usize;
     let recv_stride = round_up((slot_size + payload_off) as u64, 64) as usize;
     let recv_off = slots as usize * send_stride;
     let counter_off = recv_off + slots as usize * recv_stride;
-    let (mem, memory) = o.buffers(counter_off + 128, cfg.hugepages)?;
+    let (mem, memory) = o.buffers(counter_off + 128, cfg.knobs.hugepages)?;
     let recv_addr = mem.buf.addr() + recv_off as u64;
     let mut ep = o.endpoint(cfg.qp_type, mem.rkey(), recv_addr, slot_size as u32);
     ep.stream = Some(StreamTarget {
@@ -155,7 +152,7 @@ fn prepare_slots_on(
         PreparedSlots {
             mem,
             o,
-            op: cfg.op,
+            op: cfg.knobs.op,
             qp_type: cfg.qp_type,
             l,
             memory,
@@ -193,11 +190,6 @@ impl PreparedSlots {
         if qp_type == QpType::Ud {
             ud_slot_fits(l.slot_size, mtu)?;
         }
-        let opcode = match op {
-            Op::SendImm => SendOpcode::SendImm,
-            Op::WriteImm => SendOpcode::WriteImm,
-            Op::Send | Op::Write => SendOpcode::Send,
-        };
         let rdma = (op == Op::WriteImm).then_some((peer.rkey, st.recv_addr));
         l.peer_recv = rdma.map(|(_, a)| (a, u64::from(st.recv_stride)));
         let recv = RecvRing::new(
@@ -243,7 +235,7 @@ impl PreparedSlots {
         ]);
         let w = o.wire(mem, peer, mtu, recv, true)?;
         let ud = w._ah.as_ref().map(|a| (a, peer.qpn, peer.qkey));
-        let tpl = SendTemplate::new(opcode, w.mem.lkey(), rdma, ud, inline_cap);
+        let tpl = SendTemplate::new(opcode(op), w.mem.lkey(), rdma, ud, inline_cap);
         let counter_tpl = counter.then(|| {
             let inline = if inline_cap >= 8 { 8 } else { 0 };
             let target = Some((peer.rkey, st.counter_addr));
@@ -273,7 +265,7 @@ impl PreparedSlots {
 }
 
 /// Both ends of a stream in this process (sender end, receiver end): one
-/// on `cfg.dev`, one on `cfg.peer_dev` (default: the same device), each
+/// on `cfg.knobs.dev`, one on `cfg.knobs.peer_dev` (default: the same device), each
 /// connected to the other. Both are `Send`: each loop takes its end to
 /// its own thread.
 pub fn stream_pair(
@@ -281,7 +273,7 @@ pub fn stream_pair(
     slots: u32,
     slot_size: usize,
 ) -> Result<(VerbsSlots, VerbsSlots), VerbsError> {
-    let (pa, ea) = prepare_slots_on(cfg, cfg.dev.as_deref(), slots, slot_size)?;
+    let (pa, ea) = prepare_slots_on(cfg, cfg.knobs.dev.as_deref(), slots, slot_size)?;
     let dev = pa.o.dev.clone();
     let peer_dev = loopback_peer_dev(cfg, &dev);
     let (pb, eb) = prepare_slots_on(cfg, Some(&peer_dev), slots, slot_size)?;

@@ -1,14 +1,7 @@
-//! The facts a verbs channel keeps from its setup, shared by the cold
-//! side (`setup.rs`, which fills them) and the hot side (`channel.rs`,
-//! which reads them on every post and poll).
-//!
-//! Also what both hot paths (`channel.rs`, `slots.rs`) share: one CQ poll
-//! and errno mapping, and the immediate format of a stream's write-imm
-//! slots ([`ImmCodec`]), which `stream_setup.rs` checks.
-//!
-//! Why it exists: both sides need the same record; keeping it here lets
-//! `setup.rs` use `channel.rs` (to build the channels) without
-//! `channel.rs` using `setup.rs` back.
+//! What the cold side (`setup.rs`, `stream_setup.rs`) fills and the hot
+//! side (`channel.rs`, `slots.rs`) reads: the setup facts, the owned verbs
+//! objects, one CQ poll, errno mapping and the write-imm immediate format.
+//! Kept here so `setup.rs` uses `channel.rs` without a cycle back.
 
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@ use ibprobe::verbs::*;
 fn defaults_resolve() {
     let c = VerbsConfig::new(&ChannelSpec::new(Transport::Rc, 32)).unwrap();
     assert_eq!(
-        (c.qp_type, c.op, c.poll),
+        (c.qp_type, c.knobs.op, c.poll),
         (QpType::Rc, Op::Send, Poll::Busy)
     );
     assert_eq!((c.signal_period(), c.rq_prepost), (1, 128));
