@@ -125,7 +125,6 @@ pub fn find_tracefs(given: Option<&Path>) -> Result<PathBuf, TimerlatError> {
         .ok_or(TimerlatError::NoTracefs)
 }
 
-/// Checks that the kernel behind `tracefs` has the timerlat tracer.
 pub fn check_timerlat(tracefs: &Path) -> Result<(), TimerlatError> {
     let path = tracefs.join("available_tracers");
     let tracers = read(&path)?;
@@ -255,8 +254,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
     let silence = Duration::from_secs(5).max(cfg.period * 50);
     let mut buf = vec![0u8; 256 * 1024];
     let mut pending: Vec<u8> = Vec::new();
-    let mut interrupted = false;
-    loop {
+    let interrupted = loop {
         match pipe.read(&mut buf) {
             Ok(0) => std::thread::sleep(READ_EVERY),
             Ok(n) => {
@@ -273,11 +271,10 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
             Err(e) => return Err(io_err(&pipe_path, e)),
         }
         if acc.complete() || matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
-            break;
+            break false;
         }
         if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
+            break true;
         }
         if let Some(cpu) = acc.silent_cpu().filter(|_| t0.elapsed() > silence) {
             return Err(TimerlatError::NoSamples {
@@ -286,7 +283,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
                 tracefs: tracefs.display().to_string(),
             });
         }
-    }
+    };
     let elapsed_ns = t0.elapsed().as_nanos() as u64;
     // The instance cannot be removed while its trace_pipe is open.
     drop(pipe);

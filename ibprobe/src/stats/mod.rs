@@ -331,7 +331,6 @@ impl LatencyHistogram {
         }
     }
 
-    /// The summary of what was recorded.
     pub fn summary(&self) -> Summary {
         let n = self.total;
         let [p50_ns, p90_ns, p99_ns, p999_ns, p9999_ns] =
@@ -401,9 +400,8 @@ pub struct Summary {
     pub max_ns: u64,
     pub mean_ns: f64,
     pub stdev_ns: f64,
-    /// Fraction of samples above 10 us (0..1).
+    /// Fraction of samples above 10 us (0..1), and their number.
     pub over_10us: f64,
-    /// Number of samples above 10 us.
     pub over_10us_count: u64,
 }
 
