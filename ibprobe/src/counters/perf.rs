@@ -87,19 +87,17 @@ pub fn hold_static_keys() -> usize {
             let main = std::process::id() as libc::pid_t;
             SOFTWARE
                 .iter()
-                .filter_map(|(_, ev)| {
-                    Builder::new(*ev)
-                        .observe_pid(main)
-                        .any_cpu()
-                        .exclude_kernel(false)
-                        .exclude_hv(true)
-                        .enabled(false)
-                        .build()
-                        .ok()
-                })
+                .filter_map(|(_, ev)| builder(*ev).observe_pid(main).enabled(false).build().ok())
                 .collect()
         })
         .len()
+}
+
+/// `ev` on whichever CPU the observed thread runs, its kernel side counted.
+fn builder<'a>(ev: impl Event) -> Builder<'a> {
+    let mut b = Builder::new(ev);
+    b.any_cpu().exclude_kernel(false).exclude_hv(true);
+    b
 }
 
 fn open_one(b: &mut Builder<'_>) -> io::Result<PerfCounter> {
@@ -117,15 +115,9 @@ fn open_all<E: Event + Clone>(
     list: &[(Counter, E)],
     open: &mut Vec<(Counter, PerfCounter)>,
 ) -> (Vec<&'static str>, Option<io::Error>) {
-    let mut failed = Vec::new();
-    let mut first_err = None;
+    let (mut failed, mut first_err) = (Vec::new(), None);
     for (c, ev) in list {
-        let mut b = Builder::new(ev.clone());
-        b.observe_self()
-            .any_cpu()
-            .exclude_kernel(false)
-            .exclude_hv(true);
-        match open_one(&mut b) {
+        match open_one(builder(ev.clone()).observe_self()) {
             Ok(pc) => open.push((*c, pc)),
             Err(e) => {
                 failed.push(c.name());
