@@ -1,14 +1,10 @@
 //! An HCA's completion-timestamp clock (`--hw-timestamps`): a free-running
 //! counter of `completion_timestamp_mask` bits at a nominal
-//! `hca_core_clock` kHz, both from `ibv_query_device_ex`. Pure: the verbs
-//! calls that read it live in `sys/verbs.rs` and `verbs/`.
-//!
-//! Why it exists: differences of completion timestamps are taken modulo
-//! the mask (the counter wraps) and converted to nanoseconds with the rate
-//! measured against the host clock ([`HcaClock::calibrate`]), since the
-//! nominal rate can be off by tens of ppm. A device whose mask is 0 (rxe)
-//! stamps nothing: [`HcaClock::new`] refuses it. Unverified on hardware
-//! here; tested on synthetic clocks.
+//! `hca_core_clock` kHz, both from `ibv_query_device_ex` (read in
+//! `sys/verbs.rs` and `verbs/`). Differences are taken modulo the mask
+//! and converted with the rate measured against the host clock
+//! ([`HcaClock::calibrate`]): the nominal rate can be off by tens of ppm.
+//! Unverified on hardware here; tested on synthetic clocks.
 
 /// Why an HCA clock description cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +22,6 @@ pub enum HcaClockError {
 /// and the nominal rate stays.
 pub const MAX_DRIFT_PPM: f64 = 1000.0;
 
-/// An HCA's completion-timestamp clock: its counter width and rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HcaClock {
     /// `completion_timestamp_mask`: the counter's bits (2^k - 1).
@@ -40,7 +35,7 @@ pub struct HcaClock {
 
 impl HcaClock {
     /// The clock of device `dev` as `ibv_query_device_ex` describes it, or
-    /// why it cannot be used.
+    /// why it cannot be used (a mask of 0, rxe's, stamps nothing).
     pub fn new(dev: &str, mask: u64, khz: u64) -> Result<HcaClock, HcaClockError> {
         let dev = dev.to_string();
         match (mask, khz) {

@@ -4,16 +4,9 @@
 //! responder delay = T4 - T3, where T1/T6 are the prober's post and sight
 //! of the echo (host clock), T2/T5 its send and receive completions and
 //! T3/T4 the responder's (each on its own HCA's [`HcaClock`]): only
-//! timestamps of one clock are subtracted. The method:
-//! `ibprobe/docs/methods.md`, "Where the time goes". Pure computation:
-//! `verbs/` reads the stamps.
-//!
-//! The responder reports its (T3, T4) per sequence number after the run
-//! (`session/serve.rs`); they may come in any order, some may be missing (a
-//! stamp the HCA did not give, a report cut short), and a message whose
-//! parts come out negative is counted as invalid, as R-Pingmesh's
-//! `invalid_rtt`, instead of being recorded ([`split`]).
-//!
+//! timestamps of one clock are subtracted (`ibprobe/docs/methods.md`,
+//! "Where the time goes"). Pure computation: `verbs/` reads the stamps,
+//! the responder reports its (T3, T4) after the run (`session/serve.rs`).
 //! Unverified on hardware here (rxe's `completion_timestamp_mask` is 0):
 //! tested on synthetic completion streams.
 
@@ -66,27 +59,31 @@ impl Split {
     pub fn is_empty(&self) -> bool {
         self.network_rtt.is_empty()
     }
-}
 
-/// The three parts of one round trip, ns; None when one is negative.
-pub fn parts(
-    p: &ProberStamp,
-    (t2, t5): (u64, u64),
-    (t3, t4): (u64, u64),
-    pc: &HcaClock,
-    rc: &HcaClock,
-) -> Option<(f64, f64, f64)> {
-    let host_rtt = p.t6_ns.checked_sub(p.t1_ns)? as f64;
-    let prober_hca = pc.ns(pc.elapsed(t2, t5));
-    let responder = rc.ns(rc.elapsed(t3, t4));
-    let network = prober_hca - responder;
-    let prober = host_rtt - prober_hca;
-    (network >= 0.0 && prober >= 0.0).then_some((network, prober, responder))
+    /// Records one message's parts from its host round trip (None: T6
+    /// before T1), its prober HCA time T5 - T2 and its responder delay
+    /// (None: one-way, no responder), ns; counts it invalid when a part is
+    /// negative.
+    fn record(&mut self, host_rtt: Option<u64>, prober_hca: f64, responder: Option<f64>) {
+        let network = prober_hca - responder.unwrap_or(0.0);
+        match host_rtt.map(|h| h as f64 - prober_hca) {
+            Some(prober) if network >= 0.0 && prober >= 0.0 => {
+                self.network_rtt.record(network.round() as u64);
+                self.prober_delay.record(prober.round() as u64);
+                if let Some(r) = responder {
+                    self.responder_delay.record(r.round() as u64);
+                }
+            }
+            _ => self.invalid += 1,
+        }
+    }
 }
 
 /// Splits every prober record for which the responder reported its
 /// stamps. `responder` is sorted by sequence number here (the report may
-/// come in any order; a repeated sequence number keeps its first report).
+/// come in any order, some stamps may be missing; a repeated sequence
+/// number keeps its first report). A message whose parts come out
+/// negative is counted as invalid (R-Pingmesh's `invalid_rtt`).
 pub fn split(
     prober: &[ProberStamp],
     pc: &HcaClock,
@@ -108,14 +105,8 @@ pub fn split(
             out.missing_responder += 1;
             continue;
         };
-        match parts(p, (t2, t5), (t3, t4), pc, rc) {
-            Some((n, pd, rd)) => {
-                out.network_rtt.record(n.round() as u64);
-                out.prober_delay.record(pd.round() as u64);
-                out.responder_delay.record(rd.round() as u64);
-            }
-            None => out.invalid += 1,
-        }
+        let (prober_hca, responder) = (pc.ns(pc.elapsed(t2, t5)), rc.ns(rc.elapsed(t3, t4)));
+        out.record(p.t6_ns.checked_sub(p.t1_ns), prober_hca, Some(responder));
     }
     out
 }
@@ -175,19 +166,13 @@ impl ProberLog {
                 split.missing_prober += 1;
                 continue;
             };
-            let host = p.t6_ns.saturating_sub(p.t1_ns) as f64;
             let hca = self.clock.ns(self.clock.elapsed(t2, t5));
-            if hca > host {
-                split.invalid += 1;
-                continue;
-            }
-            split.network_rtt.record(hca.round() as u64);
-            split.prober_delay.record((host - hca).round() as u64);
+            split.record(Some(p.t6_ns.saturating_sub(p.t1_ns)), hca, None);
         }
         HwSplit {
             one_way: true,
             split,
-            notes: self.notes("prober"),
+            notes: self.notes(),
         }
     }
 
@@ -209,7 +194,7 @@ impl ProberLog {
             .iter()
             .map(|&(seq, t3, t4)| ResponderStamp { seq, t3, t4 })
             .collect();
-        let mut notes = self.notes("prober");
+        let mut notes = self.notes();
         if r.overflow > 0 {
             let more = r.overflow;
             notes.push(format!(
@@ -223,14 +208,14 @@ impl ProberLog {
         })
     }
 
-    fn notes(&self, who: &str) -> Vec<String> {
+    fn notes(&self) -> Vec<String> {
         let khz = self.clock.nominal_khz;
         let mut n = vec![match &self.calibration {
             Calibration::Measured { drift_ppm } => format!(
-                "hw timestamps: {who} HCA clock {khz} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run"
+                "hw timestamps: prober HCA clock {khz} kHz nominal, {drift_ppm:+.1} ppm measured against the host clock over the run"
             ),
             Calibration::Nominal(why) => {
-                format!("hw timestamps: {who} HCA clock at its nominal {khz} kHz ({why})")
+                format!("hw timestamps: prober HCA clock at its nominal {khz} kHz ({why})")
             }
         }];
         if self.overflow > 0 {

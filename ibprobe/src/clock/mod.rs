@@ -1,22 +1,12 @@
-//! The probe's clock: every timestamp of a run comes from one [`Clock`].
-//!
-//! Why it exists: latency is a difference of two timestamps, so both must
-//! come from the same clock, read cheaply (the read is inside the
-//! measurement) and converted to nanoseconds with a calibrated factor,
-//! never with /proc/cpuinfo's MHz (perftest's flaw).
-//!
-//! [`Clock::calibrate`] (`auto`) picks the TSC when the CPU flags vouch for
-//! it, or clock_gettime is a system call, or the kernel's clocksource is
-//! the TSC, and its calibration against CLOCK_MONOTONIC_RAW is stable;
-//! else CLOCK_MONOTONIC_RAW, saying why ([`Clock::fallback`],
-//! [`Clock::auto_reason`]). The method: `ibprobe/docs/methods.md`, "The
-//! clock". Conversions are fixed point: `ns = ticks * mult >> 32` (no
-//! division in the hot path).
-//!
-//! Every clock also knows its resolution ([`Clock::resolution_ns`]: the
-//! smallest non-zero step of back-to-back reads, measured when chosen); a
-//! latency within [`RESOLUTION_TICKS`] such steps is barely resolved, so
-//! the reports warn there ([`Clock::near_resolution`]).
+//! The probe's clock: latency is a difference of two timestamps, so every
+//! timestamp of a run comes from one [`Clock`], read cheaply (the read is
+//! inside the measurement) and converted to nanoseconds in fixed point
+//! (`ns = ticks * mult >> 32`: no division in the hot path) with a factor
+//! calibrated against CLOCK_MONOTONIC_RAW, never /proc/cpuinfo's MHz
+//! (perftest's flaw). How `auto` ([`Clock::calibrate`]) chooses the TSC or
+//! CLOCK_MONOTONIC_RAW and says why: `ibprobe/docs/methods.md`, "The
+//! clock". Every clock also knows its resolution; a latency within
+//! [`RESOLUTION_TICKS`] steps of it is barely resolved: reports warn there.
 
 pub mod hca;
 pub mod hwts;
@@ -43,8 +33,7 @@ pub const RESOLUTION_TICKS: f64 = 10.0;
 const SHIFT: u32 = 32;
 
 /// Which clock a run used, for the report.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ClockKind {
     /// rdtsc at its measured frequency, calibrated against
     /// CLOCK_MONOTONIC_RAW.
@@ -55,7 +44,7 @@ pub enum ClockKind {
 
 /// How the TSC frequency was measured, so a report can state the clock's
 /// own uncertainty next to the latencies it produced.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Calibration {
     /// Median of the per-window frequencies, Hz.
     pub hz: f64,
@@ -67,27 +56,17 @@ pub struct Calibration {
     pub spread_ppm: f64,
 }
 
-/// Why [`Clock::calibrate`] did not use the TSC, for the report's warnings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fallback {
-    NoTsc,
-    NoCpuinfo,
-    NoConstantTsc,
-    NoNonstopTsc,
-    UnstableCalibration,
-}
-
-impl Fallback {
-    /// One sentence naming what was wrong and what the user can do.
-    pub fn explain(&self) -> &'static str {
-        match self {
-            Fallback::NoTsc => "no TSC on this architecture; timestamps use clock_gettime(CLOCK_MONOTONIC_RAW) (~20-30 ns per read)",
-            Fallback::NoCpuinfo => "/proc/cpuinfo is unreadable, so the TSC cannot be checked; using clock_gettime(CLOCK_MONOTONIC_RAW)",
-            Fallback::NoConstantTsc => "CPU flags lack constant_tsc (TSC rate follows frequency scaling); using clock_gettime(CLOCK_MONOTONIC_RAW)",
-            Fallback::NoNonstopTsc => "CPU flags lack nonstop_tsc (TSC may stop in deep C-states); using clock_gettime(CLOCK_MONOTONIC_RAW)",
-            Fallback::UnstableCalibration => "TSC calibration windows disagreed by more than 0.1% (VM or throttling?); using clock_gettime(CLOCK_MONOTONIC_RAW)",
-        }
+crate::words::vocabulary! {
+    no_from_str
+    /// Why [`Clock::calibrate`] did not use the TSC, for the report's
+    /// warnings: its name in JSON, and one sentence naming what was wrong
+    /// and what the user can do (`help`).
+    Fallback {
+        NoTsc = "no_tsc", "no TSC on this architecture; timestamps use clock_gettime(CLOCK_MONOTONIC_RAW) (~20-30 ns per read)";
+        NoCpuinfo = "no_cpuinfo", "/proc/cpuinfo is unreadable, so the TSC cannot be checked; using clock_gettime(CLOCK_MONOTONIC_RAW)";
+        NoConstantTsc = "no_constant_tsc", "CPU flags lack constant_tsc (TSC rate follows frequency scaling); using clock_gettime(CLOCK_MONOTONIC_RAW)";
+        NoNonstopTsc = "no_nonstop_tsc", "CPU flags lack nonstop_tsc (TSC may stop in deep C-states); using clock_gettime(CLOCK_MONOTONIC_RAW)";
+        UnstableCalibration = "unstable_calibration", "TSC calibration windows disagreed by more than 0.1% (VM or throttling?); using clock_gettime(CLOCK_MONOTONIC_RAW)";
     }
 }
 
@@ -106,15 +85,20 @@ pub struct ReadCosts {
     pub monotonic_is_syscall: bool,
 }
 
-/// Clocksources whose clock_gettime is read in user space (the vDSO).
-const VDSO_CLOCKSOURCES: [&str; 4] = [
-    "tsc",
-    "kvm-clock",
-    "hyperv_clocksource_tsc_page",
-    "arch_sys_counter",
+/// Clocksources this module knows, and whether clock_gettime reads them
+/// by a system call (no vDSO mode since Linux 5.6) or in user space (the
+/// vDSO).
+const CLOCKSOURCES: [(&str, bool); 9] = [
+    ("tsc", false),
+    ("kvm-clock", false),
+    ("hyperv_clocksource_tsc_page", false),
+    ("arch_sys_counter", false),
+    ("hpet", true),
+    ("acpi_pm", true),
+    ("jiffies", true),
+    ("refined-jiffies", true),
+    ("pit", true),
 ];
-/// Clocksources read by a system call (no vDSO mode since Linux 5.6).
-const SYSCALL_CLOCKSOURCES: [&str; 5] = ["hpet", "acpi_pm", "jiffies", "refined-jiffies", "pit"];
 
 impl ReadCosts {
     /// Times each clock: the cheapest of 5 batches of 1000 reads (a few ms
@@ -146,20 +130,14 @@ impl ReadCosts {
     /// none for a vDSO clocksource, a system call for one without a vDSO
     /// mode, else a read over 100 ns and over 4 TSC reads (pure).
     pub fn classify(clocksource: &str, monotonic_ns: f64, tsc_ns: Option<f64>) -> ReadCosts {
-        let known = VDSO_CLOCKSOURCES
-            .iter()
-            .chain(SYSCALL_CLOCKSOURCES.iter())
-            .find(|&&k| k == clocksource)
-            .copied();
-        let monotonic_is_syscall = SYSCALL_CLOCKSOURCES.contains(&clocksource)
-            || (!VDSO_CLOCKSOURCES.contains(&clocksource)
-                && monotonic_ns > 100.0
-                && tsc_ns.is_some_and(|t| monotonic_ns > 4.0 * t));
+        let known = CLOCKSOURCES.iter().find(|k| k.0 == clocksource);
+        let slow = monotonic_ns > 100.0 && tsc_ns.is_some_and(|t| monotonic_ns > 4.0 * t);
+        let unknown = if clocksource.is_empty() { "?" } else { "other" };
         ReadCosts {
             tsc_ns,
             monotonic_ns,
-            clocksource: known.unwrap_or(if clocksource.is_empty() { "?" } else { "other" }),
-            monotonic_is_syscall,
+            clocksource: known.map_or(unknown, |k| k.0),
+            monotonic_is_syscall: known.map_or(slow, |k| k.1),
         }
     }
 
@@ -176,8 +154,7 @@ impl ReadCosts {
 
 /// Why `--clock auto` chose the TSC although the CPU flags do not vouch
 /// for it (`missing`: the flag that was missing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AutoReason {
     /// clock_gettime is a system call here.
     FallbackIsSyscall { missing: Fallback },
@@ -233,33 +210,29 @@ crate::words::vocabulary! {
 impl Clock {
     /// The clock `choice` asks for (see [`ClockChoice`]).
     pub fn choose(choice: ClockChoice) -> Clock {
-        match choice {
-            ClockChoice::Auto => Clock::calibrate(),
-            ClockChoice::Monotonic => Clock::monotonic().with_measured_resolution(),
-            ClockChoice::Tsc if !tsc::TSC_AVAILABLE => {
-                Clock::monotonic_because(Fallback::NoTsc).with_measured_resolution()
-            }
-            ClockChoice::Tsc => Clock::calibrated_tsc().with_measured_resolution(),
-        }
+        let clock = match choice {
+            ClockChoice::Auto => return Clock::calibrate(),
+            ClockChoice::Monotonic => Clock::monotonic(),
+            ClockChoice::Tsc if !tsc::TSC_AVAILABLE => Clock::monotonic_because(Fallback::NoTsc),
+            ClockChoice::Tsc => Clock::calibrated_tsc(),
+        };
+        clock.with_measured_resolution()
     }
 
     /// This clock with its resolution measured: the smallest positive
     /// difference of [`RESOLUTION_READS`] back-to-back reads, in ns.
     pub fn with_measured_resolution(self) -> Clock {
         let mut prev = self.now();
-        let mut step = u64::MAX;
-        for _ in 0..RESOLUTION_READS {
-            let t = self.now();
-            let d = t.wrapping_sub(prev);
-            if d > 0 && d < step {
-                step = d;
-            }
-            prev = t;
-        }
-        if step == u64::MAX {
-            return self; // Never moved: keep the nominal tick.
-        }
-        self.with_resolution_ticks(step)
+        let step = (0..RESOLUTION_READS)
+            .filter_map(|_| {
+                let t = self.now();
+                let d = t.wrapping_sub(prev);
+                prev = t;
+                (d > 0).then_some(d)
+            })
+            .min();
+        // Never moved: keep the nominal tick.
+        step.map_or(self, |s| self.with_resolution_ticks(s))
     }
 
     /// This clock with a resolution of `ticks` ticks (tests and replays:
@@ -302,34 +275,33 @@ impl Clock {
         Clock::monotonic_because(Fallback::UnstableCalibration)
     }
 
-    /// The best clock this machine offers (`auto`, see the module doc),
-    /// with the read costs of both clocks. Takes about 0.1 s.
+    /// The best clock this machine offers (`auto`): the TSC when the CPU
+    /// flags vouch for it, or clock_gettime is a system call, or the
+    /// kernel's clocksource is the TSC, and it calibrates stably; else
+    /// CLOCK_MONOTONIC_RAW, saying why. With the read costs of both
+    /// clocks. Takes about 0.1 s.
     pub fn calibrate() -> Clock {
         let costs = ReadCosts::measure();
-        let with_costs = |c: Clock| {
-            Clock {
-                costs: Some(costs),
-                ..c
-            }
-            .with_measured_resolution()
+        let decision = if tsc::TSC_AVAILABLE {
+            ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
+                .map_err(|_| Fallback::NoCpuinfo)
+                .and_then(|cpuinfo| auto_decision(tsc_flags_ok(&cpuinfo), &costs))
+        } else {
+            Err(Fallback::NoTsc)
         };
-        if !tsc::TSC_AVAILABLE {
-            return with_costs(Clock::monotonic_because(Fallback::NoTsc));
-        }
-        let Ok(cpuinfo) = ibhost::file::read_pseudo("/proc/cpuinfo", ibhost::file::MAX_PROC_TABLE)
-        else {
-            return with_costs(Clock::monotonic_because(Fallback::NoCpuinfo));
-        };
-        match auto_decision(tsc_flags_ok(&cpuinfo), &costs) {
+        let c = match decision {
             Ok(reason) => {
                 let c = Clock::calibrated_tsc();
-                Clock {
-                    auto_reason: reason.filter(|_| c.fallback.is_none()),
-                    ..with_costs(c)
-                }
+                let auto_reason = reason.filter(|_| c.fallback.is_none());
+                Clock { auto_reason, ..c }
             }
-            Err(why) => with_costs(Clock::monotonic_because(why)),
+            Err(why) => Clock::monotonic_because(why),
+        };
+        Clock {
+            costs: Some(costs),
+            ..c
         }
+        .with_measured_resolution()
     }
 
     pub fn read_costs(&self) -> Option<ReadCosts> {
@@ -365,13 +337,17 @@ impl Clock {
 
     /// A TSC clock from a given calibration (tests and replays).
     pub fn tsc_with(cal: Calibration) -> Clock {
-        let to_ns = (1e9 * (1u64 << SHIFT) as f64 / cal.hz).round();
-        let to_ticks = (cal.hz * (1u64 << SHIFT) as f64 / 1e9).round();
+        // Scaling by 2^SHIFT is exact: one rounding, as a single division.
+        let mult = |x: f64| {
+            (x * (1u64 << SHIFT) as f64)
+                .round()
+                .clamp(1.0, u64::MAX as f64) as u64
+        };
         Clock {
             kind: ClockKind::Tsc { hz: cal.hz },
             tsc: true,
-            to_ns_mult: to_ns.clamp(1.0, u64::MAX as f64) as u64,
-            to_ticks_mult: to_ticks.clamp(1.0, u64::MAX as f64) as u64,
+            to_ns_mult: mult(1e9 / cal.hz),
+            to_ticks_mult: mult(cal.hz / 1e9),
             calibration: Some(cal),
             resolution_ns: 1e9 / cal.hz.max(1.0),
             ..Clock::monotonic()
@@ -411,7 +387,7 @@ impl Clock {
             (ClockKind::Tsc { hz }, None) => format!("TSC {:.3} GHz", hz / 1e9),
             (ClockKind::MonotonicRaw, _) => {
                 self.fallback.map_or("CLOCK_MONOTONIC_RAW".into(), |f| {
-                    format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.explain())
+                    format!("CLOCK_MONOTONIC_RAW (fallback: {})", f.help())
                 })
             }
         }
@@ -462,12 +438,7 @@ pub fn near_resolution(ns: f64, resolution_ns: f64) -> bool {
 
 #[inline(always)]
 fn mul_shift(x: u64, mult: u64) -> u64 {
-    let r = (x as u128 * mult as u128) >> SHIFT;
-    if r > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        r as u64
-    }
+    ((x as u128 * mult as u128) >> SHIFT).min(u64::MAX as u128) as u64
 }
 
 /// What `auto` tries (pure: the CPU flags' verdict and the measured read
@@ -512,17 +483,17 @@ pub fn tsc_flags_ok(cpuinfo: &str) -> Result<(), Fallback> {
 /// Reads (tsc, monotonic ns) as close together as possible: the pair with
 /// the shortest TSC bracket around the clock_gettime of a few tries.
 fn paired_read() -> (u64, u64) {
-    let mut best = (0u64, 0u64, u64::MAX);
-    for _ in 0..8 {
+    let read = |_| {
         let a = tsc::rdtsc();
         let m = tsc::monotonic_raw_ns();
-        let b = tsc::rdtsc();
-        let width = b.wrapping_sub(a);
-        if width < best.2 {
-            best = (a + width / 2, m, width);
-        }
-    }
-    (best.0, best.1)
+        let width = tsc::rdtsc().wrapping_sub(a);
+        (width, a.wrapping_add(width / 2), m)
+    };
+    // The first of equal widths.
+    let best = (0..8)
+        .map(read)
+        .reduce(|b, x| if x.0 < b.0 { x } else { b });
+    best.map_or((0, 0), |(_, t, m)| (t, m))
 }
 
 /// Measures the TSC frequency against CLOCK_MONOTONIC_RAW over `windows`

@@ -1,11 +1,9 @@
 //! Attribution: per interval, did a context switch (a page fault, a
 //! migration, an interrupt, an SMI) happen, and what was the tail of the
-//! intervals with one against those without?
-//!
-//! Why it exists: "p99.9 31 us" is a number; "intervals with a context
-//! switch: p99.9 31 us; without: 2.1 us" is a cause. Each interval's
-//! samples are merged into the "with" or the "without" histogram of each
-//! cause (allocated before the run; merging does not allocate), so the
+//! intervals with one against those without? "p99.9 31 us" is a number;
+//! "intervals with a context switch: p99.9 31 us; without: 2.1 us" is a
+//! cause. Each interval's samples are merged into the "with" or the
+//! "without" histogram of each cause (allocated before the run), so the
 //! pooled percentiles are exact, not averages of per-interval ones.
 
 use serde::Serialize;
@@ -153,15 +151,10 @@ impl CauseLine {
                 format!("p99.9 {}, max {}", us(s.p999_ns), us(s.max_ns))
             }
         };
-        let (n, total) = (
-            self.with.intervals,
-            self.with.intervals + self.without.intervals,
-        );
-        let (with, without) = (side(&self.with), side(&self.without));
-        format!(
-            "intervals with {} ({n} of {total}): {with}; without: {without}",
-            self.phrase
-        )
+        let n = self.with.intervals;
+        let total = n + self.without.intervals;
+        let (with, without, phrase) = (side(&self.with), side(&self.without), self.phrase);
+        format!("intervals with {phrase} ({n} of {total}): {with}; without: {without}")
     }
 
     /// How much worse the tail is with the cause than without: the larger

@@ -1,7 +1,6 @@
-//! The words of the counters ([`Counter`], [`Counts`], [`Missing`],
-//! [`SourceCount`]) and the one allocation-free read of a `/proc` file the
-//! sources share: its own file so that the sources take these from here,
-//! not through `mod.rs`, which uses theirs.
+//! The words of the counters and the one allocation-free read of a
+//! `/proc` file the sources share: apart from `mod.rs`, which uses the
+//! sources, so that they take these from here.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -34,12 +33,10 @@ pub const N: usize = Counter::ALL.len();
 pub struct Counts(pub [Option<u64>; N]);
 
 impl Counts {
-    /// The value of `c`, if counted.
     pub fn get(&self, c: Counter) -> Option<u64> {
         self.0[c as usize]
     }
 
-    /// Sets `c`.
     pub fn set(&mut self, c: Counter, v: Option<u64>) {
         self.0[c as usize] = v;
     }
@@ -66,12 +63,11 @@ impl Counts {
     }
 }
 
-/// Counters that could not be counted, and why (one line, with what to do).
+/// Counters that could not be counted (their names), and why (one line,
+/// with what would give them).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Missing {
-    /// The counters' names.
     pub counters: Vec<&'static str>,
-    /// Why, and what would give them.
     pub why: String,
 }
 

@@ -1,11 +1,9 @@
 //! `/proc/interrupts` for some CPUs: the total (without allocating, for
-//! per-interval reads) and the counts by source (before and after a run).
-//!
-//! Why it exists: an interrupt on the measuring CPU stalls the loop for
-//! its handler's time, and which device sent it (the NIC, a timer, a
-//! rescheduling IPI) says what to move away. The parsing is pure
-//! ([`parse_sources`], [`total_of`]) so ibtune reads the same table from
-//! its `--root` tree.
+//! per-interval reads) and the counts by source (before and after a run):
+//! an interrupt on the measuring CPU stalls the loop for its handler's
+//! time, and which device sent it (the NIC, a timer, a rescheduling IPI)
+//! says what to move away. The parsing is pure ([`parse_sources`],
+//! [`total_of`]) so ibtune reads the same table from its `--root` tree.
 
 use std::fs::File;
 use std::io;
@@ -65,29 +63,10 @@ pub fn parse_sources(text: &str, cols: &[usize]) -> Vec<SourceCount> {
         .skip(1)
         .filter_map(|l| split_line(l, cols))
         .map(|(label, count, rest)| {
-            if !label.chars().all(|c| c.is_ascii_digit()) {
-                let (source, what) = (label.to_string(), rest.to_string());
-                return SourceCount {
-                    source,
-                    what,
-                    count,
-                };
-            }
-            // "PCI-MSIX-0000:00:03.0 1-edge virtio1-input.0": the chip,
-            // a hwirq/trigger word, then the action names.
-            let mut words = rest.split_whitespace();
-            let what = words.next().unwrap_or_default().to_string();
-            let trigger = |w: &str| {
-                ["edge", "level"].contains(&w)
-                    || ["-edge", "-level", "-fasteoi"]
-                        .iter()
-                        .any(|t| w.ends_with(t))
-            };
-            let names: Vec<&str> = words.filter(|w| !trigger(w)).collect();
-            let source = if names.is_empty() {
-                label.to_string()
+            let (source, what) = if label.chars().all(|c| c.is_ascii_digit()) {
+                irq_source(label, rest)
             } else {
-                format!("{label}:{}", names.join(" "))
+                (label.to_string(), rest.to_string())
             };
             SourceCount {
                 source,
@@ -96,6 +75,27 @@ pub fn parse_sources(text: &str, cols: &[usize]) -> Vec<SourceCount> {
             }
         })
         .collect()
+}
+
+/// An IRQ line's source and chip: "PCI-MSIX-0000:00:03.0 1-edge
+/// virtio1-input.0" is the chip, a hwirq/trigger word, then the action
+/// names.
+fn irq_source(label: &str, rest: &str) -> (String, String) {
+    let mut words = rest.split_whitespace();
+    let what = words.next().unwrap_or_default().to_string();
+    let trigger = |w: &str| {
+        ["edge", "level"].contains(&w)
+            || ["-edge", "-level", "-fasteoi"]
+                .iter()
+                .any(|t| w.ends_with(t))
+    };
+    let names: Vec<&str> = words.filter(|w| !trigger(w)).collect();
+    let source = if names.is_empty() {
+        label.to_string()
+    } else {
+        format!("{label}:{}", names.join(" "))
+    };
+    (source, what)
 }
 
 /// Interrupts per source between two readings, largest first; sources

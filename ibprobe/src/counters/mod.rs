@@ -1,19 +1,17 @@
 //! Counters: what the kernel and the hardware counted for the measuring
 //! thread while it measured (context switches, migrations, page faults,
 //! cycles, instructions, cache misses), the interrupts that landed on its
-//! CPU (by source) and the SMIs of the machine.
+//! CPU (by source) and the SMIs of the machine: a tail has a cause, and
+//! the kernel counts the usual ones for one thread at almost no cost. A
+//! [`Meter`] is opened on the measuring thread and read before and after
+//! the run (and at each interval's end), never per message.
 //!
-//! Why it exists: a tail (p99.99 48 us, max 184 us) has a cause, and the
-//! kernel counts the usual ones for one thread at almost no cost. A
-//! [`Meter`] is opened on the measuring thread before the run and read
-//! before and after it (and at each interval's end), never per message.
-//!
-//! Sources, each optional (what is missing is said once, with why, and the
-//! run goes on; the table with where each is missing: ibprobe/README.md,
-//! counters): `getrusage(RUSAGE_THREAD)`, `/proc/thread-self/sched`
-//! ([`sched`]), perf events ([`perf`]), `/proc/interrupts`
-//! ([`interrupts`]) and `MSR_SMI_COUNT`. [`attribution`] correlates
-//! per-interval counters with each interval's tail.
+//! Sources, each optional (what is missing is said once, with why; where
+//! each is missing: ibprobe/README.md, counters): `getrusage`,
+//! `/proc/thread-self/sched` ([`sched`]), perf events ([`perf`]),
+//! `/proc/interrupts` ([`interrupts`]) and `MSR_SMI_COUNT`.
+//! [`attribution`] correlates per-interval counters with each interval's
+//! tail.
 
 pub mod attribution;
 mod counts;
@@ -61,8 +59,14 @@ pub struct Meter {
     missing: Vec<Missing>,
 }
 
-/// Where `MSR_SMI_COUNT` lives (Intel; 32 bits of SMI count).
+/// Where `MSR_SMI_COUNT` lives (Intel).
 const MSR_SMI_COUNT: u64 = 0x34;
+
+/// The SMI count (32 bits of `MSR_SMI_COUNT`), if readable.
+fn smi_count(msr: &File) -> Option<u64> {
+    let mut b = [0u8; 8];
+    (msr.read_at(&mut b, MSR_SMI_COUNT).ok()? == 8).then(|| u64::from_le_bytes(b) & 0xffff_ffff)
+}
 
 impl Meter {
     /// Opens the counters for the calling thread, which runs on `cpus`
@@ -92,7 +96,7 @@ impl Meter {
             .map_err(|e| format!("/proc/interrupts is not readable ({e}); mount /proc"));
         let path = format!("/dev/cpu/{}/msr", cpus.first().copied().unwrap_or(0));
         let smi = match File::open(&path) {
-            Ok(f) if f.read_at(&mut [0u8; 8], MSR_SMI_COUNT).is_ok_and(|n| n == 8) => Ok(f),
+            Ok(f) if smi_count(&f).is_some() => Ok(f),
             Ok(_) => Err(format!("{path} has no readable MSR_SMI_COUNT (0x34): not an Intel CPU, or a VM that hides it")),
             Err(e) => Err(format!("{path}: {e}; SMIs need the msr module (`modprobe msr`) and root")),
         };
@@ -103,10 +107,8 @@ impl Meter {
                 why,
             })
         };
-        let sched = sched.unwrap_or_else(|why| {
-            or_missing(Counter::CpuMigrations, why);
-            None
-        });
+        let sched = sched.map_err(|why| or_missing(Counter::CpuMigrations, why));
+        let sched = sched.ok().flatten();
         let irq = irq.map_err(|why| or_missing(Counter::Interrupts, why)).ok();
         let smi = smi.map_err(|why| or_missing(Counter::Smis, why)).ok();
         Meter {
@@ -152,17 +154,11 @@ impl Meter {
                 (Counter::PageFaultsMinor, u.minor_page_faults()),
                 (Counter::PageFaultsMajor, u.major_page_faults()),
             ] {
-                if c.get(k).is_none() {
-                    c.set(k, Some(v as u64));
-                }
+                // Where perf did not count it.
+                c.0[k as usize].get_or_insert(v as u64);
             }
         }
-        if let Some(f) = &self.smi {
-            let mut b = [0u8; 8];
-            if f.read_at(&mut b, MSR_SMI_COUNT).is_ok_and(|n| n == 8) {
-                c.set(Counter::Smis, Some(u64::from_le_bytes(b) & 0xffff_ffff));
-            }
-        }
+        c.set(Counter::Smis, self.smi.as_ref().and_then(smi_count));
         c
     }
 }
@@ -198,13 +194,11 @@ impl Span {
     pub fn finish(mut self) -> CounterReport {
         let after = self.meter.read();
         let src_after = self.meter.irq.as_mut().map(|t| t.sources());
+        let src_after = src_after.unwrap_or_default();
         CounterReport {
             counts: after.since(&self.before),
             cpus: self.meter.cpus,
-            interrupts_by_source: interrupts::delta(
-                &self.src_before,
-                &src_after.unwrap_or_default(),
-            ),
+            interrupts_by_source: interrupts::delta(&self.src_before, &src_after),
             missing: self.meter.missing,
             attribution: None,
         }

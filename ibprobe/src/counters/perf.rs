@@ -1,17 +1,12 @@
-//! The measuring thread's perf events (perf-event2): hardware events
-//! where a CPU PMU exists, and software events for what the kernel's
-//! accounting also counts; opened where a PMU exists or when asked
-//! (`--perf-counters`), saying once why any could not be (paranoid level,
-//! seccomp, no PMU). Without a PMU it is off by default: an event on a
+//! The measuring thread's perf events (perf-event2): hardware events, and
+//! software events for what the kernel's accounting also counts; opened
+//! where a CPU PMU exists or when asked (`--perf-counters`), saying once
+//! why any could not be. Without a PMU it is off by default: an event on a
 //! thread makes the kernel do perf's work at each of its context switches,
 //! for counts its own accounting keeps anyway (`getrusage`, `sched.rs`).
-//!
-//! The first open in a process also keeps one disabled event of each
-//! software kind open on the main thread until it exits
-//! ([`hold_static_keys`]), so that a caller opening counters per round
-//! (ibexporter) does not flip the kernel's static keys, patching kernel
-//! text with IPIs to every CPU, each round (`ibprobe/docs/methods.md`,
-//! "Perf events and the kernel's static keys").
+//! [`hold_static_keys`] spares a caller that opens counters per round
+//! (ibexporter) the flip of the kernel's static keys each round
+//! (`ibprobe/docs/methods.md`, "Perf events and the kernel's static keys").
 
 use std::io;
 use std::path::Path;
@@ -51,6 +46,7 @@ pub fn pmu_present() -> bool {
 pub const REFUSE_ENV: &str = "IBPROBE_COUNTERS_REFUSE_PERF";
 
 /// The opened perf counters of the calling thread.
+#[derive(Default)]
 pub struct PerfSet {
     open: Vec<(Counter, PerfCounter)>,
     /// Why the software events could not be opened.
@@ -79,7 +75,9 @@ static KEY_HOLDERS: OnceLock<Vec<PerfCounter>> = OnceLock::new();
 
 /// Opens, once per process, one disabled event of each software kind on
 /// the main thread (whose thread id is the process id, and which lives as
-/// long as the process), and keeps them open. Returns how many are held.
+/// long as the process), and keeps them open, so the kernel's static keys
+/// stay on (each flip patches kernel text with IPIs to every CPU). Returns
+/// how many are held.
 pub fn hold_static_keys() -> usize {
     KEY_HOLDERS
         .get_or_init(|| {
@@ -89,19 +87,17 @@ pub fn hold_static_keys() -> usize {
             let main = std::process::id() as libc::pid_t;
             SOFTWARE
                 .iter()
-                .filter_map(|(_, ev)| {
-                    Builder::new(*ev)
-                        .observe_pid(main)
-                        .any_cpu()
-                        .exclude_kernel(false)
-                        .exclude_hv(true)
-                        .enabled(false)
-                        .build()
-                        .ok()
-                })
+                .filter_map(|(_, ev)| builder(*ev).observe_pid(main).enabled(false).build().ok())
                 .collect()
         })
         .len()
+}
+
+/// `ev` on whichever CPU the observed thread runs, its kernel side counted.
+fn builder<'a>(ev: impl Event) -> Builder<'a> {
+    let mut b = Builder::new(ev);
+    b.any_cpu().exclude_kernel(false).exclude_hv(true);
+    b
 }
 
 fn open_one(b: &mut Builder<'_>) -> io::Result<PerfCounter> {
@@ -119,15 +115,9 @@ fn open_all<E: Event + Clone>(
     list: &[(Counter, E)],
     open: &mut Vec<(Counter, PerfCounter)>,
 ) -> (Vec<&'static str>, Option<io::Error>) {
-    let mut failed = Vec::new();
-    let mut first_err = None;
+    let (mut failed, mut first_err) = (Vec::new(), None);
     for (c, ev) in list {
-        let mut b = Builder::new(ev.clone());
-        b.observe_self()
-            .any_cpu()
-            .exclude_kernel(false)
-            .exclude_hv(true);
-        match open_one(&mut b) {
+        match open_one(builder(ev.clone()).observe_self()) {
             Ok(pc) => open.push((*c, pc)),
             Err(e) => {
                 failed.push(c.name());
@@ -170,10 +160,7 @@ impl PerfSet {
     /// there is no PMU for the hardware counters.
     pub fn not_asked(missing: &mut Vec<Missing>) -> PerfSet {
         missing.push(no_pmu());
-        PerfSet {
-            open: Vec::new(),
-            refused: None,
-        }
+        PerfSet::default()
     }
 
     /// Whether an open event counts `c`.
@@ -195,7 +182,6 @@ impl PerfSet {
         }
     }
 
-    /// How many counters are open.
     pub fn len(&self) -> usize {
         self.open.len()
     }

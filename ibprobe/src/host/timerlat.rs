@@ -4,14 +4,11 @@
 //! `rtla timerlat`'s split in ibprobe's formats, without rtla
 //! (`ibprobe/docs/methods.md`, "Wake-up split").
 //!
-//! How: a private tracefs instance (`instances/ibprobe-timerlat-PID`)
-//! with the `timerlat` tracer and the osnoise events enabled; the global
-//! `osnoise/cpus` and `osnoise/timerlat_period_us` are set for the run and
-//! written back afterwards ([`Session`]'s drop, also on error and Ctrl-C);
-//! the instance's `trace_pipe` is read without blocking and every line
-//! goes to the pure [`TimerlatAccumulator`]. Refused, with what to do:
-//! tracefs not mounted, a kernel without the tracer, not root, another
-//! osnoise/timerlat user (rtla) running.
+//! How: a private tracefs instance with the `timerlat` tracer and the
+//! osnoise events; the global `osnoise/cpus` and
+//! `osnoise/timerlat_period_us` are written back after the run (also on
+//! error and Ctrl-C: [`Session`]'s drop); each line of the instance's
+//! `trace_pipe` goes to the pure [`TimerlatAccumulator`].
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -79,15 +76,13 @@ pub enum TimerlatError {
         path: String,
         tracers: String,
     },
-    /// tracefs refused us (not root).
     #[error("cannot use tracefs at {path} ({source}); timerlat needs root: run `sudo ibprobe host --trace`")]
     Permission { path: String, source: io::Error },
-    /// Someone else runs an osnoise-family tracer.
+    /// Someone else runs an osnoise-family tracer (`path`: its current_tracer).
     #[error("{what} already runs the {tracer} tracer (rtla or another ibprobe?); only one osnoise/timerlat user at a time: wait for it or stop it (`echo nop > {path}`)")]
     Busy {
         what: String,
         tracer: String,
-        /// Its current_tracer file.
         path: String,
     },
     #[error("tracefs: {path}: {source}")]
@@ -121,17 +116,15 @@ fn write(path: &Path, value: &str) -> Result<(), TimerlatError> {
 
 /// The tracefs mount to use: the one given, or the first mounted one.
 pub fn find_tracefs(given: Option<&Path>) -> Result<PathBuf, TimerlatError> {
-    let candidates: Vec<PathBuf> = match given {
-        Some(p) => vec![p.to_path_buf()],
-        None => TRACEFS_PATHS.iter().map(PathBuf::from).collect(),
-    };
+    let candidates = given.map_or(TRACEFS_PATHS.map(Path::new).to_vec(), |p| vec![p]);
     let mounted = candidates
         .into_iter()
         .find(|p| p.join("available_tracers").exists());
-    mounted.ok_or(TimerlatError::NoTracefs)
+    mounted
+        .map(Path::to_path_buf)
+        .ok_or(TimerlatError::NoTracefs)
 }
 
-/// Checks that the kernel behind `tracefs` has the timerlat tracer.
 pub fn check_timerlat(tracefs: &Path) -> Result<(), TimerlatError> {
     let path = tracefs.join("available_tracers");
     let tracers = read(&path)?;
@@ -164,16 +157,12 @@ fn check_not_busy(tracefs: &Path) -> Result<(), TimerlatError> {
     let top = ("the top-level trace".to_string(), tracefs.to_path_buf());
     for (what, dir) in std::iter::once(top).chain(instances) {
         let path = dir.join("current_tracer");
-        let Ok(t) = read(&path) else {
-            continue;
-        };
-        let t = t.trim();
-        if matches!(t, "timerlat" | "osnoise") {
-            return Err(TimerlatError::Busy {
-                what,
-                tracer: t.to_string(),
-                path: path.display().to_string(),
-            });
+        let tracer = read(&path)
+            .map(|t| t.trim().to_string())
+            .unwrap_or_default();
+        if matches!(tracer.as_str(), "timerlat" | "osnoise") {
+            let path = path.display().to_string();
+            return Err(TimerlatError::Busy { what, tracer, path });
         }
     }
     Ok(())
@@ -265,8 +254,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
     let silence = Duration::from_secs(5).max(cfg.period * 50);
     let mut buf = vec![0u8; 256 * 1024];
     let mut pending: Vec<u8> = Vec::new();
-    let mut interrupted = false;
-    loop {
+    let interrupted = loop {
         match pipe.read(&mut buf) {
             Ok(0) => std::thread::sleep(READ_EVERY),
             Ok(n) => {
@@ -283,11 +271,10 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
             Err(e) => return Err(io_err(&pipe_path, e)),
         }
         if acc.complete() || matches!(cfg.length, WakeupLength::Duration(d) if t0.elapsed() >= d) {
-            break;
+            break false;
         }
         if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
+            break true;
         }
         if let Some(cpu) = acc.silent_cpu().filter(|_| t0.elapsed() > silence) {
             return Err(TimerlatError::NoSamples {
@@ -296,7 +283,7 @@ pub fn run(cfg: &TimerlatConfig, stop: &AtomicBool) -> Result<TimerlatOutcome, T
                 tracefs: tracefs.display().to_string(),
             });
         }
-    }
+    };
     let elapsed_ns = t0.elapsed().as_nanos() as u64;
     // The instance cannot be removed while its trace_pipe is open.
     drop(pipe);

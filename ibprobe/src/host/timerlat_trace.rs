@@ -1,15 +1,11 @@
 //! Pure reading of the kernel's timerlat tracer output: one trace line ->
-//! one [`TraceEvent`], and the per-CPU accumulation of a run
-//! ([`TimerlatAccumulator`]): IRQ and thread latency distributions, the
-//! interference sources (osnoise events) on each CPU, and what happened on
-//! the CPU while its worst thread wake-up waited.
-//!
-//! Apart from `timerlat.rs` (tracefs: root only, on few test machines) so
-//! that it is tested on lines copied from a real PREEMPT_RT kernel.
-//!
-//! The lines it reads (the kernel's `trace_osnoise.c` and
+//! one [`TraceEvent`], and per CPU ([`TimerlatAccumulator`]) the IRQ and
+//! thread latency distributions, the interference sources (osnoise
+//! events) and what ran while the worst thread wake-up waited. Apart from
+//! `timerlat.rs` (tracefs, root only) so that it is tested on lines copied
+//! from a real PREEMPT_RT kernel: the kernel's `trace_osnoise.c` and
 //! `include/trace/events/osnoise.h` formats, after the usual
-//! `TASK-PID [CPU] FLAGS TIMESTAMP:` prefix):
+//! `TASK-PID [CPU] FLAGS TIMESTAMP:` prefix:
 //! ```text
 //! <idle>-0     [000] d..h1..  11.711089: #4     context    irq timer_latency     39200 ns
 //! timerlat/0-200 [000] ....... 11.711530: #4     context thread timer_latency    720670 ns
@@ -22,15 +18,14 @@ use std::collections::VecDeque;
 
 use crate::stats::LatencyHistogram;
 
-/// Which part of one timer activation a latency line measures.
+/// Which part of one timer activation a latency line measures: from the
+/// timer's expiry to its IRQ handler, to the timerlat thread running
+/// (the IRQ part included), or to the return to user space (kernels with
+/// timerlat's user-space mode; read and ignored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Context {
-    /// Timer expiry to the timer's IRQ handler.
     Irq,
-    /// Timer expiry to the timerlat thread running (includes the IRQ part).
     Thread,
-    /// Return to user space (kernels with timerlat's user-space mode);
-    /// read and ignored.
     UserRet,
 }
 
@@ -49,23 +44,22 @@ crate::words::vocabulary! {
 /// One parsed trace line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TraceEvent<'a> {
-    /// A timerlat latency sample.
+    /// A timerlat latency sample, at the line's trace timestamp; `seq` is
+    /// the activation number on that CPU (`#N`), which pairs IRQ and thread.
     Latency {
         cpu: usize,
-        /// Trace timestamp of the line.
         ts_ns: u64,
-        /// Activation number on that CPU (`#N`): pairs IRQ and thread.
         seq: u64,
         context: Context,
         latency_ns: u64,
     },
-    /// An interference event (the `osnoise:*` trace events).
+    /// An interference event (the `osnoise:*` trace events): what it was
+    /// (`local_timer:236`, `kworker/1:1:30`, `TIMER:1`), when it started
+    /// (trace clock), how long.
     Noise {
         cpu: usize,
         kind: NoiseKind,
-        /// What it was: `local_timer:236`, `kworker/1:1:30`, `TIMER:1`.
         source: &'a str,
-        /// When it started (trace clock).
         start_ns: u64,
         duration_ns: u64,
     },
@@ -102,34 +96,36 @@ fn split_prefix(line: &str) -> Option<(usize, u64, &str)> {
         }
         from = open + 1;
     };
-    let mut words = after.split_whitespace();
-    let _flags = words.next()?;
-    let ts = words.next()?.strip_suffix(':')?;
+    let [_flags, ts] = words(after);
+    let ts = ts.strip_suffix(':')?;
     let ts_ns = seconds_to_ns(ts)?;
     let rest_at = after.find(ts)? + ts.len() + 1;
     Some((cpu, ts_ns, after[rest_at..].trim()))
 }
 
+/// The first `N` words of `s` ("" past its end).
+fn words<const N: usize>(s: &str) -> [&str; N] {
+    let mut w = s.split_whitespace();
+    std::array::from_fn(|_| w.next().unwrap_or(""))
+}
+
 /// `#4     context    irq timer_latency     39200 ns`
 fn parse_latency(cpu: usize, ts_ns: u64, rest: &str) -> Option<TraceEvent<'_>> {
-    let mut w = rest.split_whitespace();
-    let seq = w.next()?.strip_prefix('#')?.parse().ok()?;
-    w.next().filter(|&x| x == "context")?;
-    let context = match w.next()? {
+    let [seq, "context", context, "timer_latency", latency, "ns"] = words(rest) else {
+        return None;
+    };
+    let context = match context {
         "irq" => Context::Irq,
         "thread" => Context::Thread,
         "user-ret" => Context::UserRet,
         _ => return None,
     };
-    w.next().filter(|&x| x == "timer_latency")?;
-    let latency_ns = w.next()?.parse().ok()?;
-    w.next().filter(|&x| x == "ns")?;
     Some(TraceEvent::Latency {
         cpu,
         ts_ns,
-        seq,
+        seq: seq.strip_prefix('#')?.parse().ok()?,
         context,
-        latency_ns,
+        latency_ns: latency.parse().ok()?,
     })
 }
 
@@ -144,30 +140,24 @@ fn parse_noise(cpu: usize, rest: &str) -> Option<TraceEvent<'_>> {
         None if body.starts_with("start ") => ("nmi", body),
         None => return None,
     };
-    let mut w = tail.split_whitespace();
-    w.next().filter(|&x| x == "start")?;
-    let start_ns = seconds_to_ns(w.next()?)?;
-    w.next().filter(|&x| x == "duration")?;
-    let duration_ns = w.next()?.parse().ok()?;
-    w.next().filter(|&x| x == "ns")?;
+    let ["start", start, "duration", duration, "ns"] = words(tail) else {
+        return None;
+    };
     Some(TraceEvent::Noise {
         cpu,
         kind,
         source,
-        start_ns,
-        duration_ns,
+        start_ns: seconds_to_ns(start)?,
+        duration_ns: duration.parse().ok()?,
     })
 }
 
 /// `CPU:1 [LOST 120 EVENTS]`
 fn parse_lost(line: &str) -> Option<TraceEvent<'_>> {
-    let rest = line.trim().strip_prefix("CPU:")?;
-    let (cpu, rest) = rest.split_once(' ')?;
-    let n = rest
-        .trim()
-        .strip_prefix("[LOST ")?
-        .strip_suffix(" EVENTS]")?;
-    let (cpu, events) = (cpu.parse().ok()?, n.parse().ok()?);
+    let (cpu, rest) = line.trim().strip_prefix("CPU:")?.split_once(' ')?;
+    let n = rest.trim().strip_prefix("[LOST ")?;
+    let events = n.strip_suffix(" EVENTS]")?.parse().ok()?;
+    let cpu = cpu.parse().ok()?;
     Some(TraceEvent::Lost { cpu, events })
 }
 
@@ -214,11 +204,10 @@ pub struct WorstWakeup {
     pub blocking: Vec<NoiseSource>,
 }
 
-/// One CPU's accumulated run.
+/// One CPU's accumulated run: its IRQ and thread latencies.
 #[derive(Clone, Debug, Default)]
 pub struct CpuTimerlat {
     pub cpu: usize,
-    /// The two latencies ([`Context::Irq`], [`Context::Thread`]).
     pub irq: LatencyHistogram,
     pub thread: LatencyHistogram,
     /// Interference on this CPU during the run, most total time first
@@ -234,7 +223,7 @@ pub struct CpuTimerlat {
 const RECENT_NOISE: usize = 256;
 
 /// A noise event remembered for the window of a later thread sample.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct RecentNoise {
     ours: bool,
     kind: NoiseKind,
@@ -247,7 +236,7 @@ struct RecentNoise {
 #[derive(Debug)]
 struct CpuState {
     run: CpuTimerlat,
-    /// The last IRQ sample: (sequence number, latency).
+    /// (sequence number, latency) of the last IRQ sample.
     last_irq: Option<(u64, u64)>,
     recent: VecDeque<RecentNoise>,
 }
@@ -393,12 +382,8 @@ impl TimerlatAccumulator {
                     Context::Thread if s.last_irq.is_none() => {}
                     Context::Thread => {
                         s.run.thread.record(latency_ns);
-                        let worse = s
-                            .run
-                            .worst
-                            .as_ref()
-                            .is_none_or(|w| latency_ns > w.thread_ns);
-                        if worse {
+                        let worst = s.run.worst.as_ref();
+                        if worst.is_none_or(|w| latency_ns > w.thread_ns) {
                             let irq_ns = s.last_irq.filter(|&(q, _)| q == seq).map(|(_, v)| v);
                             s.run.worst = Some(WorstWakeup {
                                 thread_ns: latency_ns,
@@ -430,14 +415,11 @@ impl TimerlatAccumulator {
 
     /// The per-CPU results, in the order the CPUs were given.
     pub fn finish(self) -> Vec<CpuTimerlat> {
-        self.cpus
-            .into_iter()
-            .map(|s| {
-                let mut run = s.run;
-                by_total_time(&mut run.sources);
-                run
-            })
-            .collect()
+        let finished = |mut s: CpuState| {
+            by_total_time(&mut s.run.sources);
+            s.run
+        };
+        self.cpus.into_iter().map(finished).collect()
     }
 }
 

@@ -1,16 +1,11 @@
-//! Wake-up latency of a SCHED_FIFO thread per CPU: cyclictest's
-//! measurement, recorded in the crate's streaming histograms.
-//!
-//! Why it exists: the verbs probe's tail is only as good as the cores it
-//! runs on; this measures what ibtune's isolation bought: one pinned
-//! SCHED_FIFO thread per chosen CPU sleeps with
-//! `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` to the next multiple
-//! of the interval and records how late it woke. Unlike cyclictest it
+//! Wake-up latency of a SCHED_FIFO thread per CPU, cyclictest's
+//! measurement: what ibtune's isolation bought, since the verbs probe's
+//! tail is only as good as the cores it runs on. One pinned thread per CPU
+//! sleeps with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` to the
+//! next multiple of the interval and records how late it woke, into a
+//! histogram allocated before the threads start. Unlike cyclictest it
 //! does not write /dev/cpu_dma_latency: it measures the host's own
 //! C-state policy.
-//!
-//! Memory is constant: one histogram per CPU, allocated before the
-//! threads start; the loop records, it never allocates.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,11 +38,10 @@ pub struct WakeupConfig {
     pub lock_memory: bool,
 }
 
-/// One CPU's result.
+/// One CPU's result: how late each wake-up was.
 #[derive(Clone, Debug)]
 pub struct CpuWakeup {
     pub cpu: usize,
-    /// How late each wake-up was.
     pub latency: LatencyHistogram,
     /// Deadlines skipped because the thread woke after the following one.
     pub missed: u64,
@@ -77,7 +71,6 @@ pub enum WakeupError {
     Fifo { priority: i32, source: io::Error },
     #[error("cannot pin the thread for cpu {cpu} (sched_setaffinity: {source}); pick CPUs this process may use (see `taskset -p $$`)")]
     Pin { cpu: usize, source: io::Error },
-    /// clock_nanosleep failed with something other than EINTR.
     #[error("clock_nanosleep on cpu {cpu} failed: {source}")]
     Sleep { cpu: usize, source: io::Error },
     #[error("cannot start a measuring thread: {0}")]

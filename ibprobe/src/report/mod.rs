@@ -166,7 +166,7 @@ impl Report {
             warn("context", m.clone());
         }
         if let Some(f) = self.context.clock.fallback() {
-            warn("clock_fallback", f.explain().to_string());
+            warn("clock_fallback", f.help().to_string());
         }
         let run = &self.run;
         if run.interrupted {

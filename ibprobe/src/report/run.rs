@@ -321,7 +321,7 @@ fn jreport(r: &Report) -> JReport<'_> {
             hz,
             description: c.clock.describe(),
             calibration_error_ppm: c.clock.calibration_error_ppm(),
-            fallback: c.clock.fallback().map(|f| f.explain()),
+            fallback: c.clock.fallback().map(|f| f.help()),
             auto_reason: c.clock.auto_reason().map(|r| r.explain()),
             read_cost: c.clock.read_costs(),
             resolution_ns: c.clock.resolution_ns(),

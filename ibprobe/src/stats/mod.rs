@@ -1,10 +1,8 @@
 //! Latency statistics: a streaming HDR histogram at 1 ns resolution and the
-//! summary a report prints.
-//!
-//! Why it exists: perftest sorts a per-sample array (memory grows with the
-//! run), drops the top two samples and computes stdev in integer
-//! microseconds. A histogram keeps memory constant for a run of any length,
-//! keeps the true max, and gives mean and stdev in floating point.
+//! summary a report prints. Unlike perftest's per-sample array (memory
+//! grows with the run, the top two samples dropped, stdev in integer
+//! microseconds), it keeps memory constant, the true max, and mean and
+//! stdev in floating point.
 //!
 //! # Definitions (what the numbers in a report mean)
 //!
@@ -61,21 +59,16 @@ fn index_for(v: u64) -> usize {
 
 /// Lowest value of a bucket index (HdrHistogram's `value_for`).
 fn value_for(i: usize) -> u64 {
-    let mut bucket = (i >> SUB_BUCKET_HALF_MAGNITUDE) as i64 - 1;
-    let mut sub = (i & (SUB_BUCKET_HALF - 1)) + SUB_BUCKET_HALF;
-    if bucket < 0 {
-        sub -= SUB_BUCKET_HALF;
-        bucket = 0;
+    match i >> SUB_BUCKET_HALF_MAGNITUDE {
+        0 => i as u64,
+        bucket => (((i & (SUB_BUCKET_HALF - 1)) + SUB_BUCKET_HALF) as u64) << (bucket - 1),
     }
-    (sub as u64) << bucket
 }
 
-/// A latency distribution in nanoseconds.
-///
-/// Recording is a handful of instructions. The bucket counts are kept in
-/// HdrHistogram's layout, walked directly for percentiles and the RTT/2
-/// halving, and turned into an `hdrhistogram::Histogram` only for its own
-/// encoding (logs, the JSON `hdr` field, plots).
+/// A latency distribution in nanoseconds. Recording is a handful of
+/// instructions; the bucket counts, in HdrHistogram's layout, are walked
+/// directly for percentiles and the RTT/2 halving, and turned into an
+/// `hdrhistogram::Histogram` only for its encoding (logs, JSON, plots).
 #[derive(Clone)]
 pub struct LatencyHistogram {
     counts: Box<[u64]>,
@@ -208,8 +201,7 @@ impl LatencyHistogram {
         h
     }
 
-    /// The non-empty buckets in ascending order, as (index, count), with
-    /// no allocation.
+    /// The non-empty buckets in ascending order, as (index, count).
     fn filled(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
         let r = self.occupied();
         self.counts[r.clone()]
@@ -225,7 +217,7 @@ impl LatencyHistogram {
         self.filled().map(|(i, c)| (value_for(i + 1) - 1, c))
     }
 
-    /// The exact sum of the samples in ns (each clamped to [`MAX_NS`]).
+    /// The exact sum of the samples, ns (each clamped to [`MAX_NS`]).
     pub fn sum_ns(&self) -> u128 {
         self.sum
     }
@@ -339,7 +331,6 @@ impl LatencyHistogram {
         }
     }
 
-    /// The summary of what was recorded.
     pub fn summary(&self) -> Summary {
         let n = self.total;
         let [p50_ns, p90_ns, p99_ns, p999_ns, p9999_ns] =
@@ -409,9 +400,8 @@ pub struct Summary {
     pub max_ns: u64,
     pub mean_ns: f64,
     pub stdev_ns: f64,
-    /// Fraction of samples above 10 us (0..1).
+    /// Fraction of samples above 10 us (0..1), and their number.
     pub over_10us: f64,
-    /// Number of samples above 10 us.
     pub over_10us_count: u64,
 }
 
@@ -419,6 +409,12 @@ pub struct Summary {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn of(samples: &[u64]) -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        samples.iter().for_each(|&s| h.record(s));
+        h
+    }
 
     /// The halving as it was built on HdrHistogram (the reference).
     fn halved_via_hdr(h: &LatencyHistogram) -> (Vec<(u64, u64)>, u64) {
@@ -443,10 +439,7 @@ mod tests {
             samples in prop::collection::vec(prop_oneof![0u64..5000, 0u64..200_000, 0u64..2 * MAX_NS], 1..400),
             qs in prop::collection::vec(0.0f64..=1.0, 1..6),
         ) {
-            let mut h = LatencyHistogram::new();
-            for &s in &samples {
-                h.record(s);
-            }
+            let h = of(&samples);
             let hdr = h.to_hdr();
             let reference = |q: f64| hdr.value_at_quantile(q).clamp(h.true_min, h.true_max);
             for &q in qs.iter().chain(&[0.0, 0.5, 0.99, 1.0]) {
@@ -479,8 +472,7 @@ mod tests {
         fn exact_figures_whatever_the_sample(
             samples in prop::collection::vec(prop_oneof![0u64..3000, 9_000u64..11_000, 0u64..2 * MAX_NS], 1..300),
         ) {
-            let mut h = LatencyHistogram::new();
-            for &x in &samples { h.record(x); }
+            let h = of(&samples);
             let c: Vec<u128> = samples.iter().map(|&x| u128::from(x.min(MAX_NS))).collect();
             let (sum, sq): (u128, u128) = (c.iter().sum(), c.iter().map(|x| x * x).sum());
             prop_assert_eq!((h.sum, h.sum_sq), (sum, sq));
@@ -496,11 +488,7 @@ mod tests {
     #[test]
     fn zeros_at_once_are_zeros_one_by_one() {
         for (n, others) in [(0u64, vec![5u64]), (3, vec![]), (7, vec![1, 900, 50_000])] {
-            let (mut a, mut b) = (LatencyHistogram::new(), LatencyHistogram::new());
-            for &x in &others {
-                a.record(x);
-                b.record(x);
-            }
+            let (mut a, mut b) = (of(&others), of(&others));
             for _ in 0..n {
                 a.record(0);
             }
