@@ -156,9 +156,7 @@ impl ReadCosts {
 /// for it (`missing`: the flag that was missing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AutoReason {
-    /// clock_gettime is a system call here.
     FallbackIsSyscall { missing: Fallback },
-    /// The kernel's own clocksource is the TSC.
     KernelClockIsTsc { missing: Fallback },
 }
 

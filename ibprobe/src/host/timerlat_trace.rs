@@ -18,15 +18,15 @@ use std::collections::VecDeque;
 
 use crate::stats::LatencyHistogram;
 
-/// Which part of one timer activation a latency line measures: from the
-/// timer's expiry to its IRQ handler, to the timerlat thread running
-/// (the IRQ part included), or to the return to user space (kernels with
-/// timerlat's user-space mode; read and ignored).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Context {
-    Irq,
-    Thread,
-    UserRet,
+crate::words::vocabulary! {
+    no_from_str
+    /// Which part of one timer activation a latency line measures, as the
+    /// line's `context` word names it.
+    Context {
+        Irq = "irq", "From the timer's expiry to its IRQ handler.";
+        Thread = "thread", "From the timer's expiry to the timerlat thread running (the IRQ part included).";
+        UserRet = "user-ret", "To the return to user space (kernels with timerlat's user-space mode); read and ignored.";
+    }
 }
 
 crate::words::vocabulary! {
@@ -114,17 +114,11 @@ fn parse_latency(cpu: usize, ts_ns: u64, rest: &str) -> Option<TraceEvent<'_>> {
     let [seq, "context", context, "timer_latency", latency, "ns"] = words(rest) else {
         return None;
     };
-    let context = match context {
-        "irq" => Context::Irq,
-        "thread" => Context::Thread,
-        "user-ret" => Context::UserRet,
-        _ => return None,
-    };
     Some(TraceEvent::Latency {
         cpu,
         ts_ns,
         seq: seq.strip_prefix('#')?.parse().ok()?,
-        context,
+        context: *Context::ALL.iter().find(|c| c.name() == context)?,
         latency_ns: latency.parse().ok()?,
     })
 }
