@@ -588,15 +588,10 @@ pub struct StreamKnobArgs {
 }
 
 impl StreamKnobArgs {
-    /// The stream these flags describe for messages of `size` bytes
-    /// (checked when it is opened, or by [`StreamSpec::check`]).
-    pub fn spec(&self, t: Transport, size: usize) -> StreamSpec {
-        self.spec_with(t, size, self.window, self.batch, self.pipeline)
-    }
-
-    /// [`StreamKnobArgs::spec`] with a sweep cell's window, batch and
-    /// pipeline instead of the flags'.
-    pub fn spec_with(
+    /// The stream these flags describe for messages of `size` bytes, with
+    /// the flags' window, batch and pipeline or a sweep cell's (checked when
+    /// it is opened, or by [`StreamSpec::check`]).
+    pub fn spec(
         &self,
         t: Transport,
         size: usize,

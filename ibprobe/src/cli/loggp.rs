@@ -251,7 +251,7 @@ fn predictions(
         ..StreamKnobArgs::default()
     };
     for ((batch, window), pipeline) in product(product(batches, &windows), &pipelines) {
-        let shape = knobs.spec_with(t.transport, a.predict_size, window, batch, pipeline);
+        let shape = knobs.spec(t.transport, a.predict_size, window, batch, pipeline);
         let loop_ns = if a.simulate {
             (0.0, 0.0)
         } else {
