@@ -128,11 +128,8 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     if !a.simulate {
         warnings.extend(model_resolution_warning(t));
     }
-    let bar = progress_bar(
-        a.output.quiet,
-        (plan.rounds * plan.sizes.len()) as u64,
-        "sizes x rounds",
-    );
+    let steps = (plan.rounds * plan.sizes.len()) as u64;
+    let bar = progress_bar(a.output.quiet, steps, "sizes x rounds");
     let mut step = || bar.inc(1);
     let started = Instant::now();
     let clock = Clock::choose(t.clock);
