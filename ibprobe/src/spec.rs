@@ -18,8 +18,8 @@ use serde::Serialize;
 use crate::words::vocabulary;
 pub use crate::words::SpecError;
 
-fn bad<T>(m: String) -> Result<T, SpecError> {
-    Err(SpecError(m))
+fn bad<T>(m: impl Into<String>) -> Result<T, SpecError> {
+    Err(SpecError(m.into()))
 }
 
 vocabulary! {
@@ -326,7 +326,7 @@ impl ChannelSpec {
         let (t, v) = (self.transport, &self.verbs);
         check_combo(t, v.op, self.poll)?;
         if t == Transport::Model && self.model.is_none() {
-            return bad("--transport model needs its parameters: --model L=5us,os=1us,or=1.5us,g=2us,G=1ns (or --model spin)".into());
+            return bad("--transport model needs its parameters: --model L=5us,os=1us,or=1.5us,g=2us,G=1ns (or --model spin)");
         }
         if t == Transport::Ud && self.size > UD_MAX_SIZE {
             return bad(format!(
@@ -335,18 +335,18 @@ impl ChannelSpec {
             ));
         }
         if t.is_verbs() && v.op == Op::Write && self.size == 0 {
-            return bad("write with size 0: the receiver polls the last byte (size >= 1)".into());
+            return bad("write with size 0: the receiver polls the last byte (size >= 1)");
         }
         t.check_size(v.op, self.size)?;
         if !t.is_verbs() {
             return Ok(());
         }
         if v.sq_depth == 0 || v.rq_depth == 0 {
-            return bad("SQ and RQ depth must be >= 1".into());
+            return bad("SQ and RQ depth must be >= 1");
         }
         if let Some(SignalMode::Period(n)) = v.signal {
             if n == 0 {
-                return bad("signal period 0: use every, N >= 1 or auto".into());
+                return bad("signal period 0: use every, N >= 1 or auto");
             }
             if n > v.sq_depth {
                 return bad(format!(
@@ -383,10 +383,7 @@ pub fn check_combo(t: Transport, op: Op, poll: Poll) -> Result<(), SpecError> {
         (Transport::Shm | Transport::Udp | Transport::Model, o, _) if o != Op::Send => bad(format!(
             "{t} only sends messages, so op {o} does not apply; use op send (or leave op out), or a verbs transport"
         )),
-        (_, Op::Write, Poll::Event) => bad(
-            "poll event with write: plain RDMA write raises no receive completion (use write-imm or poll busy)"
-                .into(),
-        ),
+        (_, Op::Write, Poll::Event) => bad("poll event with write: plain RDMA write raises no receive completion (use write-imm or poll busy)"),
         (Transport::Shm | Transport::Model, _, Poll::Event) => bad(format!(
             "--poll event with --transport {t}: the shared-memory ring has nothing to sleep on; use --transport udp|rc|uc|ud, or drop --poll"
         )),
@@ -447,10 +444,10 @@ pub fn check_hw_timestamps(
         ));
     }
     if !round_trip && t == Transport::Rc {
-        return bad("--hw-timestamps in one-way loopback over rc: an RC send completes after the ACK, later than the arrival; use --transport ud or uc (or ibprobe client for the round-trip split)".into());
+        return bad("--hw-timestamps in one-way loopback over rc: an RC send completes after the ACK, later than the arrival; use --transport ud or uc (or ibprobe client for the round-trip split)");
     }
     if !round_trip && peer_dev {
-        return bad("--hw-timestamps with --peer-dev: the two devices' clocks differ and one-way loopback subtracts one from the other; drop --peer-dev (or use ibprobe server/client, whose split needs no shared clock)".into());
+        return bad("--hw-timestamps with --peer-dev: the two devices' clocks differ and one-way loopback subtracts one from the other; drop --peer-dev (or use ibprobe server/client, whose split needs no shared clock)");
     }
     Ok(())
 }
@@ -603,12 +600,10 @@ impl StreamSpec {
     pub fn check(&self, ch: &ChannelSpec) -> Result<(), SpecError> {
         let t = ch.transport;
         if self.slots == 0 {
-            return bad("--slots 0: a stream needs at least 1 slot; e.g. --slots 64".into());
+            return bad("--slots 0: a stream needs at least 1 slot; e.g. --slots 64");
         }
         if self.window == 0 {
-            return bad(
-                "--window 0: the sender could never post; pass --window N with N >= 1".into(),
-            );
+            return bad("--window 0: the sender could never post; pass --window N with N >= 1");
         }
         if self.window > self.slots {
             return bad(format!(
@@ -617,9 +612,7 @@ impl StreamSpec {
             ));
         }
         if self.batch == 0 {
-            return bad(
-                "--batch 0: a batch holds at least 1 message; --batch 1 is no batching".into(),
-            );
+            return bad("--batch 0: a batch holds at least 1 message; --batch 1 is no batching");
         }
         let fit = self.per_slot(ch.size);
         if self.batch > 1 && (fit as u64) < u64::from(self.batch) {
@@ -635,11 +628,11 @@ impl StreamSpec {
             ));
         }
         if self.flush.is_some_and(|f| f.is_zero()) {
-            return bad("--flush 0: a partial batch would never wait; leave --flush out to flush only when full".into());
+            return bad("--flush 0: a partial batch would never wait; leave --flush out to flush only when full");
         }
         if let Some(d) = self.pipeline {
             if d == 0 {
-                return bad("--pipeline 0: at least 1 slot must be allowed unacknowledged (1 is stop-and-wait)".into());
+                return bad("--pipeline 0: at least 1 slot must be allowed unacknowledged (1 is stop-and-wait)");
             }
             if d > self.window {
                 return bad(format!(
@@ -897,18 +890,17 @@ impl StreamSpec {
     /// The bounds of [`peer`] on a stream a client asks a server for,
     /// beside [`StreamSpec::check`]'s rules (which hold for any stream).
     pub fn check_peer(&self) -> Result<(), SpecError> {
-        if self.slots > peer::MAX_SLOTS {
+        use peer::{MAX_BATCH, MAX_SLOTS};
+        if self.slots > MAX_SLOTS {
             return bad(format!(
-                "--slots {}: a server serves at most {} slots per direction; lower --slots",
-                self.slots,
-                peer::MAX_SLOTS
+                "--slots {}: a server serves at most {MAX_SLOTS} slots per direction; lower --slots",
+                self.slots
             ));
         }
-        if self.batch > peer::MAX_BATCH {
+        if self.batch > MAX_BATCH {
             return bad(format!(
-                "--batch {}: a server serves at most {}; lower --batch",
-                self.batch,
-                peer::MAX_BATCH
+                "--batch {}: a server serves at most {MAX_BATCH}; lower --batch",
+                self.batch
             ));
         }
         check_peer_wait("--flush", self.flush.unwrap_or_default(), peer::MAX_FLUSH)

@@ -263,9 +263,8 @@ macro_rules! value_enum {
 
 value_enum!(Transport, Format, ClockChoice);
 
-/// A `--format` offering `list` of the one [`Format`] word list, each with
-/// what it prints for this command; clap refuses the others, naming those
-/// the command has.
+/// A `--format` offering `list` of the [`Format`] words, each with what it
+/// prints for this command; clap refuses the others, naming those it has.
 fn formats(list: &'static [(Format, &'static str)]) -> impl TypedValueParser<Value = Format> {
     PossibleValuesParser::new(
         list.iter()
@@ -370,8 +369,7 @@ pub struct VerbsArgs {
 }
 
 /// `--format`, `--json`, `--plot` and `--quiet` of `compare`, `loggp` and
-/// `sweep`. The formats offered and what the plot draws are each
-/// command's own (its `mut_arg`s).
+/// `sweep`; each offers its own formats and plot (its `mut_arg`s).
 #[derive(Args, Debug, Clone)]
 pub struct Output {
     /// Output format.
@@ -393,9 +391,8 @@ impl Output {
     }
 }
 
-/// How much to measure and the warm-up before it, as `loopback`,
-/// `client` (per run) and `sweep` (per cell) take it. The flags' help is
-/// each command's own (its `mut_arg`s), since it says per what.
+/// How much to measure and the warm-up before it, per run or per sweep
+/// cell; the flags' help is each command's own (its `mut_arg`s).
 #[derive(Args, Debug, Clone)]
 pub struct Amount {
     #[arg(long, value_name = "N", short = 'n', conflicts_with = "duration")]
@@ -588,15 +585,10 @@ pub struct StreamKnobArgs {
 }
 
 impl StreamKnobArgs {
-    /// The stream these flags describe for messages of `size` bytes
-    /// (checked when it is opened, or by [`StreamSpec::check`]).
-    pub fn spec(&self, t: Transport, size: usize) -> StreamSpec {
-        self.spec_with(t, size, self.window, self.batch, self.pipeline)
-    }
-
-    /// [`StreamKnobArgs::spec`] with a sweep cell's window, batch and
-    /// pipeline instead of the flags'.
-    pub fn spec_with(
+    /// The stream these flags describe for messages of `size` bytes, with
+    /// the flags' window, batch and pipeline or a sweep cell's (checked when
+    /// it is opened, or by [`StreamSpec::check`]).
+    pub fn spec(
         &self,
         t: Transport,
         size: usize,
@@ -1091,7 +1083,6 @@ impl MeasureArgs {
 
 /// The `--rates` list in messages per second, 0 = back to back, with
 /// optional k (x1000) and M (x1 000 000) suffixes, in the order given.
-/// Public for the same reason as [`parse_sizes`].
 pub fn parse_rates(s: &str) -> Result<Vec<f64>, String> {
     let hint = "pass messages per second, 0 for back to back, e.g. --rates 0,1000,10k,100k";
     parse_list(

@@ -160,7 +160,6 @@ enum Round {
     Values(RoundValues, Option<f64>),
     /// The command failed (exit 3 or a crash): the round is left out.
     Failed(String),
-    /// Ctrl-C reached the command.
     Interrupted,
 }
 

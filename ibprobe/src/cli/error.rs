@@ -8,11 +8,9 @@ use ibhost::exit::Exit;
 pub const EXIT_INPUT: u8 = Exit::Input.code();
 /// Exit code: the run failed (peer lost, transport error).
 pub const EXIT_RUN: u8 = Exit::Failed.code();
-/// Exit code: a `--fail-if` threshold holds (the report was printed): a
-/// check found what it checks for, as `ibtune verify`'s drift.
+/// Exit code: a `--fail-if` threshold holds (the report was printed).
 pub const EXIT_THRESHOLD: u8 = Exit::Check.code();
-/// Exit code: `compare -- CMD`: the measured command failed in every round
-/// of a value.
+/// Exit code: `compare -- CMD` failed in every round of a value.
 pub const EXIT_COMMAND: u8 = Exit::CommandFailed.code();
 /// Exit code: interrupted by SIGINT/SIGTERM (after printing the statistics).
 pub const EXIT_INTERRUPTED: u8 = Exit::Interrupted.code();

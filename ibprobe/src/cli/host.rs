@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use ibhost::cpulist::CpuSet;
+use ibhost::cpulist::{parse_list_ordered, CpuSet};
+use ibhost::file::{read_pseudo, MAX_PSEUDO_FILE};
 
 use super::args::HostArgs;
 use super::common::stop_flag;
@@ -29,13 +30,10 @@ fn cpulist_string(cpus: &[usize]) -> String {
 /// The CPUs the kernel has online (`--trace` measures any of them: the
 /// kernel's threads run there, not this process).
 fn online_cpus() -> Vec<usize> {
-    ibhost::file::read_pseudo(
-        "/sys/devices/system/cpu/online",
-        ibhost::file::MAX_PSEUDO_FILE,
-    )
-    .ok()
-    .and_then(|s| ibhost::cpulist::parse_list_ordered(s.trim()).ok())
-    .unwrap_or_default()
+    let online = read_pseudo("/sys/devices/system/cpu/online", MAX_PSEUDO_FILE).ok();
+    online
+        .and_then(|s| parse_list_ordered(s.trim()).ok())
+        .unwrap_or_default()
 }
 
 /// Parses and checks `--cpus` against the CPUs that may be measured
@@ -51,7 +49,7 @@ fn pick_cpus(list: Option<&str>, allowed: &[usize], which: &str) -> Result<Vec<u
     };
     // Bounded (`ibhost::cpulist`), in the order written: duplicates are
     // kept, so they can be reported.
-    let cpus = match ibhost::cpulist::parse_list_ordered(s) {
+    let cpus = match parse_list_ordered(s) {
         Ok(v) if !v.is_empty() => v,
         Ok(_) => {
             return Err(CliError::input(
@@ -109,17 +107,11 @@ pub fn run(a: &HostArgs) -> Result<u8, CliError> {
     };
     // Drawn at the start and cleared at the end: the measuring threads
     // run on the CPUs measured, and a redraw would run beside them.
-    let bar = progress_bar(
-        a.quiet,
-        match length {
-            WakeupLength::Count(n) => a
-                .interval
-                .saturating_mul(n.min(u32::MAX as u64) as u32)
-                .as_millis(),
-            WakeupLength::Duration(d) => d.as_millis(),
-        } as u64,
-        "ms",
-    );
+    let total = match length {
+        WakeupLength::Count(n) => a.interval.saturating_mul(n.min(u32::MAX as u64) as u32),
+        WakeupLength::Duration(d) => d,
+    };
+    let bar = progress_bar(a.quiet, total.as_millis() as u64, "ms");
     bar.set_message(format!("measuring {} CPUs", cpus.len()));
     let r = if a.trace {
         run_timerlat(a, cpus, length)

@@ -128,11 +128,8 @@ pub fn run(a: &LoggpArgs) -> Result<u8, CliError> {
     if !a.simulate {
         warnings.extend(model_resolution_warning(t));
     }
-    let bar = progress_bar(
-        a.output.quiet,
-        (plan.rounds * plan.sizes.len()) as u64,
-        "sizes x rounds",
-    );
+    let steps = (plan.rounds * plan.sizes.len()) as u64;
+    let bar = progress_bar(a.output.quiet, steps, "sizes x rounds");
     let mut step = || bar.inc(1);
     let started = Instant::now();
     let clock = Clock::choose(t.clock);
@@ -251,7 +248,7 @@ fn predictions(
         ..StreamKnobArgs::default()
     };
     for ((batch, window), pipeline) in product(product(batches, &windows), &pipelines) {
-        let shape = knobs.spec_with(t.transport, a.predict_size, window, batch, pipeline);
+        let shape = knobs.spec(t.transport, a.predict_size, window, batch, pipeline);
         let loop_ns = if a.simulate {
             (0.0, 0.0)
         } else {

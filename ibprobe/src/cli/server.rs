@@ -128,9 +128,8 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
         ch.info().detail
     );
     let clock = Clock::choose(t.clock);
-    // The echo loop's counters (this thread, over the session), opened
-    // as any measurement's (`counters::Meter::open`: perf events only
-    // where a CPU PMU exists).
+    // The echo loop's counters over the session, opened as any
+    // measurement's (perf events only where a CPU PMU exists).
     let cpu = default_cpu(t);
     let span = crate::counters::Span::start(&crate::counters::measuring_cpus(cpu), false);
     let served = session::serve(

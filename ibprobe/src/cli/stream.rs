@@ -41,7 +41,8 @@ pub fn run(a: &StreamArgs) -> Result<u8, CliError> {
     }
     let mut cfg = a.measure.probe_config(t, Mode::OneWay, cpu)?;
     let spec = t.channel_spec(cfg.size);
-    let stream = a.stream.spec(t.transport, cfg.size);
+    let k = &a.stream;
+    let stream = k.spec(t.transport, cfg.size, k.window, k.batch, k.pipeline);
     if a.stamp.stamp_thread {
         stream.check_stamp(t.transport, t.verbs.inline, cfg.size, a.host.is_some())?;
         cfg.stamp_thread = true;

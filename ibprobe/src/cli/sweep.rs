@@ -183,9 +183,7 @@ fn run_stream(a: &SweepArgs, axes: Axes) -> Result<u8, CliError> {
     );
     for ((((size, rate), window), batch), pipeline) in cells {
         let cfg = cell_config(a, size, rate, cpu)?;
-        let spec = a
-            .stream
-            .spec_with(t.transport, size, window, batch, pipeline);
+        let spec = a.stream.spec(t.transport, size, window, batch, pipeline);
         let ch = t.channel_spec(size);
         if let Err(why) = ch.check().and_then(|()| spec.check(&ch)) {
             return Err(CliError::input(format!(
