@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::spec::Poll;
 
-/// What is measured: one process owns both ends (t_recv - t_subm on one
-/// clock), or post and wait for the peer's echo (the round trip).
+/// One process owns both ends (t_recv - t_subm on one clock), or waits
+/// for the peer's echo.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {

@@ -45,9 +45,7 @@ pub fn run(
         outcome: Box::new(std::mem::take(out)),
     };
     let mut out = Outcome::default();
-    // The thesis's stamping thread: it keeps writing the clock into the
-    // send buffer's stamp word, so each message carries the time the HCA
-    // read it. It runs beside the whole run, on another CPU.
+    // `--stamp-thread` (`stamp.rs`): beside the whole run, on another CPU.
     let stamps = cfg.stamp_thread.then(|| ch.stamp_target()).transpose();
     let stamps = stamps.map_err(|e| fail(e, &mut out))?;
     let stamping = AtomicBool::new(true);
@@ -90,11 +88,9 @@ pub fn run(
             hw_pair(ch, clock, &mut pairs);
         }
         let mut hw_overflow = 0;
-        // Counters: read before and after the measured part and at each
-        // interval's end; without --interval, every ATTRIBUTION_INTERVAL
-        // (no sink sees those), so the attribution has intervals. Its
-        // histograms first: allocating (and, under mlockall, faulting in)
-        // them is not part of the measured span.
+        // Counters: around the measured part and at each interval's end
+        // (without --interval, every ATTRIBUTION_INTERVAL for the
+        // attribution, whose histograms are allocated before the span).
         let mut attr = (cfg.counters && cfg.attribution).then(Attributor::new);
         let mut span = span(cfg);
         // Intervals the user asked for read the interrupts too; those of

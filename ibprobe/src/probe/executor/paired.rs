@@ -112,9 +112,8 @@ pub fn stream_loopback(
     Ok(out)
 }
 
-/// The client side of a stream across hosts: sends on `tx`; the latency
-/// is hand-over to credit back, on this host's clock. `recv_tally`
-/// fetches the receiver's counters once the stream is drained.
+/// The client side of a stream across hosts (latency: hand-over to credit
+/// back); `recv_tally` fetches the receiver's counters once drained.
 pub fn stream_client(
     cfg: &ProbeConfig,
     spec: &StreamSpec,

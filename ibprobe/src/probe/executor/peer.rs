@@ -39,9 +39,8 @@ pub struct PairRun<M, A> {
     pub counters: Option<CounterReport>,
 }
 
-/// Runs `work` with its peer on `peer_end` in a thread pinned to
-/// `peer_cpu`, and its measuring side on `end` on this thread (pinned to
-/// `cpu` once the peer is placed; counted when `count` asks for it).
+/// Runs `work`'s peer on `peer_end` in a thread pinned to `peer_cpu`, its
+/// measuring side on `end` here (pinned to `cpu` once the peer is placed).
 pub fn run_pair<W: Paired>(
     work: &mut W,
     (end, peer_end): (&mut dyn SlotEnd, &mut dyn SlotEnd),

@@ -318,11 +318,8 @@ mod tests {
     use crate::spec::{StreamSpec, Transport};
     use std::time::Duration;
 
-    /// The Hello's params per shape, the fields a server reads (the wire
-    /// format: a change here breaks older peers): a one-message client's
-    /// own params under the channel's op, poll and `hw_timestamps` (its
-    /// `receiver` kept); a stream's settings beside op and poll; the
-    /// model on both.
+    /// The Hello's params per shape: the wire format (a change here breaks
+    /// older peers).
     #[test]
     fn each_shape_asks_with_the_same_fields() {
         let mut spec = ChannelSpec::new(Transport::Rc, 64);

@@ -76,8 +76,7 @@ pub struct Liveness {
     pub arrived: AtomicU64,
 }
 
-/// A channel that counts arrivals into a [`Liveness`] (a relaxed add per
-/// message).
+/// A channel that counts arrivals into a [`Liveness`].
 struct Watched<'a> {
     ch: &'a mut dyn Channel,
     live: &'a Liveness,
@@ -124,13 +123,11 @@ impl Channel for Watched<'_> {
     }
 }
 
-/// How long a responder waits for the Done of a client that closed its
-/// transport.
+/// How long a responder waits for a closed client's Done.
 const RESPONDER_GRACE: Duration = Duration::from_millis(20);
 
-/// The transports a responder answers: the shared-memory ring needs
-/// both ends on one host, and the model spins a core for as long as its
-/// parameters say; a daemon offers neither.
+/// The transports a responder answers: shm needs both ends on one host,
+/// and the model spins a core; a daemon offers neither.
 const SERVED: [Transport; 4] = [Transport::Udp, Transport::Rc, Transport::Uc, Transport::Ud];
 
 /// Serves one client on `oob` until it says Done, vanishes or

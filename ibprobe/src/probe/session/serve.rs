@@ -43,9 +43,8 @@ pub fn serve(
 ) -> Result<Served, SessionError> {
     let peer = oob.peer_addr();
     let mut closing = None;
-    // --hw-timestamps (the client asked, the channel stamps): keep each
-    // echo's T3/T4, with HCA/host clock pairs around the session for the
-    // rate; the report goes to the client after its Done.
+    // --hw-timestamps: each echo's T3/T4 and HCA/host clock pairs around
+    // the session; the report goes to the client after its Done.
     let mut hw = ch.hw_clock().map(|c| (c, ResponderLog::new(), Vec::new()));
     if let Some((_, _, pairs)) = hw.as_mut() {
         hw_pair(ch, clock, pairs);
