@@ -262,10 +262,9 @@ impl FailIf {
             .iter()
             .map(|c| {
                 let t = &c.threshold;
-                let shown = match c.measured {
-                    None => "not measured".to_string(),
-                    Some(v) => show(t.metric, v),
-                };
+                let shown = c
+                    .measured
+                    .map_or("not measured".into(), |v| show(t.metric, v));
                 format!(
                     "fail-if {}: {} = {} ({} {} {}): {}",
                     t.text,
