@@ -35,11 +35,8 @@ pub fn prefault_stack(bytes: usize) {
 pub use ibhost::child::stop_signal_flag;
 
 /// A memory mapping shared between threads or processes, seen as 64-bit
-/// atomic words: the shm transport's rings live in one.
-///
-/// Why atomics only: two processes write the same bytes, so every access
-/// must be an atomic load or store; exposing `&[AtomicU64]` keeps the
-/// transport's code free of raw pointers.
+/// atomic words (two processes write the same bytes, so every access is
+/// an atomic): the shm transport's rings live in one.
 pub struct SharedMap {
     ptr: *mut AtomicU64,
     words: usize,
@@ -147,11 +144,8 @@ pub fn set_socket_buffers(fd: &impl std::os::fd::AsFd, bytes: usize) -> io::Resu
 }
 
 /// Blocks until `fd` is readable or `timeout_ms` passes; true if readable.
-///
-/// Why it exists: `--poll event` on the UDP reference transport sleeps in
-/// the kernel until a datagram arrives (the socket analogue of a verbs
-/// completion channel), so the CPU is free and a one-core host or VM can
-/// run the timers a netem qdisc needs.
+/// `--poll event` on UDP sleeps here, so a one-core host or VM can run
+/// the timers a netem qdisc needs.
 pub fn wait_readable(fd: &impl AsRawFd, timeout_ms: i32) -> io::Result<bool> {
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),

@@ -2,11 +2,9 @@
 //! SCHED_FIFO for the calling thread, CLOCK_MONOTONIC reads,
 //! `clock_nanosleep(TIMER_ABSTIME)` and the thread's CPU time.
 //!
-//! Why it exists: the wake-up latency probe is cyclictest's measurement (a
-//! SCHED_FIFO thread sleeps to an absolute deadline and records how late it
-//! woke). The calls and their `unsafe` live in the shared `ibhost::rt`
-//! (ibtune uses the same ones); this module keeps the paths the crate and
-//! ibexporter use. Errors are the kernel's own (`raw_os_error()` works):
-//! the probe words its own messages.
+//! Why it exists: the wake-up latency probe is cyclictest's measurement.
+//! The calls live in the shared `ibhost::rt` (ibtune uses them too); this
+//! module keeps the paths the crate and ibexporter use. Errors are the
+//! kernel's own (`raw_os_error()` works).
 
 pub use ibhost::rt::{monotonic_ns, set_fifo, set_other, sleep_until_ns, thread_cpu_ns};

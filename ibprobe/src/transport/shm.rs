@@ -693,10 +693,8 @@ mod tests {
         assert!(ShmChannel::open(&p, 4096, Side::Client).is_err());
         let big = dir.path().join("big");
         let _b = ShmChannel::create(&big, 4096, Side::Server).unwrap();
-        let e = ShmChannel::open(&big, 64, Side::Client)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = ShmChannel::open(&big, 64, Side::Client).err().unwrap();
+        let e = e.to_string();
         let held = format!(
             "(magic {MAGIC:#x}, 8 slots of {} words)",
             slot_words_for(4096)
@@ -705,17 +703,11 @@ mod tests {
         assert!(e.contains(&want), "{e}");
         let q = dir.path().join("q");
         let _t = ShmSlots::create(&q, 16, 64, Side::Server).unwrap();
-        let e = ShmSlots::open(&q, 8, 64, Side::Client)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = ShmSlots::open(&q, 8, 64, Side::Client).err().unwrap();
+        let e = e.to_string();
         let held = format!("(magic {STREAM_MAGIC:#x}, 16 slots of 64 B)");
-        assert!(
-            e.contains(&format!(
-                "q: not an ibprobe stream ring of 8 slots of 64 B {held}; are client"
-            )),
-            "{e}"
-        );
+        let want = format!("q: not an ibprobe stream ring of 8 slots of 64 B {held}; are client");
+        assert!(e.contains(&want), "{e}");
         let mut c = ShmChannel::open(&p, 64, Side::Client).unwrap();
         c.post(1).unwrap();
     }

@@ -20,7 +20,7 @@ const COVER_BITS: u32 = 20;
 /// A connected QP: `post` sends to the peer, `poll_recv` returns what the
 /// peer sent (round trip: client and server each hold one). Field order
 /// is drop order (the send template before its address handle, see
-/// [`Wired`]). Built by `Prepared::connect` (`setup.rs`).
+/// `Wired`). Built by `Prepared::connect` (`setup.rs`).
 pub struct VerbsChannel {
     pub(super) tpl: SendTemplate,
     pub(super) w: Wired,

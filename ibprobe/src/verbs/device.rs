@@ -14,7 +14,7 @@ use sideway::ibverbs::device_context::{DeviceContext, LinkLayer, Mtu, PortState}
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::QueuePairType;
 
-use super::error::{chain, VerbsError};
+use super::error::{chain, OrCall, VerbsError};
 use crate::spec::QpType;
 
 /// One RDMA device, as `ibprobe devices` prints it.
@@ -83,9 +83,7 @@ pub fn devices() -> Result<Vec<DeviceInfo>, VerbsError> {
     let mut out = Vec::new();
     for dev in list.iter() {
         let name = dev.name();
-        let ctx = dev
-            .open()
-            .map_err(|e| VerbsError::call(&format!("ibv_open_device {name}"), &e))?;
+        let ctx = dev.open().or_call(&format!("ibv_open_device {name}"))?;
         out.push(describe(&name, &ctx, u64::from_be(dev.guid().as_u64()))?);
     }
     Ok(out)
@@ -101,15 +99,11 @@ fn device_list() -> Result<DeviceList, VerbsError> {
 }
 
 fn describe(name: &str, ctx: &Arc<DeviceContext>, guid: u64) -> Result<DeviceInfo, VerbsError> {
-    let attr = ctx
-        .query_device()
-        .map_err(|e| VerbsError::call("ibv_query_device_ex", &e))?;
+    let attr = ctx.query_device().or_call("ibv_query_device_ex")?;
     let ports = (1..=attr.phys_port_cnt())
         .map(|p| port_info(name, ctx, p))
         .collect::<Result<_, _>>()?;
-    let pd = ctx
-        .alloc_pd()
-        .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
+    let pd = ctx.alloc_pd().or_call("ibv_alloc_pd")?;
     let max_inline_rc = probe_max_inline(ctx, &pd, QpType::Rc);
     let numa_node =
         crate::sys::mem::rdma_device_numa_node(name).and_then(|n| i32::try_from(n).ok());
@@ -165,9 +159,7 @@ fn state_name(s: PortState) -> &'static str {
 }
 
 fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo, VerbsError> {
-    let pa = ctx
-        .query_port(port)
-        .map_err(|e| VerbsError::call("ibv_query_port", &e))?;
+    let pa = ctx.query_port(port).or_call("ibv_query_port")?;
     Ok(PortInfo {
         port,
         state: state_name(pa.port_state()).to_string(),
@@ -184,9 +176,7 @@ fn port_info(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<PortInfo,
 }
 
 fn gid_table(name: &str, ctx: &Arc<DeviceContext>, port: u8) -> Result<Vec<GidInfo>, VerbsError> {
-    let table = ctx
-        .query_gid_table()
-        .map_err(|e| VerbsError::call("ibv_query_gid_table", &e))?;
+    let table = ctx.query_gid_table().or_call("ibv_query_gid_table")?;
     let set = table
         .iter()
         .filter(|e| e.port_num() == port as u32 && !e.gid().is_zero());
@@ -240,12 +230,8 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
         if want.is_some_and(|w| w != name) {
             continue;
         }
-        let ctx = dev
-            .open()
-            .map_err(|e| VerbsError::call(&format!("ibv_open_device {name}"), &e))?;
-        let attr = ctx
-            .query_device()
-            .map_err(|e| VerbsError::call("ibv_query_device_ex", &e))?;
+        let ctx = dev.open().or_call(&format!("ibv_open_device {name}"))?;
+        let attr = ctx.query_device().or_call("ibv_query_device_ex")?;
         if port == 0 || port > attr.phys_port_cnt() {
             if want.is_some() {
                 return Err(VerbsError::config(format!(
@@ -255,9 +241,7 @@ pub(crate) fn open_port(want: Option<&str>, port: u8) -> Result<OpenedPort, Verb
             }
             continue;
         }
-        let pa = ctx
-            .query_port(port)
-            .map_err(|e| VerbsError::call("ibv_query_port", &e))?;
+        let pa = ctx.query_port(port).or_call("ibv_query_port")?;
         let active = matches!(pa.port_state(), PortState::Active | PortState::ActiveDefer);
         if !active {
             if want.is_some() {

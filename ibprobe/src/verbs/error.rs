@@ -58,17 +58,24 @@ impl VerbsError {
         }
     }
 
-    /// A failed verbs call; `what` names it, `e` and its sources say why.
-    pub(super) fn call(what: &str, e: &dyn std::error::Error) -> VerbsError {
-        VerbsError::verbs(what, chain(e))
-    }
-
     /// Exit status the CLI should use: 2 for refusals, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self.kind {
             VerbsErrorKind::Config => 2,
             _ => 1,
         }
+    }
+}
+
+/// A failed verbs call as a [`VerbsError`]: `what` names it, the error
+/// and its sources say why.
+pub(super) trait OrCall<T> {
+    fn or_call(self, what: &str) -> Result<T, VerbsError>;
+}
+
+impl<T, E: std::error::Error> OrCall<T> for Result<T, E> {
+    fn or_call(self, what: &str) -> Result<T, VerbsError> {
+        self.map_err(|e| VerbsError::verbs(what, chain(&e)))
     }
 }
 

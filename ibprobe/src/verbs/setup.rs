@@ -23,7 +23,7 @@ use sideway::ibverbs::AccessFlags;
 use super::channel::{LoopbackChannel, VerbsChannel};
 use super::config::VerbsConfig;
 use super::device::{self, GidInfo};
-use super::error::VerbsError;
+use super::error::{OrCall, VerbsError};
 use super::types::{Setup, Wired};
 use crate::clock::hca::HcaClock;
 use crate::spec::{InlineMode, Op, Poll, QpType};
@@ -172,9 +172,7 @@ pub(super) fn open_qp(
     }
     let gid = device::pick_gid(&p, cfg.knobs.gid_index)?;
     let ctx = Arc::clone(&p.ctx);
-    let pd = ctx
-        .alloc_pd()
-        .map_err(|e| VerbsError::call("ibv_alloc_pd", &e))?;
+    let pd = ctx.alloc_pd().or_call("ibv_alloc_pd")?;
     let max_inline = device::probe_max_inline(&ctx, &pd, cfg.qp_type);
     let upto = shape.inline_upto;
     let inline_cap = match cfg.knobs.inline {
@@ -195,7 +193,7 @@ pub(super) fn open_qp(
     let channel = (cfg.poll == Poll::Event)
         .then(|| ctx.create_comp_channel())
         .transpose()
-        .map_err(|e| VerbsError::call("ibv_create_comp_channel", &e))?;
+        .or_call("ibv_create_comp_channel")?;
     // --hw-timestamps: refused on a device that stamps nothing (rxe),
     // before any CQ exists.
     let hca = cfg
@@ -224,21 +222,19 @@ pub(super) fn open_qp(
         .setup_send_cq(send_cq.clone())
         .setup_recv_cq(recv_cq.clone())
         .build()
-        .map_err(|e| VerbsError::call("ibv_create_qp", &e))?;
+        .or_call("ibv_create_qp")?;
     let mut qp = OwnedQp::new(qp);
     match cfg.qp_type {
         QpType::Ud => qp
             .modify_ud_init(p.port, QKEY)
-            .map_err(|e| VerbsError::verbs("ibv_modify_qp INIT", e))?,
+            .or_call("ibv_modify_qp INIT")?,
         QpType::Rc | QpType::Uc => {
             let mut a = QueuePairAttribute::new();
             a.setup_state(QueuePairState::Init)
                 .setup_pkey_index(0)
                 .setup_port(p.port)
                 .setup_access_flags(AccessFlags::LocalWrite | AccessFlags::RemoteWrite);
-            qp.qp
-                .modify(&a)
-                .map_err(|e| VerbsError::call("ibv_modify_qp INIT", &e))?;
+            qp.qp.modify(&a).or_call("ibv_modify_qp INIT")?;
         }
     }
     Ok(OpenedQp {
@@ -267,14 +263,14 @@ fn build_cq(
     what: &str,
 ) -> Result<GenericCompletionQueue, VerbsError> {
     if !stamps {
-        return Ok(b.build().map_err(|e| VerbsError::call(what, &e))?.into());
+        return Ok(b.build().or_call(what)?.into());
     }
     b.setup_wc_flags(
         CreateCompletionQueueWorkCompletionFlags::StandardFlags
             | CreateCompletionQueueWorkCompletionFlags::CompletionTimestamp,
     );
     Ok(b.build_ex()
-        .map_err(|e| VerbsError::call(&format!("{what} with completion timestamps"), &e))?
+        .or_call(&format!("{what} with completion timestamps"))?
         .into())
 }
 
@@ -394,8 +390,7 @@ impl OpenedQp {
         })?;
         let memory = region.describe();
         let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
-        let mem = RegisteredBuf::register(&self.pd, region, access)
-            .map_err(|e| VerbsError::verbs("register buffers", e))?;
+        let mem = RegisteredBuf::register(&self.pd, region, access).or_call("register buffers")?;
         Ok((mem, memory))
     }
 
@@ -454,12 +449,12 @@ impl OpenedQp {
                 .setup_max_read_atomic(1);
         }
         for (a, what) in [(&rtr, "ibv_modify_qp RTR"), (&rts, "ibv_modify_qp RTS")] {
-            qp.qp.modify(a).map_err(|e| VerbsError::call(what, &e))?;
+            qp.qp.modify(a).or_call(what)?;
         }
         let ah = match peer.qp_type {
             QpType::Ud => Some(
                 AddressHandle::new(&pd, port, peer.gid, sgid, peer.lid, global)
-                    .map_err(|e| VerbsError::verbs("ibv_create_ah", e))?,
+                    .or_call("ibv_create_ah")?,
             ),
             QpType::Rc | QpType::Uc => None,
         };
@@ -523,11 +518,8 @@ impl Prepared {
         let inline_upto = if s.inline_used { s.size } else { 0 };
         let tpl = SendTemplate::new(opcode(s.op), w.mem.lkey(), rdma, ud, inline_upto);
         if s.poll == Poll::Event {
-            w.recv_cq
-                .req_notify()
-                .map_err(|e| VerbsError::verbs("ibv_req_notify_cq", e))?;
+            w.recv_cq.req_notify().or_call("ibv_req_notify_cq")?;
         }
-        let payload_off = grh(s.qp_type) as usize;
         Ok(VerbsChannel {
             tpl,
             w,
@@ -538,7 +530,7 @@ impl Prepared {
             stash_len: 0,
             expected: 0,
             last_marker: 0,
-            payload_off,
+            payload_off: grh(s.qp_type) as usize,
             stamp: false,
             last_recv_off: 0,
             last_recv_ts: None,

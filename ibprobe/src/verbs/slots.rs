@@ -60,12 +60,10 @@ pub(super) struct SlotLayout {
     pub(super) lossy: bool,
 }
 
-/// One end of a verbs stream (rc, uc or ud). Field order is drop order:
-/// the send templates before their address handle, the QP before its CQs,
-/// the memory region before the memory, all before the PD and context.
-/// `Send`: each end of a loopback pair moves to its own thread. Aligned to
-/// 128 B: the two ends of a pair must not share a cache line (see
-/// `ShmSlots`).
+/// One end of a verbs stream (rc, uc or ud). Field order is drop order
+/// (see `Wired`). `Send`: each end of a loopback pair moves to its own
+/// thread. Aligned to 128 B: the two ends of a pair must not share a cache
+/// line (see `ShmSlots`).
 #[repr(align(128))]
 pub struct VerbsSlots {
     pub(super) tpl: SendTemplate,

@@ -36,8 +36,8 @@ pub struct PreparedSlots {
 
 /// The one-line refusal of a ud slot above the path MTU (a ud slot is
 /// one packet; the 40 B GRH the receiver adds is not part of it).
-fn ud_slot_fits(slot_size: usize, mtu: u32) -> Result<(), VerbsError> {
-    if slot_size > mtu as usize {
+fn ud_slot_fits(qp_type: QpType, slot_size: usize, mtu: u32) -> Result<(), VerbsError> {
+    if qp_type == QpType::Ud && slot_size > mtu as usize {
         return Err(VerbsError::config(format!(
             "--slot-size {slot_size} B with --transport ud: a UD slot is one packet; \
              the path MTU is {mtu} B; use --slot-size <= {mtu}"
@@ -115,9 +115,7 @@ fn prepare_slots_on(
             inline_partial: true,
         },
     )?;
-    if cfg.qp_type == QpType::Ud {
-        ud_slot_fits(slot_size, o.mtu)?;
-    }
+    ud_slot_fits(cfg.qp_type, slot_size, o.mtu)?;
     let payload_off = grh(cfg.qp_type) as usize;
     let send_stride = round_up(slot_size.max(8) as u64, 64) as usize;
     let recv_stride = round_up((slot_size + payload_off) as u64, 64) as usize;
@@ -187,9 +185,7 @@ impl PreparedSlots {
             )));
         }
         let mtu = o.mtu.min(peer.mtu);
-        if qp_type == QpType::Ud {
-            ud_slot_fits(l.slot_size, mtu)?;
-        }
+        ud_slot_fits(qp_type, l.slot_size, mtu)?;
         let rdma = (op == Op::WriteImm).then_some((peer.rkey, st.recv_addr));
         l.peer_recv = rdma.map(|(_, a)| (a, u64::from(st.recv_stride)));
         let recv = RecvRing::new(
@@ -298,8 +294,9 @@ mod tests {
 
     #[test]
     fn a_ud_slot_is_one_packet() {
-        assert!(ud_slot_fits(1024, 1024).is_ok());
-        let e = ud_slot_fits(4096, 1024).unwrap_err();
+        assert!(ud_slot_fits(QpType::Ud, 1024, 1024).is_ok());
+        assert!(ud_slot_fits(QpType::Rc, 4096, 1024).is_ok());
+        let e = ud_slot_fits(QpType::Ud, 4096, 1024).unwrap_err();
         assert_eq!((e.kind, e.exit_code()), (VerbsErrorKind::Config, 2));
         assert_eq!(
             e.message,
