@@ -161,7 +161,7 @@ fn format_index(files: &[Source]) -> String {
     }
     let mut out = mod_lines(files, "");
     out.push_str(
-        "\ncrate::words::vocabulary! {\n    \
+        "\nibhost::vocabulary! {\n    \
          /// An output format (`--format`), one per file of `report/format/`.\n    \
          /// Each command offers those its report has (`cli/args.rs`).\n    \
          Format, \"format\" {\n",

@@ -27,7 +27,7 @@ use ibexporter::collect::hca::HcaCollector;
 use ibexporter::collect::latency::{LatencyStore, Round, SeriesKey};
 use ibexporter::engine::{EngineMetrics, ResponderMetrics, TargetMetrics};
 use ibexporter::http::{FamilySource, Format, Metrics};
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;

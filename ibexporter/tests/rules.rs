@@ -296,7 +296,7 @@ fn rules_read_only_metrics_the_exporter_serves() {
     let hw_metrics = ibexporter::collect::hw_split::HwSplitMetrics::default();
     hw_metrics.register(&mut reg);
     let one = || {
-        let mut h = ibprobe::stats::LatencyHistogram::new();
+        let mut h = ibstats::latency::LatencyHistogram::new();
         h.record(1_000);
         h
     };

@@ -521,7 +521,7 @@ fn the_series_formula_matches_the_rendered_exposition() {
     let (values, sizes) = (7, 2);
     for v in 0..values {
         for size in [32, 4096].iter().take(sizes) {
-            let mut h = ibprobe::stats::LatencyHistogram::new();
+            let mut h = ibstats::latency::LatencyHistogram::new();
             h.record(1_500);
             let key = SeriesKey {
                 source: "a".into(),

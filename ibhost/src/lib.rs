@@ -28,6 +28,9 @@
 //!   (`8,64,512`, `2..4096`), the same in ibprobe and ibexporter.
 //! - [`renamed`]: old spellings of renamed options and commands, still
 //!   accepted, answered with one warning naming the new one.
+//! - [`words`]: [`vocabulary!`], the one way a closed list of words
+//!   (transports, formats, noise kinds) is defined, with its spellings,
+//!   help lines, parsing and serde.
 //! - [`rt`]: placing the calling thread: CPU affinity, SCHED_FIFO/OTHER,
 //!   mlockall, CLOCK_MONOTONIC and thread CPU time, absolute sleeps. With
 //!   [`child::stop_on_signals`], the crate's only `unsafe`.
@@ -45,5 +48,6 @@ pub mod file;
 pub mod list;
 pub mod renamed;
 pub mod rt;
+pub mod words;
 
 pub use cpulist::CpuSet;

@@ -264,6 +264,18 @@ pub fn sleep_until_ns(deadline_ns: u64) -> io::Result<()> {
     }
 }
 
+/// Touches `bytes` of stack below the caller, so the loop's stack pages
+/// are resident before the first timestamp.
+#[inline(never)]
+pub fn prefault_stack(bytes: usize) {
+    const CHUNK: usize = 16 * 1024;
+    let buf = [0u8; CHUNK];
+    std::hint::black_box(&buf);
+    if bytes > CHUNK {
+        prefault_stack(bytes - CHUNK);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

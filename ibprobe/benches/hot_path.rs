@@ -24,7 +24,7 @@
 
 use ibprobe::clock::Clock;
 use ibprobe::probe::workload::record::Pending;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -10,12 +10,12 @@
 
 use std::time::Instant;
 
-use ibprobe::counters::attribution::Attributor;
-use ibprobe::counters::interrupts::InterruptTable;
-use ibprobe::counters::perf::PerfSet;
-use ibprobe::counters::sched::SchedFile;
-use ibprobe::counters::{Counter, Counts, Meter};
-use ibprobe::stats::LatencyHistogram;
+use ibnoise::counters::attribution::Attributor;
+use ibnoise::counters::interrupts::InterruptTable;
+use ibnoise::counters::perf::PerfSet;
+use ibnoise::counters::sched::SchedFile;
+use ibnoise::counters::{Counter, Counts, Meter};
+use ibstats::latency::LatencyHistogram;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -24,7 +24,7 @@ fn main() {
         .map_or(2000, |s| s.parse().expect("READS: a count"));
     let cpus = match args.next() {
         Some(c) => vec![c.parse().expect("CPU: a number")],
-        None => ibprobe::counters::measuring_cpus(None),
+        None => ibnoise::counters::measuring_cpus(None),
     };
     let mut missing = Vec::new();
     let mut perf = PerfSet::open(&mut missing);

@@ -13,9 +13,9 @@ use clap::Parser;
 use common::VerbsChannel;
 use ibprobe::clock::Clock;
 use ibprobe::spec::Poll;
-use ibprobe::stats::{LatencyHistogram, Summary};
 use ibprobe::transport::Channel;
 use ibprobe::verbs::{loopback, VerbsConfig};
+use ibstats::latency::{LatencyHistogram, Summary};
 
 /// Flags: the library's verbs options plus transport, size and count.
 #[derive(Parser, Debug)]

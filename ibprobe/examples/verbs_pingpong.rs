@@ -13,9 +13,9 @@ use clap::Parser;
 use common::VerbsChannel;
 use ibprobe::clock::Clock;
 use ibprobe::spec::ChannelSpec;
-use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::Channel;
 use ibprobe::verbs::{prepare, Endpoint, VerbsConfig};
+use ibstats::latency::LatencyHistogram;
 
 /// Flags: the library's verbs options plus transport, size and count.
 #[derive(Parser, Debug)]

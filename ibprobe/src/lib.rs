@@ -24,13 +24,9 @@
 
 pub mod cli;
 pub mod clock;
-pub mod counters;
-pub mod host;
 pub mod probe;
 pub mod report;
 pub mod spec;
-pub mod stats;
 pub mod sys;
 pub mod transport;
 pub mod verbs;
-mod words;

@@ -15,8 +15,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use crate::words::vocabulary;
-pub use crate::words::SpecError;
+use ibhost::vocabulary;
+pub use ibhost::words::SpecError;
 
 fn bad<T>(m: impl Into<String>) -> Result<T, SpecError> {
     Err(SpecError(m.into()))

@@ -10,7 +10,7 @@
 //! second test running on another thread would count its allocations too.
 
 use ibprobe::clock::Clock;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -252,7 +252,7 @@ fn perf_counters_refused_leave_the_run_going_with_the_kernels_accounting() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let out = ibprobe()
         .args(REFUSED_RUN)
-        .env(ibprobe::counters::perf::REFUSE_ENV, "1")
+        .env(ibnoise::counters::perf::REFUSE_ENV, "1")
         .output()
         .unwrap();
     refused_run_goes_on(&out);
@@ -381,7 +381,7 @@ fn without_a_pmu_no_perf_event_is_open_by_default_and_the_counts_are_there() {
     let allowed = nix::unistd::Uid::effective().is_root()
         || std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
             .is_ok_and(|l| l.trim().parse::<i32>().is_ok_and(|l| l <= 1));
-    if !ibprobe::counters::perf::pmu_present() {
+    if !ibnoise::counters::perf::pmu_present() {
         assert_eq!(default_fds, 0, "perf events open in a default run");
     } else if allowed {
         // Where a PMU exists the default opens perf events for it.

@@ -14,7 +14,7 @@ use common::{ibprobe, one_line_exit_2, run};
 /// Whether this test process may use SCHED_FIFO (root or CAP_SYS_NICE):
 /// asked of the kernel from a short-lived thread of our own.
 fn fifo_allowed() -> bool {
-    ibprobe::host::wakeup::check_fifo(1).is_ok()
+    ibnoise::wakeup::check_fifo(1).is_ok()
 }
 
 #[test]

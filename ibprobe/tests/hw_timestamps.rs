@@ -113,7 +113,7 @@ fn split_report() -> ibprobe::report::Report {
     use ibprobe::clock::hwts::{ProberLog, ProberStamp, ResponderReport, ResponderStamp};
     use ibprobe::probe::outcome::Outcome;
     use ibprobe::report::{Mode, Report, ReportContext};
-    use ibprobe::stats::LatencyHistogram;
+    use ibstats::latency::LatencyHistogram;
 
     let c = HcaClock::new("mlx5_0", u64::MAX, 1_000_000).unwrap();
     let (mut stamps, mut rs, mut rtt) = (Vec::new(), Vec::new(), LatencyHistogram::new());

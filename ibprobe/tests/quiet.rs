@@ -66,7 +66,7 @@ fn quiet_keeps_warnings() {
 
 #[test]
 fn host_is_quiet_and_keeps_the_renamed_flag_warning() {
-    if ibprobe::host::wakeup::check_fifo(1).is_err() {
+    if ibnoise::wakeup::check_fifo(1).is_err() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "no SCHED_FIFO here, and CI=true"

@@ -6,7 +6,7 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use ibprobe::report::hdrlog::HdrLogWriter;
 use ibprobe::report::plot::write_svg;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 use std::time::{Duration, SystemTime};
 
 fn body_with_tail() -> LatencyHistogram {

@@ -11,9 +11,9 @@ mod common;
 
 use common::report::{client_outcome, clock, hist, loopback_outcome};
 
-use ibprobe::host::timerlat::{TimerlatConfig, TimerlatOutcome};
-use ibprobe::host::timerlat_trace::TimerlatAccumulator;
-use ibprobe::host::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome};
+use ibnoise::timerlat::{TimerlatConfig, TimerlatOutcome};
+use ibnoise::timerlat_trace::TimerlatAccumulator;
+use ibnoise::wakeup::{CpuWakeup, WakeupConfig, WakeupLength, WakeupOutcome};
 use ibprobe::probe::config::Length;
 use ibprobe::probe::loggp_fit::{Estimate, Fit, Segment, SizePoint};
 use ibprobe::probe::outcome::Outcome;

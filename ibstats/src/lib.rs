@@ -1,6 +1,9 @@
-//! ibstats: did a change help, and with what confidence? The one place
-//! where the toolkit turns repeated measurements into a verdict, used by
-//! `ibprobe compare` and `ibtune experiment`.
+//! ibstats: the toolkit's statistics, defined once. [`latency`] is how one
+//! run's latencies are kept and summarised (a streaming HDR histogram,
+//! true percentiles), used by all three tools; the rest answers "did a
+//! change help, and with what confidence?": the one place where the
+//! toolkit turns repeated measurements into a verdict, used by `ibprobe
+//! compare` and `ibtune experiment`.
 //!
 //! # Methods
 //!
@@ -59,6 +62,7 @@
 
 pub mod effect;
 pub mod holm;
+pub mod latency;
 pub mod schedule;
 pub mod wilcoxon;
 

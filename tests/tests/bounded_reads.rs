@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The crates whose `src/` is scanned: every crate a tool is built from.
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 7] = [
     "ibhost",
+    "ibnoise",
     "ibprobe",
     "ibexporter",
     "ibtune",
@@ -67,22 +68,22 @@ const ALLOWED: [(&str, usize, &str); 10] = [
         "the log of the holder process ibtune itself started, in the directory it created, for an error message",
     ),
     (
-        "ibprobe/src/host/timerlat.rs",
+        "ibnoise/src/timerlat.rs",
         1,
         "the tracer's trace_pipe: a stream opened O_NONBLOCK and read in bounded chunks for the run's length",
     ),
     (
-        "ibprobe/src/counters/sched.rs",
+        "ibnoise/src/counters/sched.rs",
         1,
         "/proc/thread-self/sched held open and re-read with pread into a fixed buffer each sample",
     ),
     (
-        "ibprobe/src/counters/interrupts.rs",
+        "ibnoise/src/counters/interrupts.rs",
         1,
         "/proc/interrupts held open and re-read with pread into a fixed buffer each sample",
     ),
     (
-        "ibprobe/src/counters/mod.rs",
+        "ibnoise/src/counters/mod.rs",
         1,
         "/dev/cpu/N/msr: a device read 8 bytes at a time with pread",
     ),

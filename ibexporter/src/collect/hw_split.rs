@@ -27,7 +27,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::latency::{classic_buckets, SeriesKey};
 use ibprobe::clock::hwts::HwSplit;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
 /// `ibprobe_hw_split_left_out_total` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -127,7 +127,7 @@ pub struct ProbeSettings {
     /// false: where a PMU exists they count cycles, instructions and cache
     /// misses anyway; elsewhere the kernel's own accounting gives the
     /// switches, migrations and faults without a perf event on the
-    /// thread; ibprobe's `counters/perf.rs` says why).
+    /// thread; ibnoise's `counters/perf.rs` says why).
     pub perf_counters: bool,
 }
 

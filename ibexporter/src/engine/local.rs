@@ -7,7 +7,7 @@
 //! ibtune's isolation buys). A host with no RDMA device says so once and
 //! probes the rest.
 
-use ibprobe::host::wakeup;
+use ibnoise::wakeup;
 use ibprobe::spec::{ChannelSpec, Op, Transport, VerbsKnobs};
 
 use super::spec::{ProbeKind, ProbeSpec};

@@ -13,8 +13,8 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use ibnoise::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::clock::Clock;
-use ibprobe::host::wakeup::{self, WakeupConfig, WakeupLength};
 use ibprobe::probe::config::{Length, Mode, ProbeConfig};
 use ibprobe::probe::executor;
 use ibprobe::probe::open;
@@ -167,7 +167,7 @@ fn message_round(
 /// distribution (one-way for loopback, RTT for remote).
 fn outcome_round(
     r: Result<Outcome, (TransportError, Outcome)>,
-    samples: impl Fn(Outcome) -> Option<ibprobe::stats::LatencyHistogram>,
+    samples: impl Fn(Outcome) -> Option<ibstats::latency::LatencyHistogram>,
 ) -> (u64, Round) {
     match r {
         Ok(o) => (

@@ -245,7 +245,7 @@ Examples:
   ibprobe host --period 200us --fifo 95 --count 2000 --format markdown
       # needs root";
 
-/// clap's view of a `crate::words` list: its values with their help
+/// clap's view of an `ibhost::vocabulary!` list: its values with their help
 /// (the doc line without its final period, as clap shows doc comments).
 macro_rules! value_enum {
     ($($t:ty),+) => {$(

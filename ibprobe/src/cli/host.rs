@@ -1,5 +1,5 @@
 //! `ibprobe host`: wake-up latency of a SCHED_FIFO thread per CPU
-//! (cyclictest's measurement, [`crate::host::wakeup`]) or the kernel's
+//! (cyclictest's measurement, [`ibnoise::wakeup`]) or the kernel's
 //! timerlat tracer: what `ibtune apply` did to the cores the probe runs on,
 //! in the probe's percentiles, without rt-tests.
 
@@ -11,13 +11,13 @@ use ibhost::file::{read_pseudo, MAX_PSEUDO_FILE};
 use super::args::HostArgs;
 use super::common::stop_flag;
 use super::error::{CliError, EXIT_INTERRUPTED};
-use crate::host::timerlat::{self, TimerlatConfig, TimerlatError};
-use crate::host::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
 use crate::report::host::HostReport;
 use crate::report::progress::progress_bar;
 use crate::report::timerlat::TimerlatReport;
 use crate::report::Document;
 use crate::sys::host;
+use ibnoise::timerlat::{self, TimerlatConfig, TimerlatError};
+use ibnoise::wakeup::{self, WakeupConfig, WakeupError, WakeupLength};
 
 /// Wake-ups per CPU when neither --count nor --duration is given.
 pub const DEFAULT_COUNT: u64 = 10_000;

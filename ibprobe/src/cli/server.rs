@@ -131,7 +131,7 @@ fn one_client(a: &ServerArgs, mut oob: Oob, stop: &AtomicBool) -> Result<u8, Cli
     // The echo loop's counters over the session, opened as any
     // measurement's (perf events only where a CPU PMU exists).
     let cpu = default_cpu(t);
-    let span = crate::counters::Span::start(&crate::counters::measuring_cpus(cpu), false);
+    let span = ibnoise::counters::Span::start(&ibnoise::counters::measuring_cpus(cpu), false);
     let served = session::serve(
         &mut oob,
         ch.as_mut(),

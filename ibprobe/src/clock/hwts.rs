@@ -11,7 +11,7 @@
 //! tested on synthetic completion streams.
 
 use crate::clock::hca::{Calibration, HcaClock};
-use crate::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
 /// The prober's times of one message: T1 and T6 on the host clock (ns),
 /// T2 and T5 raw HCA ticks (None: the completion carried no stamp, e.g.

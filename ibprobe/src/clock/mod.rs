@@ -56,7 +56,7 @@ pub struct Calibration {
     pub spread_ppm: f64,
 }
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// Why [`Clock::calibrate`] did not use the TSC, for the report's
     /// warnings: its name in JSON, and one sentence naming what was wrong
@@ -196,7 +196,7 @@ pub struct Clock {
     resolution_ns: f64,
 }
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     /// Which clock a run asks for (`--clock`).
     ClockChoice, "clock" {
         Auto = "auto", "The TSC when it calibrates stably and the CPU flags vouch for it, or clock_gettime is a system call, or the kernel's own clocksource is the TSC; else clock_gettime(CLOCK_MONOTONIC_RAW). The report says which and why.";

@@ -62,7 +62,7 @@ pub struct ProbeConfig {
     pub stamp_thread: bool,
     /// `--hw-timestamps`: keep each probe's T2 and T5 (`clock/hwts.rs`).
     pub hw_timestamps: bool,
-    /// Read the measuring thread's counters (`counters/`) around the
+    /// Read the measuring thread's counters (`ibnoise::counters`) around the
     /// measured part and at each interval's end.
     pub counters: bool,
     /// `--perf-counters`: perf events even without a CPU PMU.

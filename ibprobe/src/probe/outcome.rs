@@ -4,10 +4,10 @@
 
 use crate::clock::hwts::{HwSplit, ProberLog};
 use crate::clock::Clock;
-use crate::counters::CounterReport;
 use crate::probe::workload::stream::{RecvTally, SendHistos, SendTally, StampSplit};
-use crate::stats::LatencyHistogram;
 use crate::transport::TransportError;
+use ibnoise::counters::CounterReport;
+use ibstats::latency::LatencyHistogram;
 
 /// The raw result of one probe run; latencies in ns.
 #[derive(Clone, Debug, Default)]

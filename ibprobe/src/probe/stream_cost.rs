@@ -15,9 +15,9 @@ use super::workload::slot::{self, Header, CTRL_LEN, RECORD_HEADER, SLOT_HEADER};
 use super::workload::stream::{receive, send, StreamPlan};
 use crate::clock::Clock;
 use crate::spec::StreamSpec;
-use crate::stats::LatencyHistogram;
 use crate::transport::stream::SlotEnd;
 use crate::transport::{TransportError, TransportInfo};
+use ibstats::latency::LatencyHistogram;
 
 fn info() -> TransportInfo {
     TransportInfo {

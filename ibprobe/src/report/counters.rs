@@ -1,10 +1,10 @@
-//! The counters of a run (`counters/`) as every command that measures
+//! The counters of a run (`ibnoise::counters`) as every command that measures
 //! shows them: the table's context lines, the JSON `counters` object, the
 //! CSV columns, and the sentence that names the likely cause of an outlier.
 
 use serde_json::{json, Map, Value};
 
-use crate::counters::{Counter, CounterReport};
+use ibnoise::counters::{Counter, CounterReport};
 
 /// Thousands separators: 1204 -> "1,204".
 pub fn thousands(n: u64) -> String {
@@ -119,7 +119,7 @@ pub fn csv_cells(r: Option<&CounterReport>) -> Vec<String> {
     cells(r.map(|r| &r.counts))
 }
 
-fn cells(c: Option<&crate::counters::Counts>) -> Vec<String> {
+fn cells(c: Option<&ibnoise::counters::Counts>) -> Vec<String> {
     let cell = |k| {
         c.and_then(|c| c.get(k))
             .map_or(String::new(), |v| v.to_string())
@@ -137,8 +137,8 @@ pub fn interval_csv_header() -> String {
 pub fn interval_csv_row(
     start_ns: u64,
     end_ns: u64,
-    h: &crate::stats::LatencyHistogram,
-    c: &crate::counters::Counts,
+    h: &ibstats::latency::LatencyHistogram,
+    c: &ibnoise::counters::Counts,
 ) -> String {
     let cells = cells(Some(c)).join(",");
     format!(
@@ -205,19 +205,19 @@ fn cause_word(cause: &str) -> &'static str {
 /// render. Not for library users.
 #[doc(hidden)]
 pub fn fixture() -> CounterReport {
-    let mut c = crate::counters::Counts::default();
+    let mut c = ibnoise::counters::Counts::default();
     c.set(Counter::ContextSwitches, Some(3));
     c.set(Counter::InvoluntaryContextSwitches, Some(2));
     c.set(Counter::Interrupts, Some(1204));
     CounterReport {
         counts: c,
         cpus: vec![3],
-        interrupts_by_source: vec![crate::counters::SourceCount {
+        interrupts_by_source: vec![ibnoise::counters::SourceCount {
             source: "LOC".into(),
             what: "Local timer interrupts".into(),
             count: 1204,
         }],
-        missing: vec![crate::counters::Missing {
+        missing: vec![ibnoise::counters::Missing {
             counters: vec!["cycles"],
             why: "no CPU PMU".into(),
         }],

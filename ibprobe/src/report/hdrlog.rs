@@ -6,12 +6,12 @@
 //! reports, and its decoding, bounded before anything is allocated.
 
 use super::model::ReportError;
-use crate::stats::LatencyHistogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::{
     Deserializer, Serializer as _, V2DeflateSerializer, V2Serializer,
 };
 use hdrhistogram::Histogram;
+use ibstats::latency::LatencyHistogram;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -40,7 +40,7 @@ pub fn encode(h: &LatencyHistogram) -> String {
 /// What it decodes is bounded before anything is allocated: the header's
 /// range (lowest, highest, significant digits) gives the length of the
 /// counts array, which may not exceed what ibprobe's own histograms use
-/// ([`crate::stats::COUNTS_LEN`]); the payload it claims may not exceed 9
+/// ([`ibstats::latency::COUNTS_LEN`]); the payload it claims may not exceed 9
 /// bytes per count (one varint each) nor the bytes actually there; a
 /// compressed encoding is inflated only that far. (The hdrhistogram
 /// crate sizes its buffer from the header's claimed payload length: a
@@ -96,10 +96,10 @@ fn v2_payload_len(header: &[u8], total: usize) -> Result<usize, String> {
             "an HdrHistogram whose range ({low}..{high}, {digits} significant digits) is not one ibprobe writes"
         )
     })?;
-    if counts > crate::stats::COUNTS_LEN {
+    if counts > ibstats::latency::COUNTS_LEN {
         return Err(format!(
             "an HdrHistogram of {counts} counts ({low}..{high}, {digits} significant digits), more than the {} of an ibprobe histogram; save the report again with ibprobe",
-            crate::stats::COUNTS_LEN
+            ibstats::latency::COUNTS_LEN
         ));
     }
     let there = total.saturating_sub(V2_HEADER);
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn counts_len_is_hdrhistograms() {
         for (low, high, digits) in [
-            (1, crate::stats::MAX_NS, 3),
+            (1, ibstats::latency::MAX_NS, 3),
             (1, 2, 0),
             (1, u64::MAX, 5),
             (1000, 1 << 40, 2),
@@ -294,8 +294,8 @@ mod tests {
             );
         }
         assert_eq!(
-            counts_len(1, crate::stats::MAX_NS, 3),
-            Some(crate::stats::COUNTS_LEN)
+            counts_len(1, ibstats::latency::MAX_NS, 3),
+            Some(ibstats::latency::COUNTS_LEN)
         );
         assert_eq!(counts_len(0, 10, 3), None);
         assert_eq!(counts_len(1, 10, 6), None);
@@ -337,7 +337,7 @@ mod tests {
             assert_eq!(decode(&b64(&deflated(&v2))).unwrap(), h);
         };
         // One count of 1 (zigzag 2), then nothing.
-        let mut v2 = header(1, 3, 1, crate::stats::MAX_NS);
+        let mut v2 = header(1, 3, 1, ibstats::latency::MAX_NS);
         v2.push(2);
         ok(v2);
         let refused = |v2: Vec<u8>, needle: &str| {
@@ -346,12 +346,12 @@ mod tests {
                 assert!(e.contains(needle), "{e}");
             }
         };
-        let mut claims_4g = header(u32::MAX, 3, 1, crate::stats::MAX_NS);
+        let mut claims_4g = header(u32::MAX, 3, 1, ibstats::latency::MAX_NS);
         claims_4g.extend([2u8; 16]);
         refused(claims_4g, "claims 4294967295 payload bytes");
         refused(header(8, 5, 1, u64::MAX), "more than the 28672");
         refused(header(8, 3, 0, 10), "not one ibprobe writes");
-        let mut past_its_bytes = header(64, 3, 1, crate::stats::MAX_NS);
+        let mut past_its_bytes = header(64, 3, 1, ibstats::latency::MAX_NS);
         past_its_bytes.extend([2u8; 8]);
         assert!(decode(&b64(&past_its_bytes))
             .unwrap_err()

@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Table};
-use crate::host::wakeup::{self, CpuWakeup, WakeupConfig};
-use crate::stats::Summary;
+use ibnoise::wakeup::{self, CpuWakeup, WakeupConfig};
+use ibstats::latency::Summary;
 
 pub const SCHEMA: &str = "ibprobe.host/1";
 
@@ -19,7 +19,7 @@ pub struct CpuRow {
     pub isolated: bool,
     /// In /sys/devices/system/cpu/nohz_full.
     pub nohz_full: bool,
-    /// Wake-up latency statistics (definitions in `crate::stats`).
+    /// Wake-up latency statistics (definitions in `ibstats::latency`).
     #[serde(flatten)]
     pub summary: Summary,
     /// Deadlines skipped because a wake-up came after the next one.

@@ -35,7 +35,7 @@ pub mod threshold;
 pub mod timerlat;
 
 use crate::probe::outcome::Outcome;
-use crate::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
 pub use format::Format;
 pub use model::*;

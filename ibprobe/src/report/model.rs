@@ -5,8 +5,8 @@
 
 use super::threshold;
 use crate::clock::Clock;
-use crate::stats::Summary;
 use crate::transport::TransportInfo;
+use ibstats::latency::Summary;
 use serde::Serialize;
 
 /// The JSON schema identifier; bumped when a field changes meaning or goes
@@ -35,7 +35,7 @@ pub enum ReportError {
     Plot { path: String, message: String },
 }
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// How the probe ran: the one-process loopback (one-way latency) or the
     /// client of a ping-pong (round trip); `name` is its word in every format.
@@ -76,7 +76,7 @@ impl ReportContext {
     }
 }
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// Which distribution a row is about: its machine name (JSON, CSV) and
     /// its label (table, Markdown); their definitions are in
@@ -105,7 +105,7 @@ impl DistKind {
 #[derive(Clone, Debug)]
 pub struct Distribution {
     pub kind: DistKind,
-    /// Definitions in [`crate::stats`].
+    /// Definitions in [`ibstats::latency`].
     pub summary: Summary,
     /// Samples above the histogram's range (clamped to 100 s).
     pub clamped: u64,
@@ -161,7 +161,7 @@ pub struct Report {
     /// `--fail-if`, checked (None: none given).
     pub fail_if: Option<threshold::FailIf>,
     /// The measuring thread's counters (None: `--no-counters`).
-    pub counters: Option<crate::counters::CounterReport>,
+    pub counters: Option<ibnoise::counters::CounterReport>,
 }
 
 /// Microseconds with 3 decimals, the unit every human format uses.

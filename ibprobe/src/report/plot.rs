@@ -7,7 +7,7 @@
 //! canvas every plot of the report is drawn on.
 
 use super::{us, ReportError};
-use crate::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 use plotters::prelude::*;
 use std::path::Path;
 

@@ -14,8 +14,8 @@ use super::model::{
 use crate::clock::Clock;
 use crate::probe::outcome::StreamOutcome;
 use crate::spec::{StreamSpec, Transport};
-use crate::stats::LatencyHistogram;
 use crate::transport::TransportInfo;
+use ibstats::latency::LatencyHistogram;
 
 /// Percentiles of one stream distribution, ns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// What a threshold reads from a run.
     Metric {
@@ -64,7 +64,7 @@ impl Metric {
     }
 }
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// A comparison, by its symbol; the two-character ones first (for
     /// parsing).
@@ -189,7 +189,7 @@ pub trait Measured {
 
 /// A latency metric's value in a histogram summary (None: no sample, or
 /// not a latency).
-pub fn from_summary(s: &crate::stats::Summary, m: Metric) -> Option<f64> {
+pub fn from_summary(s: &ibstats::latency::Summary, m: Metric) -> Option<f64> {
     let ns = match m {
         Metric::P50 => s.p50_ns,
         Metric::P90 => s.p90_ns,

@@ -2,7 +2,7 @@
 //! thread latency of the kernel's timerlat tracer as two distributions,
 //! the CPU's top interference sources during the run, and what ran on the
 //! CPU while its worst wake-up waited. Table, CSV, Markdown, or the
-//! `ibprobe.timerlat/1` JSON document, from [`crate::host::timerlat`]'s outcome.
+//! `ibprobe.timerlat/1` JSON document, from [`ibnoise::timerlat`]'s outcome.
 
 use std::time::Duration;
 
@@ -10,9 +10,9 @@ use serde::Serialize;
 
 use super::host::{self, HostRun};
 use super::model::{us, Align, Block, Column, Csv, Document, JsonDoc, Quote, Spacing};
-use crate::host::timerlat::{TimerlatConfig, TimerlatOutcome};
-use crate::host::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
-use crate::stats::Summary;
+use ibnoise::timerlat::{TimerlatConfig, TimerlatOutcome};
+use ibnoise::timerlat_trace::{CpuTimerlat, NoiseSource, WorstWakeup};
+use ibstats::latency::Summary;
 
 pub const SCHEMA: &str = "ibprobe.timerlat/1";
 

@@ -15,19 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// `lock_memory` needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK; the
 /// runner reports a failure and carries on.
-pub use ibhost::rt::{allowed_cpus, lock_memory, pin_to_cpu, set_affinity};
-
-/// Touches `bytes` of stack below the caller, so the loop's stack pages
-/// are resident before the first timestamp.
-#[inline(never)]
-pub fn prefault_stack(bytes: usize) {
-    const CHUNK: usize = 16 * 1024;
-    let buf = [0u8; CHUNK];
-    std::hint::black_box(&buf);
-    if bytes > CHUNK {
-        prefault_stack(bytes - CHUNK);
-    }
-}
+pub use ibhost::rt::{allowed_cpus, lock_memory, pin_to_cpu, prefault_stack, set_affinity};
 
 /// The measurement loop checks the stop flag between messages and leaves
 /// through the orderly path: Ctrl-C prints what was collected and every

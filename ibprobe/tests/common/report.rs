@@ -3,7 +3,7 @@
 
 use ibprobe::clock::{Calibration, Clock};
 use ibprobe::probe::outcome::Outcome;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
 /// A histogram of exactly `values`.
 pub fn hist(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {

@@ -1,7 +1,7 @@
 //! `report::hdrlog`.
 
 use ibprobe::report::hdrlog::*;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
 #[test]
 fn encode_decode_round_trip_keeps_every_count() {

@@ -3,7 +3,7 @@
 use crate::synth::SynthHca;
 use ibprobe::clock::hca::{Calibration, HcaClock};
 use ibprobe::clock::hwts::*;
-use ibprobe::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 use proptest::prelude::*;
 
 fn clk32() -> HcaClock {

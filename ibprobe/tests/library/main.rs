@@ -1,13 +1,10 @@
 //! The library's unit tests that need only its public API, one module per
 //! module of `ibprobe/src` (tests of private items stay beside them).
 
-mod attribution;
 mod cli;
 mod cli_args;
 mod clock;
 mod compare;
-mod counters;
-mod counters_sched;
 mod executor_one_message;
 mod executor_paired;
 mod fake_hwts;
@@ -15,7 +12,6 @@ mod hca;
 mod hdrlog;
 mod heatmap;
 mod hwts;
-mod interrupts;
 mod loggp_fit;
 mod loggp_predict;
 mod mem;
@@ -30,7 +26,6 @@ mod session_hello;
 mod session_serve;
 mod shm;
 mod spec;
-mod stats;
 mod stream_cost;
 mod sweep;
 mod synth;
@@ -38,10 +33,8 @@ mod sys_host;
 mod sys_tsc;
 mod sys_verbs;
 mod threshold;
-mod timerlat_trace;
 mod udp;
 mod verbs_config;
-mod wakeup;
 mod workload_batch;
 mod workload_echo;
 mod workload_pace;

@@ -1,6 +1,6 @@
 //! `report::counters`.
 
-use ibprobe::counters::Counter;
+use ibnoise::counters::Counter;
 use ibprobe::report::counters::*;
 
 #[test]
@@ -29,7 +29,7 @@ fn table_lines_say_counts_sources_and_what_is_missing() {
 #[test]
 fn missing_counters_are_one_line() {
     let mut r = fixture();
-    r.missing.push(ibprobe::counters::Missing {
+    r.missing.push(ibnoise::counters::Missing {
         counters: vec!["smis"],
         why: "no msr module".into(),
     });
@@ -77,6 +77,6 @@ fn csv_cells_are_empty_where_not_counted() {
     assert!(cells.starts_with("3,2,,"), "{cells}");
     assert_eq!(
         csv_cells(None).join(","),
-        ",".repeat(ibprobe::counters::N - 1)
+        ",".repeat(ibnoise::counters::N - 1)
     );
 }

@@ -9,9 +9,9 @@ use ibprobe::probe::workload::stream::{
     receive, receive_stamped, RecvTally, StampSplit, StreamPlan,
 };
 use ibprobe::spec::StreamSpec;
-use ibprobe::stats::LatencyHistogram;
 use ibprobe::transport::stream::SlotEnd;
 use ibprobe::transport::{TransportError, TransportInfo};
+use ibstats::latency::LatencyHistogram;
 
 const SIZE: usize = 32;
 

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ibprobe::counters::interrupts::{columns, delta, parse_sources};
-use ibprobe::counters::SourceCount;
+use ibnoise::counters::interrupts::{columns, delta, parse_sources};
+use ibnoise::counters::SourceCount;
 use serde::Serialize;
 
 use super::root::HostRoot;

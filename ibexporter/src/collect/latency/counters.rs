@@ -5,7 +5,7 @@
 //! Why it exists: a p99 that jumps on the dashboard has a cause; these
 //! counters, on the same series labels and time axis as
 //! `ibprobe_latency_seconds`, say whether the probe was preempted, faulted
-//! or interrupted while it measured (ibprobe's `counters/`, read before
+//! or interrupted while it measured (`ibnoise::counters`, read before
 //! and after each round, never per message).
 //!
 //! | family | type | labels |
@@ -27,7 +27,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use ibprobe::counters::{Counter, Counts, N};
+use ibnoise::counters::{Counter, Counts, N};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 

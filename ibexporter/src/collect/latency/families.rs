@@ -60,7 +60,7 @@ impl SeriesKey {
 #[derive(Debug, Default)]
 pub struct Round {
     /// Latencies of the answered probes, ns (the ibprobe HDR histogram).
-    pub samples: Option<ibprobe::stats::LatencyHistogram>,
+    pub samples: Option<ibstats::latency::LatencyHistogram>,
     /// Probes with no answer within the timeout.
     pub timeouts: u64,
     /// Set when the round failed (peer lost, device gone): a short reason
@@ -71,7 +71,7 @@ pub struct Round {
     /// no timestamps.
     pub hw: Option<Result<ibprobe::clock::hwts::HwSplit, u64>>,
     /// The probing thread's counters over the round ([`counters`](super::counters)).
-    pub counters: Option<ibprobe::counters::Counts>,
+    pub counters: Option<ibnoise::counters::Counts>,
 }
 
 /// Slices per window: the summary covers between (1 - 1/SLICES) and 1

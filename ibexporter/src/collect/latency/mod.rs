@@ -314,7 +314,7 @@ mod tests {
 
     fn round(samples: &[u64], timeouts: u64, error: Option<&str>) -> Round {
         let h = (!samples.is_empty()).then(|| {
-            let mut h = ibprobe::stats::LatencyHistogram::new();
+            let mut h = ibstats::latency::LatencyHistogram::new();
             for &s in samples {
                 h.record(s);
             }

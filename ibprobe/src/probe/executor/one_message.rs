@@ -13,15 +13,15 @@ use super::place::{pin, place, span};
 use super::stamp::{stamp_cpus, Stamper};
 use crate::clock::hwts::{self, ProberLog, ResponderLog};
 use crate::clock::Clock;
-use crate::counters::attribution::Attributor;
 use crate::probe::config::{self, Mode, Plan, ProbeConfig, Receiver};
 use crate::probe::outcome::Outcome;
 use crate::probe::workload::echo::{echo, EchoEnd};
 use crate::probe::workload::record::{Histos, IntervalCounters, Recorder, Sink, Tally};
 use crate::probe::workload::seam::{Ctx, Workload};
 use crate::probe::workload::stop_wait::StopWait;
-use crate::stats::LatencyHistogram;
 use crate::transport::{Channel, TransportError};
+use ibnoise::counters::attribution::Attributor;
+use ibstats::latency::LatencyHistogram;
 
 /// A run that failed part-way, with what was measured before it.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,6 @@ use super::peer::{run_pair, PeerThread};
 use super::place::{place, span};
 use super::stamp::{stamp_cpus, StampCpus, Stamper};
 use crate::clock::Clock;
-use crate::counters::Span;
 use crate::probe::config::ProbeConfig;
 use crate::probe::outcome::{StampRun, StreamError, StreamOutcome};
 use crate::probe::workload::loggp::{Loggp, LoggpPlan, Samples};
@@ -19,6 +18,7 @@ use crate::probe::workload::stream::{RecvTally, Stream};
 use crate::spec::StreamSpec;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
+use ibnoise::counters::Span;
 
 const STREAM_RX: PeerThread = PeerThread {
     name: "ibprobe-stream-rx",

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::place::{pin, span};
-use crate::counters::{CounterReport, Span};
 use crate::probe::config::ProbeConfig;
 use crate::probe::workload::seam::{Paired, Signals};
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
+use ibnoise::counters::{CounterReport, Span};
 
 /// The peer thread's name, and the errors of a failed pin and a panic.
 #[derive(Clone, Copy, Debug)]

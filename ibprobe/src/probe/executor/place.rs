@@ -1,10 +1,10 @@
 //! Placement of the measuring thread and its peer (CPUs, memory locked
 //! and pre-faulted) and the counters' span, the same for every workload.
 
-use crate::counters::{self, Span};
 use crate::probe::config::ProbeConfig;
 use crate::sys::host;
 use crate::transport::TransportError;
+use ibnoise::counters::{self, Span};
 
 /// `what` names the pin in the error.
 pub fn pin(cpu: usize, what: &'static str) -> Result<(), TransportError> {

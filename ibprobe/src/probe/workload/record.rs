@@ -6,9 +6,9 @@
 
 use crate::clock::hwts::ProberStamp;
 use crate::clock::Clock;
-use crate::counters::attribution::Attributor;
-use crate::counters::{Counts, Meter};
-use crate::stats::LatencyHistogram;
+use ibnoise::counters::attribution::Attributor;
+use ibnoise::counters::{Counts, Meter};
+use ibstats::latency::LatencyHistogram;
 
 /// The distributions one loop fills: `primary`, t_recv - t_subm (one-way
 /// latency, or the round trip); `send_done`, t_comp - t_subm for signaled

@@ -28,9 +28,9 @@ use super::window::Credits;
 use crate::clock::Clock;
 use crate::probe::config::{ticks, Plan, ProbeConfig};
 use crate::spec::{CreditReturn, StreamSpec, StreamWorkload};
-use crate::stats::LatencyHistogram;
 use crate::transport::stream::SlotEnd;
 use crate::transport::TransportError;
+use ibstats::latency::LatencyHistogram;
 
 /// A stream as a [`Paired`] workload: the sender measures, the receiver
 /// answers.

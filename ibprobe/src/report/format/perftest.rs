@@ -60,7 +60,7 @@ mod tests {
         // What perftest's printf gives for these numbers (%-7.2f pads to 7).
         let d = Distribution {
             kind: DistKind::RttHalf,
-            summary: crate::stats::Summary {
+            summary: ibstats::latency::Summary {
                 count: 1000,
                 min_ns: 1050,
                 p50_ns: 1090,

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 
 use serde::Serialize;
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// One counter the report can carry: its name in JSON, CSV and
     /// metrics, and what it counts (docs, metric help), in report order.

@@ -1,10 +1,12 @@
-//! The one way a closed list of words (transports, ops, formats, ...) is
-//! defined: [`vocabulary!`], so no list of spellings is written twice; the
-//! CLI maps them to clap in `cli/args.rs` from `ALL`, `name()`, `help()`.
+//! The one way a closed list of words (transports, ops, formats, noise
+//! kinds, ...) is defined: [`vocabulary!`](crate::vocabulary), so no list
+//! of spellings is written twice; ibprobe's CLI maps them to clap in
+//! `cli/args.rs` from `ALL`, `name()`, `help()`. A crate that invokes it
+//! needs `serde` among its own dependencies.
 
 /// A configuration that cannot work, as one line: what, with which input,
 /// what to do instead (exit 2). Here, so this file needs nothing of the
-/// crate; `spec::SpecError` is its name everywhere else.
+/// crate; ibprobe's `spec::SpecError` is its name everywhere else.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct SpecError(pub String);
@@ -14,9 +16,10 @@ pub struct SpecError(pub String);
 /// `choices()`, `Display`, serde as the spelling and `FromStr`
 /// (case-insensitive, `_` read as `-`; error "unknown WHAT ...: a | b").
 /// `no_from_str` leaves `FromStr` to the caller (e.g. for aliases).
+#[macro_export]
 macro_rules! vocabulary {
     ($(#[$m:meta])* $name:ident, $what:literal { $($v:ident = $s:literal, $h:literal;)+ }) => {
-        $crate::words::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
+        $crate::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
         impl std::str::FromStr for $name {
             type Err = $crate::words::SpecError;
             fn from_str(s: &str) -> Result<$name, $crate::words::SpecError> {
@@ -38,7 +41,7 @@ macro_rules! vocabulary {
         }
     };
     (no_from_str $(#[$m:meta])* $name:ident { $($v:ident = $s:literal, $h:literal;)+ }) => {
-        $crate::words::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
+        $crate::vocabulary!(@enum $(#[$m])* $name { $($v = $s, $h;)+ });
     };
     (@enum $(#[$m:meta])* $name:ident { $($v:ident = $s:literal, $h:literal;)+ }) => {
         $(#[$m])*
@@ -78,5 +81,3 @@ macro_rules! vocabulary {
         }
     };
 }
-
-pub(crate) use vocabulary;

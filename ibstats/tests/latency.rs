@@ -1,7 +1,7 @@
 //! `stats`.
 
 use hdrhistogram::Histogram;
-use ibprobe::stats::*;
+use ibstats::latency::*;
 use proptest::prelude::*;
 
 #[test]

@@ -1,6 +1,6 @@
 //! `host::wakeup`.
 
-use ibprobe::host::wakeup::*;
+use ibnoise::wakeup::*;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! `counters`.
 
-use ibprobe::counters::*;
+use ibnoise::counters::*;
 
 #[test]
 fn since_subtracts_and_keeps_missing_missing() {

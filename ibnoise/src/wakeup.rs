@@ -11,8 +11,8 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::stats::LatencyHistogram;
-use crate::sys::{host, rt};
+use ibhost::rt;
+use ibstats::latency::LatencyHistogram;
 
 /// How long the probe runs on each CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
     check_fifo(cfg.priority)?;
     let mut out = WakeupOutcome::default();
     if cfg.lock_memory {
-        out.notes.push(match host::lock_memory() {
+        out.notes.push(match rt::lock_memory() {
             Ok(()) => "memory locked (mlockall)".into(),
             Err(e) => format!("warning: mlockall failed ({e}); page faults may show in the maxima (run as root or raise RLIMIT_MEMLOCK)"),
         });
@@ -120,7 +120,7 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
             let h = std::thread::Builder::new()
                 .name(format!("ibprobe-host-{cpu}"))
                 .spawn_scoped(scope, move || {
-                    let setup = host::pin_to_cpu(cpu)
+                    let setup = rt::pin_to_cpu(cpu)
                         .map_err(|source| WakeupError::Pin { cpu, source })
                         .and_then(|()| {
                             rt::set_fifo(priority)
@@ -129,7 +129,7 @@ pub fn run(cfg: &WakeupConfig, stop: &AtomicBool) -> Result<WakeupOutcome, Wakeu
                     if setup.is_err() {
                         abort.store(true, Ordering::Relaxed);
                     }
-                    host::prefault_stack(128 * 1024);
+                    rt::prefault_stack(128 * 1024);
                     while !go.load(Ordering::Acquire) {
                         std::thread::sleep(Duration::from_millis(1));
                     }

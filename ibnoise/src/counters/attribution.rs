@@ -9,9 +9,9 @@
 use serde::Serialize;
 
 use super::counts::{Counter, Counts};
-use crate::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// A cause an interval may have (at least one of it in the interval):
     /// its name in JSON and its phrase for sentences (`help`), in the

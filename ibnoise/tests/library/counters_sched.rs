@@ -1,6 +1,6 @@
 //! `counters::sched`.
 
-use ibprobe::counters::sched::*;
+use ibnoise::counters::sched::*;
 
 #[test]
 fn the_count_is_read_from_its_line_and_nowhere_else() {

@@ -16,9 +16,9 @@
 
 use std::collections::VecDeque;
 
-use crate::stats::LatencyHistogram;
+use ibstats::latency::LatencyHistogram;
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// Which part of one timer activation a latency line measures, as the
     /// line's `context` word names it.
@@ -29,7 +29,7 @@ crate::words::vocabulary! {
     }
 }
 
-crate::words::vocabulary! {
+ibhost::vocabulary! {
     no_from_str
     /// The kind of an interference (osnoise) event; its name is the word
     /// the reports use and, with `_noise`, the trace event's.

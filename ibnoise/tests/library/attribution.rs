@@ -1,8 +1,8 @@
 //! `counters::attribution`.
 
-use ibprobe::counters::attribution::*;
-use ibprobe::counters::{Counter, Counts};
-use ibprobe::stats::LatencyHistogram;
+use ibnoise::counters::attribution::*;
+use ibnoise::counters::{Counter, Counts};
+use ibstats::latency::LatencyHistogram;
 
 fn hist(vals: &[u64]) -> LatencyHistogram {
     let mut h = LatencyHistogram::new();

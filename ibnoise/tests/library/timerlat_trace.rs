@@ -1,6 +1,6 @@
 //! `host::timerlat_trace`.
 
-use ibprobe::host::timerlat_trace::*;
+use ibnoise::timerlat_trace::*;
 
 // Lines as the Debian 6.1.0-56-rt-amd64 kernel writes them (the lab).
 const IRQ: &str = "          <idle>-0       [000] d..h1..    11.711089: #4     context    irq timer_latency     39200 ns";

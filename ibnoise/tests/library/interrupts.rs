@@ -1,6 +1,6 @@
 //! `counters::interrupts`.
 
-use ibprobe::counters::interrupts::*;
+use ibnoise::counters::interrupts::*;
 
 const TABLE: &str = "           CPU0       CPU1       CPU2       CPU3\n\
  24:          1          0          0          0  IO-APIC   5-edge      ACPI:Ged\n\
