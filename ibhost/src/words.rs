@@ -5,8 +5,8 @@
 //! needs `serde` among its own dependencies.
 
 /// A configuration that cannot work, as one line: what, with which input,
-/// what to do instead (exit 2). Here, so this file needs nothing of the
-/// crate; ibprobe's `spec::SpecError` is its name everywhere else.
+/// what to do instead (exit 2). The `FromStr` error of every word list,
+/// in any crate; ibprobe re-exports it as `spec::SpecError`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct SpecError(pub String);
